@@ -1,0 +1,218 @@
+// shmfilter/segment.hpp: one memory-mapped segment shared by every process on a host.
+//
+// A segment is a POSIX shared-memory object (/dev/shm/NAME) or a regular file.
+// Each process maps a reserved maximum once, so offsets never move; the
+// backing object grows underneath (ftruncate + posix_fallocate), so a full
+// /dev/shm is a kNoSpace error when space is requested, never a SIGBUS later.
+// Everything inside is addressed by offset from base().
+//
+// Inside: a header, a process registry (liveness of attached processes, known
+// from OFD locks the kernel drops when a process dies, never from bare pids),
+// a directory of named structures (lock-free lookups), and a region allocator.
+// Control-plane work (create/drop/allocate/resize) runs under one ROBUST
+// process-shared mutex with an undo log: if a holder dies mid-operation the
+// next locker rolls the operation back and carries on. See docs/FORMAT.md and
+// docs/CONCURRENCY.md.
+//
+// Fork: an attachment belongs to the process that made it. A child created by
+// fork() must call Segment::open() itself (the registry slot and its lock are
+// per attachment); a Segment object inherited across fork throws kBusy on
+// control-plane use.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shmfilter/error.hpp"
+
+namespace shmfilter {
+
+namespace internal {
+struct SegmentImpl;  // lib/segment.cpp
+}
+
+// Kinds of named structures. Values are part of the on-disk format.
+enum class Kind : uint32_t {
+  kNone = 0,
+  kBloom = 1,
+  kCuckoo = 2,
+  kRoaring = 3,
+  kHll = 4,
+  kExactSet = 5,
+  kBlob = 6,  // raw bytes (tests, the demo's bookkeeping)
+};
+std::string_view kind_name(Kind kind) noexcept;  // "bloom", "cuckoo", ...
+
+inline constexpr size_t kMaxSegmentNameLength = 200;   // bytes, without the leading '/'
+inline constexpr size_t kMaxStructureNameLength = 63;  // bytes, any byte except NUL
+
+struct CreateOptions {
+  uint64_t size = 64ull << 20;          // initial backing size (rounded up to a page)
+  uint64_t max_size = 64ull << 30;      // reserved address space; the segment may grow to this
+  uint32_t directory_capacity = 4096;   // named structures (8,000 plans x 7 days needs 65536)
+  std::string file;                     // non-empty: back by this regular file, not /dev/shm
+  uint32_t mode = 0600;                 // permission bits of the backing object
+  int64_t group = -1;                   // >= 0: chown to this gid (use mode 0660 to share)
+};
+
+struct OpenOptions {
+  std::string file;  // must match how the segment was created
+};
+
+// A named structure as the directory describes it.
+struct RegionInfo {
+  std::string name;
+  Kind kind = Kind::kNone;
+  uint64_t offset = 0;      // from base()
+  uint64_t size = 0;        // bytes
+  uint32_t slot = 0;        // directory slot
+  uint32_t generation = 0;  // changes when the slot is dropped or reused
+};
+
+struct ProcessInfo {
+  uint32_t slot = 0;
+  int32_t pid = 0;            // informational only: liveness never trusts it
+  uint64_t token = 0;         // owner token of that attachment
+  bool alive = false;         // from the kernel (OFD lock held), not from kill(pid, 0)
+  uint64_t attached_unix_ns = 0;
+};
+
+struct SegmentStats {
+  uint64_t size = 0;            // backing bytes now
+  uint64_t max_size = 0;        // reservation
+  uint64_t used_bytes = 0;      // allocated to live regions
+  uint64_t free_bytes = 0;      // free inside size (holes + tail)
+  uint64_t quarantined_bytes = 0;
+  uint64_t largest_free = 0;    // largest allocatable extent without growth
+  uint32_t free_extents = 0;    // holes: fragmentation indicator
+  uint32_t structures = 0;
+  uint32_t directory_capacity = 0;
+  uint32_t processes_alive = 0;
+  uint32_t format_version = 0;
+};
+
+// One finding of Segment::check().
+struct CheckFinding {
+  std::string where;     // "header", "directory[12] 'freq:1:2026-11-30'", "allocator", ...
+  std::string problem;   // what is wrong
+  bool repaired = false; // --repair fixed it
+};
+struct CheckReport {
+  std::vector<CheckFinding> findings;
+  bool consistent() const {
+    for (const auto& f : findings)
+      if (!f.repaired) return false;
+    return true;
+  }
+};
+
+class Segment;
+
+// A control-plane transaction: runs under the segment's robust lock. Every
+// write made through it is undo-logged, so if this process dies before the
+// transaction returns, the next locker rolls all of it back (allocations
+// included). Writes to memory allocated inside the same transaction need no
+// logging: rolling back the allocation makes them unreachable.
+class ControlTxn {
+ public:
+  // Allocates `bytes` (rounded up to 64) of zeroed memory, 64-byte aligned,
+  // growing the backing object if needed. Throws kNoSpace.
+  uint64_t allocate(uint64_t bytes);
+  // Frees an extent allocated earlier. The memory is quarantined until every
+  // attached process has passed a quiescent point (Segment::quiesce, or any
+  // control-plane call) or died, then reused.
+  void free(uint64_t offset);
+  // Logged stores to a field inside the segment (release order).
+  void store_u64(uint64_t* field, uint64_t value);
+  void store_u32(uint32_t* field, uint32_t value);
+  std::byte* base() const noexcept;
+  Segment& segment() noexcept { return *segment_; }
+
+ private:
+  friend struct internal::SegmentImpl;
+  friend class Segment;
+  explicit ControlTxn(Segment* s) : segment_(s) {}
+  Segment* segment_;
+};
+
+// Thin, copyable handle to one attachment (copies share it). Thread-safe.
+class Segment {
+ public:
+  // Control plane. All throw Error.
+  static Segment create(std::string_view name, const CreateOptions& options = {});
+  static Segment open(std::string_view name, const OpenOptions& options = {});
+  // Opens NAME, or creates it if absent; of several racing callers exactly one creates.
+  static Segment open_or_create(std::string_view name, const CreateOptions& options = {});
+  // Removes the name; attached processes keep their mapping. False if absent.
+  static bool remove(std::string_view name, const OpenOptions& options = {});
+  static bool exists(std::string_view name, const OpenOptions& options = {});
+
+  Segment() = default;
+  explicit operator bool() const noexcept { return impl_ != nullptr; }
+
+  const std::string& name() const;
+  std::byte* base() const noexcept;      // lock-free, any thread; stable for the attachment's life
+  uint64_t size() const noexcept;        // current backing size (acquire load)
+  SegmentStats stats() const;            // lock-free snapshot (may be slightly stale)
+
+  // ---- directory ---------------------------------------------------------
+  // Lock-free, any process.
+  std::optional<RegionInfo> find(std::string_view name) const;
+  // find() that throws kNotFound / kWrongKind with a message naming both kinds.
+  RegionInfo open_region(std::string_view name, Kind kind) const;
+  std::vector<RegionInfo> list() const;
+  // True while the slot still holds the same generation (not dropped). Lock-free, noexcept.
+  bool region_live(uint32_t slot, uint32_t generation) const noexcept;
+
+  // Control plane: creates a named region of `bytes` zeroed bytes, runs `init`
+  // on it under the lock, then publishes the directory entry with one release
+  // store. Throws kExists / kNameTooLong / kNoSpace / kFull (directory).
+  // If init throws, nothing is published and the memory is freed.
+  RegionInfo create_region(std::string_view name, Kind kind, uint64_t bytes,
+                           const std::function<void(std::byte* region, uint64_t bytes, ControlTxn& txn)>& init);
+  // Control plane: unpublishes and frees (quarantined). Handles to it then see kDropped.
+  // `on_drop` runs under the lock first, to free the structure's extra extents.
+  bool drop(std::string_view name,
+            const std::function<void(std::byte* region, uint64_t bytes, ControlTxn& txn)>& on_drop = {});
+  // Control plane: runs fn under the robust lock as one undo-logged transaction.
+  void transact(const std::function<void(ControlTxn& txn)>& fn);
+  // Control plane: grow (online) or shrink (only a free tail) the backing object.
+  void resize(uint64_t new_size);
+
+  // ---- processes -------------------------------------------------------------
+  // This attachment's owner token: nonzero, unique among attachments ever made
+  // on this segment (slot + incarnation). Store it in lock words.
+  uint64_t owner_token() const noexcept;
+  // Lock-free: is the attachment that owns `token` still attached and alive?
+  // Answered from the kernel's OFD lock on its registry slot, so a reused pid
+  // cannot fool it. Token 0 is never alive.
+  bool token_alive(uint64_t token) const noexcept;
+  std::vector<ProcessInfo> processes() const;
+  // Marks a quiescent point of this process: it holds no pointer into memory
+  // freed before now. Cheap; call it between batches in long-lived workers.
+  void quiesce() noexcept;
+
+  // ---- integrity -------------------------------------------------------------
+  // Validates the header, registry, directory, allocator (no overlap, no leak)
+  // and every structure's invariants; with repair, fixes what it can.
+  // Safe to run while other processes work.
+  CheckReport check(bool repair = false);
+
+  internal::SegmentImpl* impl() const noexcept { return impl_.get(); }
+
+ private:
+  explicit Segment(std::shared_ptr<internal::SegmentImpl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<internal::SegmentImpl> impl_;
+};
+
+// Parses "2GiB", "512MiB", "64k", "1.5G", "4096" into bytes. Throws kInvalidArgument.
+uint64_t parse_size(std::string_view text);
+// Formats bytes as "1.50 GiB".
+std::string format_size(uint64_t bytes);
+
+}  // namespace shmfilter

@@ -1,0 +1,243 @@
+// shmtool/main.cpp: dispatch, help, exit codes. Commands live one file each.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "shmfilter/error.hpp"
+
+namespace shmtool {
+
+std::vector<Command>& registry() {
+  static std::vector<Command> commands;
+  return commands;
+}
+
+std::vector<Describer>& describers() {
+  static std::vector<Describer> d;
+  return d;
+}
+
+void print_object(const Json& obj, bool json) {
+  if (json) {
+    printf("%s\n", obj.str().c_str());
+    return;
+  }
+  // Text: one "key: value" line per top-level member; nested values stay JSON.
+  std::string s = obj.str();
+  size_t i = 1, depth = 0;
+  bool in_str = false;
+  std::string line;
+  for (; i + 1 < s.size(); ++i) {
+    char c = s[i];
+    if (in_str) {
+      if (c == '\\') { line += c; line += s[++i]; continue; }
+      if (c == '"') in_str = false;
+      line += c;
+      continue;
+    }
+    if (c == '"') in_str = true;
+    if (c == '{' || c == '[') ++depth;
+    if (c == '}' || c == ']') --depth;
+    if (c == ',' && depth == 0) {
+      printf("%s\n", line.c_str());
+      line.clear();
+      continue;
+    }
+    line += c;
+  }
+  if (!line.empty()) printf("%s\n", line.c_str());
+}
+
+void for_each_stdin_line(const std::function<void(std::string_view, uint64_t)>& fn) {
+  static char buf[1 << 20];
+  std::string carry;
+  uint64_t line_no = 0;
+  auto emit = [&](std::string_view line) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!line.empty()) fn(line, line_no);
+  };
+  ssize_t n;
+  while ((n = read(0, buf, sizeof buf)) > 0) {
+    std::string_view chunk(buf, static_cast<size_t>(n));
+    size_t start = 0;
+    while (true) {
+      size_t nl = chunk.find('\n', start);
+      if (nl == std::string_view::npos) {
+        carry.append(chunk.substr(start));
+        break;
+      }
+      if (!carry.empty()) {
+        carry.append(chunk.substr(start, nl - start));
+        emit(carry);
+        carry.clear();
+      } else {
+        emit(chunk.substr(start, nl - start));
+      }
+      start = nl + 1;
+    }
+  }
+  if (!carry.empty()) emit(carry);
+}
+
+Progress::Progress(std::string label, uint64_t total_bytes)
+    : label_(std::move(label)), total_(total_bytes), tty_(isatty(2) != 0) {}
+
+void Progress::update(uint64_t done) {
+  if (!tty_ || total_ == 0) return;
+  uint64_t pct = std::min<uint64_t>(100, done * 100 / total_);
+  if (pct == last_shown_ && done != 0) return;
+  last_shown_ = pct;
+  int width = 40, filled = static_cast<int>(pct * width / 100);
+  std::string bar(static_cast<size_t>(filled), '#');
+  bar.resize(static_cast<size_t>(width), '.');
+  fprintf(stderr, "\r%s [%s] %3llu%%", label_.c_str(), bar.c_str(), static_cast<unsigned long long>(pct));
+  fflush(stderr);
+}
+
+void Progress::finish() {
+  if (tty_ && !finished_) {
+    update(total_);
+    fprintf(stderr, "\n");
+  }
+  finished_ = true;
+}
+
+Progress::~Progress() { finish(); }
+
+namespace {
+
+const char* kOverview =
+    "shmtool: create, inspect, check and use shmfilter segments.\n"
+    "\n"
+    "A segment is one shared-memory object (/dev/shm/NAME, or a file with --file)\n"
+    "holding named deduplication structures that every process on the host uses.\n"
+    "\n"
+    "Usage: shmtool COMMAND [ARGS...]      shmtool help COMMAND   shmtool COMMAND --help\n"
+    "Sizes accept bytes or KiB/MiB/GiB/TiB and k/M/G/T (powers of 1024 for sizes,\n"
+    "of 1000 for counts such as --capacity 150M).\n"
+    "Exit codes: 0 ok; 1 missing or bad segment/structure, or check found problems;\n"
+    "2 bad arguments.\n";
+
+void print_overview(FILE* out) {
+  fputs(kOverview, out);
+  std::vector<std::string> groups;
+  for (const auto& c : registry())
+    if (std::find(groups.begin(), groups.end(), c.group) == groups.end()) groups.push_back(c.group);
+  std::sort(groups.begin(), groups.end());
+  for (const auto& g : groups) {
+    fprintf(out, "\n%s\n", g.empty() ? "Segment commands:" : ("Structure commands (" + g + "):").c_str());
+    for (const auto& c : registry()) {
+      if (c.group != g) continue;
+      std::string full = g.empty() ? c.name : g + " " + c.name;
+      fprintf(out, "  %-22s %s\n", full.c_str(), c.summary.c_str());
+    }
+  }
+}
+
+const Command* lookup(const std::string& group, const std::string& name) {
+  for (const auto& c : registry())
+    if (c.group == group && c.name == name) return &c;
+  return nullptr;
+}
+
+bool is_group(const std::string& g) {
+  if (g.empty()) return false;
+  for (const auto& c : registry())
+    if (c.group == g) return true;
+  return false;
+}
+
+void print_group(FILE* out, const std::string& g) {
+  fprintf(out, "Usage: shmtool %s SUBCOMMAND ...\n\n", g.c_str());
+  for (const auto& c : registry())
+    if (c.group == g) fprintf(out, "  %-14s %s\n", c.name.c_str(), c.summary.c_str());
+  fprintf(out, "\nshmtool %s SUBCOMMAND --help shows each one in full.\n", g.c_str());
+}
+
+void print_command(FILE* out, const Command& c) {
+  fprintf(out, "Usage: %s\n\n%s\n", c.usage.c_str(), c.help.c_str());
+}
+
+}  // namespace
+}  // namespace shmtool
+
+int main(int argc, char** argv) {
+  using namespace shmtool;
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    print_overview(stderr);
+    return 2;
+  }
+  if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    if (args.size() >= 2) {
+      std::string g = is_group(args[1]) ? args[1] : "";
+      std::string n = g.empty() ? args[1] : (args.size() >= 3 ? args[2] : "");
+      if (!g.empty() && n.empty()) {
+        print_group(stdout, g);
+        return 0;
+      }
+      if (const Command* c = lookup(g, n)) {
+        print_command(stdout, *c);
+        return 0;
+      }
+      fprintf(stderr, "shmtool: no command '%s'; run 'shmtool --help' for the list\n", args[1].c_str());
+      return 2;
+    }
+    print_overview(stdout);
+    return 0;
+  }
+  if (args[0] == "--version") {
+    printf("shmtool 0.1.0\n");
+    return 0;
+  }
+  std::string group, name = args[0];
+  size_t first = 1;
+  if (is_group(args[0])) {
+    group = args[0];
+    if (args.size() < 2 || args[1] == "--help" || args[1] == "-h") {
+      print_group(args.size() < 2 ? stderr : stdout, group);
+      return args.size() < 2 ? 2 : 0;
+    }
+    name = args[1];
+    first = 2;
+  }
+  const Command* cmd = lookup(group, name);
+  if (cmd == nullptr) {
+    std::string full = group.empty() ? name : group + " " + name;
+    fprintf(stderr, "shmtool: unknown command '%s'; run 'shmtool --help' for the list\n", full.c_str());
+    return 2;
+  }
+  std::vector<std::string> rest(args.begin() + static_cast<long>(first), args.end());
+  for (const auto& a : rest) {
+    if (a == "--help" || a == "-h") {
+      print_command(stdout, *cmd);
+      return 0;
+    }
+  }
+  try {
+    Args parsed(rest, cmd->flags);
+    return cmd->run(parsed);
+  } catch (const UsageError& e) {
+    fprintf(stderr, "shmtool: %s (usage: %s; see 'shmtool %s%s --help')\n", e.what(), cmd->usage.c_str(),
+            group.empty() ? "" : (group + " ").c_str(), cmd->name.c_str());
+    return 2;
+  } catch (const shmfilter::Error& e) {
+    if (e.code() == shmfilter::ErrorCode::kInvalidArgument || e.code() == shmfilter::ErrorCode::kNameTooLong) {
+      fprintf(stderr, "shmtool: %s\n", e.what());
+      return 2;
+    }
+    fprintf(stderr, "shmtool: %s\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    fprintf(stderr, "shmtool: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,125 @@
+// tests/test_util.h: helpers shared by every test program.
+#pragma once
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "shmfilter/segment.hpp"
+
+namespace shmf_test {
+
+// A segment name unique to this process and call: "shmf-test-<pid>-<n>-<tag>".
+inline std::string unique_name(const std::string& tag = "t") {
+  static std::atomic<int> counter{0};
+  return "shmf-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" + tag;
+}
+
+// Removes the named segment when the test ends, pass or fail.
+struct SegmentGuard {
+  std::string name;
+  explicit SegmentGuard(std::string n) : name(std::move(n)) { shmfilter::Segment::remove(name); }
+  ~SegmentGuard() {
+    try {
+      shmfilter::Segment::remove(name);
+    } catch (...) {
+    }
+  }
+};
+
+// Forks; the child runs fn and _exits with its return value (97 on exception).
+inline pid_t fork_child(const std::function<int()>& fn) {
+  fflush(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int rc = 97;
+    try {
+      rc = fn();
+    } catch (const std::exception& e) {
+      fprintf(stderr, "child %d: exception: %s\n", getpid(), e.what());
+    } catch (...) {
+    }
+    _exit(rc);
+  }
+  return pid;
+}
+
+// Waits for pid; returns the raw wait status.
+inline int wait_status(pid_t pid) {
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0) {
+  }
+  return status;
+}
+inline bool exited_ok(int status) { return WIFEXITED(status) && WEXITSTATUS(status) == 0; }
+inline bool killed_by(int status, int sig) { return WIFSIGNALED(status) && WTERMSIG(status) == sig; }
+
+struct ToolResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs the built shmtool with args (and optional stdin text); captures output.
+inline ToolResult run_shmtool(const std::vector<std::string>& args, const std::string& input = "") {
+  char out_path[] = "/tmp/shmf-tool-out-XXXXXX";
+  char err_path[] = "/tmp/shmf-tool-err-XXXXXX";
+  char in_path[] = "/tmp/shmf-tool-in-XXXXXX";
+  int out_fd = mkstemp(out_path), err_fd = mkstemp(err_path), in_fd = mkstemp(in_path);
+  if (!input.empty()) {
+    size_t off = 0;
+    while (off < input.size()) {
+      ssize_t n = write(in_fd, input.data() + off, input.size() - off);
+      if (n <= 0) break;
+      off += static_cast<size_t>(n);
+    }
+  }
+  lseek(in_fd, 0, SEEK_SET);
+  fflush(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(in_fd, 0);
+    dup2(out_fd, 1);
+    dup2(err_fd, 2);
+    std::vector<char*> argv;
+    std::string tool = SHMTOOL_PATH;
+    argv.push_back(tool.data());
+    std::vector<std::string> copy = args;
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(tool.c_str(), argv.data());
+    _exit(127);
+  }
+  int status = wait_status(pid);
+  ToolResult r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  auto slurp = [](const char* path) {
+    std::string s;
+    if (FILE* f = fopen(path, "rb")) {
+      char buf[65536];
+      size_t n;
+      while ((n = fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+      fclose(f);
+    }
+    return s;
+  };
+  r.out = slurp(out_path);
+  r.err = slurp(err_path);
+  close(out_fd);
+  close(err_fd);
+  close(in_fd);
+  unlink(out_path);
+  unlink(err_path);
+  unlink(in_path);
+  return r;
+}
+
+}  // namespace shmf_test
