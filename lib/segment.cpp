@@ -153,7 +153,7 @@ struct SegmentImpl {
   uint64_t token = 0;
   uint32_t dir_capacity = 0;
   // Transaction state: touched only by the thread holding the control lock.
-  uint64_t txn_owner = 0;          // directory slot + 1 charged for allocations; 0 unattributed
+  uint64_t txn_owner = 0;          // (generation << 32) | (directory slot + 1) charged for allocations; 0 unattributed
   uint64_t last_recovered = 0;     // undo entries rolled back by this process's last recovery
   bool recovered_in_lock = false;  // the current lock acquisition rolled back a dead holder
 
@@ -1125,7 +1125,13 @@ RegionInfo Segment::create_region(std::string_view name, Kind kind, uint64_t byt
                                  std::to_string(im->dir_capacity) +
                                  " entries): drop structures or recreate the segment with a larger directory capacity");
     DirEntry& e = im->directory()[target];
-    im->txn_owner = target + 1;
+    uint64_t gen = im->next_generation();
+    struct OwnerScope {  // nested in a larger transact(): restore the caller's owner afterwards
+      SegmentImpl* im;
+      uint64_t saved;
+      ~OwnerScope() { im->txn_owner = saved; }
+    } owner_scope{im, im->txn_owner};
+    im->txn_owner = (gen << 32) | (target + 1);
     uint64_t payload = im->allocate(bytes);
     SHMF_KILL_POINT("segment.create_region.after_allocate");
     // The entry is not live now, but it may have been at the start of this
@@ -1133,7 +1139,6 @@ RegionInfo Segment::create_region(std::string_view name, Kind kind, uint64_t byt
     // The generation comes from a segment-wide counter that never rolls back,
     // so a rolled-back publish never reappears as the same (generation, live)
     // word that a lock-free reader may have seen.
-    uint64_t gen = im->next_generation();
     im->log64(&e.hash, h);
     im->log32(&e.kind, static_cast<uint32_t>(kind));
     im->log32(&e.name_len, static_cast<uint32_t>(name.size()));
@@ -1166,7 +1171,6 @@ bool Segment::drop(std::string_view name, const std::function<void(std::byte*, u
     auto info = im->find(name);
     if (!info) return;
     ControlTxn txn(this);
-    im->txn_owner = info->slot + 1;
     if (on_drop) on_drop(im->base + info->offset, info->size, txn);
     SHMF_KILL_POINT("segment.drop.after_on_drop");
     DirEntry& e = im->directory()[info->slot];
@@ -1230,6 +1234,10 @@ void Segment::resize(uint64_t new_size) {
 
 uint64_t ControlTxn::allocate(uint64_t bytes) { return segment_->impl()->allocate(bytes); }
 void ControlTxn::free(uint64_t offset) { segment_->impl()->free_extent(offset); }
+void ControlTxn::charge_to(const RegionInfo& region) {
+  segment_->impl()->require_txn();
+  segment_->impl()->txn_owner = (uint64_t{region.generation} << 32) | (uint64_t{region.slot} + 1);
+}
 void ControlTxn::store_u64(uint64_t* field, uint64_t value) {
   segment_->impl()->require_txn();
   segment_->impl()->logged_store(field, 8, value);
@@ -1321,7 +1329,10 @@ CheckReport Segment::check(bool repair) {
         add(where, "region does not start an allocated extent of its size", false);
         continue;
       }
-      region_at[ext] = i;
+      if (!region_at.emplace(ext, i).second) {
+        add(where, "region shares its extent with directory[" + std::to_string(region_at[ext]) + "]", false);
+        continue;
+      }
       live.push_back(info);
     }
     // Allocator: every byte in [data_offset, top) is in exactly one extent.
@@ -1363,9 +1374,11 @@ CheckReport Segment::check(bool repair) {
       if (eh->owner == 0) {
         ++unattributed;
       } else {
-        uint32_t owner_slot = static_cast<uint32_t>(eh->owner - 1);
+        // Owned by (generation, slot): leaked unless that very publication is still live.
+        uint64_t owner_slot = (eh->owner & 0xffffffffu) - 1;
+        uint64_t owner_gen = eh->owner >> 32;
         bool owner_live = owner_slot < im->dir_capacity &&
-                          (im->directory()[owner_slot].state_gen & 0xffffffffu) == kEntryLive;
+                          im->directory()[owner_slot].state_gen == ((owner_gen << 32) | kEntryLive);
         if (!owner_live) leaked.push_back(p);
       }
       p += eh->size;
