@@ -591,15 +591,16 @@ struct SegmentImpl {
     for (int attempt = 0; attempt < 1000; ++attempt) {
       uint64_t sg = load_acquire(&e.state_gen);  // acquire: pairs with the publishing release store
       if ((sg & 0xffffffffu) != kEntryLive) return false;
+      // Field loads are acquire (free on x86) so the re-check below cannot move
+      // before them; this replaces the usual acquire fence, which TSan does not model.
       uint64_t words[8];
-      for (int k = 0; k < 8; ++k) words[k] = load_relaxed(&e.name[k]);  // relaxed: validated by the re-check
-      uint32_t len = load_relaxed(&e.name_len);
-      uint32_t kind = load_relaxed(&e.kind);
-      uint64_t off = load_relaxed(&e.offset);
-      uint64_t size = load_relaxed(&e.size);
-      uint64_t hash = load_relaxed(&e.hash);
-      std::atomic_thread_fence(std::memory_order_acquire);  // the field loads complete before the re-check
-      if (load_relaxed(&e.state_gen) != sg) continue;
+      for (int k = 0; k < 8; ++k) words[k] = load_acquire(&e.name[k]);
+      uint32_t len = load_acquire(&e.name_len);
+      uint32_t kind = load_acquire(&e.kind);
+      uint64_t off = load_acquire(&e.offset);
+      uint64_t size = load_acquire(&e.size);
+      uint64_t hash = load_acquire(&e.hash);
+      if (load_relaxed(&e.state_gen) != sg) continue;  // relaxed: ordered after the acquire loads above
       if (len == 0 || len > kMaxStructureNameLength) return false;
       out.name.assign(reinterpret_cast<const char*>(words), len);
       out.kind = static_cast<Kind>(kind);

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <set>
+#include <thread>
 
 #include "shmfilter/segment.hpp"
 #include "test_util.h"
@@ -358,4 +359,36 @@ TEST(Segment, CheckFindsAndRepairsLeaks) {
   EXPECT_NE(r2.generation, r.generation);
   EXPECT_TRUE(s.check(false).findings.empty());
   s.transact([&](ControlTxn& txn) { txn.free(unattributed); });
+}
+
+// Threads of one process share one attachment: control-plane calls serialise
+// on the robust mutex, lookups run lock-free beside them (run under TSan too).
+TEST(Segment, ThreadsShareOneAttachment) {
+  SegmentGuard g(unique_name("thr"));
+  Segment s = Segment::create(g.name, small_options());
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0};
+  std::thread reader([&] {
+    while (!stop.load()) {
+      for (const RegionInfo& r : s.list())
+        if (r.size == 0 || r.offset % 64 != 0) errors++;
+      auto f = s.find("t0-1");
+      if (f && f->kind != Kind::kBlob) errors++;
+      s.stats();
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 3; ++t)
+    writers.emplace_back([&, t] {
+      Segment mine = s;  // copies share the attachment
+      for (int i = 0; i < 150; ++i) {
+        std::string n = "t" + std::to_string(t) + "-" + std::to_string(i % 4);
+        if (!mine.drop(n)) mine.create_region(n, Kind::kBlob, 100 + i, {});
+      }
+    });
+  for (auto& w : writers) w.join();
+  stop = true;
+  reader.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_TRUE(s.check().findings.empty());
 }

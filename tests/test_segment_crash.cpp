@@ -229,3 +229,30 @@ TEST(SegmentMultiProcess, KilledDuringResize) {
   std::memset(s.base() + r.offset, 3, r.size);
   expect_clean(s);
 }
+
+// check() itself takes the control lock: a dead holder's transaction is rolled
+// back then, and reported as a repaired finding (the lock cannot be left
+// owner-dead without making it unusable, so even a read-only check repairs it).
+TEST(SegmentMultiProcess, CheckReportsRolledBackTransaction) {
+  SegmentGuard g(unique_name("chk"));
+  Segment s = Segment::create(g.name, small_options());
+  pid_t pid = fork_child([&] {
+    Segment c = Segment::open(g.name);
+    internal::arm_kill_point("segment.create_region.before_publish");
+    c.create_region("half", Kind::kBlob, 4096, {});
+    return 3;
+  });
+  ASSERT_TRUE(killed_by(wait_status(pid), SIGKILL));
+  CheckReport r = s.check(false);
+  bool rolled_back = false;
+  for (const auto& f : r.findings)
+    if (f.where == "control lock") {
+      rolled_back = true;
+      EXPECT_TRUE(f.repaired);
+      EXPECT_NE(f.problem.find("rolled back"), std::string::npos) << f.problem;
+    }
+  EXPECT_TRUE(rolled_back);
+  EXPECT_FALSE(s.find("half").has_value());
+  s.check(true);
+  EXPECT_TRUE(s.check(false).findings.empty());
+}
