@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -136,6 +137,29 @@ void untrack_fd(int fd) {
     int expected = fd;
     if (f.compare_exchange_strong(expected, 0)) return;
   }
+}
+
+// posix_fallocate that reports a file-size limit as EFBIG instead of letting
+// SIGXFSZ (default action: terminate) kill the process, and retries EINTR.
+int allocate_file_range(int fd, uint64_t offset, uint64_t len) noexcept {
+  sigset_t xfsz, old, pending;
+  sigemptyset(&xfsz);
+  sigaddset(&xfsz, SIGXFSZ);
+  sigpending(&pending);
+  bool was_pending = sigismember(&pending, SIGXFSZ) == 1;
+  pthread_sigmask(SIG_BLOCK, &xfsz, &old);
+  int rc;
+  do {
+    rc = posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(len));
+  } while (rc == EINTR);
+  sigpending(&pending);
+  if (!was_pending && sigismember(&pending, SIGXFSZ) == 1) {
+    timespec zero{};
+    sigtimedwait(&xfsz, nullptr, &zero);  // consume the signal our own call raised
+    if (rc == 0) rc = EFBIG;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return rc;
 }
 
 thread_local const SegmentImpl* t_txn_impl = nullptr;  // the attachment whose txn this thread runs
@@ -364,6 +388,16 @@ struct SegmentImpl {
     unlock_control();
   }
 
+  // Structures' logged stores must land in allocated space, never in the segment's own tables.
+  void require_data(const void* field, uint32_t width) const {
+    auto* p = static_cast<const std::byte*>(field);
+    Header* h = hdr();
+    if (p < base + h->data_offset || p + width > base + h->top)
+      fail(ErrorCode::kInvalidArgument, "segment '" + name +
+                                            "': ControlTxn::store to an address outside the allocated space "
+                                            "(a field of a structure region is expected)");
+  }
+
   void require_txn() const {
     if (t_txn_impl != this)
       fail(ErrorCode::kBusy, "segment '" + name + "': ControlTxn used outside its transaction");
@@ -379,10 +413,10 @@ struct SegmentImpl {
                                     ") is full; needed " + format_size(want) +
                                     ": recreate the segment with a larger max_size");
     uint64_t target = std::min(h->max_size, round_up(std::max(want, cur + cur / 8), 1ull << 20));
-    int rc = posix_fallocate(fd, static_cast<off_t>(cur), static_cast<off_t>(target - cur));
+    int rc = allocate_file_range(fd, cur, target - cur);
     if (rc != 0 && target > want) {
       target = std::min(h->max_size, round_up(want, kPage));
-      rc = posix_fallocate(fd, static_cast<off_t>(cur), static_cast<off_t>(target - cur));
+      rc = allocate_file_range(fd, cur, target - cur);
     }
     if (rc == ENOSPC || rc == EFBIG || rc == EDQUOT)
       fail(ErrorCode::kNoSpace, "segment '" + name + "': no space to grow " + path + " from " + format_size(cur) +
@@ -863,7 +897,7 @@ Segment Segment::create(std::string_view name, const CreateOptions& options) {
     if (options.group >= 0 && fchown(fd, static_cast<uid_t>(-1), static_cast<gid_t>(options.group)) != 0)
       fail(ErrorCode::kPermission, "cannot give " + who + " to group " + std::to_string(options.group) + ": " +
                                        errno_text(errno) + ": pass a group this user belongs to");
-    int rc = posix_fallocate(fd, 0, static_cast<off_t>(size));
+    int rc = allocate_file_range(fd, 0, size);
     if (rc == ENOSPC || rc == EFBIG || rc == EDQUOT)
       fail(ErrorCode::kNoSpace, "no space to create " + who + " of " + format_size(size) + ": " + errno_text(rc) +
                                     ": free space (df -h " + dir + ") or pass a smaller size");
@@ -1206,7 +1240,7 @@ void Segment::resize(uint64_t new_size) {
                                     ": recreate the segment with a larger max_size");
     if (want == cur) return;
     if (want > cur) {
-      int rc = posix_fallocate(im->fd, static_cast<off_t>(cur), static_cast<off_t>(want - cur));
+      int rc = allocate_file_range(im->fd, cur, want - cur);
       if (rc == ENOSPC || rc == EFBIG || rc == EDQUOT)
         fail(ErrorCode::kNoSpace, "segment '" + im->name + "': no space to grow to " + format_size(want) + ": " +
                                       errno_text(rc) + ": free space on " + parent_dir(im->path));
@@ -1241,10 +1275,12 @@ void ControlTxn::charge_to(const RegionInfo& region) {
 }
 void ControlTxn::store_u64(uint64_t* field, uint64_t value) {
   segment_->impl()->require_txn();
+  segment_->impl()->require_data(field, 8);
   segment_->impl()->logged_store(field, 8, value);
 }
 void ControlTxn::store_u32(uint32_t* field, uint32_t value) {
   segment_->impl()->require_txn();
+  segment_->impl()->require_data(field, 4);
   segment_->impl()->logged_store(field, 4, value);
 }
 std::byte* ControlTxn::base() const noexcept { return segment_->base(); }

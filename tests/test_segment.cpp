@@ -190,6 +190,11 @@ TEST(Segment, TransactAllocateFreeStore) {
   EXPECT_EQ(code_of([&] { s.transact([&](ControlTxn& txn) { txn.free(off); }); }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(code_of([&] { s.transact([&](ControlTxn& txn) { txn.free(3); }); }), ErrorCode::kInvalidArgument);
   EXPECT_GT(s.stats().quarantined_bytes, 0u);
+  // Logged stores must target allocated space, never the segment's own tables.
+  EXPECT_EQ(code_of([&] {
+              s.transact([&](ControlTxn& txn) { txn.store_u64(reinterpret_cast<uint64_t*>(s.base() + 424), 0); });
+            }),
+            ErrorCode::kInvalidArgument);
   // Allocated memory is zeroed even when reused.
   s.quiesce();
   std::set<uint64_t> offs;
