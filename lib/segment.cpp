@@ -304,6 +304,14 @@ struct SegmentImpl {
     return n;
   }
 
+  // Undoes the entries above `mark` (nested savepoint), newest first.
+  void rollback_to(uint64_t mark) noexcept {
+    Header* h = hdr();
+    uint64_t n = std::min<uint64_t>(h->undo_count, kUndoCapacity);
+    for (uint64_t i = n; i-- > mark;) apply_undo(undo()[i]);
+    store_release(&h->undo_count, std::min(mark, n));
+  }
+
   void lock_control() {
     int err = 0;
     LockResult r = robust_mutex_lock(&hdr()->mutex, kLockTimeoutMs, &err);
@@ -365,8 +373,14 @@ struct SegmentImpl {
   template <class Fn>
   void run_txn(Fn&& fn) {
     check_fork();
-    if (t_txn_impl == this) {  // nested transact(): part of the enclosing transaction
-      fn();
+    if (t_txn_impl == this) {  // nested: part of the enclosing transaction, with a savepoint
+      uint64_t mark = hdr()->undo_count;
+      try {
+        fn();
+      } catch (...) {
+        rollback_to(mark);  // a caller that catches this keeps a consistent transaction
+        throw;
+      }
       return;
     }
     lock_control();

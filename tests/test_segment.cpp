@@ -397,3 +397,25 @@ TEST(Segment, ThreadsShareOneAttachment) {
   EXPECT_EQ(errors.load(), 0);
   EXPECT_TRUE(s.check().findings.empty());
 }
+
+// A control-plane call nested in transact() that throws is undone on its own
+// (savepoint); the enclosing transaction may catch it and commit the rest.
+TEST(Segment, NestedFailureIsASavepoint) {
+  SegmentGuard g(unique_name("nest"));
+  Segment s = Segment::create(g.name, small_options());
+  RegionInfo keep;
+  s.transact([&](ControlTxn&) {
+    keep = s.create_region("kept", Kind::kBlob, 128, {});
+    try {
+      s.create_region("failed", Kind::kBlob, 4096, [](std::byte*, uint64_t, ControlTxn& txn) {
+        txn.allocate(10000);
+        throw Error(ErrorCode::kInvalidArgument, "init refuses");
+      });
+    } catch (const Error&) {
+    }
+  });
+  EXPECT_TRUE(s.find("kept").has_value());
+  EXPECT_FALSE(s.find("failed").has_value());
+  EXPECT_TRUE(s.check().findings.empty());
+  EXPECT_EQ(s.stats().used_bytes, 128u + 64u);
+}
