@@ -60,7 +60,13 @@ TEST_P(KillPoint, ParentRecoversAndNothingLeaks) {
   SegmentStats before = s.stats();
   pid_t pid = fork_child([&] {
     Segment c = Segment::open(g.name);
-    internal::arm_kill_point(point);
+    std::string spec = point;  // "name" or "name:nth" (die at the nth hit)
+    uint64_t nth = 1;
+    if (auto colon = spec.find(':'); colon != std::string::npos) {
+      nth = std::stoull(spec.substr(colon + 1));
+      spec.resize(colon);
+    }
+    internal::arm_kill_point(spec.c_str(), nth);
     // Each op below reaches a subset of the points; the first one armed kills us.
     c.create_region("newcomer", Kind::kBlob, 8ull << 20 /* grows the backing */, [](std::byte*, uint64_t, ControlTxn& txn) {
       txn.allocate(3000);  // an extra extent of the structure
@@ -100,11 +106,15 @@ INSTANTIATE_TEST_SUITE_P(Segment, KillPoint,
                                            "segment.create_region.before_publish",
                                            "segment.create_region.after_publish", "segment.drop.after_on_drop",
                                            "segment.drop.after_unpublish", "segment.free.after_quarantine",
-                                           "segment.drop.after_free", "segment.grow.after_fallocate"),
+                                           "segment.drop.after_free", "segment.grow.after_fallocate",
+                                           // later hits: the init's extra extent, the transaction's
+                                           // allocation, the transaction's free
+                                           "segment.allocate.after_take:2", "segment.allocate.after_take:3",
+                                           "segment.free.after_quarantine:2"),
                          [](const auto& param_info) {
                            std::string n = param_info.param;
                            for (auto& c : n)
-                             if (c == '.') c = '_';
+                             if (c == '.' || c == ':') c = '_';
                            return n;
                          });
 
