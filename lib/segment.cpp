@@ -476,6 +476,7 @@ struct SegmentImpl {
     while (merged) {
       merged = false;
       for (uint32_t j = 0; j < h->free_count; ++j) {
+        if (!span_ok(f[j].offset, f[j].size)) continue;
         if (f[j].offset + f[j].size == off) {
           off = f[j].offset;
           size += f[j].size;
@@ -529,6 +530,7 @@ struct SegmentImpl {
       if (q[i].epoch > min_epoch) continue;
       if (h->free_count + 1 > kFreeCapacity) break;
       uint64_t off = q[i].offset, size = q[i].size;
+      if (!span_ok(off, size)) continue;
       remove_quarantine(i);
       insert_free(off, size);
       ++moved;
@@ -536,11 +538,19 @@ struct SegmentImpl {
     return moved;
   }
 
+  // A table entry the allocator may act on: inside [data_offset, top), 64-byte granular.
+  // Malformed entries (a corrupted segment) are skipped, never followed; check reports them.
+  bool span_ok(uint64_t off, uint64_t size) const noexcept {
+    const Header* h = hdr();
+    return size != 0 && size % 64 == 0 && off % 64 == 0 && off >= h->data_offset && off <= h->top &&
+           size <= h->top - off;
+  }
+
   uint64_t take_free(uint64_t need) {
     Header* h = hdr();
     FreeExtent* f = free_table();
     for (uint32_t j = 0; j < h->free_count; ++j) {
-      if (f[j].size < need) continue;
+      if (f[j].size < need || !span_ok(f[j].offset, f[j].size)) continue;
       uint64_t off = f[j].offset;
       if (f[j].size == need) {
         remove_free(j);
@@ -562,6 +572,10 @@ struct SegmentImpl {
                                     ", more than the reservation (" + format_size(h->max_size) +
                                     "): recreate the segment with a larger max_size");
     uint64_t need = round_up(bytes, 64) + sizeof(ExtentHeader);
+    if (h->top < h->data_offset || h->top > load_relaxed(&h->size) || h->free_count > kFreeCapacity ||
+        h->quarantine_count > kQuarantineCapacity)
+      fail(ErrorCode::kCorrupt, "segment '" + name + "': allocator state is corrupt (top " + std::to_string(h->top) +
+                                    "): run shmtool check " + name);
     uint64_t off = take_free(need);
     if (off == 0 && reclaim_quarantine() > 0) off = take_free(need);
     if (off == 0) {
@@ -1392,19 +1406,35 @@ CheckReport Segment::check(bool repair) {
       int what;  // 0 free, 1 quarantined
     };
     std::map<uint64_t, Span> spans;
+    // Malformed table entries are never acted on; --repair removes them (their
+    // bytes then show up below as unaccounted, which is reported, not guessed at).
+    for (uint32_t i = h->free_count; i-- > 0;) {
+      FreeExtent f = im->free_table()[i];
+      if (im->span_ok(f.offset, f.size)) continue;
+      if (repair) im->remove_free(i);
+      add("allocator", "free extent " + std::to_string(i) + " is malformed or outside [data_offset, top)", repair);
+    }
+    for (uint32_t i = h->quarantine_count; i-- > 0;) {
+      QuarantineEntry q = im->quarantine()[i];
+      if (im->span_ok(q.offset, q.size)) continue;
+      if (repair) im->remove_quarantine(i);
+      add("allocator", "quarantine entry " + std::to_string(i) + " is malformed", repair);
+    }
     for (uint32_t i = 0; i < h->free_count; ++i) {
       FreeExtent f = im->free_table()[i];
-      if (f.size == 0 || f.size % 64 || f.offset % 64 || f.offset < h->data_offset || f.offset + f.size > h->top)
-        add("allocator", "free extent " + std::to_string(i) + " is malformed or outside [data_offset, top)", false);
-      else if (!spans.emplace(f.offset, Span{f.size, 0}).second)
+      if (im->span_ok(f.offset, f.size) && !spans.emplace(f.offset, Span{f.size, 0}).second)
         add("allocator", "free extent at " + std::to_string(f.offset) + " is listed twice", false);
     }
     for (uint32_t i = 0; i < h->quarantine_count; ++i) {
       QuarantineEntry q = im->quarantine()[i];
-      if (q.size == 0 || q.size % 64 || q.offset % 64 || q.offset < h->data_offset || q.offset + q.size > h->top)
-        add("allocator", "quarantine entry " + std::to_string(i) + " is malformed", false);
-      else if (!spans.emplace(q.offset, Span{q.size, 1}).second)
+      if (im->span_ok(q.offset, q.size) && !spans.emplace(q.offset, Span{q.size, 1}).second)
         add("allocator", "extent at " + std::to_string(q.offset) + " is both free and quarantined (or twice)", false);
+    }
+    for (auto it = spans.begin(); it != spans.end(); ++it) {
+      auto nx = std::next(it);
+      if (nx != spans.end() && it->first + it->second.size > nx->first)
+        add("allocator", "extents at " + std::to_string(it->first) + " and " + std::to_string(nx->first) +
+                             " overlap (free/quarantine tables)", false);
     }
     uint64_t p = h->data_offset;
     std::vector<uint64_t> leaked;
