@@ -1286,10 +1286,12 @@ void Segment::resize(uint64_t new_size) {
     }
     // Shrink: publish the smaller size first, so no file is ever shorter than its header says.
     store_release(&h->size, want);
-    if (h->dirty_top > want) h->dirty_top = want;
     SHMF_KILL_POINT("segment.resize.before_truncate");
     if (ftruncate(im->fd, static_cast<off_t>(want)) != 0)
       fail(ErrorCode::kIo, "segment '" + im->name + "': cannot shrink: " + errno_text(errno));
+    // Only now are the bytes above `want` gone (a later growth brings zero pages);
+    // lowered after the truncate, so a death before it leaves them counted as dirty.
+    if (h->dirty_top > want) h->dirty_top = want;
   });
 }
 
