@@ -176,6 +176,7 @@ struct SegmentImpl {
   uint32_t slot = UINT32_MAX;
   uint64_t token = 0;
   uint32_t dir_capacity = 0;
+  Layout lay{};  // table offsets, validated at attach
   // Transaction state: touched only by the thread holding the control lock.
   uint64_t txn_owner = 0;          // (generation << 32) | (directory slot + 1) charged for allocations; 0 unattributed
   uint64_t last_recovered = 0;     // undo entries rolled back by this process's last recovery
@@ -198,11 +199,14 @@ struct SegmentImpl {
   T* at(uint64_t off) const noexcept {
     return reinterpret_cast<T*>(base + off);
   }
-  UndoEntry* undo() const noexcept { return at<UndoEntry>(hdr()->undo_offset); }
-  FreeExtent* free_table() const noexcept { return at<FreeExtent>(hdr()->free_offset); }
-  QuarantineEntry* quarantine() const noexcept { return at<QuarantineEntry>(hdr()->quarantine_offset); }
-  RegistrySlot* registry() const noexcept { return at<RegistrySlot>(hdr()->registry_offset); }
-  DirEntry* directory() const noexcept { return at<DirEntry>(hdr()->directory_offset); }
+  // Table addresses come from the layout validated at attach (cached), never
+  // from header words read later, so a header damaged after open cannot
+  // redirect the allocator's writes.
+  UndoEntry* undo() const noexcept { return at<UndoEntry>(lay.undo_offset); }
+  FreeExtent* free_table() const noexcept { return at<FreeExtent>(lay.free_offset); }
+  QuarantineEntry* quarantine() const noexcept { return at<QuarantineEntry>(lay.quarantine_offset); }
+  RegistrySlot* registry() const noexcept { return at<RegistrySlot>(lay.registry_offset); }
+  DirEntry* directory() const noexcept { return at<DirEntry>(lay.directory_offset); }
   uint64_t offset_of(const void* p) const noexcept {
     return static_cast<uint64_t>(reinterpret_cast<const std::byte*>(p) - base);
   }
@@ -350,7 +354,7 @@ struct SegmentImpl {
 
   void logged_store(void* field, uint32_t width, uint64_t value) {
     uint64_t off = offset_of(field);
-    if (reinterpret_cast<std::byte*>(field) < base || off + width > load_relaxed(&hdr()->size) || off % width != 0)
+    if (reinterpret_cast<std::byte*>(field) < base || off + width > std::min(load_relaxed(&hdr()->size), map_size) || off % width != 0)
       fail(ErrorCode::kInvalidArgument, "segment '" + name + "': logged store outside the segment or misaligned");
     Header* h = hdr();
     uint64_t n = h->undo_count;
@@ -406,7 +410,7 @@ struct SegmentImpl {
   void require_data(const void* field, uint32_t width) const {
     auto* p = static_cast<const std::byte*>(field);
     Header* h = hdr();
-    if (p < base + h->data_offset || p + width > base + h->top)
+    if (p < base + lay.data_offset || p + width > base + h->top)
       fail(ErrorCode::kInvalidArgument, "segment '" + name +
                                             "': ControlTxn::store to an address outside the allocated space "
                                             "(a field of a structure region is expected)");
@@ -422,14 +426,14 @@ struct SegmentImpl {
     Header* h = hdr();
     uint64_t cur = load_relaxed(&h->size);
     if (want <= cur) return;
-    if (want > h->max_size)
-      fail(ErrorCode::kNoSpace, "segment '" + name + "': the reservation (max_size " + format_size(h->max_size) +
+    if (want > map_size)
+      fail(ErrorCode::kNoSpace, "segment '" + name + "': the reservation (max_size " + format_size(map_size) +
                                     ") is full; needed " + format_size(want) +
                                     ": recreate the segment with a larger max_size");
-    uint64_t target = std::min(h->max_size, round_up(std::max(want, cur + cur / 8), 1ull << 20));
+    uint64_t target = std::min(map_size, round_up(std::max(want, cur + cur / 8), 1ull << 20));
     int rc = allocate_file_range(fd, cur, target - cur);
     if (rc != 0 && target > want) {
-      target = std::min(h->max_size, round_up(want, kPage));
+      target = std::min(map_size, round_up(want, kPage));
       rc = allocate_file_range(fd, cur, target - cur);
     }
     if (rc == ENOSPC || rc == EFBIG || rc == EDQUOT)
@@ -542,7 +546,7 @@ struct SegmentImpl {
   // Malformed entries (a corrupted segment) are skipped, never followed; check reports them.
   bool span_ok(uint64_t off, uint64_t size) const noexcept {
     const Header* h = hdr();
-    return size != 0 && size % 64 == 0 && off % 64 == 0 && off >= h->data_offset && off <= h->top &&
+    return size != 0 && size % 64 == 0 && off % 64 == 0 && off >= lay.data_offset && off <= h->top &&
            size <= h->top - off;
   }
 
@@ -567,12 +571,12 @@ struct SegmentImpl {
     require_txn();
     Header* h = hdr();
     if (bytes == 0) bytes = 1;
-    if (bytes > h->max_size)
+    if (bytes > map_size)
       fail(ErrorCode::kNoSpace, "segment '" + name + "': cannot allocate " + format_size(bytes) +
-                                    ", more than the reservation (" + format_size(h->max_size) +
+                                    ", more than the reservation (" + format_size(map_size) +
                                     "): recreate the segment with a larger max_size");
     uint64_t need = round_up(bytes, 64) + sizeof(ExtentHeader);
-    if (h->top < h->data_offset || h->top > load_relaxed(&h->size) || h->free_count > kFreeCapacity ||
+    if (h->top < lay.data_offset || h->top > load_relaxed(&h->size) || h->free_count > kFreeCapacity ||
         h->quarantine_count > kQuarantineCapacity)
       fail(ErrorCode::kCorrupt, "segment '" + name + "': allocator state is corrupt (top " + std::to_string(h->top) +
                                     "): run shmtool check " + name);
@@ -599,7 +603,7 @@ struct SegmentImpl {
 
   ExtentHeader* extent_of(uint64_t payload) const {
     Header* h = hdr();
-    if (payload < h->data_offset + sizeof(ExtentHeader) || payload % 64 != 0 || payload >= h->top)
+    if (payload < lay.data_offset + sizeof(ExtentHeader) || payload % 64 != 0 || payload >= h->top)
       fail(ErrorCode::kInvalidArgument, "segment '" + name + "': free(" + std::to_string(payload) +
                                             "): not an offset returned by allocate()");
     ExtentHeader* eh = at<ExtentHeader>(payload - sizeof(ExtentHeader));
@@ -699,8 +703,8 @@ struct SegmentImpl {
   }
 
   bool region_in_bounds(const RegionInfo& info) const noexcept {
-    uint64_t data = hdr()->data_offset;
-    uint64_t size = load_acquire(&hdr()->size);
+    uint64_t data = lay.data_offset;
+    uint64_t size = std::min(load_acquire(&hdr()->size), map_size);  // never trust a header word past the mapping
     return info.offset >= data && info.offset <= size && info.size <= size - info.offset;
   }
 
@@ -765,6 +769,7 @@ struct SegmentImpl {
   void finish_attach() {
     attach_pid = getpid();
     dir_capacity = hdr()->directory_capacity;
+    lay = compute_layout(dir_capacity);  // equal to the header's offsets (validated by open / written by create)
     reinit_after_reboot_if_needed();
     claim_slot();
     track_fd(fd);
@@ -1092,11 +1097,11 @@ SegmentStats Segment::stats() const {
   Header* h = im->hdr();
   SegmentStats st;
   st.size = load_acquire(&h->size);
-  st.max_size = h->max_size;
+  st.max_size = im->map_size;
   st.format_version = h->version;
   st.directory_capacity = h->directory_capacity;
   // Relaxed loads of lock-protected words: a snapshot that may be slightly stale.
-  uint64_t top = std::clamp<uint64_t>(load_relaxed(&h->top), h->data_offset, st.size);
+  uint64_t top = std::clamp<uint64_t>(load_relaxed(&h->top), im->lay.data_offset, st.size);
   uint32_t nf = std::min(load_relaxed(&h->free_count), internal::kFreeCapacity);
   uint32_t nq = std::min(load_relaxed(&h->quarantine_count), internal::kQuarantineCapacity);
   uint64_t holes = 0, largest = 0, quarantined = 0;
@@ -1110,7 +1115,7 @@ SegmentStats Segment::stats() const {
   largest = std::max(largest, tail);
   st.free_bytes = holes + tail;
   st.quarantined_bytes = quarantined;
-  uint64_t allocated = top - h->data_offset;
+  uint64_t allocated = top - im->lay.data_offset;
   st.used_bytes = allocated >= holes + quarantined ? allocated - holes - quarantined : 0;
   st.largest_free = largest > sizeof(ExtentHeader) ? largest - sizeof(ExtentHeader) : 0;
   st.free_extents = nf;
@@ -1262,9 +1267,9 @@ void Segment::resize(uint64_t new_size) {
     Header* h = im->hdr();
     uint64_t want = round_up(new_size, kPage);
     uint64_t cur = load_relaxed(&h->size);
-    if (want > h->max_size)
+    if (want > im->map_size)
       fail(ErrorCode::kNoSpace, "segment '" + im->name + "': cannot resize to " + format_size(want) +
-                                    ", above its reservation max_size " + format_size(h->max_size) +
+                                    ", above its reservation max_size " + format_size(im->map_size) +
                                     ": recreate the segment with a larger max_size");
     if (want == cur) return;
     if (want > cur) {
@@ -1278,8 +1283,8 @@ void Segment::resize(uint64_t new_size) {
       return;
     }
     im->reclaim_quarantine();
-    if (want < h->data_offset || h->top > want) {
-      uint64_t floor = std::max(h->top, h->data_offset);
+    if (want < im->lay.data_offset || h->top > want) {
+      uint64_t floor = std::max(h->top, im->lay.data_offset);
       fail(ErrorCode::kBusy, "segment '" + im->name + "': cannot shrink to " + format_size(want) + ": " +
                                  format_size(floor) + " are in use (structures, or freed memory still quarantined)"
                                  ": drop structures or pass a size >= " + format_size(round_up(floor, kPage)));
@@ -1331,13 +1336,25 @@ CheckReport Segment::check(bool repair) {
     if (im->recovered_in_lock)
       add("control lock", "its holder died mid-transaction; rolled back " + std::to_string(im->last_recovered) +
                               " logged stores", true);
-    // Header.
+    // Header: the immutable part must still be what open() validated.
+    {
+      Layout l = compute_layout(h->directory_capacity);
+      AbiDescriptor abi = current_abi();
+      if (h->magic != kMagic || h->version != kFormatVersion || std::memcmp(&h->abi, &abi, sizeof abi) != 0 ||
+          h->directory_capacity != im->dir_capacity || h->undo_offset != l.undo_offset ||
+          h->free_offset != l.free_offset || h->quarantine_offset != l.quarantine_offset ||
+          h->registry_offset != l.registry_offset || h->directory_offset != l.directory_offset ||
+          im->lay.data_offset != l.data_offset || h->size > h->max_size || h->max_size != im->map_size) {
+        add("header", "immutable fields (magic, version, ABI, layout, max_size) changed after creation", false);
+        return;
+      }
+    }
     uint64_t size = h->size;
     struct stat st{};
     if (fstat(im->fd, &st) == 0 && static_cast<uint64_t>(st.st_size) < size)
       add("header", "backing file is " + std::to_string(st.st_size) + " bytes, header says " + std::to_string(size),
           false);
-    if (h->top < h->data_offset || h->top > size) {
+    if (h->top < im->lay.data_offset || h->top > size) {
       add("allocator", "top " + std::to_string(h->top) + " is outside [data_offset, size]", false);
       return;
     }
@@ -1386,7 +1403,7 @@ CheckReport Segment::check(bool repair) {
       }
       where += " '" + info.name + "'";
       uint64_t ext = info.offset - sizeof(ExtentHeader);
-      if (info.offset < h->data_offset + sizeof(ExtentHeader) || info.offset > h->top || info.size > h->top - info.offset) {
+      if (info.offset < im->lay.data_offset + sizeof(ExtentHeader) || info.offset > h->top || info.size > h->top - info.offset) {
         add(where, "region [" + std::to_string(info.offset) + ", +" + std::to_string(info.size) +
                        ") lies outside the allocated space", false);
         continue;
@@ -1438,7 +1455,7 @@ CheckReport Segment::check(bool repair) {
         add("allocator", "extents at " + std::to_string(it->first) + " and " + std::to_string(nx->first) +
                              " overlap (free/quarantine tables)", false);
     }
-    uint64_t p = h->data_offset;
+    uint64_t p = im->lay.data_offset;
     std::vector<uint64_t> leaked;
     uint64_t unattributed = 0;
     while (p < h->top) {

@@ -266,3 +266,19 @@ TEST(SegmentFormat, CorruptFreeTableEntryIsSkippedAndRepaired) {
   EXPECT_TRUE(s.check(true).consistent());
   EXPECT_TRUE(s.check(false).findings.empty());
 }
+
+// check() re-validates the header of a segment already open.
+TEST(SegmentFormat, CheckSeesHeaderDamageAfterOpen) {
+  SegmentGuard g(unique_name("hdmg"));
+  make_good(g.name);
+  Segment s = Segment::open(g.name);
+  EXPECT_TRUE(s.check().findings.empty());
+  auto* h = reinterpret_cast<internal::Header*>(s.base());
+  h->free_offset += 64;
+  CheckReport r = s.check(true);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].where, "header");
+  EXPECT_FALSE(r.consistent());
+  h->free_offset -= 64;
+  EXPECT_TRUE(s.check().findings.empty());
+}
