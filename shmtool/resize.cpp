@@ -16,7 +16,10 @@ int run_resize(const Args& args) {
   const uint64_t size = size_option(args, "--size", 0);
   if (size == 0) throw UsageError("--size 0 is invalid: pass the new size, such as 4GiB");
   shmfilter::Segment seg = open_segment(name, args);
-  const uint64_t before = seg.size();
+  const uint64_t before = seg.size(), max_size = seg.stats().max_size;
+  if (size > max_size)
+    throw UsageError("--size " + shmfilter::format_size(size) + " is above the segment's maximum size " +
+                     shmfilter::format_size(max_size) + " (set at creation with --max-size)");
   try {
     seg.resize(size);
   } catch (const shmfilter::Error& e) {
