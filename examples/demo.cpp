@@ -138,7 +138,7 @@ bool verify(const std::byte* p, uint64_t bytes) {
 }
 
 uint64_t ops_per_worker(const Options& o) {
-  return std::clamp<uint64_t>(static_cast<uint64_t>(o.scale * 50000), 100, 200000);
+  return std::clamp<uint64_t>(static_cast<uint64_t>(o.scale * 200000), 100, 1000000);
 }
 
 void setup(Ctx& ctx) { make_counters(ctx, "regions"); }
@@ -388,6 +388,7 @@ int run(const Options& opt) {
         throw std::runtime_error("worker " + std::to_string(i) + " exited early (status " + std::to_string(st) + ")");
       }
     }
+    ctx.seg.quiesce();  // the parent holds no pointer into freed regions: let them be reused
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   printf("attached processes while the workers work (from the segment's registry):\n");
@@ -403,6 +404,19 @@ int run(const Options& opt) {
     }
   }
   if (failed) throw std::runtime_error(std::to_string(failed) + " workers failed");
+
+  int n = 0;
+  for (const Stage& s : kStages) {
+    printf("\nstage %d: %s: %s\n", ++n, s.name, s.what);
+    s.report(ctx);
+  }
+
+  // Integrity check while every worker has detached cleanly: must be consistent.
+  auto report = ctx.seg.check(false);
+  printf("\nintegrity check after the stages: %s (%zu findings)\n", report.consistent() ? "consistent" : "PROBLEMS",
+         report.findings.size());
+  for (const auto& f : report.findings) printf("    %s: %s\n", f.where.c_str(), f.problem.c_str());
+  if (!report.consistent()) throw std::runtime_error("the segment is not consistent after the stages");
 
   // A process that is SIGKILLed while attached: the kernel drops its lock, so the
   // registry reports it dead even though nothing ran in it to say goodbye.
@@ -438,25 +452,23 @@ int run(const Options& opt) {
          victim_token, alive_before ? "yes" : "no", alive_after ? "yes" : "no");
   if (!alive_before || alive_after) throw std::runtime_error("process registry did not track the victim's death");
 
-  int n = 0;
-  for (const Stage& s : kStages) {
-    printf("\nstage %d: %s: %s\n", ++n, s.name, s.what);
-    s.report(ctx);
-  }
+  // check() sees the dead attachment; --repair (shmtool check --repair) reclaims its slot.
+  auto repaired = ctx.seg.check(true);
+  for (const auto& f : repaired.findings)
+    printf("  check --repair: %s: %s%s\n", f.where.c_str(), f.problem.c_str(), f.repaired ? " (repaired)" : "");
+  auto after = ctx.seg.check(false);
+  printf("  integrity check after repair: %s\n", after.consistent() ? "consistent" : "PROBLEMS");
 
-  auto report = ctx.seg.check(false);
   auto st = ctx.seg.stats();
   printf("\nsummary\n");
-  printf("  segment: %s in use, %u structures, size %s, %u free extents\n", shmfilter::format_size(st.used_bytes).c_str(),
-         st.structures, shmfilter::format_size(st.size).c_str(), st.free_extents);
-  printf("  integrity check: %s (%zu findings)\n", report.consistent() ? "consistent" : "PROBLEMS",
-         report.findings.size());
-  for (const auto& f : report.findings) printf("    %s: %s\n", f.where.c_str(), f.problem.c_str());
+  printf("  segment: %s in use by %u structures, size %s, %u free extents, %s quarantined\n",
+         shmfilter::format_size(st.used_bytes).c_str(), st.structures, shmfilter::format_size(st.size).c_str(),
+         st.free_extents, shmfilter::format_size(st.quarantined_bytes).c_str());
   printf("  total time %.2f s\n", static_cast<double>(now_ns() - t_start) / 1e9);
   if (opt.keep)
     printf("  kept segment '%s': inspect it with '%s dump %s', remove it with '%s remove %s'\n", opt.segment.c_str(),
            opt.shmtool.c_str(), opt.segment.c_str(), opt.shmtool.c_str(), opt.segment.c_str());
-  return report.consistent() ? 0 : 1;
+  return after.consistent() ? 0 : 1;
 }
 
 }  // namespace
