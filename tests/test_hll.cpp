@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "hll_impl.h"
 #include "kill_point.h"
 #include "shmfilter/hll.hpp"
 #include "test_util.h"
@@ -168,4 +169,25 @@ TEST(Hll, ImportRejectsGarbageAndOpenChecksKind) {
   copy.import_redis(h.export_redis());
   EXPECT_EQ(copy.registers(), h.registers());
   EXPECT_EQ(Hll::count_redis(h.export_redis()), h.count());
+}
+
+// check_hll finds a register above 51 (impossible for the hash) and stray bits;
+// --repair clamps them.
+TEST(Hll, CheckFindsImpossibleRegisters) {
+  SegmentGuard g(unique_name("hll"));
+  Segment seg = Segment::create(g.name);
+  Hll h = Hll::create(seg, "h");
+  h.add_many(shmf_bench::distinct_keys(1000, 8));
+  expect_clean(seg);
+  RegionInfo info = *seg.find("h");
+  auto* words = reinterpret_cast<uint64_t*>(seg.base() + info.offset + sizeof(internal::HllHeader));
+  words[5] |= uint64_t{63} << 12;  // register 52 := 63
+  words[9] |= uint64_t{1} << 62;   // a spare bit
+  CheckReport r = seg.check(false);
+  bool found = false;
+  for (const auto& f : r.findings) found |= f.problem.find("> 51") != std::string::npos;
+  EXPECT_TRUE(found);
+  seg.check(true);
+  expect_clean(seg);
+  EXPECT_EQ(h.registers()[52], 51);
 }
