@@ -292,8 +292,8 @@ void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckRep
     uint64_t hash = set_hash(v.h, w), home = set_home(v.h, hash);
     // Unwrapped distance from home to i along the probe direction.
     uint64_t dist = (i + n - home) % n;
-    if (pos - last_empty <= dist && !(last_empty == pos)) {
-      // An EMPTY lies in (home, i]: the key cannot be found from its home.
+    if (pos - last_empty <= dist) {
+      // An EMPTY lies in [home, i): the key cannot be found from its home.
       ++unreachable;
       example = w;
     }

@@ -57,8 +57,8 @@ void zero_words(uint64_t* words) {
 }  // namespace
 
 Hll Hll::create(Segment& seg, std::string_view name, const HllOptions&) {
-  RegionInfo info = seg.create_region(name, Kind::kHll, kHllRegionBytes,
-                                      [](std::byte* region, uint64_t, ControlTxn&) { init_header(region); });
+  seg.create_region(name, Kind::kHll, kHllRegionBytes,
+                    [](std::byte* region, uint64_t, ControlTxn&) { init_header(region); });
   return open(seg, name);
 }
 

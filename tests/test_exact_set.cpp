@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <set>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -262,5 +263,28 @@ TEST(ExactSet, CheckFindsBrokenChainsDuplicatesAndBadCounts) {
   for (const auto& f : r.findings) dup |= f.problem.find("twice") != std::string::npos;
   EXPECT_TRUE(dup);
   slots[e] = kSlotEmpty;
+  expect_clean(seg);
+}
+
+// Threads of one process share one owner token: a thread finding the stripe
+// lock held by its own process waits (never "takes over" from itself).
+TEST(ExactSet, ThreadsOfOneProcessExactlyOnce) {
+  SegmentGuard g(unique_name("set"));
+  Segment seg = Segment::create(g.name);
+  const uint64_t n = 20000;
+  ExactSet s = ExactSet::create(seg, "s", {.capacity = n});
+  auto keys = shmf_bench::distinct_keys(n, 21);
+  std::vector<std::vector<uint8_t>> got(4, std::vector<uint8_t>(n));
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&, t] {
+      for (uint64_t i = 0; i < n; ++i) {
+        uint64_t j = (i * 7919 + t * 5003) % n;
+        got[t][j] = s.insert(keys[j]) == InsertResult::kInserted;
+      }
+    });
+  for (auto& th : ts) th.join();
+  for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(got[0][i] + got[1][i] + got[2][i] + got[3][i], 1) << i;
+  EXPECT_EQ(s.size(), n);
   expect_clean(seg);
 }
