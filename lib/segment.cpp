@@ -623,13 +623,40 @@ struct SegmentImpl {
                                             "): the extent was already freed (double free)");
     // Reclaim before the table fills (allocate() only reclaims when no hole fits).
     if (h->quarantine_count >= kQuarantineCapacity / 2) reclaim_quarantine();
-    if (h->quarantine_count >= kQuarantineCapacity)
-      fail(ErrorCode::kFull, "segment '" + name + "': the quarantine of freed extents is full (" +
-                                 std::to_string(kQuarantineCapacity) +
-                                 "): some attached process never calls quiesce(); make long-lived workers call it");
     // Never rolled back: an epoch value is handed out once.
     uint64_t epoch = __atomic_add_fetch(&h->global_epoch, 1, __ATOMIC_ACQ_REL);
     log32(&eh->state, kExtentQuarantined);
+    // Coalesce with adjacent quarantined extents (the merged span waits for the
+    // later epoch). While some process does not quiesce, nothing is reused and
+    // allocations come from top, so frees are mostly adjacent: the table then
+    // holds about one entry per live extent instead of one per free.
+    uint64_t start = payload - sizeof(ExtentHeader), len = eh->size;
+    QuarantineEntry* qt = quarantine();
+    uint32_t left = UINT32_MAX, right = UINT32_MAX;
+    for (uint32_t j = 0; j < h->quarantine_count; ++j) {
+      if (!span_ok(qt[j].offset, qt[j].size)) continue;
+      if (qt[j].offset + qt[j].size == start) left = j;
+      if (start + len == qt[j].offset) right = j;
+    }
+    if (left != UINT32_MAX || right != UINT32_MAX) {
+      uint32_t keep = left != UINT32_MAX ? left : right;
+      uint64_t new_start = left != UINT32_MAX ? qt[left].offset : start;
+      uint64_t new_len = len + (left != UINT32_MAX ? qt[left].size : 0) + (right != UINT32_MAX ? qt[right].size : 0);
+      uint64_t e = epoch;
+      if (left != UINT32_MAX) e = std::max(e, qt[left].epoch);
+      if (right != UINT32_MAX) e = std::max(e, qt[right].epoch);
+      log64(&qt[keep].offset, new_start);
+      log64(&qt[keep].size, new_len);
+      log64(&qt[keep].epoch, e);
+      if (left != UINT32_MAX && right != UINT32_MAX) remove_quarantine(right);
+      SHMF_KILL_POINT("segment.free.after_quarantine");
+      return;
+    }
+    if (h->quarantine_count >= kQuarantineCapacity)
+      fail(ErrorCode::kFull, "segment '" + name + "': the quarantine of freed extents is full (" +
+                                 std::to_string(kQuarantineCapacity) +
+                                 " separate extents): some attached process never calls quiesce(); make "
+                                 "long-lived workers call it (shmtool dump lists attached processes)");
     uint32_t n = h->quarantine_count;
     QuarantineEntry& q = quarantine()[n];
     // Logged although beyond the count (a reclaim earlier in this transaction may have lowered it).
