@@ -518,8 +518,9 @@ BloomStats Bloom::stats() const {
   }
   if (!st.layer.empty()) {
     st.k = st.layer[0].k;
-    const BloomLayer& top = slots(h)[count - 1];
-    bool full = st.layer.back().set_bits > top.grow_at_bits;
+    // Over capacity: the newest layer holds more than its capacity (2% slack
+    // for the estimate's noise) and no further layer can be added.
+    bool full = st.layer.back().inserted_estimate > 1.02 * static_cast<double>(st.layer.back().capacity);
     bool can_grow = h->growth != 0 && count < h->max_layers &&
                     (h->flags.load(std::memory_order_relaxed) & kFlagGrowthFailed) == 0;  // relaxed: diagnostic
     st.over_capacity = full && !can_grow;

@@ -117,7 +117,9 @@ TEST(Bloom, NoFalseNegativesAnyConfiguration) {
         EXPECT_EQ(f.contains_many(keys, out), keys.size()) << name;
         for (size_t i = 0; i < keys.size(); i += 97) ASSERT_TRUE(f.contains(keys[i])) << name << " key " << i;
         BloomStats st = f.stats();
-        if (growth != 0) EXPECT_EQ(st.layers, 4u) << name;  // 1e5 + 2e5 + 4e5 + 8e5 >= 1e6
+        if (growth != 0) {
+          EXPECT_EQ(st.layers, 4u) << name;  // 1e5 + 2e5 + 4e5 + 8e5 >= 1e6
+        }
         EXPECT_FALSE(st.over_capacity) << name;
         EXPECT_NEAR(st.inserted_estimate / 1e6, 1.0, 0.03) << name;
         EXPECT_TRUE(Bloom::drop(fx.seg, name));
@@ -129,9 +131,10 @@ TEST(Bloom, NoFalseNegativesAnyConfiguration) {
 
 // Scaling: first layer gets exactly p, layer i gets p r^i and capacity n g^i;
 // measured FP after 5 layers stays under the bound p / (1 - r) = 2%.
-// Bound check: 1e6 negatives; the measured rate (about 1.3% here: each layer
-// full at p r^i sums to p (1 + r + r^2 ...) minus the unfilled top) is far
-// from 2% compared with sd ~0.011% absolute.
+// Bound check: 1e6 negatives; the measured rate is 1.83% here (four full
+// layers at ~0.97 p r^i sum to 1.82%, the top one is not yet full), below the
+// 2% bound by ~12 sd (sd ~0.013% absolute); and above 0.5%, so the layers
+// really are full and the bound is not vacuous.
 TEST(Bloom, ScalingBoundMeasured) {
   Fixture fx("bl-scale");
   BloomOptions o = opts(10000, 0.01, BloomLayout::kBlocked, 2.0);
@@ -254,7 +257,8 @@ TEST(Bloom, ClearForgetsEverything) {
   std::vector<uint8_t> out(keys.size());
   EXPECT_EQ(f.contains_many(keys, out), 0u);
   EXPECT_EQ(f.stats().inserted_estimate, 0.0);
-  EXPECT_EQ(f.add_many(keys), keys.size());
+  // A re-add may be a false positive now and then (the key's bits set by others): <= 1%.
+  EXPECT_GE(f.add_many(keys), keys.size() * 99 / 100);
 }
 
 // Four processes add overlapping ranges at once into a scaling filter that
@@ -296,7 +300,7 @@ TEST(Bloom, ForkedWritersEveryKeyEverywhere) {
   for (pid_t p : kids) EXPECT_TRUE(shmf_test::exited_ok(shmf_test::wait_status(p)));
   Bloom f = Bloom::open(fx.seg, "shared");
   BloomStats st = f.stats();
-  EXPECT_GE(st.layers, 4u);  // grew while four processes were adding
+  EXPECT_EQ(st.layers, 3u);  // 5e4 + 1e5 + 2e5 >= 3e5: grew twice while four processes were adding
   uint64_t distinct = step * (procs + 1);
   std::printf("forked: distinct %llu, true returns %llu, racing_adds %llu, layers %u\n", (unsigned long long)distinct,
               (unsigned long long)trues->load(), (unsigned long long)st.racing_adds, st.layers);
@@ -385,6 +389,9 @@ TEST(Bloom, KilledInsideGrowth) {
     int status = shmf_test::wait_status(pid);
     ASSERT_TRUE(shmf_test::killed_by(status, SIGKILL)) << point;
     uint64_t n_acked = acked->load();
+    // The child's death itself is a finding (registry slot, maybe a rolled-back
+    // transaction); repair clears those, then the segment must be clean.
+    fx.seg.check(true);
     EXPECT_GT(n_acked, 1000u) << point;
     Bloom f = Bloom::open(fx.seg, "k");
     for (uint64_t j = 0; j < n_acked; ++j) ASSERT_TRUE(f.contains(keys[j])) << point << " key " << j;
