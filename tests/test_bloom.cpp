@@ -362,6 +362,16 @@ TEST(Bloom, CheckFindsCorruption) {
   EXPECT_THROW(Bloom::open(fx.seg, "c"), Error);
   h->magic ^= 1;
   expect_check_clean(fx.seg);
+  // Implausible counters: found, and repaired from a popcount.
+  Bloom f = Bloom::open(fx.seg, "c");
+  f.add_many(shmf_bench::distinct_keys(500, 1));
+  auto* stripes = reinterpret_cast<b::BloomStripe*>(fx.seg.base() + b::slots(h)[0].offset);
+  stripes[3].bits_set.store(1000000);
+  CheckReport rep = fx.seg.check(true);
+  ASSERT_EQ(rep.findings.size(), 1u);
+  EXPECT_TRUE(rep.findings[0].repaired);
+  expect_check_clean(fx.seg);
+  EXPECT_NEAR(f.stats().inserted_estimate, 500, 25);
 }
 
 // A child SIGKILLed inside layer growth: before commit the transaction rolls
