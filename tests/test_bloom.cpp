@@ -354,6 +354,9 @@ TEST(Bloom, CheckFindsCorruption) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kCorrupt) << e.what();
   }
+  // A published layer pointing inside the segment but at no allocated extent.
+  b::slots(h)[1].offset = b::slots(h)[0].offset + 4096 * 64;
+  EXPECT_FALSE(fx.seg.check(false).consistent());
   h->layer_count.store(1);
   b::slots(h)[1] = saved;
   // Bad magic.
