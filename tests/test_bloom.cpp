@@ -427,3 +427,29 @@ TEST(Bloom, KilledInsideGrowth) {
     munmap(acked, 4096);
   }
 }
+
+// A child killed halfway through clear(): the filter stays structurally valid
+// (check clean), answers, and a second clear() finishes the job.
+TEST(Bloom, KilledInsideClear) {
+  Fixture fx("bl-killclear");
+  Bloom f = Bloom::create(fx.seg, "c", opts(100000, 0.01, BloomLayout::kBlocked));
+  auto keys = shmf_bench::distinct_keys(100000, 5);
+  f.add_many(keys);
+  pid_t pid = shmf_test::fork_child([&]() {
+    Segment s = Segment::open(fx.guard.name);
+    Bloom g = Bloom::open(s, "c");
+    shmfilter::internal::arm_kill_point("bloom.clear.half_done");
+    g.clear();
+    return 0;
+  });
+  ASSERT_TRUE(shmf_test::killed_by(shmf_test::wait_status(pid), SIGKILL));
+  fx.seg.check(true);  // the dead child's registry slot
+  expect_check_clean(fx.seg);
+  std::vector<uint8_t> out(keys.size());
+  size_t left = f.contains_many(keys, out);
+  EXPECT_GT(left, 0u);              // the second half of the words was not cleared yet
+  EXPECT_LT(left, keys.size());     // the first half was
+  f.clear();
+  EXPECT_EQ(f.contains_many(keys, out), 0u);
+  expect_check_clean(fx.seg);
+}
