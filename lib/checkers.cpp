@@ -1,6 +1,8 @@
 // lib/checkers.cpp: the kind -> checker table. One line per structure.
 #include "checkers.h"
 
+#include "bloom_impl.h"  // bloom::check_bloom
+
 namespace shmfilter::internal {
 
 void check_hll(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);        // lib/hll.cpp
@@ -8,6 +10,7 @@ void check_exact_set(Segment& seg, const RegionInfo& region, bool repair, CheckR
 
 CheckerFn checker_for(Kind kind) noexcept {
   switch (kind) {
+    case Kind::kBloom: return &check_bloom;
     case Kind::kHll: return &check_hll;
     case Kind::kExactSet: return &check_exact_set;
     default:
