@@ -5,6 +5,7 @@ namespace shmfilter::internal {
 
 CheckerFn checker_for(Kind kind) noexcept {
   switch (kind) {
+    case Kind::kRoaring: { void check_roaring(Segment&, const RegionInfo&, bool, CheckReport&); return check_roaring; }
     default:
       return nullptr;
   }
