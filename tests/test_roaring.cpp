@@ -4,7 +4,10 @@
 #include <gtest/gtest.h>
 #include <roaring/roaring.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <thread>
 #include <set>
 #include <string>
 #include <vector>
@@ -387,4 +390,49 @@ TEST(Roaring, OldSnapshotFreedOnlyWhenUnread) {
   EXPECT_EQ(rs.reclaim(), 1u) << "dead or finished readers do not pin";
   EXPECT_EQ(rs.stats().pending_free, 0u);
   EXPECT_TRUE(rs.contains(42));
+}
+
+// Threads of one process share the handle: 3 writers on disjoint value
+// classes, 1 thread compacting, 1 reader checking what writers already
+// acknowledged through an atomic high-water mark.
+TEST(Roaring, ThreadsShareOneHandle) {
+  SegmentGuard g(unique_name("rthr"));
+  Segment seg = Segment::create(g.name, seg_options());
+  RoaringSet s = RoaringSet::create(seg, "t", small_delta(256));
+  const int kWriters = 3;
+  const uint32_t kPer = 20000;
+  std::atomic<uint32_t> acked[kWriters];
+  for (auto& a : acked) a.store(0);
+  std::atomic<bool> stop{false}, bad{false};
+  std::vector<std::thread> ts;
+  for (int w = 0; w < kWriters; ++w)
+    ts.emplace_back([&, w] {
+      for (uint32_t i = 0; i < kPer; ++i) {
+        if (s.add(i * kWriters + static_cast<uint32_t>(w)) != RoaringStatus::kOk) bad = true;
+        acked[w].store(i + 1);
+      }
+    });
+  std::thread compactor([&] {
+    while (!stop) {
+      s.compact();
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+    }
+  });
+  std::thread reader([&] {
+    shmf_bench::Rng r(5);
+    while (!stop) {
+      int w = static_cast<int>(r.below(kWriters));
+      uint32_t n = acked[w].load();
+      if (n == 0) continue;
+      uint32_t i = static_cast<uint32_t>(r.below(n));
+      if (!s.contains(i * kWriters + static_cast<uint32_t>(w))) bad = true;
+    }
+  });
+  for (auto& t : ts) t.join();
+  stop = true;
+  compactor.join();
+  reader.join();
+  EXPECT_FALSE(bad.load()) << "an acknowledged add was not visible to another thread";
+  EXPECT_EQ(s.cardinality(), uint64_t{kPer} * kWriters);
+  EXPECT_GT(s.stats().compactions, 5u);
 }
