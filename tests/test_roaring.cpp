@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <atomic>
 #include <cstdio>
 #include <thread>
 #include <set>
@@ -446,4 +447,44 @@ TEST(Roaring, ThreadsShareOneHandle) {
   EXPECT_EQ(s.stats().pending_free, 0u) << "with every other thread gone nothing old is pinned";
   printf("[threads] compactions %llu, busy refusals %d\n",
          static_cast<unsigned long long>(s.stats().compactions), busy.load());
+}
+
+// A damaged header is kCorrupt on open (never a crash) and a finding of check;
+// a damaged delta word is a finding too.
+TEST(Roaring, CorruptionIsReportedNotFollowed) {
+  SegmentGuard g(unique_name("rcor"));
+  Segment seg = Segment::create(g.name, seg_options());
+  RoaringSet s = RoaringSet::create(seg, "c", small_delta());
+  s.add(7);
+  RegionInfo info = seg.open_region("c", Kind::kRoaring);
+  auto* magic = reinterpret_cast<uint32_t*>(seg.base() + info.offset);
+  uint32_t saved = *magic;
+  *magic = 0x12345678;
+  Segment other = Segment::open(g.name);
+  EXPECT_EQ(code_of([&] { RoaringSet::open(other, "c"); }), ErrorCode::kCorrupt);
+  CheckReport rep = seg.check(false);
+  bool found = false;
+  for (const auto& f : rep.findings) found |= f.where.find("roaring 'c'") != std::string::npos;
+  EXPECT_TRUE(found);
+  *magic = saved;
+  // current pointing outside the segment.
+  auto* current = reinterpret_cast<std::atomic<uint64_t>*>(seg.base() + info.offset + 64);
+  uint64_t cur = current->load();
+  current->store(seg.size() + 4096);
+  EXPECT_EQ(code_of([&] { RoaringSet::open(other, "c"); }), ErrorCode::kCorrupt);
+  current->store(cur);
+  EXPECT_TRUE(RoaringSet::open(other, "c").contains(7));
+  // A malformed delta word.
+  auto* sh = reinterpret_cast<const uint64_t*>(seg.base() + cur);
+  uint64_t delta_off = sh[4];  // SnapHeader::delta_off
+  auto* slots = reinterpret_cast<std::atomic<uint64_t>*>(seg.base() + delta_off + 64);
+  uint32_t empty = 0;
+  while (slots[empty].load() != 0) ++empty;
+  slots[empty].store(0xdead);
+  rep = seg.check(false);
+  found = false;
+  for (const auto& f : rep.findings) found |= f.problem.find("malformed") != std::string::npos;
+  EXPECT_TRUE(found);
+  slots[empty].store(0);
+  EXPECT_TRUE(seg.check(true).consistent());
 }
