@@ -6,11 +6,10 @@
 
 #include <atomic>
 #include <chrono>
-#include <atomic>
 #include <cstdio>
-#include <thread>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "shmfilter/roaring_set.hpp"
