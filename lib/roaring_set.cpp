@@ -325,12 +325,14 @@ std::shared_ptr<View> RoaringLocal::make_view() {
 
 namespace {
 
-// Per-thread cache of views: the hot path is one load of `current` and a compare.
+// Per-thread cache of views: the hot path is one load of `current` and a
+// compare. 16 entries: the 7-day question touches 7 sets per call.
+constexpr int kThreadViews = 16;
 struct TlsEntry {
   uint64_t owner = 0;  // RoaringLocal::serial (never reused, unlike an address)
   std::shared_ptr<View> view;
 };
-thread_local TlsEntry t_views[8];
+thread_local TlsEntry t_views[kThreadViews];
 thread_local unsigned t_next = 0;
 
 // The view for the published snapshot, or nullptr (dropped / corrupt).
@@ -346,15 +348,16 @@ View* current_view(const std::shared_ptr<RoaringLocal>& L) noexcept {
     return nullptr;
   }
   if (!v) return nullptr;
+  // Victim: this set's stale entry, else an empty one or one of a closed set, else round robin.
+  TlsEntry* victim = nullptr;
   for (auto& e : t_views)
-    if (e.owner == L->serial) {
-      e.view = std::move(v);
-      return e.view.get();
-    }
-  TlsEntry& e = t_views[t_next++ % 8];
-  e.owner = L->serial;
-  e.view = std::move(v);
-  return e.view.get();
+    if (e.owner == L->serial) victim = &e;
+  for (int i = 0; i < kThreadViews && !victim; ++i)
+    if (!t_views[i].view || t_views[i].view->local.expired()) victim = &t_views[i];
+  if (!victim) victim = &t_views[t_next++ % kThreadViews];
+  victim->owner = L->serial;
+  victim->view = std::move(v);
+  return victim->view.get();
 }
 
 // Registry of open sets in this process: one RoaringLocal (one reader slot) per set.
