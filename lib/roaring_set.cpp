@@ -3,6 +3,7 @@
 #include "shmfilter/roaring_set.hpp"
 
 #include <roaring/roaring.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -197,8 +198,14 @@ struct View;
 
 // Process-local state of one open set, shared by every handle copy (and
 // every RoaringSet::open of the same set in this process).
+// Bumped in the child after fork(): a handle inherited across fork has no
+// reader slot of its own, so its data-plane calls answer kDropped / false
+// (the child must Segment::open and RoaringSet::open itself).
+std::atomic<uint64_t> g_fork_epoch{0};
+
 struct RoaringLocal : std::enable_shared_from_this<RoaringLocal> {
   uint64_t serial = 0;         // unique per RoaringLocal in this process (keys the thread caches)
+  uint64_t fork_epoch = 0;     // g_fork_epoch when made
   Segment seg;
   RegionInfo region;
   std::byte* base = nullptr;
@@ -338,6 +345,7 @@ thread_local unsigned t_next = 0;
 // The view for the published snapshot, or nullptr (dropped / corrupt).
 // The returned pointer stays valid until this thread's next call on a set.
 View* current_view(const std::shared_ptr<RoaringLocal>& L) noexcept {
+  if (L->fork_epoch != g_fork_epoch.load(std::memory_order_relaxed)) return nullptr;  // relaxed: set before the child runs
   uint64_t cur = L->hdr->current.load();  // seq_cst: a call after a publish sees it (real-time order)
   for (auto& e : t_views)
     if (e.owner == L->serial && e.view->snap_off == cur) return e.view.get();
@@ -410,8 +418,13 @@ std::shared_ptr<RoaringLocal> attach(Segment& seg, const RegionInfo& info) {
   if (auto it = g_reg.find(key); it != g_reg.end())
     if (auto l = it->second.lock()) return l;
   static std::atomic<uint64_t> serials{0};
+  static std::once_flag atfork_once;
+  std::call_once(atfork_once, [] {
+    pthread_atfork(nullptr, nullptr, [] { g_fork_epoch.fetch_add(1, std::memory_order_relaxed); });  // relaxed: child is single-threaded here
+  });
   auto L = std::make_shared<RoaringLocal>();
   L->serial = ++serials;
+  L->fork_epoch = g_fork_epoch.load(std::memory_order_relaxed);  // relaxed: process-local
   L->seg = seg;
   L->region = info;
   L->base = seg.base();
@@ -637,6 +650,9 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
 
 bool compact_impl(const std::shared_ptr<RoaringLocal>& L, const roaring_bitmap_t* extra) {
   if (!L->live_region()) throw Error(ErrorCode::kDropped, "Roaring set " + quoted(L->region.name) + " was dropped");
+  if (L->fork_epoch != g_fork_epoch.load(std::memory_order_relaxed))  // relaxed: process-local
+    throw Error(ErrorCode::kBusy, "Roaring set " + quoted(L->region.name) +
+                                      ": handle inherited across fork(); call Segment::open and RoaringSet::open in the child");
   if (!try_claim(*L)) return false;
   ClaimGuard guard{*L};
   return compact_locked(L, extra);
