@@ -60,6 +60,11 @@ std::string delta_validate(DeltaHeader* d, uint32_t expected_capacity, uint64_t*
       }
     }
   }
+  uint64_t fill = d->fill.load();
+  if (fill < claimed) {
+    snprintf(buf, sizeof buf, "delta fill counter %" PRIu64 " is below the %" PRIu64 " claimed slots", fill, claimed);
+    return buf;
+  }
   if (claimed_out) *claimed_out = claimed;
   return "";
 }
