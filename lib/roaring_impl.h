@@ -223,6 +223,7 @@ inline WriteResult delta_write(DeltaHeader* d, uint32_t v, Op op, uint64_t limit
 // may or may not be seen.
 template <class Fn>
 inline void delta_for_each(DeltaHeader* d, Fn&& fn) {
+  if (d->fill.load() == 0) return;  // seq_cst: fill == 0 proves no claimed slot (see DeltaHeader::fill)
   const uint32_t cap = d->capacity;
   std::atomic<uint64_t>* slots = delta_slots(d);
   for (uint32_t i = 0; i < cap; ++i) {
