@@ -12,7 +12,9 @@
 #include <charconv>
 #include <chrono>
 #include <cinttypes>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -966,6 +968,32 @@ roaring_bitmap_t* RoaringSet::parse_portable(std::string_view bytes) {
 void RoaringSet::import_portable(std::string_view bytes) {
   internal::BitmapPtr b(parse_portable(bytes));
   merge(b.p);
+}
+
+void RoaringSet::import_portable_file(const std::string& path) {
+  FILE* f = fopen(path.c_str(), "rb");
+  if (!f) throw Error(ErrorCode::kIo, "cannot open '" + path + "': " + strerror(errno) + ": check the path and permissions");
+  std::string bytes;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) bytes.append(buf, n);
+  bool err = ferror(f) != 0;
+  fclose(f);
+  if (err) throw Error(ErrorCode::kIo, "reading '" + path + "' failed");
+  try {
+    import_portable(bytes);
+  } catch (const Error& e) {
+    throw Error(e.code(), "'" + path + "': " + e.what());
+  }
+}
+
+void RoaringSet::export_portable_file(const std::string& path) const {
+  std::string bytes = export_portable();
+  FILE* f = fopen(path.c_str(), "wb");
+  if (!f) throw Error(ErrorCode::kIo, "cannot create '" + path + "': " + strerror(errno) + ": check the path and permissions");
+  bool ok = fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = (fclose(f) == 0) && ok;
+  if (!ok) throw Error(ErrorCode::kIo, "writing '" + path + "' failed (disk full?)");
 }
 
 uint32_t RoaringSet::parse_value(std::string_view text) {

@@ -302,6 +302,14 @@ TEST(Roaring, ExportImportPortableRoundTrip) {
   EXPECT_EQ(code_of([&] { b.import_portable(bytes.substr(0, bytes.size() / 2)); }), ErrorCode::kBadInput);
   EXPECT_EQ(code_of([&] { b.import_portable("12\n13\n"); }), ErrorCode::kBadInput);
   EXPECT_EQ(b.cardinality(), before) << "bad input leaves the set unchanged";
+  // Files.
+  std::string path = "/tmp/" + unique_name("exp") + ".roaring";
+  a.export_portable_file(path);
+  RoaringSet c = RoaringSet::create(seg, "c", small_delta());
+  c.import_portable_file(path);
+  EXPECT_EQ(c.cardinality(), a.cardinality());
+  std::remove(path.c_str());
+  EXPECT_EQ(code_of([&] { c.import_portable_file(path); }), ErrorCode::kIo);
 }
 
 TEST(Roaring, CreateOpenErrorsAndDrop) {
