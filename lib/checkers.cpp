@@ -5,6 +5,7 @@
 
 namespace shmfilter::internal {
 
+void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);    // lib/roaring_set.cpp
 void check_hll(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);        // lib/hll.cpp
 void check_exact_set(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);  // lib/exact_set.cpp
 
@@ -13,6 +14,7 @@ CheckerFn checker_for(Kind kind) noexcept {
     case Kind::kBloom: return &check_bloom;
     case Kind::kHll: return &check_hll;
     case Kind::kExactSet: return &check_exact_set;
+    case Kind::kRoaring: return &check_roaring;
     default:
       return nullptr;
   }
