@@ -325,6 +325,10 @@ void Bloom::grow(uint64_t seen) noexcept {
       uint64_t n = layer_capacity(*h, i);
       double p = layer_error(*h, i);
       Sizing z = size_or_throw(h->layout, n, p);
+      RegionInfo owner;
+      owner.slot = slot_;
+      owner.generation = generation_;
+      txn.charge_to(owner);  // check() reports the layer as leaked if the filter is dropped without it
       uint64_t off = txn.allocate(layer_extent_bytes(z.bits));  // zeroed: stripes and bits start at 0
       SHMF_KILL_POINT("bloom.grow.after_allocate");
       // Slot c >= layer_count: private to the lock holder and unreachable while

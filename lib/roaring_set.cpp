@@ -637,6 +637,7 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
   size_t frozen = roaring_bitmap_frozen_size_in_bytes(b.p);
   uint64_t from = view->snap_off;
   L.seg.transact([&](ControlTxn& txn) {
+    txn.charge_to(L.region);  // check() reports these extents as leaked if the set is dropped without them
     uint64_t snap = txn.allocate(sizeof(SnapHeader) + frozen);
     uint64_t delta = txn.allocate(delta_bytes(L.capacity));
     write_version(L.base, snap, b.p, frozen, view->gen + 1, delta, view->snap->delta_off, L.capacity);
