@@ -1,10 +1,12 @@
 // lib/checkers.cpp: the kind -> checker table. One line per structure.
 #include "checkers.h"
+#include "cuckoo_impl.h"  // check_cuckoo
 
 namespace shmfilter::internal {
 
 CheckerFn checker_for(Kind kind) noexcept {
   switch (kind) {
+    case Kind::kCuckoo: return &check_cuckoo;
     default:
       return nullptr;
   }

@@ -42,6 +42,7 @@
 #include <cstring>
 
 #include "hash.h"
+#include "shmfilter/segment.hpp"
 #include "kill_point.h"
 
 namespace shmfilter::internal::cuckoo {
@@ -715,3 +716,8 @@ inline uint64_t count_occupied(std::byte* base, const Header* h, uint32_t fp_bit
 }
 
 }  // namespace shmfilter::internal::cuckoo
+
+namespace shmfilter::internal {
+// lib/cuckoo.cpp: Segment::check's checker for Kind::kCuckoo (lib/checkers.cpp).
+void check_cuckoo(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);
+}  // namespace shmfilter::internal
