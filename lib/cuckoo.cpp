@@ -47,7 +47,7 @@ std::string hdr_problem(const ck::Header* h, const RegionInfo& r, uint64_t seg_s
   if (n < 1 || n > h->max_subs) return "sub-filter count " + std::to_string(n);
   for (uint32_t j = 0; j < n; ++j) {
     const ck::SubDesc& d = h->subs[j];
-    if (d.log2_buckets < 1 || d.log2_buckets > 40 || d.log2_stripes != ck::stripes_for(d.log2_buckets))
+    if (d.log2_buckets < 1 || d.log2_buckets > 32 || d.log2_stripes != ck::stripes_for(d.log2_buckets))
       return "sub-filter " + std::to_string(j) + " has bad geometry";
     uint64_t bytes = ck::sub_bytes(d.log2_buckets, d.log2_stripes, h->lane_bits);
     if (d.offset % 64 != 0 || d.offset > seg_size || bytes > seg_size - d.offset)
@@ -70,18 +70,28 @@ struct CuckooOps {
       const ck::SubDesc& last = h->subs[n - 1];
       uint32_t grow = 1;
       while ((1u << grow) < h->expansion) ++grow;  // next power of two of the expansion factor
-      uint32_t l2 = std::min<uint32_t>(last.log2_buckets + grow, 40);
+      uint32_t l2 = std::min<uint32_t>(last.log2_buckets + grow, 32);
       uint32_t st = ck::stripes_for(l2);
       uint64_t bytes = ck::sub_bytes(l2, st, h->lane_bits);
+      uint64_t off = 0;
+      // The allocation and the record of it commit together; if this process dies inside,
+      // both roll back. Publishing happens after the commit, under the writer lock, so no
+      // writer can ever place an acknowledged item in an extent that a rollback later frees.
       self->seg_.transact([&](ControlTxn& txn) {
-        uint64_t off = txn.allocate(bytes);
+        uint64_t left = h->pending_extent;
+        bool published = false;
+        for (uint32_t j = 0; j < n; ++j) published |= h->subs[j].offset == left;
+        if (left != 0 && !published) txn.free(left);  // a dead expander's committed, unpublished extent
+        off = txn.allocate(bytes);
         SHMF_KILL_POINT("cuckoo.expand.inside_txn");
-        ck::SubDesc& d = h->subs[n];
-        txn.store_u64(&d.offset, off);
-        txn.store_u32(&d.log2_buckets, l2);
-        txn.store_u32(&d.log2_stripes, st);
-        txn.store_u32(&h->sub_count, n + 1);  // release store: publishes subs[n] (ControlTxn stores are release)
+        txn.store_u64(&h->pending_extent, off);
       });
+      SHMF_KILL_POINT("cuckoo.expand.after_commit");
+      h->subs[n] = ck::SubDesc{off, l2, st};  // invisible until sub_count grows
+      // release: subs[n] is complete before a reader's acquire of sub_count can see n + 1.
+      ck::A(h->sub_count).store(n + 1, std::memory_order_release);
+      SHMF_KILL_POINT("cuckoo.expand.after_publish");
+      ck::A(h->pending_extent).store(0, std::memory_order_relaxed);  // relaxed: lock holder; read under seg lock
       SHMF_KILL_POINT("cuckoo.expand.after_publish");
       return true;
     } catch (...) {
@@ -133,12 +143,12 @@ Cuckoo Cuckoo::create(Segment& seg, std::string_view name, const CuckooOptions& 
   if (o.max_path < 1 || o.max_path > ck::kMaxPathLimit)
     throw Error(ErrorCode::kInvalidArgument, "max path " + std::to_string(o.max_path) + " is invalid: pass 1..6");
   uint32_t l2 = ck::log2_buckets_for(o.capacity);
-  if (l2 > 34)
+  if (l2 > 32)
     throw Error(ErrorCode::kInvalidArgument,
-                "capacity " + std::to_string(o.capacity) + " needs more than 2^34 buckets: pass a smaller --capacity");
+                "capacity " + std::to_string(o.capacity) + " needs more than 2^32 buckets: pass a smaller --capacity");
   uint32_t lane = f <= 8 ? 8 : 16;
   uint64_t bytes = ck::region_bytes_for(l2, lane);
-  uint64_t seed = internal::random_seed();
+  uint64_t seed = o.seed != 0 ? o.seed : internal::random_seed();
   uint32_t max_subs = o.expansion >= 2 ? o.max_subfilters : 1;
   seg.create_region(name, Kind::kCuckoo, bytes, [&](std::byte* region, uint64_t got, ControlTxn& txn) {
     uint64_t off = static_cast<uint64_t>(region - txn.base());
@@ -177,7 +187,12 @@ bool Cuckoo::drop(Segment& seg, std::string_view name) {
     auto* h = reinterpret_cast<ck::Header*>(region);
     if (h->magic != ck::kMagic) return;
     uint32_t n = std::min(ck::sub_count_acquire(h), ck::kMaxSubs);
-    for (uint32_t j = 1; j < n; ++j) txn.free(h->subs[j].offset);  // sub-filter 0 lives in the region
+    bool pending_published = h->pending_extent == 0;
+    for (uint32_t j = 1; j < n; ++j) {
+      txn.free(h->subs[j].offset);  // sub-filter 0 lives in the region
+      pending_published |= h->subs[j].offset == h->pending_extent;
+    }
+    if (!pending_published) txn.free(h->pending_extent);  // committed by a dead expander, never published
   });
 }
 

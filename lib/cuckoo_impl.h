@@ -102,6 +102,10 @@ struct alignas(64) Header {
   alignas(64) uint32_t sub_count;  // published sub-filters; grows only; release store after subs[i] is written
   uint32_t reserved2;              // 0
   SubDesc subs[kMaxSubs];          // see SubDesc
+  uint64_t pending_extent;         // expansion: extent allocated (txn-logged store in the allocating
+                                   // ControlTxn) but maybe not yet published in subs[]; reset to 0 by
+                                   // the lock holder after publishing; a leftover is freed by the next
+                                   // expansion's txn or by drop (see docs/cuckoo.md)
   // ---- writer lock, alone on its line (readers touch it only when stuck on an odd version).
   alignas(64) uint64_t lock_owner;  // owner token of the writer, 0 = free; CAS acquire / store release
   // ---- intent record of the lock holder.
@@ -168,7 +172,7 @@ inline uint32_t fp_bits_for_error(double p) noexcept {
 inline uint32_t log2_buckets_for(uint64_t capacity) noexcept {
   double need = std::ceil(static_cast<double>(capacity) / (kSlots * 0.95));
   uint32_t l = 1;
-  while (l < 40 && static_cast<double>(uint64_t{1} << l) < need) ++l;
+  while (l < 33 && static_cast<double>(uint64_t{1} << l) < need) ++l;
   return l;
 }
 
@@ -493,16 +497,19 @@ inline void move_locked(Header* h, uint32_t sub, const Sub& s, uint64_t src, uns
 }
 
 // Breadth-first search for a path of <= max_path moves from {i1, i2} to a
-// bucket with an empty lane. Changes nothing. Node storage is thread-local.
+// bucket with an empty lane. Changes nothing. Nodes live on the caller's
+// stack: 2 x (4^(max_path+1) - 1) / 3 of 8 bytes (22 KiB for 5 moves, 87 KiB for 6).
 struct BfsNode {
-  uint64_t bucket;
-  int32_t parent;  // index of parent node, -1 for a root
-  uint8_t slot;    // lane in the parent bucket whose item moves into this bucket
-  uint8_t depth;   // moves needed to free a lane here
-  uint16_t pad;
+  uint32_t bucket;  // bucket index (filters have <= 2^32 buckets)
+  uint16_t parent;  // index of the parent node, 0xffff for a root
+  uint8_t slot;     // lane in the parent bucket whose item moves into this bucket
+  uint8_t depth;    // moves needed to free a lane here
 };
-inline constexpr size_t kBfsMaxNodes = 2 * ((size_t{1} << (2 * (kMaxPathLimit + 1))) - 1) / 3;  // 2*(4^7-1)/3
-inline thread_local BfsNode t_bfs_nodes[kBfsMaxNodes];
+static_assert(sizeof(BfsNode) == 8, "BFS nodes are 8 bytes");
+inline constexpr size_t bfs_nodes_for(uint32_t max_path) noexcept {
+  return 2 * ((size_t{1} << (2 * (max_path + 1))) - 1) / 3;
+}
+static_assert(bfs_nodes_for(kMaxPathLimit) < 0xffff, "parent indices fit 16 bits");
 
 struct PathStep {
   uint64_t bucket;
@@ -512,11 +519,11 @@ struct PathStep {
 // Returns the number of moves (0..max_path) and fills path[0..moves] (path[0] is
 // where the new fp goes once every move is done), or -1 when none was found.
 template <class LT>
-inline int bfs(const Sub& s, uint64_t i1, uint64_t i2, uint32_t max_path, PathStep* path) noexcept {
-  BfsNode* q = t_bfs_nodes;
+inline int bfs(const Sub& s, uint64_t i1, uint64_t i2, uint32_t max_path, PathStep* path, BfsNode* q) noexcept {
+  const size_t cap = bfs_nodes_for(max_path);
   size_t head = 0, tail = 0;
-  q[tail++] = BfsNode{i1, -1, 0, 0, 0};
-  if (i2 != i1) q[tail++] = BfsNode{i2, -1, 0, 0, 0};
+  q[tail++] = BfsNode{static_cast<uint32_t>(i1), 0xffff, 0, 0};
+  if (i2 != i1) q[tail++] = BfsNode{static_cast<uint32_t>(i2), 0xffff, 0, 0};
   while (head < tail) {
     BfsNode nd = q[head];
     auto w = bucket_load<LT>(s, nd.bucket);
@@ -525,19 +532,19 @@ inline int bfs(const Sub& s, uint64_t i1, uint64_t i2, uint32_t max_path, PathSt
       // Walk back to the root: path[d] = (bucket at depth d, lane to free / fill).
       int d = nd.depth;
       path[d] = PathStep{nd.bucket, static_cast<uint8_t>(e)};
-      int32_t at = static_cast<int32_t>(head);
-      while (q[at].parent >= 0) {
+      size_t at = head;
+      while (q[at].parent != 0xffff) {
         const BfsNode& c = q[at];
         path[c.depth - 1] = PathStep{q[c.parent].bucket, c.slot};
         at = c.parent;
       }
       return d;
     }
-    if (nd.depth < max_path && tail + kSlots <= kBfsMaxNodes) {
+    if (nd.depth < max_path && tail + kSlots <= cap) {
       for (unsigned l = 0; l < kSlots; ++l) {
         uint32_t fp = LT::lane(w, l);
-        q[tail++] = BfsNode{alt_bucket(nd.bucket, fp, s.mask), static_cast<int32_t>(head), static_cast<uint8_t>(l),
-                            static_cast<uint8_t>(nd.depth + 1), 0};
+        q[tail++] = BfsNode{static_cast<uint32_t>(alt_bucket(nd.bucket, fp, s.mask)), static_cast<uint16_t>(head),
+                            static_cast<uint8_t>(l), static_cast<uint8_t>(nd.depth + 1)};
       }
     }
     ++head;
@@ -552,8 +559,9 @@ inline int insert_into_sub(std::byte* base, Header* h, uint32_t j, const KeyHash
   Probe p = probe(s, k);
   uint32_t max_path = std::min(load_relaxed(h->max_path), kMaxPathLimit);
   PathStep path[kMaxPathLimit + 1];
+  auto* q = static_cast<BfsNode*>(__builtin_alloca(bfs_nodes_for(max_path) * sizeof(BfsNode)));
   for (int attempt = 0; attempt < 3; ++attempt) {
-    int d = bfs<LT>(s, p.i1, p.i2, max_path, path);
+    int d = bfs<LT>(s, p.i1, p.i2, max_path, path, q);
     if (d < 0) return -1;
     // Execute from the free end backwards. Each step re-validates (a path may
     // visit one bucket twice); a failed check just means: search again.

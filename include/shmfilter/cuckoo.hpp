@@ -33,6 +33,7 @@ struct CuckooOptions {
   uint32_t expansion = 0;         // 0: no growth, a full insert returns kFull; k >= 2: add a sub-filter k x larger
   uint32_t max_subfilters = 8;    // sub-filters allowed with expansion (1..16)
   uint32_t max_path = 5;          // longest cuckoo path (moves) an insert may use (1..6)
+  uint64_t seed = 0;              // hash seed; 0: random (tests pass one for reproducible FP counts)
 };
 
 enum class CuckooStatus : uint8_t {
