@@ -1,0 +1,330 @@
+// tests/test_segment.cpp: single-process behaviour of the segment API.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <set>
+
+#include "shmfilter/segment.hpp"
+#include "test_util.h"
+
+using namespace shmfilter;
+using shmf_test::SegmentGuard;
+using shmf_test::unique_name;
+
+namespace {
+
+CreateOptions small_options() {
+  CreateOptions o;
+  o.size = 4ull << 20;
+  o.max_size = 256ull << 20;
+  o.directory_capacity = 64;
+  return o;
+}
+
+ErrorCode code_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  return ErrorCode::kOk;
+}
+
+}  // namespace
+
+TEST(Segment, CreateOpenRemove) {
+  SegmentGuard g(unique_name("cor"));
+  EXPECT_FALSE(Segment::exists(g.name));
+  EXPECT_EQ(code_of([&] { Segment::open(g.name); }), ErrorCode::kNotFound);
+  Segment s = Segment::create(g.name, small_options());
+  EXPECT_TRUE(Segment::exists(g.name));
+  EXPECT_EQ(s.name(), g.name);
+  EXPECT_GE(s.size(), 4ull << 20);
+  EXPECT_NE(s.base(), nullptr);
+  EXPECT_EQ(code_of([&] { Segment::create(g.name, small_options()); }), ErrorCode::kExists);
+  Segment t = Segment::open(g.name);
+  EXPECT_EQ(t.size(), s.size());
+  EXPECT_NE(t.owner_token(), s.owner_token());
+  Segment u = Segment::open_or_create(g.name, small_options());
+  EXPECT_EQ(u.stats().processes_alive, 3u);
+  EXPECT_TRUE(Segment::remove(g.name));
+  EXPECT_FALSE(Segment::remove(g.name));
+  EXPECT_FALSE(Segment::exists(g.name));
+  // Attached processes keep their mapping after remove.
+  auto r = s.create_region("after-remove", Kind::kBlob, 100, {});
+  EXPECT_TRUE(t.find("after-remove").has_value());
+  EXPECT_EQ(r.size, 100u);
+}
+
+TEST(Segment, PermissionsDefaultTo0600) {
+  SegmentGuard g(unique_name("mode"));
+  Segment s = Segment::create(g.name, small_options());
+  struct stat st{};
+  ASSERT_EQ(stat(("/dev/shm/" + g.name).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(Segment, BadNames) {
+  EXPECT_EQ(code_of([] { Segment::create(""); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([] { Segment::create("a/b"); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([] { Segment::create(std::string(kMaxSegmentNameLength + 1, 'x')); }), ErrorCode::kNameTooLong);
+  try {
+    Segment::open(std::string(300, 'y'));
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shorter"), std::string::npos) << e.what();
+  }
+  SegmentGuard g(unique_name("sn"));
+  Segment s = Segment::create(g.name, small_options());
+  EXPECT_EQ(code_of([&] { s.create_region("", Kind::kBlob, 8, {}); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { s.create_region(std::string(64, 'n'), Kind::kBlob, 8, {}); }), ErrorCode::kNameTooLong);
+  EXPECT_NO_THROW(s.create_region(std::string(63, 'n'), Kind::kBlob, 8, {}));
+}
+
+TEST(Segment, RegionsCreateFindListDrop) {
+  SegmentGuard g(unique_name("reg"));
+  Segment s = Segment::create(g.name, small_options());
+  Segment other = Segment::open(g.name);
+  bool init_ran = false;
+  RegionInfo a = s.create_region("alpha", Kind::kBlob, 1000, [&](std::byte* p, uint64_t n, ControlTxn&) {
+    init_ran = true;
+    for (uint64_t i = 0; i < n; ++i) EXPECT_EQ(p[i], std::byte{0});
+    std::memset(p, 0xab, n);
+  });
+  EXPECT_TRUE(init_ran);
+  EXPECT_EQ(a.offset % 64, 0u);
+  EXPECT_EQ(a.size, 1000u);
+  EXPECT_EQ(code_of([&] { s.create_region("alpha", Kind::kBlob, 10, {}); }), ErrorCode::kExists);
+  auto f = other.find("alpha");
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->offset, a.offset);
+  EXPECT_EQ(f->slot, a.slot);
+  EXPECT_EQ(f->generation, a.generation);
+  EXPECT_EQ(std::to_integer<int>(other.base()[f->offset + 999]), 0xab);
+  EXPECT_EQ(code_of([&] { other.open_region("alpha", Kind::kBloom); }), ErrorCode::kWrongKind);
+  EXPECT_EQ(code_of([&] { other.open_region("beta", Kind::kBlob); }), ErrorCode::kNotFound);
+  s.create_region("beta", Kind::kHll, 64, {});
+  auto l = other.list();
+  ASSERT_EQ(l.size(), 2u);
+  EXPECT_EQ(l[0].name, "alpha");
+  EXPECT_EQ(l[1].kind, Kind::kHll);
+  EXPECT_TRUE(other.region_live(a.slot, a.generation));
+  bool on_drop_ran = false;
+  EXPECT_TRUE(other.drop("alpha", [&](std::byte*, uint64_t n, ControlTxn&) {
+    on_drop_ran = true;
+    EXPECT_EQ(n, 1000u);
+  }));
+  EXPECT_TRUE(on_drop_ran);
+  EXPECT_FALSE(s.region_live(a.slot, a.generation));
+  EXPECT_FALSE(s.find("alpha").has_value());
+  EXPECT_FALSE(s.drop("alpha"));
+  // Re-create: a new generation, old handles stay dead.
+  RegionInfo a2 = s.create_region("alpha", Kind::kBlob, 10, {});
+  EXPECT_FALSE(s.region_live(a.slot, a.generation));
+  EXPECT_TRUE(s.region_live(a2.slot, a2.generation));
+  EXPECT_EQ(s.stats().structures, 2u);
+  EXPECT_TRUE(s.check().consistent());
+}
+
+TEST(Segment, InitThrowsLeavesNothing) {
+  SegmentGuard g(unique_name("ithrow"));
+  Segment s = Segment::create(g.name, small_options());
+  auto before = s.stats();
+  EXPECT_THROW(s.create_region("x", Kind::kBlob, 4096,
+                               [](std::byte*, uint64_t, ControlTxn& txn) {
+                                 txn.allocate(100000);
+                                 throw std::runtime_error("init failed");
+                               }),
+               std::runtime_error);
+  EXPECT_FALSE(s.find("x").has_value());
+  auto after = s.stats();
+  EXPECT_EQ(after.used_bytes, before.used_bytes);
+  EXPECT_EQ(after.structures, 0u);
+  EXPECT_TRUE(s.check().consistent());
+}
+
+TEST(Segment, DirectoryFull) {
+  SegmentGuard g(unique_name("dfull"));
+  CreateOptions o = small_options();
+  o.directory_capacity = 16;
+  Segment s = Segment::create(g.name, o);
+  for (int i = 0; i < 16; ++i) s.create_region("r" + std::to_string(i), Kind::kBlob, 64, {});
+  EXPECT_EQ(code_of([&] { s.create_region("one-more", Kind::kBlob, 64, {}); }), ErrorCode::kFull);
+  for (int i = 0; i < 16; ++i) EXPECT_TRUE(s.find("r" + std::to_string(i)).has_value()) << i;
+  EXPECT_TRUE(s.drop("r3"));
+  EXPECT_NO_THROW(s.create_region("one-more", Kind::kBlob, 64, {}));
+  EXPECT_TRUE(s.find("one-more").has_value());
+  EXPECT_FALSE(s.find("r3").has_value());
+}
+
+TEST(Segment, TransactAllocateFreeStore) {
+  SegmentGuard g(unique_name("txn"));
+  Segment s = Segment::create(g.name, small_options());
+  RegionInfo r = s.create_region("meta", Kind::kBlob, 64, {});
+  auto* field = reinterpret_cast<uint64_t*>(s.base() + r.offset);
+  auto* field32 = reinterpret_cast<uint32_t*>(s.base() + r.offset + 8);
+  uint64_t off = 0;
+  s.transact([&](ControlTxn& txn) {
+    off = txn.allocate(1000);
+    EXPECT_EQ(off % 64, 0u);
+    txn.store_u64(field, off);
+    txn.store_u32(field32, 7);
+  });
+  EXPECT_EQ(*field, off);
+  EXPECT_EQ(*field32, 7u);
+  // A throwing transaction rolls back its stores and allocations.
+  auto before = s.stats();
+  EXPECT_THROW(s.transact([&](ControlTxn& txn) {
+    txn.store_u64(field, 12345);
+    txn.store_u32(field32, 9);
+    txn.allocate(1 << 20);
+    throw std::runtime_error("abort");
+  }),
+               std::runtime_error);
+  EXPECT_EQ(*field, off);
+  EXPECT_EQ(*field32, 7u);
+  EXPECT_EQ(s.stats().used_bytes, before.used_bytes);
+  // Double free and bad offsets are refused (and roll back).
+  s.transact([&](ControlTxn& txn) { txn.free(off); });
+  EXPECT_EQ(code_of([&] { s.transact([&](ControlTxn& txn) { txn.free(off); }); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { s.transact([&](ControlTxn& txn) { txn.free(3); }); }), ErrorCode::kInvalidArgument);
+  EXPECT_GT(s.stats().quarantined_bytes, 0u);
+  // Allocated memory is zeroed even when reused.
+  s.quiesce();
+  std::set<uint64_t> offs;
+  for (int round = 0; round < 3; ++round) {
+    s.transact([&](ControlTxn& txn) {
+      uint64_t o = txn.allocate(1000);
+      for (int i = 0; i < 1000; ++i) EXPECT_EQ(txn.base()[o + i], std::byte{0});
+      std::memset(txn.base() + o, 0xff, 1000);
+      txn.free(o);
+      offs.insert(o);
+    });
+  }
+  EXPECT_TRUE(s.check().consistent());
+}
+
+TEST(Segment, AllocatorReusesAndCoalesces) {
+  SegmentGuard g(unique_name("coal"));
+  Segment s = Segment::create(g.name, small_options());
+  std::vector<uint64_t> offs(8);
+  s.transact([&](ControlTxn& txn) {
+    for (auto& o : offs) o = txn.allocate(4096);
+  });
+  auto full = s.stats();
+  s.transact([&](ControlTxn& txn) {
+    for (int i = 1; i < 7; ++i) txn.free(offs[i]);
+  });
+  s.quiesce();  // only this process is attached: the quarantine can now be reused
+  uint64_t big = 0;
+  s.transact([&](ControlTxn& txn) { big = txn.allocate(6 * (4096 + 64) - 64); });  // the coalesced hole exactly (each extent has a 64-byte header)
+  EXPECT_EQ(big, offs[1]);
+  EXPECT_EQ(s.stats().used_bytes, full.used_bytes);
+  EXPECT_EQ(s.stats().quarantined_bytes, 0u);
+  EXPECT_TRUE(s.check().consistent());
+}
+
+TEST(Segment, GrowthAndResize) {
+  SegmentGuard g(unique_name("grow"));
+  Segment s = Segment::create(g.name, small_options());
+  Segment other = Segment::open(g.name);
+  uint64_t before = s.size();
+  RegionInfo big = s.create_region("big", Kind::kBlob, 16ull << 20, {});
+  EXPECT_GT(s.size(), before);
+  EXPECT_EQ(other.size(), s.size());
+  std::memset(other.base() + big.offset, 1, big.size);  // the other process can touch all of it
+  EXPECT_EQ(code_of([&] { s.create_region("huge", Kind::kBlob, 1ull << 30, {}); }), ErrorCode::kNoSpace);
+  s.resize(64ull << 20);
+  EXPECT_EQ(other.size(), 64ull << 20);
+  EXPECT_EQ(code_of([&] { s.resize(1ull << 30); }), ErrorCode::kNoSpace);
+  EXPECT_EQ(code_of([&] { s.resize(8ull << 20); }), ErrorCode::kBusy);
+  ASSERT_TRUE(s.drop("big"));
+  s.quiesce();
+  other.quiesce();
+  s.resize(8ull << 20);
+  EXPECT_EQ(s.size(), 8ull << 20);
+  struct stat st{};
+  ASSERT_EQ(stat(("/dev/shm/" + g.name).c_str(), &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), 8ull << 20);
+  EXPECT_TRUE(s.check().consistent());
+}
+
+TEST(Segment, TokensAndProcesses) {
+  SegmentGuard g(unique_name("tok"));
+  Segment s = Segment::create(g.name, small_options());
+  uint64_t t1 = s.owner_token();
+  EXPECT_NE(t1, 0u);
+  EXPECT_TRUE(s.token_alive(t1));
+  EXPECT_FALSE(s.token_alive(0));
+  uint64_t t2;
+  {
+    Segment o = Segment::open(g.name);
+    t2 = o.owner_token();
+    EXPECT_TRUE(s.token_alive(t2));
+    EXPECT_TRUE(o.token_alive(t1));
+    EXPECT_EQ(s.processes().size(), 2u);
+  }
+  EXPECT_FALSE(s.token_alive(t2));  // detached: its OFD lock is gone
+  Segment o2 = Segment::open(g.name);
+  EXPECT_NE(o2.owner_token(), t2);  // same slot, new incarnation
+  EXPECT_FALSE(s.token_alive(t2));
+  auto ps = s.processes();
+  ASSERT_EQ(ps.size(), 2u);
+  for (const auto& p : ps) {
+    EXPECT_TRUE(p.alive);
+    EXPECT_EQ(p.pid, getpid());
+  }
+}
+
+TEST(Segment, FileBacked) {
+  std::string path = "/tmp/" + unique_name("file") + ".seg";
+  OpenOptions oo;
+  oo.file = path;
+  CreateOptions o = small_options();
+  o.file = path;
+  {
+    Segment s = Segment::create("persist", o);
+    s.create_region("kept", Kind::kBlob, 128, [](std::byte* p, uint64_t, ControlTxn&) { p[0] = std::byte{42}; });
+  }
+  {
+    Segment s = Segment::open("persist", oo);
+    auto r = s.open_region("kept", Kind::kBlob);
+    EXPECT_EQ(s.base()[r.offset], std::byte{42});
+  }
+  EXPECT_TRUE(Segment::remove("persist", oo));
+}
+
+TEST(Segment, StatsAndCheck) {
+  SegmentGuard g(unique_name("stats"));
+  Segment s = Segment::create(g.name, small_options());
+  auto st0 = s.stats();
+  EXPECT_EQ(st0.format_version, 1u);
+  EXPECT_EQ(st0.used_bytes, 0u);
+  EXPECT_EQ(st0.processes_alive, 1u);
+  EXPECT_EQ(st0.directory_capacity, 64u);
+  s.create_region("a", Kind::kBlob, 1 << 16, {});
+  auto st1 = s.stats();
+  EXPECT_EQ(st1.used_bytes, (1u << 16) + 64);
+  EXPECT_EQ(st1.free_bytes + st1.used_bytes + st1.quarantined_bytes, st0.free_bytes + (st1.size - st0.size));
+  EXPECT_TRUE(s.check().consistent());
+  EXPECT_TRUE(s.check().findings.empty());
+}
+
+TEST(Segment, ParseAndFormatSize) {
+  EXPECT_EQ(parse_size("4096"), 4096u);
+  EXPECT_EQ(parse_size("64k"), 65536u);
+  EXPECT_EQ(parse_size("64KiB"), 65536u);
+  EXPECT_EQ(parse_size("512MiB"), 512ull << 20);
+  EXPECT_EQ(parse_size("2GiB"), 2ull << 30);
+  EXPECT_EQ(parse_size("2G"), 2ull << 30);
+  EXPECT_EQ(parse_size("1.5G"), 3ull << 29);
+  EXPECT_EQ(parse_size("1MB"), 1000000u);
+  EXPECT_EQ(code_of([] { parse_size(""); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([] { parse_size("12 parsecs"); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([] { parse_size("-5"); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([] { parse_size("1.2.3"); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([] { parse_size("99999999999T"); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(format_size(512), "512 B");
+  EXPECT_EQ(format_size(1536ull << 20), "1.50 GiB");
+  EXPECT_EQ(format_size(64ull << 10), "64.00 KiB");
+}
