@@ -3,10 +3,12 @@
 // batched lookups, check, and shmtool cuckoo.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
+#include "kill_point.h"
 #include "shmfilter/cuckoo.hpp"
 #include "test_util.h"
 #include "workload.h"

@@ -145,8 +145,9 @@ TEST(CuckooMultiProcess, WritersReadersAndInsertUniqueRacesAgreeWithOracle) {
   Cuckoo c = Cuckoo::open(seg, "mp");
   for (int w = 0; w < kWriters; ++w)
     for (uint64_t i = 1; i < kOwned; i += 2) ASSERT_TRUE(c.contains(owned_key(w, i)));
-  for (uint64_t k = 0; k < kUnique; ++k)
+  for (uint64_t k = 0; k < kUnique; ++k) {
     if (orc->wins[k].load()) ASSERT_TRUE(c.contains(unique_key(k)));
+  }
   EXPECT_EQ(c.size(), kPrefill + kWriters * kOwned / 2 + winners);
   auto st = c.stats();
   EXPECT_GT(st.moves, 0u) << "the run should exercise cuckoo moves";
