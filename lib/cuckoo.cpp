@@ -393,6 +393,27 @@ static void check_body(Segment& seg, ck::Header* h, const std::string& where, bo
     }
     report.findings.push_back(f);
   }
+  uint64_t pending = h->pending_extent;
+  bool published = pending == 0;
+  for (uint32_t j = 0; j < subs; ++j) published |= h->subs[j].offset == pending;
+  if (!published) {
+    CheckFinding f{where, "expansion extent at " + std::to_string(pending) +
+                              " was allocated by a writer that died before publishing it (leak until the next "
+                              "expansion or drop)", false};
+    if (repair) {
+      try {
+        seg.transact([&](ControlTxn& txn) {
+          txn.free(pending);
+          txn.store_u64(&h->pending_extent, 0);
+        });
+        f.repaired = true;
+      } catch (const Error&) {
+      }
+    }
+    report.findings.push_back(f);
+  } else if (pending != 0) {
+    ck::A(h->pending_extent).store(0, std::memory_order_relaxed);  // published already; relaxed: lock holder
+  }
   uint64_t bad = 0;
   uint64_t occupied = ck::count_occupied<LT>(base, h, h->fp_bits, &bad);
   if (bad)
