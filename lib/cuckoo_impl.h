@@ -253,11 +253,16 @@ inline typename LT::Word bucket_load(const Sub& s, uint64_t i) noexcept {
   // or by the writer-lock holder, who is the only writer.
   return A(bucket_ref<LT>(s, i)).load(std::memory_order_relaxed);
 }
+// Moves store relaxed after the release fence that follows their odd version
+// (fence-fence synchronisation with the reader's acquire fence); every other
+// bucket store (place, erase, repair) is a release store. Either way a reader
+// that observes a stored word also observes, at its version re-check, every
+// earlier writer step (writers form one chain through the lock): the proof in
+// docs/cuckoo.md needs exactly this. Both compile to a plain MOV on x86-64.
 template <class LT>
-inline void bucket_store(const Sub& s, uint64_t i, typename LT::Word w) noexcept {
-  // relaxed: ordered for readers by the version protocol (moves) or a single-word
-  // change whose visibility order does not matter (place/erase); writers are excluded by the lock.
-  A(bucket_ref<LT>(s, i)).store(w, std::memory_order_relaxed);
+inline void bucket_store(const Sub& s, uint64_t i, typename LT::Word w,
+                         std::memory_order mo = std::memory_order_release) noexcept {
+  A(bucket_ref<LT>(s, i)).store(w, mo);
 }
 
 // ---- writer lock, takeover and repair ---------------------------------------------
@@ -486,9 +491,10 @@ inline void move_locked(Header* h, uint32_t sub, const Sub& s, uint64_t src, uns
   A(s.versions[stripe]).store(v + 1, std::memory_order_relaxed);
   std::atomic_thread_fence(std::memory_order_release);
   SHMF_KILL_POINT("cuckoo.move.version_odd");
-  bucket_store<LT>(s, dst, LT::with(bucket_load<LT>(s, dst), dl, fp));
+  // relaxed: both after the release fence above (see bucket_store).
+  bucket_store<LT>(s, dst, LT::with(bucket_load<LT>(s, dst), dl, fp), std::memory_order_relaxed);
   SHMF_KILL_POINT("cuckoo.move.after_copy");
-  bucket_store<LT>(s, src, LT::with(bucket_load<LT>(s, src), sl, 0));
+  bucket_store<LT>(s, src, LT::with(bucket_load<LT>(s, src), sl, 0), std::memory_order_relaxed);
   SHMF_KILL_POINT("cuckoo.move.after_clear");
   // release: both bucket stores are visible to a reader that acquires the even version.
   A(s.versions[stripe]).store(v + 2, std::memory_order_release);
