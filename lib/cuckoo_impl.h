@@ -144,10 +144,12 @@ inline void cpu_relax() noexcept {
 // How a waiter asks whether an owner token is alive. The handle binds it to
 // Segment::token_alive; plain-memory tests bind it to /proc/<pid>.
 struct Liveness {
-  uint64_t self = 0;  // this process's owner token (nonzero)
+  uint64_t self = 0;  // this process's owner token (nonzero), or 0: ask self_fn (lazily: readers rarely need it)
   const void* ctx = nullptr;
   bool (*alive)(const void* ctx, uint64_t token) = nullptr;
+  uint64_t (*self_fn)(const void* ctx) = nullptr;
   bool is_alive(uint64_t t) const noexcept { return t != 0 && (alive == nullptr || alive(ctx, t)); }
+  uint64_t token() const noexcept { return self != 0 ? self : self_fn(ctx); }
 };
 // Spins a waiter makes before its first liveness check, and between checks.
 inline constexpr uint32_t kSpinsBeforeYield = 64;
@@ -275,7 +277,7 @@ inline bool try_takeover(std::byte* base, Header* h, uint64_t seen, const Livene
   if (seen == 0 || lv.is_alive(seen)) return false;
   uint64_t expect = seen;
   // acquire: the dead owner's intent and data stores must be visible to the repair.
-  if (!A(h->lock_owner).compare_exchange_strong(expect, lv.self, std::memory_order_acquire,
+  if (!A(h->lock_owner).compare_exchange_strong(expect, lv.token(), std::memory_order_acquire,
                                                 std::memory_order_relaxed))
     return false;
   A(h->repairs).store(load_relaxed(h->repairs) + 1, std::memory_order_relaxed);  // relaxed: lock holder only
@@ -288,10 +290,11 @@ inline bool try_takeover(std::byte* base, Header* h, uint64_t seen, const Livene
 template <class LT>
 inline void lock(std::byte* base, Header* h, const Liveness& lv) noexcept {
   uint32_t spins = 0, yields = 0;
+  const uint64_t self = lv.token();
   for (;;) {
     uint64_t expect = 0;
     // acquire: pairs with the release in unlock(), so the previous holder's stores are visible.
-    if (A(h->lock_owner).compare_exchange_weak(expect, lv.self, std::memory_order_acquire,
+    if (A(h->lock_owner).compare_exchange_weak(expect, self, std::memory_order_acquire,
                                                std::memory_order_relaxed)) {
       // A previous holder died and a repairer has not run yet only if intent
       // is set here, which cannot happen (repair clears it before unlock), but
