@@ -1,7 +1,8 @@
 // lib/checkers.cpp: the kind -> checker table. One line per structure.
 #include "checkers.h"
 
-#include "bloom_impl.h"  // bloom::check_bloom
+#include "bloom_impl.h"   // bloom::check_bloom
+#include "cuckoo_impl.h"  // check_cuckoo
 
 namespace shmfilter::internal {
 
@@ -12,9 +13,10 @@ void check_exact_set(Segment& seg, const RegionInfo& region, bool repair, CheckR
 CheckerFn checker_for(Kind kind) noexcept {
   switch (kind) {
     case Kind::kBloom: return &check_bloom;
+    case Kind::kCuckoo: return &check_cuckoo;
+    case Kind::kRoaring: return &check_roaring;
     case Kind::kHll: return &check_hll;
     case Kind::kExactSet: return &check_exact_set;
-    case Kind::kRoaring: return &check_roaring;
     default:
       return nullptr;
   }
