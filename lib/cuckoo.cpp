@@ -125,17 +125,17 @@ struct CuckooOps {
 Cuckoo Cuckoo::create(Segment& seg, std::string_view name, const CuckooOptions& o) {
   if (o.capacity < 1) throw Error(ErrorCode::kInvalidArgument, "capacity 0 is invalid: pass --capacity >= 1");
   uint32_t f = o.fingerprint_bits;
-  if (f != 0 && o.error_rate != 0.0)
+  if (f != 0 && o.error != 0.0)
     throw Error(ErrorCode::kInvalidArgument,
                 "both fingerprint bits and an error rate were given: pass only one of --fingerprint-bits / --error");
-  if (f == 0 && o.error_rate != 0.0) {
-    if (!(o.error_rate > 0.0 && o.error_rate < 1.0))
-      throw Error(ErrorCode::kInvalidArgument, "error rate " + std::to_string(o.error_rate) +
+  if (f == 0 && o.error != 0.0) {
+    if (!(o.error > 0.0 && o.error < 1.0))
+      throw Error(ErrorCode::kInvalidArgument, "error rate " + std::to_string(o.error) +
                                                     " is outside (0, 1): pass e.g. --error 0.002");
-    if (o.error_rate < 8.0 / 65536.0)
-      throw Error(ErrorCode::kInvalidArgument, "error rate " + std::to_string(o.error_rate) +
+    if (o.error < 8.0 / 65536.0)
+      throw Error(ErrorCode::kInvalidArgument, "error rate " + std::to_string(o.error) +
                                                     " needs more than 16 fingerprint bits: pass --error >= 0.000123");
-    f = ck::fp_bits_for_error(o.error_rate);
+    f = ck::fp_bits_for_error(o.error);
   }
   if (f == 0) f = 12;
   if (f != 8 && f != 12 && f != 16)
@@ -159,7 +159,7 @@ Cuckoo Cuckoo::create(Segment& seg, std::string_view name, const CuckooOptions& 
   seg.create_region(name, Kind::kCuckoo, bytes, [&](std::byte* region, uint64_t got, ControlTxn& txn) {
     uint64_t off = static_cast<uint64_t>(region - txn.base());
     ck::init_header(reinterpret_cast<ck::Header*>(region), f, o.max_path, o.expansion, max_subs, seed, o.capacity,
-                    o.fingerprint_bits == 0 ? o.error_rate : 0.0, got, l2, off + sizeof(ck::Header));
+                    o.fingerprint_bits == 0 ? o.error : 0.0, got, l2, off + sizeof(ck::Header));
   });
   return open(seg, name);
 }

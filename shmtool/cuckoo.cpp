@@ -90,7 +90,7 @@ int cmd_create(const Args& a) {
     if (b != "8" && b != "12" && b != "16") throw UsageError("--fingerprint-bits must be 8, 12 or 16");
     o.fingerprint_bits = static_cast<uint32_t>(std::stoul(b));
   }
-  if (a.has("--error")) o.error_rate = parse_rate("--error", a.get("--error"));
+  if (a.has("--error")) o.error = parse_rate("--error", a.get("--error"));
   if (a.has("--expansion")) o.expansion = static_cast<uint32_t>(parse_count("--expansion", a.get("--expansion")));
   if (a.has("--max-path")) o.max_path = static_cast<uint32_t>(parse_count("--max-path", a.get("--max-path")));
   if (a.has("--max-subfilters"))

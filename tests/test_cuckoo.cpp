@@ -49,18 +49,18 @@ TEST(Cuckoo, FingerprintBitsFromErrorRateAndBadParametersLeaveSegmentUnchanged) 
   Fixture f;
   CuckooOptions o;
   o.capacity = 1000;
-  o.error_rate = 0.002;  // ceil(log2(8 / 0.002)) = 12
+  o.error = 0.002;  // ceil(log2(8 / 0.002)) = 12
   EXPECT_EQ(Cuckoo::create(f.seg, "e002", o).stats().fingerprint_bits, 12u);
-  o.error_rate = 0.04;  // ceil(log2(200)) = 8
+  o.error = 0.04;  // ceil(log2(200)) = 8
   EXPECT_EQ(Cuckoo::create(f.seg, "e04", o).stats().fingerprint_bits, 8u);
-  o.error_rate = 0.0005;  // ceil(log2(16000)) = 14 -> 16
+  o.error = 0.0005;  // ceil(log2(16000)) = 14 -> 16
   EXPECT_EQ(Cuckoo::create(f.seg, "e0005", o).stats().fingerprint_bits, 16u);
 
   auto before = f.seg.stats();
   EXPECT_EQ(create_error(f.seg, opts(0, 12)), ErrorCode::kInvalidArgument);
   EXPECT_EQ(create_error(f.seg, opts(100, 10)), ErrorCode::kInvalidArgument);
   CuckooOptions both = opts(100, 12);
-  both.error_rate = 0.01;
+  both.error = 0.01;
   EXPECT_EQ(create_error(f.seg, both), ErrorCode::kInvalidArgument);
   CuckooOptions e1 = opts(100, 12);
   e1.expansion = 1;
@@ -69,7 +69,7 @@ TEST(Cuckoo, FingerprintBitsFromErrorRateAndBadParametersLeaveSegmentUnchanged) 
   p0.max_path = 0;
   EXPECT_EQ(create_error(f.seg, p0), ErrorCode::kInvalidArgument);
   CuckooOptions bad_p = opts(100, 0);
-  bad_p.error_rate = 1.5;
+  bad_p.error = 1.5;
   EXPECT_EQ(create_error(f.seg, bad_p), ErrorCode::kInvalidArgument);
   EXPECT_FALSE(f.seg.find("bad").has_value());
   EXPECT_EQ(f.seg.stats().structures, before.structures);

@@ -28,8 +28,8 @@ struct Header;
 
 struct CuckooOptions {
   uint64_t capacity = 0;          // items the filter must hold at <= 95% load (>= 1)
-  uint32_t fingerprint_bits = 0;  // 8, 12 or 16; 0: derive from error_rate
-  double error_rate = 0.0;        // target FP rate in (0, 1): f = ceil(log2(8/p)) rounded up to 8/12/16
+  uint32_t fingerprint_bits = 0;  // 8, 12 or 16; 0: derive from `error`
+  double error = 0.0;             // target FP rate in (0, 1): f = ceil(log2(8/p)) rounded up to 8/12/16
   uint32_t expansion = 0;         // 0: no growth, a full insert returns kFull; k >= 2: add a sub-filter k x larger
   uint32_t max_subfilters = 8;    // sub-filters allowed with expansion (1..16)
   uint32_t max_path = 5;          // longest cuckoo path (moves) an insert may use (1..6)
