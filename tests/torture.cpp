@@ -73,6 +73,7 @@ int worker_main(const Config& cfg, const WorkerPlan& plan, SharedState* sh) {
     uint64_t weight = d.weight;
     if (!plan.area.empty() && d.area == plan.area) weight *= 20;           // the sweep's area first
     if (!plan.area.empty() && d.id == Target::kScratch) weight *= 10;      // scratch of the area's kind
+    if (plan.main_only && (d.id == Target::kScratch || d.id == Target::kResize)) weight = 0;
     cumulative.push_back(total += weight);
   }
   for (const auto& d : defs) d.attach(w);
@@ -113,6 +114,8 @@ struct Totals {
   uint64_t kills = 0, stops = 0, rounds = 0, ops_acked = 0, ops_unacked = 0, keys_verified = 0;
   uint64_t lost = 0, resurrected = 0, inconsistent = 0, hangs = 0, crashes = 0, check_failures = 0;
   uint64_t repairs_needed = 0, shmtool_checks = 0, cuckoo_erased_fp = 0;
+  uint64_t size_lags = 0;                         // size counters behind until a repair (see Verdict)
+  std::map<std::string, uint64_t> repair_findings;  // what check(true) found, by place
   double max_stall_s = 0;
   std::vector<std::string> repaired;  // what check(true) fixed (first few)
   std::vector<std::string> failures;  // every failure, for the report
@@ -175,19 +178,31 @@ void verify_all(const Config& cfg, Totals& tot, const std::string& when) {
   for (const auto& a : replay) v.anomalies.merge(a);
   {
     shmfilter::Segment seg = shmfilter::Segment::open(cfg.segment);
+    // Pass 1, before any repair: what every process sees right after the deaths.
     for (const auto& d : targets()) d.verify(seg, cfg, models, v);
 
     shmfilter::CheckReport first = seg.check(false);
-    if (!first.consistent()) {
+    if (first.consistent()) {
+      for (const auto& s : v.size_issues) v.anomalies.note(v.anomalies.inconsistent, s);
+    } else {
       ++tot.repairs_needed;
       shmfilter::CheckReport fix = seg.check(true);
-      for (const auto& f : fix.findings)
-        if (tot.repaired.size() < 12) tot.repaired.push_back(when + ": " + f.where + ": " + f.problem + (f.repaired ? " (repaired)" : " (NOT repaired)"));
+      for (const auto& f : fix.findings) {
+        ++tot.repair_findings[f.where.substr(0, f.where.find_first_of("[ "))];
+        if (tot.repaired.size() < 12)
+          tot.repaired.push_back(when + ": " + f.where + ": " + f.problem + (f.repaired ? " (repaired)" : " (NOT repaired)"));
+      }
       shmfilter::CheckReport again = seg.check(false);
       if (!again.consistent()) {
         ++tot.check_failures;
         for (const auto& f : again.findings) tot.fail(when + ": check after repair: " + f.where + ": " + f.problem);
       }
+      // Pass 2, after the repair: counters must be exact now, nothing may have gone.
+      tot.size_lags += v.size_issues.size();
+      Verdict after;
+      for (const auto& d : targets()) d.verify(seg, cfg, models, after);
+      for (const auto& s : after.size_issues) after.anomalies.note(after.anomalies.inconsistent, "after repair: " + s);
+      v.anomalies.merge(after.anomalies);
     }
   }
   if (!cfg.shmtool.empty() && access(cfg.shmtool.c_str(), X_OK) == 0) {
@@ -332,8 +347,12 @@ void sweep(const Config& cfg, SharedState* sh, shmf_bench::Rng& rng, std::vector
     for (int attempt = 0; attempt < 3 && !reached; ++attempt) {
       int st = 0;
       if (auto pre = kPrecursor.find(point); pre != kPrecursor.end()) {
-        WorkerPlan p{.area = area_of(pre->second), .max_ops = 20000, .arm = pre->second, .nth = 1};
+        WorkerPlan p{.area = area_of(pre->second), .max_ops = 20000, .arm = pre->second, .nth = 1,
+                     .main_only = area_of(pre->second) != "segment"};
         if (!run_child(cfg, sh, p, inc, st)) ++tot.hangs, tot.fail("sweep " + point + ": precursor hung");
+        if (cfg.verbose)
+          std::fprintf(stderr, "torture: sweep %s: precursor %s: %s\n", point.c_str(), pre->second.c_str(),
+                       describe_status(st).c_str());
       }
       WorkerPlan p{.area = area_of(point), .max_ops = attempt < 2 ? 3000u : 30000u, .arm = point,
                    .nth = attempt == 0 ? 1 + rng.below(4) : 1};
@@ -465,7 +484,11 @@ void print_summary(const Config& cfg, const Totals& t, double wall_s) {
                 (unsigned long long)t.check_failures, (unsigned long long)t.shmtool_checks,
                 (unsigned long long)t.sweep_points, (unsigned long long)t.sweep_reached);
     for (size_t i = 0; i < t.unreached.size(); ++i) std::printf("%s\"%s\"", i ? "," : "", t.unreached[i].c_str());
-    std::printf("]}\n");
+    std::printf("],\"size_lags\":%llu,\"repair_findings\":{", (unsigned long long)t.size_lags);
+    size_t i = 0;
+    for (const auto& [where, n] : t.repair_findings)
+      std::printf("%s\"%s\":%llu", i++ ? "," : "", where.c_str(), (unsigned long long)n);
+    std::printf("}}\n");
   } else {
     std::printf("shmfilter_torture: %s (seed %llu, %d workers, %llu rounds, %.1f s)\n", t.ok() ? "PASS" : "FAIL",
                 (unsigned long long)cfg.seed, cfg.workers, (unsigned long long)t.rounds, wall_s);
@@ -480,6 +503,11 @@ void print_summary(const Config& cfg, const Totals& t, double wall_s) {
     std::printf("  repairs needed %llu of %llu verifications, checks failing after repair %llu, shmtool checks %llu\n",
                 (unsigned long long)t.repairs_needed, (unsigned long long)(t.rounds + t.sweep_points),
                 (unsigned long long)t.check_failures, (unsigned long long)t.shmtool_checks);
+    std::string found;
+    for (const auto& [where, n] : t.repair_findings) found += " " + where + " " + std::to_string(n);
+    if (!found.empty()) std::printf("  repair findings by place:%s\n", found.c_str());
+    if (t.size_lags)
+      std::printf("  size counters behind the oracle until repair: %llu times\n", (unsigned long long)t.size_lags);
     if (cfg.sweep)
       std::printf("  sweep: %llu of %llu kill points reached\n", (unsigned long long)t.sweep_reached,
                   (unsigned long long)t.sweep_points);

@@ -51,6 +51,8 @@ struct WorkerPlan {
   uint64_t max_ops = 0;   // 0 = until told to stop
   std::string arm;        // kill point to arm ("" = none)
   uint64_t nth = 1;
+  bool main_only = false; // only the main structures (no scratch, no resize): a precursor
+                          // must die where the next child will find its mess
 };
 
 // The running worker: its attachment, oracle and model.
@@ -80,6 +82,10 @@ struct Verdict {
   uint64_t keys_verified = 0;      // final-state probes against the oracle
   uint64_t cuckoo_erased_fp = 0;   // erased cuckoo keys still answering yes (false positives, bounded)
   std::vector<std::string> notes;  // informational lines
+  // Size counters outside the oracle's range. A process killed inside an
+  // insert/erase leaves its counter step to whoever repairs the lock (or
+  // check --repair), so these count only when no repair was pending.
+  std::vector<std::string> size_issues;
 };
 
 // One structure kind under torture: its workload step and its verifier.
