@@ -196,3 +196,63 @@ TEST(SegmentMultiProcess, KilledProcessLeavesRegistry) {
   close(pipefd[0]);
   close(pipefd[1]);
 }
+
+// Killed between growing the file and publishing the size, or between
+// publishing a smaller size and truncating: the file is never shorter than
+// the header says, and the next resize works.
+TEST(SegmentMultiProcess, KilledDuringResize) {
+  SegmentGuard g(unique_name("rs"));
+  Segment s = Segment::create(g.name, small_options());
+  const uint64_t size0 = s.size();
+  pid_t pid = fork_child([&] {
+    Segment c = Segment::open(g.name);
+    internal::arm_kill_point("segment.resize.after_grow");
+    c.resize(size0 + (8u << 20));
+    return 3;
+  });
+  ASSERT_TRUE(killed_by(wait_status(pid), SIGKILL));
+  EXPECT_EQ(s.size(), size0);  // not published
+  expect_clean(s);
+  s.resize(size0 + (16u << 20));
+  EXPECT_EQ(s.size(), size0 + (16u << 20));
+  pid = fork_child([&] {
+    Segment c = Segment::open(g.name);
+    internal::arm_kill_point("segment.resize.before_truncate");
+    c.resize(size0);
+    return 3;
+  });
+  ASSERT_TRUE(killed_by(wait_status(pid), SIGKILL));
+  EXPECT_EQ(s.size(), size0);  // published before the truncate
+  expect_clean(s);
+  Segment fresh = Segment::open(g.name);  // the longer file is fine
+  RegionInfo r = s.create_region("after", Kind::kBlob, 12u << 20, {});
+  std::memset(s.base() + r.offset, 3, r.size);
+  expect_clean(s);
+}
+
+// check() itself takes the control lock: a dead holder's transaction is rolled
+// back then, and reported as a repaired finding (the lock cannot be left
+// owner-dead without making it unusable, so even a read-only check repairs it).
+TEST(SegmentMultiProcess, CheckReportsRolledBackTransaction) {
+  SegmentGuard g(unique_name("chk"));
+  Segment s = Segment::create(g.name, small_options());
+  pid_t pid = fork_child([&] {
+    Segment c = Segment::open(g.name);
+    internal::arm_kill_point("segment.create_region.before_publish");
+    c.create_region("half", Kind::kBlob, 4096, {});
+    return 3;
+  });
+  ASSERT_TRUE(killed_by(wait_status(pid), SIGKILL));
+  CheckReport r = s.check(false);
+  bool rolled_back = false;
+  for (const auto& f : r.findings)
+    if (f.where == "control lock") {
+      rolled_back = true;
+      EXPECT_TRUE(f.repaired);
+      EXPECT_NE(f.problem.find("rolled back"), std::string::npos) << f.problem;
+    }
+  EXPECT_TRUE(rolled_back);
+  EXPECT_FALSE(s.find("half").has_value());
+  s.check(true);
+  EXPECT_TRUE(s.check(false).findings.empty());
+}
