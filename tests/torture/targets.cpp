@@ -429,8 +429,8 @@ void create_kind(Worker& w, const std::string& name, shmfilter::Kind kind) {
       shmfilter::Hll::create(w.seg, name);
       return;
 #endif
-    default:  // a blob; in the segment sweep up to 8 MiB, so allocations grow the segment (segment.grow.*)
-      w.seg.create_region(name, shmfilter::Kind::kBlob, 4096 * scale * (w.plan.area == "segment" ? 32 : 1), {});
+    default:  // a blob; in the segment sweep up to 32 MiB, so allocations grow the segment (segment.grow.*)
+      w.seg.create_region(name, shmfilter::Kind::kBlob, 4096 * scale * (w.plan.area == "segment" ? 128 : 1), {});
       return;
   }
 }
@@ -487,24 +487,24 @@ void exercise(Worker& w, const std::string& name, shmfilter::Kind kind) {
   }
 }
 
-bool drop_kind(Worker& w, const std::string& name, shmfilter::Kind kind) {
+bool drop_kind(Segment& seg, const std::string& name, shmfilter::Kind kind) {
   switch (kind) {
 #ifdef TORTURE_BLOOM
-    case shmfilter::Kind::kBloom: return shmfilter::Bloom::drop(w.seg, name);
+    case shmfilter::Kind::kBloom: return shmfilter::Bloom::drop(seg, name);
 #endif
 #ifdef TORTURE_CUCKOO
-    case shmfilter::Kind::kCuckoo: return shmfilter::Cuckoo::drop(w.seg, name);
+    case shmfilter::Kind::kCuckoo: return shmfilter::Cuckoo::drop(seg, name);
 #endif
 #ifdef TORTURE_EXACT_SET
-    case shmfilter::Kind::kExactSet: return shmfilter::ExactSet::drop(w.seg, name);
+    case shmfilter::Kind::kExactSet: return shmfilter::ExactSet::drop(seg, name);
 #endif
 #ifdef TORTURE_ROARING
-    case shmfilter::Kind::kRoaring: return shmfilter::RoaringSet::drop(w.seg, name);
+    case shmfilter::Kind::kRoaring: return shmfilter::RoaringSet::drop(seg, name);
 #endif
 #ifdef TORTURE_HLL
-    case shmfilter::Kind::kHll: return shmfilter::Hll::drop(w.seg, name);
+    case shmfilter::Kind::kHll: return shmfilter::Hll::drop(seg, name);
 #endif
-    default: return w.seg.drop(name);
+    default: return seg.drop(name);
   }
 }
 
@@ -529,7 +529,7 @@ void drop_scratch(Worker& w, uint64_t n) {
     }
     if (!info) return Outcome::kUnchanged;
     bool dropped = false;
-    Outcome o = control([&] { dropped = drop_kind(w, name, info->kind); });
+    Outcome o = control([&] { dropped = drop_kind(w.seg, name, info->kind); });
     return o == Outcome::kChanged && !dropped ? Outcome::kUnchanged : o;
   });
 }
@@ -578,8 +578,10 @@ void verify(Segment& seg, const Config&, const std::vector<WorkerModel>& models,
       if (st[n] == kPresent && info && n < models[wid].scratch_kind.size() &&
           static_cast<uint32_t>(info->kind) != models[wid].scratch_kind[n])
         a.note(a.inconsistent, "structure " + scratch_name(static_cast<int>(wid), n) + " has another kind");
-      if (st[n] == kAbsent && info)
+      if (st[n] == kAbsent && info) {
         a.note(a.resurrected, "dropped structure " + scratch_name(static_cast<int>(wid), n) + " exists");
+        drop_kind(seg, info->name, info->kind);  // reported once: make the segment match the oracle again
+      }
     }
   }
 }
@@ -587,7 +589,7 @@ void verify(Segment& seg, const Config&, const std::vector<WorkerModel>& models,
 
 namespace resize_target {
 constexpr Target kT = Target::kResize;
-constexpr uint64_t kStep = 1ull << 20, kCap = 256ull << 20;
+constexpr uint64_t kStep = 1ull << 20, kCap = 32ull << 20;  // grow to 32 MiB at most
 
 // Creates and removes a second segment (segment.create.*): sweep only.
 void scratch_segment(Worker& w) {
@@ -604,20 +606,23 @@ void scratch_segment(Worker& w) {
 
 void step(Worker& w) {
   const uint64_t cur = w.seg.size();
+  static bool grew = false;  // segment sweep: every growth is followed by a shrink of the same step
   if (w.plan.area == "segment" && w.rng.below(4) == 0) {
     scratch_segment(w);
     return;
   }
-  if (w.plan.area == "segment" && w.rng.below(2) == 0) {
+  if (w.plan.area == "segment" && grew) {
     // Shrink (only a free tail can go): segment.resize.before_truncate. Not an
     // oracle operation: only the sweep shrinks, alone on the segment.
+    grew = false;
     try {
       w.seg.resize(cur - kStep);
     } catch (const shmfilter::Error&) {
     }
     return;
   }
-  if (cur + kStep > kCap) return;
+  if (cur + kStep > kCap && w.plan.area != "segment") return;
+  grew = true;
   // resize() sets an absolute size: racing a grower (or an allocation that
   // grew the segment) it may legitimately shrink a free tail back, so the
   // oracle only records that it returned; Segment::check verifies the rest.
