@@ -429,9 +429,11 @@ void create_kind(Worker& w, const std::string& name, shmfilter::Kind kind) {
       shmfilter::Hll::create(w.seg, name);
       return;
 #endif
-    default:  // a blob; in the segment sweep up to 32 MiB, so allocations grow the segment (segment.grow.*)
-      w.seg.create_region(name, shmfilter::Kind::kBlob, 4096 * scale * (w.plan.area == "segment" ? 128 : 1), {});
+    default: {  // a blob
+      const uint64_t bytes = 4096 * scale;
+      w.seg.create_region(name, shmfilter::Kind::kBlob, bytes, {});
       return;
+    }
   }
 }
 
@@ -604,11 +606,30 @@ void scratch_segment(Worker& w) {
   shmfilter::Segment::remove(name);
 }
 
+// Allocates a blob as large as the segment (the allocator must grow it:
+// segment.grow.*), drops it, and shrinks the segment back: sweep only.
+void grow_by_allocation(Worker& w) {
+  const std::string name = "g." + std::to_string(w.wid());
+  try {
+    w.seg.drop(name);  // left by a killed predecessor
+    const uint64_t before = w.seg.size();
+    w.seg.create_region(name, shmfilter::Kind::kBlob, before, {});
+    w.seg.drop(name);
+    w.seg.quiesce();      // the only attachment: the blob leaves quarantine
+    w.seg.resize(before);
+  } catch (const shmfilter::Error&) {
+  }
+}
+
 void step(Worker& w) {
   const uint64_t cur = w.seg.size();
   static bool grew = false;  // segment sweep: every growth is followed by a shrink of the same step
   if (w.plan.area == "segment" && w.rng.below(4) == 0) {
     scratch_segment(w);
+    return;
+  }
+  if (w.plan.area == "segment" && w.rng.below(3) == 0) {
+    grow_by_allocation(w);
     return;
   }
   if (w.plan.area == "segment" && grew) {

@@ -29,6 +29,7 @@ struct Config {
   uint32_t kill_min_ms = 5, kill_max_ms = 40;  // interval between killer actions
   double stop_share = 0.15;       // share of killer actions that are SIGSTOP (SIGCONT 10..300 ms later)
   std::string shmtool;            // path of the built shmtool, "" if none
+  std::string points;             // --points: sweep only kill points containing this
 };
 
 // One worker's heartbeat, in an anonymous MAP_SHARED mapping made before fork.
