@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -138,6 +139,29 @@ void untrack_fd(int fd) {
   }
 }
 
+// posix_fallocate that reports a file-size limit as EFBIG instead of letting
+// SIGXFSZ (default action: terminate) kill the process, and retries EINTR.
+int allocate_file_range(int fd, uint64_t offset, uint64_t len) noexcept {
+  sigset_t xfsz, old, pending;
+  sigemptyset(&xfsz);
+  sigaddset(&xfsz, SIGXFSZ);
+  sigpending(&pending);
+  bool was_pending = sigismember(&pending, SIGXFSZ) == 1;
+  pthread_sigmask(SIG_BLOCK, &xfsz, &old);
+  int rc;
+  do {
+    rc = posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(len));
+  } while (rc == EINTR);
+  sigpending(&pending);
+  if (!was_pending && sigismember(&pending, SIGXFSZ) == 1) {
+    timespec zero{};
+    sigtimedwait(&xfsz, nullptr, &zero);  // consume the signal our own call raised
+    if (rc == 0) rc = EFBIG;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return rc;
+}
+
 thread_local const SegmentImpl* t_txn_impl = nullptr;  // the attachment whose txn this thread runs
 
 }  // namespace
@@ -152,10 +176,14 @@ struct SegmentImpl {
   uint32_t slot = UINT32_MAX;
   uint64_t token = 0;
   uint32_t dir_capacity = 0;
+  Layout lay{};  // table offsets, validated at attach
   // Transaction state: touched only by the thread holding the control lock.
   uint64_t txn_owner = 0;          // (generation << 32) | (directory slot + 1) charged for allocations; 0 unattributed
   uint64_t last_recovered = 0;     // undo entries rolled back by this process's last recovery
   bool recovered_in_lock = false;  // the current lock acquisition rolled back a dead holder
+  bool last_recovery_forward = false;  // ... or completed its committed transaction
+  uint32_t txn_depth = 0;              // nesting of run_txn in the holding thread
+  bool commit_reached = false;         // the outermost transaction made its commit-point store
 
   ~SegmentImpl() {
     bool same_process = getpid() == attach_pid;
@@ -174,11 +202,14 @@ struct SegmentImpl {
   T* at(uint64_t off) const noexcept {
     return reinterpret_cast<T*>(base + off);
   }
-  UndoEntry* undo() const noexcept { return at<UndoEntry>(hdr()->undo_offset); }
-  FreeExtent* free_table() const noexcept { return at<FreeExtent>(hdr()->free_offset); }
-  QuarantineEntry* quarantine() const noexcept { return at<QuarantineEntry>(hdr()->quarantine_offset); }
-  RegistrySlot* registry() const noexcept { return at<RegistrySlot>(hdr()->registry_offset); }
-  DirEntry* directory() const noexcept { return at<DirEntry>(hdr()->directory_offset); }
+  // Table addresses come from the layout validated at attach (cached), never
+  // from header words read later, so a header damaged after open cannot
+  // redirect the allocator's writes.
+  UndoEntry* undo() const noexcept { return at<UndoEntry>(lay.undo_offset); }
+  FreeExtent* free_table() const noexcept { return at<FreeExtent>(lay.free_offset); }
+  QuarantineEntry* quarantine() const noexcept { return at<QuarantineEntry>(lay.quarantine_offset); }
+  RegistrySlot* registry() const noexcept { return at<RegistrySlot>(lay.registry_offset); }
+  DirEntry* directory() const noexcept { return at<DirEntry>(lay.directory_offset); }
   uint64_t offset_of(const void* p) const noexcept {
     return static_cast<uint64_t>(reinterpret_cast<const std::byte*>(p) - base);
   }
@@ -265,19 +296,57 @@ struct SegmentImpl {
       store_release(at<uint32_t>(off), static_cast<uint32_t>(old));
   }
 
-  // Rolls back the undo log (ours on exception, a dead holder's on EOWNERDEAD).
-  // Idempotent: re-running from the full count after a partial run restores the
-  // same values, so a death during recovery is recovered by the next locker.
-  uint64_t rollback_locked() noexcept {
+  // Stamps the quarantine entries this transaction added (epoch kPendingEpoch)
+  // with a fresh epoch. Runs after the transaction's last visible store, so a
+  // process that quiesces at that epoch can no longer find what was freed.
+  // Unlogged: only entries of this transaction carry kPendingEpoch.
+  void stamp_pending_epochs() noexcept {
+    Header* h = hdr();
+    uint32_t n = std::min(h->quarantine_count, kQuarantineCapacity);
+    uint64_t e = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (quarantine()[i].epoch != kPendingEpoch) continue;
+      if (e == 0) e = __atomic_add_fetch(&h->global_epoch, 1, __ATOMIC_ACQ_REL);  // never rolled back
+      store_release(&quarantine()[i].epoch, e);
+    }
+  }
+
+  // Finishes the transaction in the undo log (ours on exception, a dead
+  // holder's on EOWNERDEAD). If its last entry is a commit point (the store that
+  // made a create/drop visible to lock-free readers), that store is (re)done
+  // and the transaction completed: what readers may have seen stays true.
+  // Otherwise every logged store is undone, newest first. Both directions are
+  // idempotent, so a death during recovery is recovered by the next locker.
+  // Returns the entries settled; *forward tells which way.
+  uint64_t settle_locked(bool* forward = nullptr) noexcept {
     Header* h = hdr();
     uint64_t n = std::min<uint64_t>(load_acquire(&h->undo_count), kUndoCapacity);
-    uint64_t applied = 0;
-    for (uint64_t i = n; i-- > 0;) {
-      apply_undo(undo()[i]);
-      if (++applied == (n + 1) / 2) SHMF_KILL_POINT("segment.recovery.mid_undo");
+    bool fwd = n > 0 && (load_relaxed(&undo()[n - 1].flags) & kUndoCommitPoint) != 0;
+    if (fwd) {
+      const UndoEntry& e = undo()[n - 1];
+      uint64_t off = load_relaxed(&e.offset);
+      if (load_relaxed(&e.width) == 8 && off % 8 == 0 && off + 8 <= map_size)
+        store_release(at<uint64_t>(off), load_relaxed(&e.value));
+      SHMF_KILL_POINT("segment.recovery.mid_undo");
+      stamp_pending_epochs();
+    } else {
+      uint64_t applied = 0;
+      for (uint64_t i = n; i-- > 0;) {
+        apply_undo(undo()[i]);
+        if (++applied == (n + 1) / 2) SHMF_KILL_POINT("segment.recovery.mid_undo");
+      }
     }
     store_release(&h->undo_count, uint64_t{0});
+    if (forward != nullptr) *forward = fwd;
     return n;
+  }
+
+  // Undoes the entries above `mark` (nested savepoint), newest first.
+  void rollback_to(uint64_t mark) noexcept {
+    Header* h = hdr();
+    uint64_t n = std::min<uint64_t>(h->undo_count, kUndoCapacity);
+    for (uint64_t i = n; i-- > mark;) apply_undo(undo()[i]);
+    store_release(&h->undo_count, std::min(mark, n));
   }
 
   void lock_control() {
@@ -287,7 +356,7 @@ struct SegmentImpl {
     switch (r) {
       case LockResult::kAcquired: break;
       case LockResult::kOwnerDead: {
-        last_recovered = rollback_locked();
+        last_recovered = settle_locked(&last_recovery_forward);
         store_relaxed(&hdr()->recoveries, hdr()->recoveries + 1);
         robust_mutex_consistent(&hdr()->mutex);
         recovered_in_lock = true;
@@ -316,10 +385,12 @@ struct SegmentImpl {
     robust_mutex_unlock(&hdr()->mutex);
   }
 
-  void logged_store(void* field, uint32_t width, uint64_t value) {
+  void logged_store(void* field, uint32_t width, uint64_t value, uint32_t flags = 0) {
     uint64_t off = offset_of(field);
-    if (reinterpret_cast<std::byte*>(field) < base || off + width > load_relaxed(&hdr()->size) || off % width != 0)
+    if (reinterpret_cast<std::byte*>(field) < base || off + width > std::min(load_relaxed(&hdr()->size), map_size) || off % width != 0)
       fail(ErrorCode::kInvalidArgument, "segment '" + name + "': logged store outside the segment or misaligned");
+    if (commit_reached)
+      fail(ErrorCode::kInvalidArgument, "segment '" + name + "': logged store after the commit point (internal error)");
     Header* h = hdr();
     uint64_t n = h->undo_count;
     if (n >= kUndoCapacity)
@@ -329,6 +400,8 @@ struct SegmentImpl {
     e.offset = off;
     e.width = width;
     e.old = width == 8 ? load_relaxed(static_cast<uint64_t*>(field)) : load_relaxed(static_cast<uint32_t*>(field));
+    e.value = value;
+    e.flags = flags;
     store_release(&h->undo_count, n + 1);  // release: the entry is complete before it is counted
     if (width == 8)
       store_release(static_cast<uint64_t*>(field), value);
@@ -336,32 +409,72 @@ struct SegmentImpl {
       store_release(static_cast<uint32_t*>(field), static_cast<uint32_t>(value));
   }
   void log64(uint64_t* f, uint64_t v) { logged_store(f, 8, v); }
+  // The store that makes an outermost create/drop visible to lock-free readers,
+  // and its linearization point: once it is logged, recovery completes the
+  // transaction instead of undoing it. Must be the transaction's last logged
+  // store. Nested in a larger transact() it is an ordinary logged store (the
+  // enclosing transaction decides).
+  void commit_store(uint64_t* f, uint64_t v) {
+    if (txn_depth != 1) {
+      log64(f, v);
+      return;
+    }
+    logged_store(f, 8, v, kUndoCommitPoint);
+    commit_reached = true;
+  }
   void log32(uint32_t* f, uint32_t v) { logged_store(f, 4, v); }
 
   template <class Fn>
   void run_txn(Fn&& fn) {
     check_fork();
-    if (t_txn_impl == this) {  // nested transact(): part of the enclosing transaction
-      fn();
+    if (t_txn_impl == this) {  // nested: part of the enclosing transaction, with a savepoint
+      uint64_t mark = hdr()->undo_count;
+      ++txn_depth;
+      try {
+        fn();
+      } catch (...) {
+        --txn_depth;
+        rollback_to(mark);  // a caller that catches this keeps a consistent transaction
+        throw;
+      }
+      --txn_depth;
       return;
     }
     lock_control();
     t_txn_impl = this;
+    txn_depth = 1;
+    commit_reached = false;
     quiesce();
     hdr()->txn_serial = hdr()->txn_serial + 1;
     try {
       fn();
     } catch (...) {
-      rollback_locked();
+      settle_locked();  // undoes it (or, past a commit point, completes it)
       txn_owner = 0;
+      txn_depth = 0;
+      commit_reached = false;
       t_txn_impl = nullptr;
       unlock_control();
       throw;
     }
-    store_release(&hdr()->undo_count, uint64_t{0});  // commit point
+    stamp_pending_epochs();
+    SHMF_KILL_POINT("segment.txn.before_commit");
+    store_release(&hdr()->undo_count, uint64_t{0});  // commit
     txn_owner = 0;
+    txn_depth = 0;
+    commit_reached = false;
     t_txn_impl = nullptr;
     unlock_control();
+  }
+
+  // Structures' logged stores must land in allocated space, never in the segment's own tables.
+  void require_data(const void* field, uint32_t width) const {
+    auto* p = static_cast<const std::byte*>(field);
+    Header* h = hdr();
+    if (p < base + lay.data_offset || p + width > base + h->top)
+      fail(ErrorCode::kInvalidArgument, "segment '" + name +
+                                            "': ControlTxn::store to an address outside the allocated space "
+                                            "(a field of a structure region is expected)");
   }
 
   void require_txn() const {
@@ -374,15 +487,15 @@ struct SegmentImpl {
     Header* h = hdr();
     uint64_t cur = load_relaxed(&h->size);
     if (want <= cur) return;
-    if (want > h->max_size)
-      fail(ErrorCode::kNoSpace, "segment '" + name + "': the reservation (max_size " + format_size(h->max_size) +
+    if (want > map_size)
+      fail(ErrorCode::kNoSpace, "segment '" + name + "': the reservation (max_size " + format_size(map_size) +
                                     ") is full; needed " + format_size(want) +
                                     ": recreate the segment with a larger max_size");
-    uint64_t target = std::min(h->max_size, round_up(std::max(want, cur + cur / 8), 1ull << 20));
-    int rc = posix_fallocate(fd, static_cast<off_t>(cur), static_cast<off_t>(target - cur));
+    uint64_t target = std::min(map_size, round_up(std::max(want, cur + cur / 8), 1ull << 20));
+    int rc = allocate_file_range(fd, cur, target - cur);
     if (rc != 0 && target > want) {
-      target = std::min(h->max_size, round_up(want, kPage));
-      rc = posix_fallocate(fd, static_cast<off_t>(cur), static_cast<off_t>(target - cur));
+      target = std::min(map_size, round_up(want, kPage));
+      rc = allocate_file_range(fd, cur, target - cur);
     }
     if (rc == ENOSPC || rc == EFBIG || rc == EDQUOT)
       fail(ErrorCode::kNoSpace, "segment '" + name + "': no space to grow " + path + " from " + format_size(cur) +
@@ -428,6 +541,7 @@ struct SegmentImpl {
     while (merged) {
       merged = false;
       for (uint32_t j = 0; j < h->free_count; ++j) {
+        if (!span_ok(f[j].offset, f[j].size)) continue;
         if (f[j].offset + f[j].size == off) {
           off = f[j].offset;
           size += f[j].size;
@@ -478,9 +592,10 @@ struct SegmentImpl {
     for (uint32_t i = h->quarantine_count; i-- > 0;) {
       // Bounded per transaction: each move costs at most ~12 logged stores.
       if (load_relaxed(&h->undo_count) + 64 > kUndoCapacity / 2) break;
-      if (q[i].epoch > min_epoch) continue;
+      if (q[i].epoch == kPendingEpoch || q[i].epoch > min_epoch) continue;
       if (h->free_count + 1 > kFreeCapacity) break;
       uint64_t off = q[i].offset, size = q[i].size;
+      if (!span_ok(off, size)) continue;
       remove_quarantine(i);
       insert_free(off, size);
       ++moved;
@@ -488,11 +603,19 @@ struct SegmentImpl {
     return moved;
   }
 
+  // A table entry the allocator may act on: inside [data_offset, top), 64-byte granular.
+  // Malformed entries (a corrupted segment) are skipped, never followed; check reports them.
+  bool span_ok(uint64_t off, uint64_t size) const noexcept {
+    const Header* h = hdr();
+    return size != 0 && size % 64 == 0 && off % 64 == 0 && off >= lay.data_offset && off <= h->top &&
+           size <= h->top - off;
+  }
+
   uint64_t take_free(uint64_t need) {
     Header* h = hdr();
     FreeExtent* f = free_table();
     for (uint32_t j = 0; j < h->free_count; ++j) {
-      if (f[j].size < need) continue;
+      if (f[j].size < need || !span_ok(f[j].offset, f[j].size)) continue;
       uint64_t off = f[j].offset;
       if (f[j].size == need) {
         remove_free(j);
@@ -509,11 +632,15 @@ struct SegmentImpl {
     require_txn();
     Header* h = hdr();
     if (bytes == 0) bytes = 1;
-    if (bytes > h->max_size)
+    if (bytes > map_size)
       fail(ErrorCode::kNoSpace, "segment '" + name + "': cannot allocate " + format_size(bytes) +
-                                    ", more than the reservation (" + format_size(h->max_size) +
+                                    ", more than the reservation (" + format_size(map_size) +
                                     "): recreate the segment with a larger max_size");
     uint64_t need = round_up(bytes, 64) + sizeof(ExtentHeader);
+    if (h->top < lay.data_offset || h->top > load_relaxed(&h->size) || h->free_count > kFreeCapacity ||
+        h->quarantine_count > kQuarantineCapacity)
+      fail(ErrorCode::kCorrupt, "segment '" + name + "': allocator state is corrupt (top " + std::to_string(h->top) +
+                                    "): run shmtool check " + name);
     uint64_t off = take_free(need);
     if (off == 0 && reclaim_quarantine() > 0) off = take_free(need);
     if (off == 0) {
@@ -537,7 +664,7 @@ struct SegmentImpl {
 
   ExtentHeader* extent_of(uint64_t payload) const {
     Header* h = hdr();
-    if (payload < h->data_offset + sizeof(ExtentHeader) || payload % 64 != 0 || payload >= h->top)
+    if (payload < lay.data_offset + sizeof(ExtentHeader) || payload % 64 != 0 || payload >= h->top)
       fail(ErrorCode::kInvalidArgument, "segment '" + name + "': free(" + std::to_string(payload) +
                                             "): not an offset returned by allocate()");
     ExtentHeader* eh = at<ExtentHeader>(payload - sizeof(ExtentHeader));
@@ -557,13 +684,40 @@ struct SegmentImpl {
                                             "): the extent was already freed (double free)");
     // Reclaim before the table fills (allocate() only reclaims when no hole fits).
     if (h->quarantine_count >= kQuarantineCapacity / 2) reclaim_quarantine();
+    // The epoch is stamped at commit (stamp_pending_epochs), after the
+    // transaction's visible stores: a free inside drop's on_drop happens before
+    // the unpublish, and must not count as "before" a reader's later lookup.
+    const uint64_t epoch = kPendingEpoch;
+    log32(&eh->state, kExtentQuarantined);
+    // Coalesce with adjacent quarantined extents (the merged span waits for the
+    // later epoch). While some process does not quiesce, nothing is reused and
+    // allocations come from top, so frees are mostly adjacent: the table then
+    // holds about one entry per live extent instead of one per free.
+    uint64_t start = payload - sizeof(ExtentHeader), len = eh->size;
+    QuarantineEntry* qt = quarantine();
+    uint32_t left = UINT32_MAX, right = UINT32_MAX;
+    for (uint32_t j = 0; j < h->quarantine_count; ++j) {
+      if (!span_ok(qt[j].offset, qt[j].size)) continue;
+      if (qt[j].offset + qt[j].size == start) left = j;
+      if (start + len == qt[j].offset) right = j;
+    }
+    if (left != UINT32_MAX || right != UINT32_MAX) {
+      uint32_t keep = left != UINT32_MAX ? left : right;
+      uint64_t new_start = left != UINT32_MAX ? qt[left].offset : start;
+      uint64_t new_len = len + (left != UINT32_MAX ? qt[left].size : 0) + (right != UINT32_MAX ? qt[right].size : 0);
+      uint64_t e = epoch;  // pending: the merged span waits for this transaction's stamp
+      log64(&qt[keep].offset, new_start);
+      log64(&qt[keep].size, new_len);
+      log64(&qt[keep].epoch, e);
+      if (left != UINT32_MAX && right != UINT32_MAX) remove_quarantine(right);
+      SHMF_KILL_POINT("segment.free.after_quarantine");
+      return;
+    }
     if (h->quarantine_count >= kQuarantineCapacity)
       fail(ErrorCode::kFull, "segment '" + name + "': the quarantine of freed extents is full (" +
                                  std::to_string(kQuarantineCapacity) +
-                                 "): some attached process never calls quiesce(); make long-lived workers call it");
-    // Never rolled back: an epoch value is handed out once.
-    uint64_t epoch = __atomic_add_fetch(&h->global_epoch, 1, __ATOMIC_ACQ_REL);
-    log32(&eh->state, kExtentQuarantined);
+                                 " separate extents): some attached process never calls quiesce(); make "
+                                 "long-lived workers call it (shmtool dump lists attached processes)");
     uint32_t n = h->quarantine_count;
     QuarantineEntry& q = quarantine()[n];
     // Logged although beyond the count (a reclaim earlier in this transaction may have lowered it).
@@ -637,8 +791,8 @@ struct SegmentImpl {
   }
 
   bool region_in_bounds(const RegionInfo& info) const noexcept {
-    uint64_t data = hdr()->data_offset;
-    uint64_t size = load_acquire(&hdr()->size);
+    uint64_t data = lay.data_offset;
+    uint64_t size = std::min(load_acquire(&hdr()->size), map_size);  // never trust a header word past the mapping
     return info.offset >= data && info.offset <= size && info.size <= size - info.offset;
   }
 
@@ -688,7 +842,7 @@ struct SegmentImpl {
     if (flock(fd, LOCK_EX) != 0)
       fail(ErrorCode::kIo, "segment '" + name + "': flock for reboot recovery: " + errno_text(errno));
     if (!same_boot()) {
-      rollback_locked();  // a holder of the previous boot may have died mid-transaction
+      settle_locked();  // a holder of the previous boot may have died mid-transaction
       robust_mutex_init(&hdr()->mutex);
       hdr()->holder_token = 0;
       hdr()->holder_pid = 0;
@@ -703,6 +857,7 @@ struct SegmentImpl {
   void finish_attach() {
     attach_pid = getpid();
     dir_capacity = hdr()->directory_capacity;
+    lay = compute_layout(dir_capacity);  // equal to the header's offsets (validated by open / written by create)
     reinit_after_reboot_if_needed();
     claim_slot();
     track_fd(fd);
@@ -863,7 +1018,7 @@ Segment Segment::create(std::string_view name, const CreateOptions& options) {
     if (options.group >= 0 && fchown(fd, static_cast<uid_t>(-1), static_cast<gid_t>(options.group)) != 0)
       fail(ErrorCode::kPermission, "cannot give " + who + " to group " + std::to_string(options.group) + ": " +
                                        errno_text(errno) + ": pass a group this user belongs to");
-    int rc = posix_fallocate(fd, 0, static_cast<off_t>(size));
+    int rc = allocate_file_range(fd, 0, size);
     if (rc == ENOSPC || rc == EFBIG || rc == EDQUOT)
       fail(ErrorCode::kNoSpace, "no space to create " + who + " of " + format_size(size) + ": " + errno_text(rc) +
                                     ": free space (df -h " + dir + ") or pass a smaller size");
@@ -1030,11 +1185,11 @@ SegmentStats Segment::stats() const {
   Header* h = im->hdr();
   SegmentStats st;
   st.size = load_acquire(&h->size);
-  st.max_size = h->max_size;
+  st.max_size = im->map_size;
   st.format_version = h->version;
   st.directory_capacity = h->directory_capacity;
   // Relaxed loads of lock-protected words: a snapshot that may be slightly stale.
-  uint64_t top = std::clamp<uint64_t>(load_relaxed(&h->top), h->data_offset, st.size);
+  uint64_t top = std::clamp<uint64_t>(load_relaxed(&h->top), im->lay.data_offset, st.size);
   uint32_t nf = std::min(load_relaxed(&h->free_count), internal::kFreeCapacity);
   uint32_t nq = std::min(load_relaxed(&h->quarantine_count), internal::kQuarantineCapacity);
   uint64_t holes = 0, largest = 0, quarantined = 0;
@@ -1048,7 +1203,7 @@ SegmentStats Segment::stats() const {
   largest = std::max(largest, tail);
   st.free_bytes = holes + tail;
   st.quarantined_bytes = quarantined;
-  uint64_t allocated = top - h->data_offset;
+  uint64_t allocated = top - im->lay.data_offset;
   st.used_bytes = allocated >= holes + quarantined ? allocated - holes - quarantined : 0;
   st.largest_free = largest > sizeof(ExtentHeader) ? largest - sizeof(ExtentHeader) : 0;
   st.free_extents = nf;
@@ -1151,7 +1306,7 @@ RegionInfo Segment::create_region(std::string_view name, Kind kind, uint64_t byt
     if (init) init(im->base + payload, bytes, txn);
     SHMF_KILL_POINT("segment.create_region.before_publish");
     im->log64(&im->hdr()->structures, im->hdr()->structures + 1);
-    im->log64(&e.state_gen, (gen << 32) | kEntryLive);  // the publish: one release store
+    im->commit_store(&e.state_gen, (gen << 32) | kEntryLive);  // the publish: one release store, the commit point
     SHMF_KILL_POINT("segment.create_region.after_publish");
     result.name = std::string(name);
     result.kind = kind;
@@ -1175,12 +1330,12 @@ bool Segment::drop(std::string_view name, const std::function<void(std::byte*, u
     if (on_drop) on_drop(im->base + info->offset, info->size, txn);
     SHMF_KILL_POINT("segment.drop.after_on_drop");
     DirEntry& e = im->directory()[info->slot];
-    uint64_t gen = im->next_generation();
-    im->log64(&e.state_gen, (gen << 32) | kEntryTombstone);  // unpublish: handles now see not live
-    SHMF_KILL_POINT("segment.drop.after_unpublish");
     im->log64(&im->hdr()->structures, im->hdr()->structures - 1);
-    im->free_extent(info->offset);
+    im->free_extent(info->offset);  // quarantined; its epoch is stamped at commit, after the unpublish
     SHMF_KILL_POINT("segment.drop.after_free");
+    uint64_t gen = im->next_generation();
+    im->commit_store(&e.state_gen, (gen << 32) | kEntryTombstone);  // unpublish: the commit point
+    SHMF_KILL_POINT("segment.drop.after_unpublish");
     dropped = true;
   });
   return dropped;
@@ -1200,13 +1355,13 @@ void Segment::resize(uint64_t new_size) {
     Header* h = im->hdr();
     uint64_t want = round_up(new_size, kPage);
     uint64_t cur = load_relaxed(&h->size);
-    if (want > h->max_size)
+    if (want > im->map_size)
       fail(ErrorCode::kNoSpace, "segment '" + im->name + "': cannot resize to " + format_size(want) +
-                                    ", above its reservation max_size " + format_size(h->max_size) +
+                                    ", above its reservation max_size " + format_size(im->map_size) +
                                     ": recreate the segment with a larger max_size");
     if (want == cur) return;
     if (want > cur) {
-      int rc = posix_fallocate(im->fd, static_cast<off_t>(cur), static_cast<off_t>(want - cur));
+      int rc = allocate_file_range(im->fd, cur, want - cur);
       if (rc == ENOSPC || rc == EFBIG || rc == EDQUOT)
         fail(ErrorCode::kNoSpace, "segment '" + im->name + "': no space to grow to " + format_size(want) + ": " +
                                       errno_text(rc) + ": free space on " + parent_dir(im->path));
@@ -1216,18 +1371,20 @@ void Segment::resize(uint64_t new_size) {
       return;
     }
     im->reclaim_quarantine();
-    if (want < h->data_offset || h->top > want) {
-      uint64_t floor = std::max(h->top, h->data_offset);
+    if (want < im->lay.data_offset || h->top > want) {
+      uint64_t floor = std::max(h->top, im->lay.data_offset);
       fail(ErrorCode::kBusy, "segment '" + im->name + "': cannot shrink to " + format_size(want) + ": " +
                                  format_size(floor) + " are in use (structures, or freed memory still quarantined)"
                                  ": drop structures or pass a size >= " + format_size(round_up(floor, kPage)));
     }
     // Shrink: publish the smaller size first, so no file is ever shorter than its header says.
     store_release(&h->size, want);
-    if (h->dirty_top > want) h->dirty_top = want;
     SHMF_KILL_POINT("segment.resize.before_truncate");
     if (ftruncate(im->fd, static_cast<off_t>(want)) != 0)
       fail(ErrorCode::kIo, "segment '" + im->name + "': cannot shrink: " + errno_text(errno));
+    // Only now are the bytes above `want` gone (a later growth brings zero pages);
+    // lowered after the truncate, so a death before it leaves them counted as dirty.
+    if (h->dirty_top > want) h->dirty_top = want;
   });
 }
 
@@ -1241,10 +1398,12 @@ void ControlTxn::charge_to(const RegionInfo& region) {
 }
 void ControlTxn::store_u64(uint64_t* field, uint64_t value) {
   segment_->impl()->require_txn();
+  segment_->impl()->require_data(field, 8);
   segment_->impl()->logged_store(field, 8, value);
 }
 void ControlTxn::store_u32(uint32_t* field, uint32_t value) {
   segment_->impl()->require_txn();
+  segment_->impl()->require_data(field, 4);
   segment_->impl()->logged_store(field, 4, value);
 }
 std::byte* ControlTxn::base() const noexcept { return segment_->base(); }
@@ -1263,15 +1422,30 @@ CheckReport Segment::check(bool repair) {
     ControlTxn txn(this);
     Header* h = im->hdr();
     if (im->recovered_in_lock)
-      add("control lock", "its holder died mid-transaction; rolled back " + std::to_string(im->last_recovered) +
-                              " logged stores", true);
-    // Header.
+      add("control lock",
+          im->last_recovery_forward
+              ? "its holder died after its transaction's commit point; completed it"
+              : "its holder died mid-transaction; rolled back " + std::to_string(im->last_recovered) + " logged stores",
+          true);
+    // Header: the immutable part must still be what open() validated.
+    {
+      Layout l = compute_layout(h->directory_capacity);
+      AbiDescriptor abi = current_abi();
+      if (h->magic != kMagic || h->version != kFormatVersion || std::memcmp(&h->abi, &abi, sizeof abi) != 0 ||
+          h->directory_capacity != im->dir_capacity || h->undo_offset != l.undo_offset ||
+          h->free_offset != l.free_offset || h->quarantine_offset != l.quarantine_offset ||
+          h->registry_offset != l.registry_offset || h->directory_offset != l.directory_offset ||
+          im->lay.data_offset != l.data_offset || h->size > h->max_size || h->max_size != im->map_size) {
+        add("header", "immutable fields (magic, version, ABI, layout, max_size) changed after creation", false);
+        return;
+      }
+    }
     uint64_t size = h->size;
     struct stat st{};
     if (fstat(im->fd, &st) == 0 && static_cast<uint64_t>(st.st_size) < size)
       add("header", "backing file is " + std::to_string(st.st_size) + " bytes, header says " + std::to_string(size),
           false);
-    if (h->top < h->data_offset || h->top > size) {
+    if (h->top < im->lay.data_offset || h->top > size) {
       add("allocator", "top " + std::to_string(h->top) + " is outside [data_offset, size]", false);
       return;
     }
@@ -1320,7 +1494,7 @@ CheckReport Segment::check(bool repair) {
       }
       where += " '" + info.name + "'";
       uint64_t ext = info.offset - sizeof(ExtentHeader);
-      if (info.offset < h->data_offset + sizeof(ExtentHeader) || info.offset > h->top || info.size > h->top - info.offset) {
+      if (info.offset < im->lay.data_offset + sizeof(ExtentHeader) || info.offset > h->top || info.size > h->top - info.offset) {
         add(where, "region [" + std::to_string(info.offset) + ", +" + std::to_string(info.size) +
                        ") lies outside the allocated space", false);
         continue;
@@ -1342,21 +1516,37 @@ CheckReport Segment::check(bool repair) {
       int what;  // 0 free, 1 quarantined
     };
     std::map<uint64_t, Span> spans;
+    // Malformed table entries are never acted on; --repair removes them (their
+    // bytes then show up below as unaccounted, which is reported, not guessed at).
+    for (uint32_t i = h->free_count; i-- > 0;) {
+      FreeExtent f = im->free_table()[i];
+      if (im->span_ok(f.offset, f.size)) continue;
+      if (repair) im->remove_free(i);
+      add("allocator", "free extent " + std::to_string(i) + " is malformed or outside [data_offset, top)", repair);
+    }
+    for (uint32_t i = h->quarantine_count; i-- > 0;) {
+      QuarantineEntry q = im->quarantine()[i];
+      if (im->span_ok(q.offset, q.size)) continue;
+      if (repair) im->remove_quarantine(i);
+      add("allocator", "quarantine entry " + std::to_string(i) + " is malformed", repair);
+    }
     for (uint32_t i = 0; i < h->free_count; ++i) {
       FreeExtent f = im->free_table()[i];
-      if (f.size == 0 || f.size % 64 || f.offset % 64 || f.offset < h->data_offset || f.offset + f.size > h->top)
-        add("allocator", "free extent " + std::to_string(i) + " is malformed or outside [data_offset, top)", false);
-      else if (!spans.emplace(f.offset, Span{f.size, 0}).second)
+      if (im->span_ok(f.offset, f.size) && !spans.emplace(f.offset, Span{f.size, 0}).second)
         add("allocator", "free extent at " + std::to_string(f.offset) + " is listed twice", false);
     }
     for (uint32_t i = 0; i < h->quarantine_count; ++i) {
       QuarantineEntry q = im->quarantine()[i];
-      if (q.size == 0 || q.size % 64 || q.offset % 64 || q.offset < h->data_offset || q.offset + q.size > h->top)
-        add("allocator", "quarantine entry " + std::to_string(i) + " is malformed", false);
-      else if (!spans.emplace(q.offset, Span{q.size, 1}).second)
+      if (im->span_ok(q.offset, q.size) && !spans.emplace(q.offset, Span{q.size, 1}).second)
         add("allocator", "extent at " + std::to_string(q.offset) + " is both free and quarantined (or twice)", false);
     }
-    uint64_t p = h->data_offset;
+    for (auto it = spans.begin(); it != spans.end(); ++it) {
+      auto nx = std::next(it);
+      if (nx != spans.end() && it->first + it->second.size > nx->first)
+        add("allocator", "extents at " + std::to_string(it->first) + " and " + std::to_string(nx->first) +
+                             " overlap (free/quarantine tables)", false);
+    }
+    uint64_t p = im->lay.data_offset;
     std::vector<uint64_t> leaked;
     uint64_t unattributed = 0;
     while (p < h->top) {

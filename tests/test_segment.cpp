@@ -190,6 +190,11 @@ TEST(Segment, TransactAllocateFreeStore) {
   EXPECT_EQ(code_of([&] { s.transact([&](ControlTxn& txn) { txn.free(off); }); }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(code_of([&] { s.transact([&](ControlTxn& txn) { txn.free(3); }); }), ErrorCode::kInvalidArgument);
   EXPECT_GT(s.stats().quarantined_bytes, 0u);
+  // Logged stores must target allocated space, never the segment's own tables.
+  EXPECT_EQ(code_of([&] {
+              s.transact([&](ControlTxn& txn) { txn.store_u64(reinterpret_cast<uint64_t*>(s.base() + 424), 0); });
+            }),
+            ErrorCode::kInvalidArgument);
   // Allocated memory is zeroed even when reused.
   s.quiesce();
   std::set<uint64_t> offs;
@@ -390,5 +395,54 @@ TEST(Segment, ThreadsShareOneAttachment) {
   stop = true;
   reader.join();
   EXPECT_EQ(errors.load(), 0);
+  EXPECT_TRUE(s.check().findings.empty());
+}
+
+// A control-plane call nested in transact() that throws is undone on its own
+// (savepoint); the enclosing transaction may catch it and commit the rest.
+TEST(Segment, NestedFailureIsASavepoint) {
+  SegmentGuard g(unique_name("nest"));
+  Segment s = Segment::create(g.name, small_options());
+  RegionInfo keep;
+  s.transact([&](ControlTxn&) {
+    keep = s.create_region("kept", Kind::kBlob, 128, {});
+    try {
+      s.create_region("failed", Kind::kBlob, 4096, [](std::byte*, uint64_t, ControlTxn& txn) {
+        txn.allocate(10000);
+        throw Error(ErrorCode::kInvalidArgument, "init refuses");
+      });
+    } catch (const Error&) {
+    }
+  });
+  EXPECT_TRUE(s.find("kept").has_value());
+  EXPECT_FALSE(s.find("failed").has_value());
+  EXPECT_TRUE(s.check().findings.empty());
+  EXPECT_EQ(s.stats().used_bytes, 128u + 64u);
+}
+
+// While another attachment never quiesces nothing is reused, but adjacent
+// quarantined extents coalesce, so churn does not exhaust the quarantine table
+// (4096 entries): 5000 drops succeed, and everything becomes
+// reusable once that attachment goes away.
+TEST(Segment, QuarantineCoalescesWhileAProcessLags) {
+  SegmentGuard g(unique_name("qco"));
+  Segment s = Segment::create(g.name, small_options());
+  {
+    Segment lagging = Segment::open(g.name);  // attached, never quiesces
+    for (int i = 0; i < 10000; ++i) {
+      std::string n = "c" + std::to_string(i % 3);
+      if (!s.drop(n)) s.create_region(n, Kind::kBlob, 64 + 64 * (i % 4), {});
+    }
+    SegmentStats st = s.stats();
+    EXPECT_GT(st.quarantined_bytes, 0u);
+    EXPECT_TRUE(s.check().findings.empty());
+  }
+  s.quiesce();
+  s.transact([](ControlTxn& txn) { txn.free(txn.allocate(64)); });  // reclaims on demand
+  s.quiesce();
+  s.transact([](ControlTxn& txn) { txn.free(txn.allocate(64)); });
+  s.quiesce();
+  s.transact([](ControlTxn& txn) { txn.allocate(64); });
+  EXPECT_LT(s.stats().quarantined_bytes, 1024u);
   EXPECT_TRUE(s.check().findings.empty());
 }
