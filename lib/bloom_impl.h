@@ -103,14 +103,14 @@ struct BloomHeader {
       // Written by a grower with compare_exchange(release) AFTER the control
       // transaction that filled the slot committed (never an undo-logged write:
       // a rollback must not hide a layer others already use). Read with acquire.
-  uint8_t pad1[56];
+  uint8_t pad1[56];  // zero; keeps layer_count alone on its line
   // --- line 2: rare writes.
   alignas(64) std::atomic<uint64_t> racing_adds;  // adds that returned true although another writer
       // set some of the same missing bits between this add's load and its fetch_or:
       // an upper bound on same-instant double counts. fetch_add relaxed, any process. Only grows (clear resets).
   std::atomic<uint32_t> flags;  // kFlag*: sticky over-capacity causes; fetch_or relaxed, any process; clear resets
   uint32_t reserved0;           // zero
-  uint8_t pad2[48];
+  uint8_t pad2[48];  // zero
 };
 static_assert(sizeof(BloomHeader) == 192, "BloomHeader is part of the format: 3 cache lines");
 static_assert(offsetof(BloomHeader, layer_count) == 64, "layer_count sits alone on its own cache line");
@@ -140,7 +140,7 @@ static_assert(offsetof(BloomLayer, k) == 48, "BloomLayer is part of the format")
 // Counter line at the start of every layer extent, kStripes of them.
 struct alignas(64) BloomStripe {
   std::atomic<uint64_t> bits_set;  // bits this stripe's writers turned 0->1; fetch_add relaxed. Only grows (clear resets).
-  uint8_t pad[56];
+  uint8_t pad[56];  // zero; one stripe per line
 };
 static_assert(sizeof(BloomStripe) == 64, "stripes are one cache line each (no false sharing)");
 
