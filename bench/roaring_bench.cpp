@@ -8,6 +8,7 @@
 #include <benchmark/benchmark.h>
 #include <roaring/roaring.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <memory>
@@ -61,7 +62,7 @@ LatencyFixture& lat() {
 
 void BM_ContainsSnapshotHit(benchmark::State& st) {
   auto& f = lat();
-  shmf_bench::Rng r(1);
+  shmf_bench::Rng r(shmf_bench::mix64(1));
   uint64_t hits = 0;
   for (auto _ : st) hits += f.set.contains(static_cast<uint32_t>(r.below(10000000)));
   st.counters["hit_rate"] = static_cast<double>(hits) / static_cast<double>(st.iterations());
@@ -70,7 +71,7 @@ BENCHMARK(BM_ContainsSnapshotHit);
 
 void BM_ContainsDeltaHit(benchmark::State& st) {
   auto& f = lat();
-  shmf_bench::Rng r(2);
+  shmf_bench::Rng r(shmf_bench::mix64(2));
   uint64_t hits = 0;
   for (auto _ : st) hits += f.set.contains(20000000 + 3 * static_cast<uint32_t>(r.below(30000)));
   st.counters["hit_rate"] = static_cast<double>(hits) / static_cast<double>(st.iterations());
@@ -79,7 +80,7 @@ BENCHMARK(BM_ContainsDeltaHit);
 
 void BM_ContainsMiss(benchmark::State& st) {
   auto& f = lat();
-  shmf_bench::Rng r(3);
+  shmf_bench::Rng r(shmf_bench::mix64(3));
   uint64_t hits = 0;
   for (auto _ : st) hits += f.set.contains(30000000 + static_cast<uint32_t>(r.below(1000000000)));
   st.counters["hit_rate"] = static_cast<double>(hits) / static_cast<double>(st.iterations());
@@ -89,7 +90,7 @@ BENCHMARK(BM_ContainsMiss);
 // Baseline: the same ids in a process-local (non-shared) CRoaring bitmap.
 void BM_CRoaringLocalContains(benchmark::State& st) {
   auto& f = lat();
-  shmf_bench::Rng r(1);
+  shmf_bench::Rng r(shmf_bench::mix64(1));
   uint64_t hits = 0;
   for (auto _ : st) hits += roaring_bitmap_contains(f.plain, static_cast<uint32_t>(r.below(10000000)));
   benchmark::DoNotOptimize(hits);
@@ -98,7 +99,7 @@ BENCHMARK(BM_CRoaringLocalContains);
 
 void BM_ContainsManyBatch(benchmark::State& st) {
   auto& f = lat();
-  shmf_bench::Rng r(4);
+  shmf_bench::Rng r(shmf_bench::mix64(4));
   std::vector<uint32_t> q(1024);
   std::vector<uint8_t> out(q.size());
   for (auto& v : q) v = static_cast<uint32_t>(r.below(40000000));
@@ -112,7 +113,7 @@ BENCHMARK(BM_ContainsManyBatch);
 void BM_AddRandomWithCompaction(benchmark::State& st) {
   Seg s;
   RoaringSet set = RoaringSet::create(s.seg, "add", {});
-  shmf_bench::Rng r(5);
+  shmf_bench::Rng r(shmf_bench::mix64(5));
   for (auto _ : st) set.add(static_cast<uint32_t>(r.next() >> 32));
   st.counters["compactions"] = static_cast<double>(set.stats().compactions);
   st.counters["card"] = static_cast<double>(set.cardinality());
@@ -126,7 +127,7 @@ void BM_AddRemoveDeltaOnly(benchmark::State& st) {
   o.delta_capacity = 1u << 20;
   o.auto_compact = false;
   RoaringSet set = RoaringSet::create(s.seg, "ar", o);
-  shmf_bench::Rng r(6);
+  shmf_bench::Rng r(shmf_bench::mix64(6));
   bool add = true;
   for (auto _ : st) {
     uint32_t v = static_cast<uint32_t>(r.below(400000));  // <= 400K distinct: fits the 90% bound
@@ -145,7 +146,7 @@ void BM_Compaction(benchmark::State& st) {
   RoaringOptions o;
   o.auto_compact = false;
   RoaringSet set = RoaringSet::create(s.seg, "c", o);
-  shmf_bench::Rng r(7);
+  shmf_bench::Rng r(shmf_bench::mix64(7));
   if (sparse) {
     const uint64_t span = (uint64_t{1} << 32) * n / 120000000;
     roaring_bitmap_t* b = roaring_bitmap_create();
@@ -182,13 +183,13 @@ void BM_ContainsDuringCompactions(benchmark::State& st) {
   std::thread bg;
   if (compacting)
     bg = std::thread([&] {
-      shmf_bench::Rng r(8);
+      shmf_bench::Rng r(shmf_bench::mix64(8));
       while (!stop) {
         for (int i = 0; i < 32768; ++i) set.add(static_cast<uint32_t>(r.below(12000000)));
         if (set.compact()) ++compactions;
       }
     });
-  shmf_bench::Rng r(9);
+  shmf_bench::Rng r(shmf_bench::mix64(9));
   uint64_t hits = 0;
   for (auto _ : st) hits += set.contains(static_cast<uint32_t>(r.below(10000000)));
   stop = true;
@@ -206,7 +207,7 @@ struct WeekFixture {
   WeekFixture() {
     const uint64_t span = (uint64_t{1} << 32) * 1000000 / 120000000;
     for (int d = 0; d < 7; ++d) {
-      shmf_bench::Rng r(100 + static_cast<uint64_t>(d));
+      shmf_bench::Rng r(shmf_bench::mix64(100 + static_cast<uint64_t>(d)));
       roaring_bitmap_t* b = roaring_bitmap_create();
       for (int i = 0; i < 1000000; ++i) roaring_bitmap_add(b, static_cast<uint32_t>(r.below(span)));
       days.push_back(RoaringSet::create(s.seg, "day" + std::to_string(d), {}));
@@ -223,7 +224,9 @@ WeekFixture& week() {
   static WeekFixture f;
   return f;
 }
-// Queries: half present (drawn from the id span), half absent (beyond it).
+// Queries: half drawn from the id span (where ~18% of ids are in some day),
+// half beyond it (absent). Seeds go through mix64: workload.h's Rng streams
+// of adjacent seeds are shifted copies of each other.
 uint32_t week_query(shmf_bench::Rng& r) {
   const uint64_t span = (uint64_t{1} << 32) * 1000000 / 120000000;
   return static_cast<uint32_t>(r.below(2) ? r.below(span) : span + r.below(span));
@@ -231,7 +234,7 @@ uint32_t week_query(shmf_bench::Rng& r) {
 
 void BM_Week_ContainsAny(benchmark::State& st) {
   auto& w = week();
-  shmf_bench::Rng r(11);
+  shmf_bench::Rng r(shmf_bench::mix64(11));
   uint64_t hits = 0;
   for (auto _ : st) hits += RoaringSet::contains_any(w.days, week_query(r));
   st.counters["hit_rate"] = static_cast<double>(hits) / static_cast<double>(st.iterations());
@@ -240,7 +243,7 @@ BENCHMARK(BM_Week_ContainsAny);
 
 void BM_Week_SevenContains(benchmark::State& st) {
   auto& w = week();
-  shmf_bench::Rng r(11);
+  shmf_bench::Rng r(shmf_bench::mix64(11));
   uint64_t hits = 0;
   for (auto _ : st) {
     uint32_t x = week_query(r);
@@ -254,7 +257,7 @@ BENCHMARK(BM_Week_SevenContains);
 
 void BM_Week_MaterialisedUnionContains(benchmark::State& st) {
   auto& w = week();
-  shmf_bench::Rng r(11);
+  shmf_bench::Rng r(shmf_bench::mix64(11));
   uint64_t hits = 0;
   for (auto _ : st) hits += roaring_bitmap_contains(w.uni, week_query(r));
   st.counters["hit_rate"] = static_cast<double>(hits) / static_cast<double>(st.iterations());
@@ -296,6 +299,7 @@ void BM_Mission_MemorySparse1_2e8(benchmark::State& st) {
   Seg s(1ull << 30);
   for (auto _ : st) {
     auto ids = shmf_bench::sparse_ids(120000000, 42);
+    std::sort(ids.begin(), ids.end());  // sorted input appends to containers (unsorted: ~1.8 KB memmove each)
     roaring_bitmap_t* b = roaring_bitmap_of_ptr(ids.size(), ids.data());
     ids = {};
     RoaringSet set = RoaringSet::create(s.seg, "sparse", {});

@@ -3,6 +3,7 @@
 #include "shmfilter/roaring_set.hpp"
 
 #include <roaring/roaring.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +12,9 @@
 #include <charconv>
 #include <chrono>
 #include <cinttypes>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -58,6 +61,11 @@ std::string delta_validate(DeltaHeader* d, uint32_t expected_capacity, uint64_t*
         return buf;
       }
     }
+  }
+  uint64_t fill = d->fill.load();
+  if (fill < claimed) {
+    snprintf(buf, sizeof buf, "delta fill counter %" PRIu64 " is below the %" PRIu64 " claimed slots", fill, claimed);
+    return buf;
   }
   if (claimed_out) *claimed_out = claimed;
   return "";
@@ -197,8 +205,14 @@ struct View;
 
 // Process-local state of one open set, shared by every handle copy (and
 // every RoaringSet::open of the same set in this process).
+// Bumped in the child after fork(): a handle inherited across fork has no
+// reader slot of its own, so its data-plane calls answer kDropped / false
+// (the child must Segment::open and RoaringSet::open itself).
+std::atomic<uint64_t> g_fork_epoch{0};
+
 struct RoaringLocal : std::enable_shared_from_this<RoaringLocal> {
   uint64_t serial = 0;         // unique per RoaringLocal in this process (keys the thread caches)
+  uint64_t fork_epoch = 0;     // g_fork_epoch when made
   Segment seg;
   RegionInfo region;
   std::byte* base = nullptr;
@@ -252,18 +266,22 @@ RoaringLocal::~RoaringLocal() {
   if (pid != getpid() || slot == nullptr || !live_region()) return;  // forked copy, or set dropped
   slot->lo.store(0);
   slot->hi.store(0);
+  for (auto& gk : slot->gens) gk.store(0);
   uint64_t mine = token;
   slot->token.compare_exchange_strong(mine, 0);
 }
 
 void RoaringLocal::publish_pins_locked() noexcept {
   if (pid != getpid()) return;  // a forked child's inherited copy: the slot is the parent's
-  if (live.empty()) {
-    slot->lo.store(0);  // lo first: a scanner that reads lo = 0 ignores the slot
+  if (live.size() <= kExactPins) {
+    uint32_t i = 0;
+    for (const auto& [gen, count] : live) slot->gens[i++].store(gen);
+    for (; i < kExactPins; ++i) slot->gens[i].store(0);
+    slot->lo.store(0);  // after gens[] is complete: a scanner reads lo/hi first, then gens[]
     slot->hi.store(0);
   } else {
-    slot->lo.store(live.begin()->first);  // narrowing: raise lo, then lower hi
-    slot->hi.store(live.rbegin()->first);
+    slot->hi.store(live.rbegin()->first);  // never narrower than the views alive
+    slot->lo.store(live.begin()->first);
   }
 }
 
@@ -279,12 +297,15 @@ std::shared_ptr<View> RoaringLocal::make_view() {
   std::unique_lock<std::mutex> lk(mu);
   uint64_t cur = hdr->current.load();
   if (latest && latest->snap_off == cur) return latest;
-  // Pin (widen) before loading `current` again: hi = max, lo = min(lo, g).
-  // A compactor publishes, then scans slots; we store, then load current:
-  // with seq_cst on both sides one of us sees the other (Dekker).
+  // Pin (widen) before loading `current` again: hi = max, lo = a bound <= the
+  // generation we will load (existing views stay covered by gens[] or by the
+  // old [lo, hi], which only grows here). A compactor publishes, then scans
+  // slots; we store, then load current: with seq_cst on both sides one of us
+  // sees the other (Dekker).
   uint64_t g = hdr->gen_counter.load();
+  uint64_t old_lo = slot->lo.load();
   slot->hi.store(std::numeric_limits<uint64_t>::max());
-  slot->lo.store(live.empty() ? g : std::min(live.begin()->first, g));
+  slot->lo.store(old_lo == 0 ? g : std::min(old_lo, g));
   cur = hdr->current.load();
   auto fail = [&]() -> std::shared_ptr<View> {
     publish_pins_locked();
@@ -318,17 +339,20 @@ std::shared_ptr<View> RoaringLocal::make_view() {
 
 namespace {
 
-// Per-thread cache of views: the hot path is one load of `current` and a compare.
+// Per-thread cache of views: the hot path is one load of `current` and a
+// compare. 16 entries: the 7-day question touches 7 sets per call.
+constexpr int kThreadViews = 16;
 struct TlsEntry {
   uint64_t owner = 0;  // RoaringLocal::serial (never reused, unlike an address)
   std::shared_ptr<View> view;
 };
-thread_local TlsEntry t_views[8];
+thread_local TlsEntry t_views[kThreadViews];
 thread_local unsigned t_next = 0;
 
 // The view for the published snapshot, or nullptr (dropped / corrupt).
 // The returned pointer stays valid until this thread's next call on a set.
 View* current_view(const std::shared_ptr<RoaringLocal>& L) noexcept {
+  if (L->fork_epoch != g_fork_epoch.load(std::memory_order_relaxed)) return nullptr;  // relaxed: set before the child runs
   uint64_t cur = L->hdr->current.load();  // seq_cst: a call after a publish sees it (real-time order)
   for (auto& e : t_views)
     if (e.owner == L->serial && e.view->snap_off == cur) return e.view.get();
@@ -339,15 +363,16 @@ View* current_view(const std::shared_ptr<RoaringLocal>& L) noexcept {
     return nullptr;
   }
   if (!v) return nullptr;
+  // Victim: this set's stale entry, else an empty one or one of a closed set, else round robin.
+  TlsEntry* victim = nullptr;
   for (auto& e : t_views)
-    if (e.owner == L->serial) {
-      e.view = std::move(v);
-      return e.view.get();
-    }
-  TlsEntry& e = t_views[t_next++ % 8];
-  e.owner = L->serial;
-  e.view = std::move(v);
-  return e.view.get();
+    if (e.owner == L->serial) victim = &e;
+  for (int i = 0; i < kThreadViews && !victim; ++i)
+    if (!t_views[i].view || t_views[i].view->local.expired()) victim = &t_views[i];
+  if (!victim) victim = &t_views[t_next++ % kThreadViews];
+  victim->owner = L->serial;
+  victim->view = std::move(v);
+  return victim->view.get();
 }
 
 // Registry of open sets in this process: one RoaringLocal (one reader slot) per set.
@@ -400,8 +425,13 @@ std::shared_ptr<RoaringLocal> attach(Segment& seg, const RegionInfo& info) {
   if (auto it = g_reg.find(key); it != g_reg.end())
     if (auto l = it->second.lock()) return l;
   static std::atomic<uint64_t> serials{0};
+  static std::once_flag atfork_once;
+  std::call_once(atfork_once, [] {
+    pthread_atfork(nullptr, nullptr, [] { g_fork_epoch.fetch_add(1, std::memory_order_relaxed); });  // relaxed: child is single-threaded here
+  });
   auto L = std::make_shared<RoaringLocal>();
   L->serial = ++serials;
+  L->fork_epoch = g_fork_epoch.load(std::memory_order_relaxed);  // relaxed: process-local
   L->seg = seg;
   L->region = info;
   L->base = seg.base();
@@ -419,6 +449,7 @@ std::shared_ptr<RoaringLocal> attach(Segment& seg, const RegionInfo& info) {
       if (slots[i].token.compare_exchange_strong(t, L->token)) {
         slots[i].lo.store(0);
         slots[i].hi.store(0);
+        for (auto& gk : slots[i].gens) gk.store(0);
         L->slot = &slots[i];
       }
     }
@@ -487,15 +518,20 @@ struct ClaimGuard {
   ~ClaimGuard() { release_claim(L); }
 };
 
-// True if no live reader slot's [lo, hi] meets [lo_gen, hi_gen].
+// True if no live reader slot holds a generation in [lo_gen, hi_gen].
 bool unread(RoaringLocal& L, uint64_t lo_gen, uint64_t hi_gen) {
   ReaderSlot* slots = reader_table(L.hdr);
   for (uint32_t i = 0; i < L.hdr->reader_slots; ++i) {
     uint64_t t = slots[i].token.load();
     if (t == 0) continue;
-    uint64_t lo = slots[i].lo.load(), hi = slots[i].hi.load();
-    if (lo == 0) continue;
-    if (lo <= hi_gen && lo_gen <= hi && L.seg.token_alive(t)) return false;
+    bool blocked = false;
+    uint64_t lo = slots[i].lo.load(), hi = slots[i].hi.load();  // before gens[]: see ReaderSlot
+    if (lo != 0 && lo <= hi_gen && lo_gen <= hi) blocked = true;
+    for (uint32_t k = 0; k < kExactPins && !blocked; ++k) {
+      uint64_t gk = slots[i].gens[k].load();
+      blocked = gk != 0 && gk >= lo_gen && gk <= hi_gen;
+    }
+    if (blocked && L.seg.token_alive(t)) return false;
   }
   return true;
 }
@@ -621,6 +657,9 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
 
 bool compact_impl(const std::shared_ptr<RoaringLocal>& L, const roaring_bitmap_t* extra) {
   if (!L->live_region()) throw Error(ErrorCode::kDropped, "Roaring set " + quoted(L->region.name) + " was dropped");
+  if (L->fork_epoch != g_fork_epoch.load(std::memory_order_relaxed))  // relaxed: process-local
+    throw Error(ErrorCode::kBusy, "Roaring set " + quoted(L->region.name) +
+                                      ": handle inherited across fork(); call Segment::open and RoaringSet::open in the child");
   if (!try_claim(*L)) return false;
   ClaimGuard guard{*L};
   return compact_locked(L, extra);
@@ -929,6 +968,32 @@ roaring_bitmap_t* RoaringSet::parse_portable(std::string_view bytes) {
 void RoaringSet::import_portable(std::string_view bytes) {
   internal::BitmapPtr b(parse_portable(bytes));
   merge(b.p);
+}
+
+void RoaringSet::import_portable_file(const std::string& path) {
+  FILE* f = fopen(path.c_str(), "rb");
+  if (!f) throw Error(ErrorCode::kIo, "cannot open '" + path + "': " + strerror(errno) + ": check the path and permissions");
+  std::string bytes;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) bytes.append(buf, n);
+  bool err = ferror(f) != 0;
+  fclose(f);
+  if (err) throw Error(ErrorCode::kIo, "reading '" + path + "' failed");
+  try {
+    import_portable(bytes);
+  } catch (const Error& e) {
+    throw Error(e.code(), "'" + path + "': " + e.what());
+  }
+}
+
+void RoaringSet::export_portable_file(const std::string& path) const {
+  std::string bytes = export_portable();
+  FILE* f = fopen(path.c_str(), "wb");
+  if (!f) throw Error(ErrorCode::kIo, "cannot create '" + path + "': " + strerror(errno) + ": check the path and permissions");
+  bool ok = fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = (fclose(f) == 0) && ok;
+  if (!ok) throw Error(ErrorCode::kIo, "writing '" + path + "' failed (disk full?)");
 }
 
 uint32_t RoaringSet::parse_value(std::string_view text) {

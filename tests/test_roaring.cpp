@@ -7,9 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <thread>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "shmfilter/roaring_set.hpp"
@@ -302,6 +302,14 @@ TEST(Roaring, ExportImportPortableRoundTrip) {
   EXPECT_EQ(code_of([&] { b.import_portable(bytes.substr(0, bytes.size() / 2)); }), ErrorCode::kBadInput);
   EXPECT_EQ(code_of([&] { b.import_portable("12\n13\n"); }), ErrorCode::kBadInput);
   EXPECT_EQ(b.cardinality(), before) << "bad input leaves the set unchanged";
+  // Files.
+  std::string path = "/tmp/" + unique_name("exp") + ".roaring";
+  a.export_portable_file(path);
+  RoaringSet c = RoaringSet::create(seg, "c", small_delta());
+  c.import_portable_file(path);
+  EXPECT_EQ(c.cardinality(), a.cardinality());
+  std::remove(path.c_str());
+  EXPECT_EQ(code_of([&] { c.import_portable_file(path); }), ErrorCode::kIo);
 }
 
 TEST(Roaring, CreateOpenErrorsAndDrop) {
@@ -412,9 +420,16 @@ TEST(Roaring, ThreadsShareOneHandle) {
         acked[w].store(i + 1);
       }
     });
+  std::atomic<int> busy{0};
   std::thread compactor([&] {
     while (!stop) {
-      s.compact();
+      try {
+        s.compact();
+      } catch (const Error& e) {
+        // kBusy: every retired-snapshot slot is still read by some thread (legal, retried).
+        if (e.code() != ErrorCode::kBusy) bad = true;
+        ++busy;
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(300));
     }
   });
@@ -435,4 +450,67 @@ TEST(Roaring, ThreadsShareOneHandle) {
   EXPECT_FALSE(bad.load()) << "an acknowledged add was not visible to another thread";
   EXPECT_EQ(s.cardinality(), uint64_t{kPer} * kWriters);
   EXPECT_GT(s.stats().compactions, 5u);
+  s.reclaim();
+  EXPECT_EQ(s.stats().pending_free, 0u) << "with every other thread gone nothing old is pinned";
+  printf("[threads] compactions %llu, busy refusals %d\n",
+         static_cast<unsigned long long>(s.stats().compactions), busy.load());
+}
+
+// A damaged header is kCorrupt on open (never a crash) and a finding of check;
+// a damaged delta word is a finding too.
+TEST(Roaring, CorruptionIsReportedNotFollowed) {
+  SegmentGuard g(unique_name("rcor"));
+  Segment seg = Segment::create(g.name, seg_options());
+  RoaringSet s = RoaringSet::create(seg, "c", small_delta());
+  s.add(7);
+  RegionInfo info = seg.open_region("c", Kind::kRoaring);
+  auto* magic = reinterpret_cast<uint32_t*>(seg.base() + info.offset);
+  uint32_t saved = *magic;
+  *magic = 0x12345678;
+  Segment other = Segment::open(g.name);
+  EXPECT_EQ(code_of([&] { RoaringSet::open(other, "c"); }), ErrorCode::kCorrupt);
+  CheckReport rep = seg.check(false);
+  bool found = false;
+  for (const auto& f : rep.findings) found |= f.where.find("roaring 'c'") != std::string::npos;
+  EXPECT_TRUE(found);
+  *magic = saved;
+  // current pointing outside the segment.
+  auto* current = reinterpret_cast<std::atomic<uint64_t>*>(seg.base() + info.offset + 64);
+  uint64_t cur = current->load();
+  current->store(seg.size() + 4096);
+  EXPECT_EQ(code_of([&] { RoaringSet::open(other, "c"); }), ErrorCode::kCorrupt);
+  current->store(cur);
+  EXPECT_TRUE(RoaringSet::open(other, "c").contains(7));
+  // A malformed delta word.
+  auto* sh = reinterpret_cast<const uint64_t*>(seg.base() + cur);
+  uint64_t delta_off = sh[4];  // SnapHeader::delta_off
+  auto* slots = reinterpret_cast<std::atomic<uint64_t>*>(seg.base() + delta_off + 64);
+  uint32_t empty = 0;
+  while (slots[empty].load() != 0) ++empty;
+  slots[empty].store(0xdead);
+  rep = seg.check(false);
+  found = false;
+  for (const auto& f : rep.findings) found |= f.problem.find("malformed") != std::string::npos;
+  EXPECT_TRUE(found);
+  slots[empty].store(0);
+  EXPECT_TRUE(seg.check(true).consistent());
+}
+
+// A handle inherited across fork() has no reader slot in the child: it must
+// not read unpinned memory, so it answers false / kDropped; a fresh open works.
+TEST(Roaring, InheritedHandleRefusesAfterFork) {
+  SegmentGuard g(unique_name("rfork"));
+  Segment seg = Segment::create(g.name, seg_options());
+  RoaringSet s = RoaringSet::create(seg, "f", small_delta());
+  s.add(11);
+  pid_t child = shmf_test::fork_child([&] {
+    if (s.contains(11)) return 3;
+    if (s.add(12) != RoaringStatus::kDropped) return 4;
+    Segment mine = Segment::open(g.name);
+    RoaringSet r = RoaringSet::open(mine, "f");
+    return r.contains(11) && r.add(13) == RoaringStatus::kOk ? 0 : 5;
+  });
+  ASSERT_TRUE(shmf_test::exited_ok(shmf_test::wait_status(child)));
+  EXPECT_TRUE(s.contains(13));
+  EXPECT_FALSE(s.contains(12));
 }
