@@ -150,9 +150,7 @@ uint64_t Hll::add_many(std::span<const std::string_view> keys) noexcept {
 
 uint64_t Hll::count() const noexcept {
   if (!valid()) return 0;
-  uint8_t regs[kHllRegisters];
-  hll_read_registers(words_, regs);
-  return hll_estimate(regs);
+  return hll_estimate_words(words_);
 }
 
 void Hll::clear() noexcept {

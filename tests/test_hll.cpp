@@ -2,6 +2,9 @@
 // into a named HLL and into a count, clear, drop, kill points, check.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
 #include <vector>
 
@@ -190,4 +193,37 @@ TEST(Hll, CheckFindsImpossibleRegisters) {
   seg.check(true);
   expect_clean(seg);
   EXPECT_EQ(h.registers()[52], 51);
+}
+
+// Adders SIGKILLed at random moments: every acknowledged add is reflected
+// (re-adding it grows no register) and every register is valid (check clean).
+TEST(Hll, AddersKilledAtRandomLoseNothingAcknowledged) {
+  SegmentGuard g(unique_name("hll"));
+  Segment seg = Segment::create(g.name);
+  Hll h = Hll::create(seg, "h");
+  const uint64_t n = 2000000;
+  RegionInfo progress = seg.create_region("progress", Kind::kBlob, 64 * 3, {});
+  auto keys = shmf_bench::distinct_keys(n, 12);
+  shmf_bench::Rng rng(5);
+  for (int p = 0; p < 3; ++p) {
+    pid_t pid = fork_child([&, p] {
+      Segment s2 = Segment::open(g.name);
+      Hll c = Hll::open(s2, "h");
+      std::atomic_ref<uint64_t> done(*reinterpret_cast<uint64_t*>(s2.base() + progress.offset + 64 * p));
+      for (uint64_t i = p; i < n; i += 3) {
+        c.add(keys[i]);
+        done.store(i + 1);  // keys[p], keys[p+3], ... < i+1 are acknowledged
+      }
+      while (true) c.add(keys[rng.below(n)]);  // keep adding until killed
+      return 0;
+    });
+    usleep(static_cast<useconds_t>(2000 + rng.below(20000)));
+    kill(pid, SIGKILL);
+    ASSERT_TRUE(killed_by(wait_status(pid), SIGKILL));
+  }
+  for (int p = 0; p < 3; ++p) {
+    uint64_t acked = std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(seg.base() + progress.offset + 64 * p)).load();
+    for (uint64_t i = p; i < acked; i += 3) ASSERT_FALSE(h.add(keys[i])) << "acknowledged add of key " << i << " lost";
+  }
+  expect_clean(seg);
 }
