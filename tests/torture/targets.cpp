@@ -607,12 +607,16 @@ void scratch_segment(Worker& w) {
 }
 
 // Allocates a blob as large as the segment (the allocator must grow it:
-// segment.grow.*), drops it, and shrinks the segment back: sweep only.
+// segment.grow.*) after a resize() growth, drops it, and shrinks the segment
+// back, which first moves
+// the quarantined blob back to the free tail: sweep only (a shrink is not an
+// oracle operation, and only the sweep child is attached then).
 void grow_by_allocation(Worker& w) {
   const std::string name = "g." + std::to_string(w.wid());
   try {
     w.seg.drop(name);  // left by a killed predecessor
     const uint64_t before = w.seg.size();
+    w.seg.resize(before + kStep);  // segment.resize.after_grow
     w.seg.create_region(name, shmfilter::Kind::kBlob, before, {});
     w.seg.drop(name);
     w.seg.quiesce();      // the only attachment: the blob leaves quarantine
@@ -623,27 +627,15 @@ void grow_by_allocation(Worker& w) {
 
 void step(Worker& w) {
   const uint64_t cur = w.seg.size();
-  static bool grew = false;  // segment sweep: every growth is followed by a shrink of the same step
   if (w.plan.area == "segment" && w.rng.below(4) == 0) {
     scratch_segment(w);
     return;
   }
-  if (w.plan.area == "segment" && w.rng.below(3) == 0) {
-    grow_by_allocation(w);
+  if (w.plan.area == "segment" && w.rng.below(2) == 0) {
+    grow_by_allocation(w);  // its shrink is the sweep's segment.resize.before_truncate
     return;
   }
-  if (w.plan.area == "segment" && grew) {
-    // Shrink (only a free tail can go): segment.resize.before_truncate. Not an
-    // oracle operation: only the sweep shrinks, alone on the segment.
-    grew = false;
-    try {
-      w.seg.resize(cur - kStep);
-    } catch (const shmfilter::Error&) {
-    }
-    return;
-  }
-  if (cur + kStep > kCap && w.plan.area != "segment") return;
-  grew = true;
+  if (cur + kStep > kCap) return;
   // resize() sets an absolute size: racing a grower (or an allocation that
   // grew the segment) it may legitimately shrink a free tail back, so the
   // oracle only records that it returned; Segment::check verifies the rest.
