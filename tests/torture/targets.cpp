@@ -606,11 +606,11 @@ void scratch_segment(Worker& w) {
   shmfilter::Segment::remove(name);
 }
 
-// Allocates a blob as large as the segment (the allocator must grow it:
-// segment.grow.*) after a resize() growth, drops it, and shrinks the segment
-// back, which first moves
-// the quarantined blob back to the free tail: sweep only (a shrink is not an
-// oracle operation, and only the sweep child is attached then).
+// Grows the segment by resize() (segment.resize.after_grow), allocates a blob
+// as large as the segment (the allocator must grow it: segment.grow.*), drops
+// it and shrinks the segment back, which first moves the quarantined blob back
+// to the free tail (segment.resize.before_truncate). Sweep only: a shrink is
+// not an oracle operation, and only the sweep child is attached then.
 void grow_by_allocation(Worker& w) {
   const std::string name = "g." + std::to_string(w.wid());
   try {
