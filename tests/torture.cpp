@@ -339,6 +339,22 @@ bool run_child(const Config& cfg, SharedState* sh, WorkerPlan plan, std::vector<
   return wait_bounded(pid, 60, status);
 }
 
+// Right after a death, before any other process works: the control plane is
+// transactional, so the header, directory and allocator must already be
+// consistent (check rolls back a dead holder's transaction as any locker
+// would). Structure findings (a dead writer's lock) wait for the recovery child.
+void control_plane_check(const Config& cfg, Totals& tot, const std::string& when) {
+  shmfilter::Segment seg = shmfilter::Segment::open(cfg.segment);
+  for (const auto& f : seg.check(false).findings) {
+    const bool control = f.where.rfind("allocator", 0) == 0 || f.where.rfind("header", 0) == 0 ||
+                         f.where.rfind("directory", 0) == 0;
+    if (control && !f.repaired) {
+      ++tot.check_failures;
+      tot.fail(when + ": " + f.where + ": " + f.problem);
+    }
+  }
+}
+
 void sweep(const Config& cfg, SharedState* sh, shmf_bench::Rng& rng, std::vector<uint32_t>& inc, Totals& tot) {
   for (const char* point_c : kKillPoints) {
     const std::string point = point_c;
@@ -375,6 +391,7 @@ void sweep(const Config& cfg, SharedState* sh, shmf_bench::Rng& rng, std::vector
     }
     if (reached) {
       ++tot.sweep_reached;
+      control_plane_check(cfg, tot, "sweep " + point + ", right after the kill");
     } else {
       tot.unreached.push_back(point);
     }
