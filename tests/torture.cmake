@@ -34,3 +34,17 @@ else()
   add_test(NAME torture_ci COMMAND shmfilter_torture --workers 4 --rounds 3 --kills 300 --seed 20261130)
 endif()
 set_tests_properties(torture_ci PROPERTIES LABELS multiprocess TIMEOUT 300)
+
+# The oracle and the verifiers must be able to fail: known histories and a
+# segment damaged behind the oracle's back (tests/torture/test_oracle.cpp).
+add_executable(test_torture_oracle
+  ${CMAKE_CURRENT_SOURCE_DIR}/torture/test_oracle.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/torture/oracle.cpp
+  ${CMAKE_CURRENT_SOURCE_DIR}/torture/targets.cpp)
+target_include_directories(test_torture_oracle PRIVATE
+  ${CMAKE_CURRENT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR}/torture ${PROJECT_SOURCE_DIR}/lib ${PROJECT_SOURCE_DIR}/bench)
+target_link_libraries(test_torture_oracle PRIVATE shmfilter::shmfilter shmfilter_flags roaring::roaring
+                      GTest::gtest GTest::gtest_main)
+target_compile_definitions(test_torture_oracle PRIVATE SHMTOOL_PATH="")
+gtest_discover_tests(test_torture_oracle DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 120 LABELS multiprocess)
+add_dependencies(shmf_multiprocess_tests test_torture_oracle)
