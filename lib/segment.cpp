@@ -1351,6 +1351,11 @@ void Segment::transact(const std::function<void(ControlTxn&)>& fn) {
 void Segment::resize(uint64_t new_size) {
   using namespace internal;
   SegmentImpl* im = impl_.get();
+  // A shrink first reclaims quarantined memory in its own committed
+  // transaction: reclaiming is undo-logged (it may lower top), while the size
+  // store and the truncate below are not, so the two must never share a
+  // transaction whose rollback would put top back above a published smaller size.
+  if (round_up(new_size, kPage) < load_relaxed(&im->hdr()->size)) im->run_txn([&] { im->reclaim_quarantine(); });
   im->run_txn([&] {
     Header* h = im->hdr();
     uint64_t want = round_up(new_size, kPage);
@@ -1370,7 +1375,6 @@ void Segment::resize(uint64_t new_size) {
       store_release(&h->size, want);
       return;
     }
-    im->reclaim_quarantine();
     if (want < im->lay.data_offset || h->top > want) {
       uint64_t floor = std::max(h->top, im->lay.data_offset);
       fail(ErrorCode::kBusy, "segment '" + im->name + "': cannot shrink to " + format_size(want) + ": " +
