@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# scripts/test.sh: the whole test suite, as CI runs it (.ci/run calls this).
+#
+#   ./scripts/test.sh
+#
+# Phases (each timed):
+#   1. deps     scripts/install-deps.sh (quick when everything is present)
+#   2. build    RelWithDebInfo, kill points on, in build/ci
+#   3. test     ctest --output-on-failure -j2: every test
+#   4. asan     ASan+UBSan build in build/asan of the multi-process and crash
+#               test programs (ctest label "multiprocess"), and ctest -L multiprocess
+# A redis-server is started on a free loopback port for the Redis
+# interoperability tests (SHMF_REDIS_HOST / SHMF_REDIS_PORT) and stopped at exit.
+#
+# Environment: JOBS (default 2), BUILD_DIR (build/ci), ASAN_BUILD_DIR (build/asan),
+# SHMF_SKIP_ASAN=1 skips phase 4 (for quick local runs; CI never sets it).
+# Exits non-zero on the first failing phase.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+JOBS=${JOBS:-2}
+BUILD_DIR=${BUILD_DIR:-build/ci}
+ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build/asan}
+
+T0=$SECONDS
+declare -a TIMINGS=()
+phase_start() { PHASE=$1; PHASE_T0=$SECONDS; echo; echo "==== [$PHASE] $2"; }
+phase_end() {
+  local dt=$((SECONDS - PHASE_T0))
+  TIMINGS+=("$(printf '%-8s %4ds' "$PHASE" "$dt")")
+  echo "==== [$PHASE] done in ${dt}s"
+}
+summary() {
+  local rc=$?
+  echo
+  echo "==== timing per phase"
+  for t in "${TIMINGS[@]}"; do echo "  $t"; done
+  echo "  total    $((SECONDS - T0))s"
+  if [[ $rc -ne 0 ]]; then echo "==== FAILED in phase [${PHASE:-?}] (exit $rc)"; else echo "==== ALL PASSED"; fi
+  stop_redis
+  exit $rc
+}
+
+REDIS_PID=""
+REDIS_DIR=""
+start_redis() {
+  command -v redis-server >/dev/null || { echo "test.sh: redis-server not found" >&2; return 1; }
+  REDIS_DIR=$(mktemp -d /tmp/shmf-redis-XXXXXX)
+  local port tries
+  for tries in 1 2 3 4 5 6 7 8 9 10; do
+    port=$((20000 + RANDOM % 20000))
+    # Something already listens there: try another port.
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then continue; fi
+    redis-server --bind 127.0.0.1 --port "$port" --save "" --appendonly no \
+      --dir "$REDIS_DIR" --daemonize no --loglevel warning >"$REDIS_DIR/log" 2>&1 &
+    REDIS_PID=$!
+    for _ in $(seq 50); do
+      if redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null | grep -q PONG; then
+        export SHMF_REDIS_HOST=127.0.0.1 SHMF_REDIS_PORT=$port
+        echo "test.sh: redis-server pid $REDIS_PID on 127.0.0.1:$port"
+        return 0
+      fi
+      kill -0 "$REDIS_PID" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill "$REDIS_PID" 2>/dev/null || true
+    wait "$REDIS_PID" 2>/dev/null || true
+    REDIS_PID=""
+  done
+  echo "test.sh: could not start redis-server (log: $REDIS_DIR/log)" >&2
+  return 1
+}
+stop_redis() {
+  if [[ -n "$REDIS_PID" ]]; then
+    kill "$REDIS_PID" 2>/dev/null || true
+    wait "$REDIS_PID" 2>/dev/null || true
+    REDIS_PID=""
+  fi
+  if [[ -n "$REDIS_DIR" ]]; then rm -rf "$REDIS_DIR"; REDIS_DIR=""; fi
+}
+trap summary EXIT
+
+phase_start deps "installing missing Debian packages"
+./scripts/install-deps.sh
+phase_end
+
+phase_start build "RelWithDebInfo, kill points on, in $BUILD_DIR (-j$JOBS)"
+cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMFILTER_KILL_POINTS=ON \
+  -DSHMFILTER_BUILD_TESTS=ON
+cmake --build "$BUILD_DIR" -j"$JOBS"
+phase_end
+
+phase_start test "ctest --output-on-failure -j$JOBS (the whole suite)"
+start_redis
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS"
+phase_end
+
+if [[ "${SHMF_SKIP_ASAN:-0}" != 1 ]]; then
+  phase_start asan "ASan+UBSan build of the multi-process/crash tests in $ASAN_BUILD_DIR, ctest -L multiprocess"
+  cmake -S . -B "$ASAN_BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMFILTER_KILL_POINTS=ON \
+    -DSHMFILTER_SANITIZE=address,undefined -DSHMFILTER_BUILD_BENCHMARKS=OFF -DSHMFILTER_BUILD_EXAMPLES=OFF
+  # shmf_multiprocess_tests (tests/CMakeLists.txt) depends on every program labelled "multiprocess".
+  cmake --build "$ASAN_BUILD_DIR" -j"$JOBS" --target shmf_multiprocess_tests
+  # Only the labelled programs were built: ctest -L multiprocess selects exactly them.
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
+  UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+    ctest --test-dir "$ASAN_BUILD_DIR" --output-on-failure -j"$JOBS" -L multiprocess
+  phase_end
+fi

@@ -1,0 +1,95 @@
+// shmtool/create.cpp: `shmtool create NAME`: makes a new, empty segment.
+#include <grp.h>
+
+#include <cstdio>
+#include <string>
+
+#include "command.h"
+#include "segment_util.h"
+
+namespace shmtool {
+namespace {
+
+int64_t parse_group(const std::string& text) {
+  if (!text.empty() && text.find_first_not_of("0123456789") == std::string::npos) {
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+    if (errno != 0 || v > 0x7fffffffull) throw UsageError("--group '" + text + "' is out of range: pass a group id or name");
+    return static_cast<int64_t>(v);
+  }
+  if (struct group* g = getgrnam(text.c_str())) return static_cast<int64_t>(g->gr_gid);
+  throw UsageError("--group '" + text + "' is not a known group: pass a group id or an existing group name");
+}
+
+int run_create(const Args& args) {
+  args.allow({"--size", "--max-size", "--directory", "--file", "--mode", "--group"});
+  const std::string name = args.at(0, "segment NAME");
+  no_extra_positionals(args, 1);
+
+  shmfilter::CreateOptions o;
+  o.size = size_option(args, "--size", o.size);
+  o.max_size = size_option(args, "--max-size", o.max_size);
+  if (o.size == 0) throw UsageError("--size 0 is invalid: pass a size such as 64MiB");
+  if (o.max_size < o.size)
+    throw UsageError("--max-size " + shmfilter::format_size(o.max_size) + " is below --size " +
+                     shmfilter::format_size(o.size) + ": pass --max-size >= --size");
+  o.directory_capacity = static_cast<uint32_t>(uint_option(args, "--directory", o.directory_capacity, 1, 1u << 24));
+  o.file = args.get("--file");
+  if (args.has("--file") && o.file.empty()) throw UsageError("--file needs a path");
+  if (args.has("--group")) {
+    o.group = parse_group(args.get("--group"));
+    o.mode = 0660;  // a group is given to be shared with: let it read and write
+  }
+  o.mode = static_cast<uint32_t>(uint_option(args, "--mode", o.mode, 0, 07777, 8));
+
+  shmfilter::Segment seg;
+  try {
+    seg = shmfilter::Segment::create(name, o);
+  } catch (const shmfilter::Error& e) {
+    rethrow_naming(e, name);
+  }
+  auto st = seg.stats();
+  printf("created segment '%s' (%s): size %s, may grow to %s, directory of %u structures, mode 0%o%s\n",
+         name.c_str(), o.file.empty() ? ("/dev/shm/" + name).c_str() : o.file.c_str(),
+         shmfilter::format_size(st.size).c_str(), shmfilter::format_size(st.max_size).c_str(),
+         st.directory_capacity, o.mode,
+         o.group >= 0 ? (", group " + std::to_string(o.group)).c_str() : "");
+  return 0;
+}
+
+const CommandRegistrar reg_create(Command{
+    "", "create",
+    "shmtool create NAME [--size SIZE] [--max-size SIZE] [--directory N] [--file PATH] [--mode MODE] [--group GID]",
+    "create a new, empty segment",
+    "Creates the segment NAME: a POSIX shared-memory object /dev/shm/NAME (or the\n"
+    "file given with --file) holding a header, the process registry, a directory\n"
+    "of named structures and the region allocator. Fails if NAME exists already;\n"
+    "a failed create leaves nothing behind.\n"
+    "\n"
+    "The segment reserves --max-size of address space once, in every process, and\n"
+    "its backing object grows on demand up to it (offsets never move). Space is\n"
+    "claimed for real (posix_fallocate), so a full /dev/shm is an error when space\n"
+    "is requested, never a crash later.\n"
+    "\n"
+    "Options:\n"
+    "  --size SIZE      initial backing size (default 64MiB); grows automatically\n"
+    "  --max-size SIZE  largest size it may ever grow to (default 64GiB; address\n"
+    "                   space only, costs no memory until used)\n"
+    "  --directory N    how many named structures it can hold (default 4096; 8,000\n"
+    "                   plans x 7 days needs 65536)\n" +
+        std::string(kFileOptionHelp) +
+        "  --mode MODE      permission bits, octal (default 0600: only this user;\n"
+        "                   0660 with --group)\n"
+        "  --group GID      group id or name that owns it (every process of that group\n"
+        "                   may then attach; implies --mode 0660 unless --mode is given)\n"
+        "Sizes: bytes, or KiB/MiB/GiB/TiB, or k/M/G/T (powers of 1024).\n"
+        "\n"
+        "Example:\n"
+        "  shmtool create freqcap --size 2GiB --max-size 64GiB --directory 65536\n"
+        "  shmtool create freqcap-disk --file /var/lib/freqcap.seg --size 1GiB\n",
+    {},
+    run_create});
+
+}  // namespace
+}  // namespace shmtool
