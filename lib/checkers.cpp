@@ -1,5 +1,6 @@
 // lib/checkers.cpp: the kind -> checker table. One line per structure.
 #include "checkers.h"
+#include "cuckoo_impl.h"  // check_cuckoo
 
 #include "bloom_impl.h"
 
@@ -8,6 +9,7 @@ namespace shmfilter::internal {
 CheckerFn checker_for(Kind kind) noexcept {
   switch (kind) {
     case Kind::kBloom: return check_bloom;
+    case Kind::kCuckoo: return &check_cuckoo;
     default:
       return nullptr;
   }
