@@ -10,6 +10,7 @@ CheckerFn checker_for(Kind kind) noexcept {
   switch (kind) {
     case Kind::kBloom: return check_bloom;
     case Kind::kCuckoo: return &check_cuckoo;
+    case Kind::kRoaring: { void check_roaring(Segment&, const RegionInfo&, bool, CheckReport&); return check_roaring; }
     default:
       return nullptr;
   }

@@ -1,0 +1,156 @@
+// shmfilter/roaring_set.hpp: an exact, deletable set of 32-bit IDs shared by
+// every process, built on CRoaring.
+//
+// The settled part is a CRoaring frozen snapshot in the segment that every
+// process views zero-copy (roaring_bitmap_frozen_view); recent adds/removes
+// live in a bounded lock-free delta table in the segment and are visible to
+// every process as soon as the call returns. When the delta passes a
+// threshold (or on compact()), one process builds the next run-optimised
+// snapshot and publishes it with one atomic offset swap; old snapshots are
+// freed only when the reader table says no process can still read them.
+// Design and protocol: docs/roaring.md.
+//
+// Values are uint32. The uint64 entry points (add_u64, contains_many over
+// uint64, parse_value) reject values >= 2^32 instead of truncating them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shmfilter/segment.hpp"
+
+typedef struct roaring_bitmap_s roaring_bitmap_t;  // CRoaring (<roaring/roaring.h>)
+
+namespace shmfilter {
+
+namespace internal {
+struct RoaringLocal;  // process-local cache: reader slot + frozen views (lib/roaring_set.cpp)
+}
+
+struct RoaringOptions {
+  uint32_t delta_capacity = 1u << 16;  // delta table slots (power of two, 64 .. 2^24); 8 bytes each
+  double compact_at = 0.5;             // delta fill fraction (0 < f <= 0.9) that triggers compaction
+  uint32_t reader_slots = 256;         // processes that may have the set open at once (1 .. 65536)
+  bool auto_compact = true;            // the write that crosses compact_at compacts (else: only compact())
+};
+
+// Result of a data-plane write.
+enum class RoaringStatus : int32_t {
+  kOk = 0,
+  kOutOfRange = 1,  // a uint64 value >= 2^32 (nothing was written)
+  kDropped = 2,     // the set was dropped by some process
+  kFull = 3,        // the delta is full and compaction could not run (segment full, or
+                    // another process holds the claim past the wait bound); retry later
+};
+std::string_view roaring_status_name(RoaringStatus s) noexcept;
+
+enum class SetOp : uint32_t { kUnion = 0, kIntersection = 1, kDifference = 2, kXor = 3 };
+
+struct RoaringStats {
+  uint64_t cardinality = 0;         // snapshot + delta
+  uint64_t snapshot_cardinality = 0;
+  uint64_t snapshot_bytes = 0;      // frozen bytes of the published snapshot
+  uint64_t snapshot_generation = 0;
+  uint64_t delta_capacity = 0;
+  uint64_t delta_fill = 0;          // claimed slots of the active delta
+  uint64_t prev_delta_fill = 0;     // claimed slots of the previous delta still consulted
+  uint64_t delta_bytes = 0;         // both delta tables
+  uint64_t total_bytes = 0;         // region + snapshot + deltas (+ retired not yet freed)
+  uint64_t pending_free = 0;        // retired snapshots waiting for readers
+  uint64_t compactions = 0;
+  uint32_t containers = 0, array_containers = 0, bitmap_containers = 0, run_containers = 0;
+  uint32_t readers = 0;             // live reader-table slots
+  uint64_t claim_owner = 0;         // token of the compacting process, 0 = none
+};
+
+class RoaringSet {
+ public:
+  // Control plane: creates an empty set. Throws Error (kInvalidArgument for
+  // bad options, kExists, kNoSpace...). Takes the segment lock.
+  static RoaringSet create(Segment& seg, std::string_view name, const RoaringOptions& opts = {});
+  // Control plane: creates a set holding `initial` (copied). Takes the segment lock.
+  static RoaringSet create_from(Segment& seg, std::string_view name, const roaring_bitmap_t* initial,
+                                const RoaringOptions& opts = {});
+  // Control plane: opens an existing set (validates the header; kCorrupt,
+  // kNotFound, kWrongKind, kFull when the reader table has no free slot).
+  static RoaringSet open(Segment& seg, std::string_view name);
+  // Control plane: drops the set and frees its snapshots and deltas. False if absent.
+  static bool drop(Segment& seg, std::string_view name);
+
+  RoaringSet() = default;
+  explicit operator bool() const noexcept { return local_ != nullptr; }
+
+  // ---- data plane: lock-free for readers; writers never wait for readers --------
+  // Any thread/process. Visible to every process when it returns.
+  RoaringStatus add(uint32_t value) noexcept;
+  RoaringStatus remove(uint32_t value) noexcept;
+  // Any thread/process; kOutOfRange for value >= 2^32 (nothing written).
+  RoaringStatus add_u64(uint64_t value) noexcept;
+  RoaringStatus remove_u64(uint64_t value) noexcept;
+  // Lock-free, any thread/process: delta answer if the value is in a delta, else the snapshot.
+  bool contains(uint32_t value) const noexcept;
+  // Lock-free; false for value >= 2^32.
+  bool contains_u64(uint64_t value) const noexcept;
+  // Any thread/process. The uint64 overload checks every value first and writes
+  // nothing (kOutOfRange) if one is >= 2^32.
+  RoaringStatus add_many(std::span<const uint32_t> values) noexcept;
+  RoaringStatus add_many(std::span<const uint64_t> values) noexcept;
+  RoaringStatus remove_many(std::span<const uint32_t> values) noexcept;
+  // Lock-free; out[i] = contains(values[i]) (0 for uint64 values >= 2^32). out.size() >= values.size().
+  void contains_many(std::span<const uint32_t> values, std::span<uint8_t> out) const noexcept;
+  void contains_many(std::span<const uint64_t> values, std::span<uint8_t> out) const noexcept;
+  // Any thread/process: adds [lo, hi), hi <= 2^32 (kOutOfRange otherwise).
+  // Large ranges go straight into a new snapshot (a compaction), small ones via the delta.
+  RoaringStatus add_range(uint64_t lo, uint64_t hi) noexcept;
+  // Lock-free; O(delta entries) on top of the snapshot's stored cardinality.
+  uint64_t cardinality() const noexcept;
+
+  // ---- compaction and bulk (control plane: allocate under the segment lock) -----
+  // Folds the deltas into a new snapshot if this process gets the claim.
+  // Returns false if another live process is compacting. Throws kNoSpace, kDropped.
+  bool compact();
+  // Adds every value of b (bulk: one compaction). Throws kNoSpace, kDropped, kBusy.
+  void merge(const roaring_bitmap_t* b);
+  // Frees retired snapshots no process can read any more; returns how many.
+  uint32_t reclaim();
+
+  // ---- process-local copies, import/export ------------------------------------
+  // A process-local CRoaring copy (snapshot + delta); caller frees it with
+  // roaring_bitmap_free. Throws kDropped.
+  roaring_bitmap_t* to_bitmap() const;
+  // CRoaring portable serialization (what Java, Go and Python Roaring read).
+  std::string export_portable() const;
+  // Adds every value of a portable serialization. Throws kBadInput (message says what is wrong).
+  void import_portable(std::string_view bytes);
+
+  RoaringStats stats() const;         // lock-free snapshot of the numbers (throws kDropped)
+  bool valid() const noexcept;        // false once dropped
+  const RegionInfo& region() const noexcept;
+
+  // ---- set algebra across named sets (lock-free reads of each source) ------------
+  // Result as a process-local bitmap (caller frees with roaring_bitmap_free).
+  // kIntersection/kDifference/kXor fold left to right: ((s0 op s1) op s2)...
+  static roaring_bitmap_t* compute(Segment& seg, SetOp op, std::span<const std::string> sources);
+  static uint64_t compute_cardinality(Segment& seg, SetOp op, std::span<const std::string> sources);
+  // Stores the result as a new named set (kExists if dest exists). Control plane.
+  static RoaringSet store(Segment& seg, std::string_view dest, SetOp op, std::span<const std::string> sources,
+                          const RoaringOptions& opts = {});
+  // Lock-free: is x in any of the sets? (the 7-day question), without a union.
+  static bool contains_any(std::span<const RoaringSet> sets, uint32_t x) noexcept;
+
+  // Parses a decimal value; throws kBadInput "value 4294967296 does not fit in 32 bits...".
+  static uint32_t parse_value(std::string_view text);
+  // Validates and parses a portable serialization (throws kBadInput). Caller frees.
+  static roaring_bitmap_t* parse_portable(std::string_view bytes);
+
+ private:
+  explicit RoaringSet(std::shared_ptr<internal::RoaringLocal> l) : local_(std::move(l)) {}
+  RoaringStatus write(uint32_t value, int op) noexcept;
+  std::shared_ptr<internal::RoaringLocal> local_;
+};
+
+}  // namespace shmfilter

@@ -1,0 +1,240 @@
+// lib/roaring_impl.h: shared layout and stateless kernels of RoaringSet.
+//
+// A RoaringSet lives in three kinds of extents of the segment:
+//   * the region (directory entry): RoaringHeader + the reader table;
+//   * snapshot extents: SnapHeader (64 B) + CRoaring frozen bytes (64-byte
+//     aligned, so CRoaring's 32-byte requirement holds), immutable once published;
+//   * delta extents: DeltaHeader (64 B) + an open-addressing table of u64 words.
+// The header's `current` word holds the offset of the published snapshot
+// extent; that extent's SnapHeader names the two delta tables readers consult
+// (active, then previous) before the frozen bitmap. See docs/roaring.md.
+//
+// Everything here is a kernel over raw memory: no Segment, no allocation.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <string_view>
+
+namespace shmfilter::internal::roaring {
+
+inline constexpr uint32_t kRegionMagic = 0x53524f41;  // "AORS": RoaringSet region
+inline constexpr uint32_t kSnapMagic = 0x534e4150;    // "PANS": snapshot extent
+inline constexpr uint32_t kDeltaMagic = 0x444c5441;   // "ATLD": delta extent
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kPendingSlots = 32;  // retired snapshots awaiting reclamation
+inline constexpr uint32_t kFlagNoAutoCompact = 1;
+inline constexpr uint32_t kMinDeltaCapacity = 64;
+inline constexpr uint32_t kMaxDeltaCapacity = 1u << 24;
+
+// One slot of the reader table (LMDB's MDB_reader, one per process and set).
+struct alignas(64) ReaderSlot {
+  // Owner token of the attachment holding the slot; 0 = free. Claimed by CAS
+  // 0 -> token (or dead token -> token, after token_alive() says dead) when a
+  // process first opens the set; cleared by that process on release.
+  std::atomic<uint64_t> token;
+  // [lo, hi]: every snapshot generation this process may still read lies in
+  // it; lo = 0 means it reads none. Written only by the owner: widened
+  // (hi = max, then lo lowered) before it loads `current`, narrowed (lo
+  // raised, then hi lowered) when views die; seq_cst, pairing Dekker-style
+  // with the compactor's publish-then-scan. Read by compactors.
+  std::atomic<uint64_t> lo;
+  std::atomic<uint64_t> hi;
+  uint8_t pad_[40];
+};
+static_assert(sizeof(ReaderSlot) == 64, "a reader slot is one cache line: no false sharing between processes");
+
+// A retired snapshot extent of generation g and the delta that left the chain
+// with it (the active delta of g-1, the previous delta of g): freeable once no
+// live reader slot's [lo, hi] meets [g-1, g].
+struct PendingFree {
+  uint64_t snap_off;    // snapshot extent to free (0 = entry empty); written under the segment lock (logged)
+  uint64_t delta_off;   // delta extent to free with it (0 = none); same
+  uint64_t generation;  // g, the retired snapshot's generation; same
+};
+static_assert(sizeof(PendingFree) == 24, "PendingFree is three u64 words");
+
+// The region's header. Region bytes = sizeof(RoaringHeader) + reader_slots * 64.
+struct RoaringHeader {
+  uint32_t magic;             // kRegionMagic; written once by init (under the segment lock)
+  uint32_t version;           // kLayoutVersion; written once by init
+  uint32_t delta_capacity;    // slots per delta table (power of two); written once by init
+  uint32_t reader_slots;      // entries in the reader table; written once by init
+  uint32_t compact_permille;  // delta fill (per mille of capacity) that triggers compaction; once by init
+  uint32_t flags;             // kFlagNoAutoCompact; written once by init
+  uint64_t created_unix_ns;   // informational; once by init
+  uint8_t pad0_[32];
+  // Offset of the published snapshot extent. Swapped by the compaction
+  // claimer with one CAS (seq_cst: the publish must be ordered before its
+  // reader-table scan, and readers pin before loading it). Never 0 after init.
+  alignas(64) std::atomic<uint64_t> current;
+  // Generation of the newest published snapshot; stored by the claimer right
+  // after `current` (seq_cst), so a reader that loads gen_counter = g then
+  // `current` gets a snapshot of generation >= g. Only grows.
+  std::atomic<uint64_t> gen_counter;
+  uint8_t pad1_[48];
+  // Compaction claim: owner token of the process compacting, 0 = none.
+  // CAS 0 -> token to claim; a dead owner's token (token_alive false) is
+  // replaced by CAS old -> token (takeover). Released by store 0.
+  alignas(64) std::atomic<uint64_t> claim;
+  // Snapshot extent built and allocated but not yet retired-from: written
+  // under the segment lock (logged) by the claimer. 0 = no compaction in flight.
+  uint64_t staged_snap;
+  // The `current` the staged snapshot was built on; same writer/protocol.
+  uint64_t staged_from;
+  uint64_t compactions;       // completed compactions; logged store by the claimer; only grows
+  uint8_t pad2_[32];
+  // Retired extents; every write under the segment lock (logged).
+  PendingFree pending[kPendingSlots];
+};
+static_assert(offsetof(RoaringHeader, current) == 64, "current on its own cache line (read on every call)");
+static_assert(offsetof(RoaringHeader, claim) == 128, "claim on its own cache line (compactors write it)");
+static_assert(sizeof(RoaringHeader) % 64 == 0, "the reader table after the header starts on a cache line");
+static_assert(alignof(RoaringHeader) == 64, "the header is cache-line aligned");
+static_assert(sizeof(std::atomic<uint64_t>) == 8 && std::atomic<uint64_t>::is_always_lock_free,
+              "shared atomics must be plain lock-free 8-byte words");
+
+inline ReaderSlot* reader_table(RoaringHeader* h) noexcept {
+  return reinterpret_cast<ReaderSlot*>(reinterpret_cast<std::byte*>(h) + sizeof(RoaringHeader));
+}
+inline uint64_t region_bytes(uint32_t reader_slots) noexcept {
+  return sizeof(RoaringHeader) + uint64_t{reader_slots} * sizeof(ReaderSlot);
+}
+
+// Head of a snapshot extent; every field written once before the extent is
+// published (inside the allocating transaction), immutable afterwards.
+struct alignas(64) SnapHeader {
+  uint32_t magic;          // kSnapMagic
+  uint32_t reserved;       // zero
+  uint64_t generation;     // 1 for the first snapshot; +1 per compaction
+  uint64_t frozen_bytes;   // exact roaring_bitmap_frozen_size_in_bytes of the bitmap that follows
+  uint64_t cardinality;    // of the frozen bitmap alone
+  uint64_t delta_off;      // the active delta extent of this version (writers go here)
+  uint64_t prev_delta_off; // the previous version's active delta, still consulted (0 = none)
+  uint64_t reserved2[2];
+};
+static_assert(sizeof(SnapHeader) == 64, "frozen bytes start 64 bytes in: CRoaring needs 32-byte alignment");
+inline const char* frozen_bytes(const SnapHeader* s) noexcept {
+  return reinterpret_cast<const char*>(s) + sizeof(SnapHeader);
+}
+
+// Head of a delta extent. Followed by `capacity` u64 slot words.
+struct alignas(64) DeltaHeader {
+  uint32_t magic;     // kDeltaMagic; written once before publication
+  uint32_t capacity;  // power of two; written once before publication
+  // Slots claimed so far (approximate: a writer killed between its claim CAS
+  // and this fetch_add leaves it one low; check recounts). Only grows.
+  std::atomic<uint64_t> fill;
+  uint8_t pad_[48];
+};
+static_assert(sizeof(DeltaHeader) == 64, "delta slots start on a cache line");
+
+inline std::atomic<uint64_t>* delta_slots(DeltaHeader* d) noexcept {
+  return reinterpret_cast<std::atomic<uint64_t>*>(reinterpret_cast<std::byte*>(d) + sizeof(DeltaHeader));
+}
+inline uint64_t delta_bytes(uint32_t capacity) noexcept { return sizeof(DeltaHeader) + uint64_t{capacity} * 8; }
+
+// ---- delta slot words ---------------------------------------------------------
+// A slot word is 0 (empty) or  value | kClaimed | op << 33. The key of a
+// claimed slot never changes while the table lives, so one word carries the
+// whole entry: claim and commit are the same CAS, later writes to the same
+// value are plain stores of a new op, and the last store in the word's
+// modification order wins.
+enum class Op : uint32_t { kNone = 0, kAdd = 1, kRemove = 2 };
+inline constexpr uint64_t kClaimed = 1ull << 32;
+inline constexpr uint64_t make_word(uint32_t v, Op op) noexcept {
+  return uint64_t{v} | kClaimed | (uint64_t{static_cast<uint32_t>(op)} << 33);
+}
+inline constexpr uint32_t word_value(uint64_t w) noexcept { return static_cast<uint32_t>(w); }
+inline constexpr Op word_op(uint64_t w) noexcept { return static_cast<Op>((w >> 33) & 3); }
+inline constexpr bool word_valid(uint64_t w) noexcept {
+  return w == 0 || ((w & kClaimed) && (w >> 35) == 0 && (word_op(w) == Op::kAdd || word_op(w) == Op::kRemove));
+}
+
+// Home slot of a value: a 32-bit mix (Murmur3 finalizer) so sequential ids spread.
+inline uint32_t delta_home(uint32_t v, uint32_t capacity) noexcept {
+  v ^= v >> 16;
+  v *= 0x85ebca6bu;
+  v ^= v >> 13;
+  v *= 0xc2b2ae35u;
+  v ^= v >> 16;
+  return v & (capacity - 1);
+}
+
+// The op recorded for v, or kNone. Lock-free. Loads are seq_cst (a plain MOV
+// on x86): a lookup that starts after a write returned must see it.
+inline Op delta_lookup(DeltaHeader* d, uint32_t v) noexcept {
+  const uint32_t cap = d->capacity;
+  std::atomic<uint64_t>* slots = delta_slots(d);
+  uint32_t i = delta_home(v, cap);
+  for (uint32_t probes = 0; probes < cap; ++probes, i = (i + 1) & (cap - 1)) {
+    uint64_t w = slots[i].load();
+    if (w == 0) return Op::kNone;
+    if (word_value(w) == v) return word_op(w);
+  }
+  return Op::kNone;
+}
+
+enum class WriteResult { kOk, kFull };
+
+// Records op for v. Lock-free; any process. kFull when v is not yet in the
+// table and the table holds `limit` claimed slots (the writer must compact).
+inline WriteResult delta_write(DeltaHeader* d, uint32_t v, Op op, uint64_t limit) noexcept {
+  const uint32_t cap = d->capacity;
+  std::atomic<uint64_t>* slots = delta_slots(d);
+  const uint64_t word = make_word(v, op);
+  uint32_t i = delta_home(v, cap);
+  for (uint32_t probes = 0; probes < cap; ++probes, i = (i + 1) & (cap - 1)) {
+    uint64_t w = slots[i].load(std::memory_order_acquire);  // acquire: compare against a whole entry
+    if (w == 0) {
+      if (d->fill.load(std::memory_order_relaxed) >= limit) return WriteResult::kFull;  // relaxed: a bound, not a fence
+      if (slots[i].compare_exchange_strong(w, word)) {  // seq_cst: the claim+commit of the entry
+        d->fill.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics/trigger only
+        return WriteResult::kOk;
+      }
+      // Lost the race for this slot: w now holds the winner; fall through.
+    }
+    if (word_value(w) == v) {
+      slots[i].store(word);  // seq_cst: the write's linearisation point
+      return WriteResult::kOk;
+    }
+  }
+  return WriteResult::kFull;
+}
+
+// Calls fn(value, op) for every committed entry. Lock-free; concurrent writes
+// may or may not be seen.
+template <class Fn>
+inline void delta_for_each(DeltaHeader* d, Fn&& fn) {
+  const uint32_t cap = d->capacity;
+  std::atomic<uint64_t>* slots = delta_slots(d);
+  for (uint32_t i = 0; i < cap; ++i) {
+    uint64_t w = slots[i].load(std::memory_order_acquire);  // acquire: entries are read whole
+    if (w != 0) fn(word_value(w), word_op(w));
+  }
+}
+
+inline void delta_init(DeltaHeader* d, uint32_t capacity) noexcept {
+  d->magic = kDeltaMagic;
+  d->capacity = capacity;
+  d->fill.store(0, std::memory_order_relaxed);  // relaxed: published later by the snapshot swap
+}
+
+// Validates a delta table: magic, capacity, every word well-formed and every
+// key reachable from its home slot with no empty slot in between, no value
+// twice. Returns "" or the first problem. Safe concurrently with writers
+// (they only fill empty slots or rewrite ops).
+std::string delta_validate(DeltaHeader* d, uint32_t expected_capacity, uint64_t* claimed_out);
+
+// ---- CRoaring portable format ----------------------------------------------------
+// Validates bytes as one CRoaring/Java/Go portable serialization before
+// CRoaring parses them (0.2.66's deserializers print to stderr on bad input
+// and trust container contents): cookie, container count, key order, every
+// length inside the buffer, array/run contents sorted, bitset popcounts.
+// Returns "" when valid (and *consumed = bytes it spans), else the problem.
+std::string portable_validate(const char* buf, size_t len, size_t* consumed);
+
+}  // namespace shmfilter::internal::roaring
