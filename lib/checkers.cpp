@@ -6,11 +6,16 @@
 
 namespace shmfilter::internal {
 
+void check_hll(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);        // lib/hll.cpp
+void check_exact_set(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);  // lib/exact_set.cpp
+
 CheckerFn checker_for(Kind kind) noexcept {
   switch (kind) {
     case Kind::kBloom: return check_bloom;
     case Kind::kCuckoo: return &check_cuckoo;
     case Kind::kRoaring: { void check_roaring(Segment&, const RegionInfo&, bool, CheckReport&); return check_roaring; }
+    case Kind::kHll: return &check_hll;
+    case Kind::kExactSet: return &check_exact_set;
     default:
       return nullptr;
   }

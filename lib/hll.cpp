@@ -1,0 +1,280 @@
+// lib/hll.cpp: the Hll handle over lib/hll_impl.h kernels. See hll.hpp.
+#include "shmfilter/hll.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "checkers.h"
+#include "hll_impl.h"
+#include "kill_point.h"
+
+namespace shmfilter {
+
+using namespace internal;
+
+namespace {
+
+HllHeader* header_of(std::byte* region) { return reinterpret_cast<HllHeader*>(region); }
+
+// Validates a region's header; throws kCorrupt naming what is wrong.
+void validate(const RegionInfo& info, std::byte* region, uint64_t segment_size) {
+  auto fail = [&](const std::string& what) {
+    throw Error(ErrorCode::kCorrupt, "HyperLogLog '" + info.name + "': " + what +
+                                         ": the segment is damaged; run 'shmtool check SEG' and recreate the HLL");
+  };
+  if (info.size < kHllRegionBytes) fail("region of " + std::to_string(info.size) + " bytes is too small");
+  if (info.offset + info.size > segment_size) fail("region lies outside the segment");
+  const HllHeader* h = header_of(region);
+  if (h->magic != kHllMagic) fail("bad magic");
+  if (h->version != kHllLayoutVersion)
+    throw Error(ErrorCode::kVersionMismatch, "HyperLogLog '" + info.name + "' has layout version " +
+                                                 std::to_string(h->version) + ", this build reads " +
+                                                 std::to_string(kHllLayoutVersion) + ": use a matching shmfilter");
+  if (h->precision != kHllP || h->register_bits != kHllBits || h->registers_per_word != kHllPerWord ||
+      h->words != kHllWords || h->registers_offset != sizeof(HllHeader) || h->hash_seed != kRedisHllSeed)
+    fail("parameters are not p=14, 6-bit, 10 per word");
+}
+
+void init_header(std::byte* region) {
+  HllHeader* h = header_of(region);
+  h->magic = kHllMagic;
+  h->version = kHllLayoutVersion;
+  h->precision = kHllP;
+  h->register_bits = kHllBits;
+  h->registers_per_word = kHllPerWord;
+  h->words = kHllWords;
+  h->hash_seed = kRedisHllSeed;
+  h->registers_offset = sizeof(HllHeader);
+  h->clear_token = 0;
+}
+
+void zero_words(uint64_t* words) {
+  for (uint32_t i = 0; i < kHllWords; ++i)
+    std::atomic_ref<uint64_t>(words[i]).store(0, std::memory_order_relaxed);  // relaxed: clear_token (seq_cst) brackets it
+}
+
+}  // namespace
+
+Hll Hll::create(Segment& seg, std::string_view name, const HllOptions&) {
+  RegionInfo info = seg.create_region(name, Kind::kHll, kHllRegionBytes,
+                                      [](std::byte* region, uint64_t, ControlTxn&) { init_header(region); });
+  return open(seg, name);
+}
+
+Hll Hll::open(Segment& seg, std::string_view name) {
+  RegionInfo info = seg.open_region(name, Kind::kHll);
+  Hll h;
+  h.seg_ = seg;
+  h.name_ = std::string(name);
+  h.region_ = seg.base() + info.offset;
+  validate(info, h.region_, seg.size());
+  h.words_ = reinterpret_cast<uint64_t*>(h.region_ + sizeof(HllHeader));
+  h.slot_ = info.slot;
+  h.generation_ = info.generation;
+  return h;
+}
+
+Hll Hll::open_or_create(Segment& seg, std::string_view name) {
+  for (int attempt = 0;; ++attempt) {
+    try {
+      return open(seg, name);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kNotFound || attempt > 3) throw;
+    }
+    try {
+      return create(seg, name);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kExists) throw;
+    }
+  }
+}
+
+bool Hll::drop(Segment& seg, std::string_view name) {
+  if (auto info = seg.find(name); info && info->kind != Kind::kHll)
+    throw Error(ErrorCode::kWrongKind, "'" + std::string(name) + "' is a " + std::string(kind_name(info->kind)) +
+                                           ", not an hll: drop it with the command of its kind");
+  return seg.drop(name);
+}
+
+bool Hll::valid() const noexcept { return region_ != nullptr && seg_.region_live(slot_, generation_); }
+
+void Hll::require_valid() const {
+  if (!valid())
+    throw Error(ErrorCode::kDropped, "HyperLogLog '" + name_ + "' was dropped by some process: open it again");
+}
+
+bool Hll::add(std::string_view key) noexcept {
+  if (!valid()) return false;
+  uint32_t idx;
+  uint8_t rank;
+  hll_index_rank(murmur64a(key.data(), key.size(), kRedisHllSeed), idx, rank);
+  return hll_update(words_, idx, rank);
+}
+
+bool Hll::add(uint64_t key) noexcept {
+  if (!valid()) return false;
+  uint8_t le[8];
+  for (int i = 0; i < 8; ++i) le[i] = static_cast<uint8_t>(key >> (8 * i));
+  uint32_t idx;
+  uint8_t rank;
+  hll_index_rank(murmur64a(le, 8, kRedisHllSeed), idx, rank);
+  return hll_update(words_, idx, rank);
+}
+
+uint64_t Hll::add_many(std::span<const uint64_t> keys) noexcept {
+  if (!valid()) return 0;
+  uint64_t grew = 0;
+  for (uint64_t k : keys) {
+    uint8_t le[8];
+    for (int i = 0; i < 8; ++i) le[i] = static_cast<uint8_t>(k >> (8 * i));
+    uint32_t idx;
+    uint8_t rank;
+    hll_index_rank(murmur64a(le, 8, kRedisHllSeed), idx, rank);
+    grew += hll_update(words_, idx, rank);
+  }
+  return grew;
+}
+
+uint64_t Hll::add_many(std::span<const std::string_view> keys) noexcept {
+  if (!valid()) return 0;
+  uint64_t grew = 0;
+  for (auto k : keys) {
+    uint32_t idx;
+    uint8_t rank;
+    hll_index_rank(murmur64a(k.data(), k.size(), kRedisHllSeed), idx, rank);
+    grew += hll_update(words_, idx, rank);
+  }
+  return grew;
+}
+
+uint64_t Hll::count() const noexcept {
+  if (!valid()) return 0;
+  uint8_t regs[kHllRegisters];
+  hll_read_registers(words_, regs);
+  return hll_estimate(regs);
+}
+
+void Hll::clear() noexcept {
+  if (!valid()) return;
+  auto* h = header_of(region_);
+  std::atomic_ref<uint64_t>(h->clear_token).store(seg_.owner_token());  // seq_cst: before any zeroing
+  SHMF_KILL_POINT("hll.clear.after_token");
+  zero_words(words_);
+  SHMF_KILL_POINT("hll.clear.after_zero");
+  std::atomic_ref<uint64_t>(h->clear_token).store(0);  // seq_cst: after all zeroing
+}
+
+void Hll::merge_from(std::span<const Hll> sources) {
+  require_valid();
+  for (const Hll& s : sources) {
+    s.require_valid();
+    for (uint32_t wi = 0; wi < kHllWords; ++wi) {
+      uint64_t w = std::atomic_ref<uint64_t>(s.words_[wi]).load(std::memory_order_relaxed);  // relaxed: see hll_update
+      hll_max_word(words_, wi, w);
+      if (wi == kHllWords / 2) SHMF_KILL_POINT("hll.merge.midway");
+    }
+  }
+}
+
+uint64_t Hll::count_union(std::span<const Hll> hlls) {
+  if (hlls.empty()) throw Error(ErrorCode::kInvalidArgument, "count_union of no HLLs: pass at least one");
+  uint8_t acc[kHllRegisters] = {0}, regs[kHllRegisters];
+  for (const Hll& h : hlls) {
+    h.require_valid();
+    hll_read_registers(h.words_, regs);
+    for (uint32_t i = 0; i < kHllRegisters; ++i) acc[i] = std::max(acc[i], regs[i]);
+  }
+  return hll_estimate(acc);
+}
+
+std::vector<uint8_t> Hll::registers() const {
+  require_valid();
+  std::vector<uint8_t> out(kHllRegisters);
+  hll_read_registers(words_, out.data());
+  return out;
+}
+
+std::string Hll::export_redis() const {
+  require_valid();
+  uint8_t regs[kHllRegisters];
+  hll_read_registers(words_, regs);
+  return hll_redis_encode_dense(regs);
+}
+
+void Hll::import_redis(std::string_view bytes) {
+  require_valid();
+  uint8_t regs[kHllRegisters];
+  std::string err = hll_redis_decode(bytes, regs);
+  if (!err.empty()) throw Error(ErrorCode::kBadInput, err);
+  for (uint32_t wi = 0; wi < kHllWords; ++wi) hll_max_word(words_, wi, hll_pack_word(regs, wi));
+}
+
+uint64_t Hll::count_redis(std::string_view bytes) {
+  uint8_t regs[kHllRegisters];
+  std::string err = hll_redis_decode(bytes, regs);
+  if (!err.empty()) throw Error(ErrorCode::kBadInput, err);
+  return hll_estimate(regs);
+}
+
+HllStats Hll::stats() const {
+  require_valid();
+  uint8_t regs[kHllRegisters];
+  hll_read_registers(words_, regs);
+  HllStats s;
+  s.estimate = hll_estimate(regs);
+  s.registers = kHllRegisters;
+  for (uint32_t i = 0; i < kHllRegisters; ++i) {
+    s.nonzero_registers += regs[i] != 0;
+    s.max_register = std::max<uint32_t>(s.max_register, regs[i]);
+  }
+  s.bytes = kHllRegionBytes;
+  s.standard_error = 1.04 / std::sqrt(static_cast<double>(kHllRegisters));
+  return s;
+}
+
+namespace internal {
+
+// Registers <= 51, the 4 spare bits of every word zero, no clear left half done.
+void check_hll(Segment& seg, const RegionInfo& info, bool repair, CheckReport& report) {
+  std::string where = "hll '" + info.name + "'";
+  std::byte* region = seg.base() + info.offset;
+  try {
+    validate(info, region, seg.size());
+  } catch (const Error& e) {
+    report.findings.push_back({where, e.what(), false});
+    return;
+  }
+  auto* h = header_of(region);
+  auto* words = reinterpret_cast<uint64_t*>(region + sizeof(HllHeader));
+  uint64_t bad = 0;
+  for (uint32_t wi = 0; wi < kHllWords; ++wi) {
+    std::atomic_ref<uint64_t> w(words[wi]);
+    uint64_t v = w.load(std::memory_order_relaxed);  // relaxed: see hll_update
+    bool wrong = (v & ~kHllWordMask) != 0;
+    for (uint32_t s = 0; s < kHllPerWord; ++s) wrong |= hll_field(v, s) > kHllMaxRank;
+    if (wi == kHllWords - 1) wrong |= (v >> ((kHllRegisters - wi * kHllPerWord) * kHllBits)) != 0;
+    if (!wrong) continue;
+    ++bad;
+    if (repair) {
+      // Clamp each field to 51 and clear the spare bits: keeps every rank that could be real.
+      uint64_t fixed = 0;
+      for (uint32_t s = 0; s < kHllPerWord && wi * kHllPerWord + s < kHllRegisters; ++s)
+        fixed |= static_cast<uint64_t>(std::min<uint8_t>(hll_field(v, s), kHllMaxRank)) << (s * kHllBits);
+      w.store(fixed, std::memory_order_relaxed);  // relaxed: repair runs on a quiescent structure
+    }
+  }
+  if (bad != 0)
+    report.findings.push_back({where, std::to_string(bad) + " register words hold a register > 51 or stray bits", repair});
+  uint64_t token = std::atomic_ref<uint64_t>(h->clear_token).load();
+  if (token != 0 && !seg.token_alive(token)) {
+    // Repair only forgets the token: zeroing now could wipe adds acknowledged
+    // since the crash. The HLL is valid either way; rerun clear() if wanted.
+    if (repair) std::atomic_ref<uint64_t>(h->clear_token).store(0);
+    report.findings.push_back({where, "a clear() was interrupted by the death of its process (registers partly "
+                                      "cleared): run 'shmtool hll clear' again if the clear is still wanted", repair});
+  }
+}
+
+}  // namespace internal
+}  // namespace shmfilter
