@@ -116,17 +116,17 @@ static_assert(sizeof(ExtentHeader) == 64 && alignof(ExtentHeader) == 64,
 // lock-free seqlock-style (load state_gen, read fields, re-load state_gen).
 struct alignas(64) DirEntry {
   uint64_t state_gen;  // lock holder: (generation << 32) | state. Publish/drop: logged release store;
-                       // generation bumped (unlogged) before reuse, so it only grows
-  uint64_t hash;       // lock holder, only while the entry is not live: hash_key(name, kDirectorySeed)
-  uint32_t kind;       // lock holder, only while not live: Kind
-  uint32_t name_len;   // lock holder, only while not live: bytes of name, 1..63
+                       // each publish and drop takes a fresh generation from Header::generation_counter
+  uint64_t hash;       // lock holder (logged), only while the entry is not live: hash_key(name, kDirectorySeed)
+  uint32_t kind;       // lock holder (logged), only while not live: Kind
+  uint32_t name_len;   // lock holder (logged), only while not live: bytes of name, 1..63
   uint32_t reserved0;
   uint32_t reserved1;
-  uint64_t offset;     // lock holder, only while not live: region payload offset from base
-  uint64_t size;       // lock holder, only while not live: region bytes as requested
+  uint64_t offset;     // lock holder (logged), only while not live: region payload offset from base
+  uint64_t size;       // lock holder (logged), only while not live: region bytes as requested
   uint64_t reserved2;
   uint64_t reserved3;
-  uint64_t name[8];    // lock holder, only while not live: name bytes, NUL padded (64 bytes)
+  uint64_t name[8];    // lock holder (logged), only while not live: name bytes, NUL padded (64 bytes)
 };
 static_assert(sizeof(DirEntry) == 128 && alignof(DirEntry) == 64, "DirEntry is two cache lines");
 static_assert(offsetof(DirEntry, name) == 64, "the name is the second cache line of an entry");
@@ -187,6 +187,8 @@ struct alignas(64) Header {
   uint64_t structures;              // holder (logged): live directory entries
   uint32_t free_count;              // holder (logged): used entries of the free table
   uint32_t quarantine_count;        // holder (logged): used entries of the quarantine table
+  uint64_t generation_counter;      // holder (unlogged: never rolls back, so no publish repeats a
+                                    // (generation, live) word): last directory generation handed out
 
   // ---- epoch of frees ----
   alignas(64) uint64_t global_epoch;  // holder: atomic increment on each free (unlogged: never rolls

@@ -447,9 +447,12 @@ struct SegmentImpl {
       log64(&h->top, off);
       return;
     }
+    // Logged although beyond free_count: an earlier remove in this same
+    // transaction may have lowered the count, so this slot may hold an entry
+    // that a rollback must bring back.
     uint32_t n = h->free_count;
-    f[n].offset = off;  // unlogged: beyond free_count, unreachable until the logged count store
-    f[n].size = size;
+    log64(&f[n].offset, off);
+    log64(&f[n].size, size);
     log32(&h->free_count, n + 1);
   }
 
@@ -473,6 +476,8 @@ struct SegmentImpl {
     uint32_t moved = 0;
     QuarantineEntry* q = quarantine();
     for (uint32_t i = h->quarantine_count; i-- > 0;) {
+      // Bounded per transaction: each move costs at most ~12 logged stores.
+      if (load_relaxed(&h->undo_count) + 64 > kUndoCapacity / 2) break;
       if (q[i].epoch > min_epoch) continue;
       if (h->free_count + 1 > kFreeCapacity) break;
       uint64_t off = q[i].offset, size = q[i].size;
@@ -550,7 +555,8 @@ struct SegmentImpl {
     if (eh->state != kExtentAllocated)
       fail(ErrorCode::kInvalidArgument, "segment '" + name + "': free(" + std::to_string(payload) +
                                             "): the extent was already freed (double free)");
-    if (h->quarantine_count >= kQuarantineCapacity) reclaim_quarantine();
+    // Reclaim before the table fills (allocate() only reclaims when no hole fits).
+    if (h->quarantine_count >= kQuarantineCapacity / 2) reclaim_quarantine();
     if (h->quarantine_count >= kQuarantineCapacity)
       fail(ErrorCode::kFull, "segment '" + name + "': the quarantine of freed extents is full (" +
                                  std::to_string(kQuarantineCapacity) +
@@ -560,15 +566,25 @@ struct SegmentImpl {
     log32(&eh->state, kExtentQuarantined);
     uint32_t n = h->quarantine_count;
     QuarantineEntry& q = quarantine()[n];
-    q.offset = payload - sizeof(ExtentHeader);  // unlogged: beyond the count until the logged store below
-    q.size = eh->size;
-    q.epoch = epoch;
-    q.owner = eh->owner;
+    // Logged although beyond the count (a reclaim earlier in this transaction may have lowered it).
+    log64(&q.offset, payload - sizeof(ExtentHeader));
+    log64(&q.size, eh->size);
+    log64(&q.epoch, epoch);
+    log64(&q.owner, eh->owner);
     log32(&h->quarantine_count, n + 1);
     SHMF_KILL_POINT("segment.free.after_quarantine");
   }
 
   // ---- directory -------------------------------------------------------------
+  // Next directory generation (under the lock; unlogged, never rolls back; 0 is skipped).
+  uint64_t next_generation() noexcept {
+    Header* h = hdr();
+    uint32_t g = static_cast<uint32_t>(h->generation_counter + 1);
+    if (g == 0) g = 1;
+    store_release(&h->generation_counter, uint64_t{g});
+    return g;
+  }
+
   // Seqlock read of entry i. False when it is not live or changed under us.
   bool read_entry(uint32_t i, RegionInfo& out, uint64_t* hash_out = nullptr) const {
     const DirEntry& e = directory()[i];
@@ -626,8 +642,29 @@ struct SegmentImpl {
   }
 
   // ---- attach / detach ---------------------------------------------------------
+  // A second open file description of the same file, for mmap only. A mapping
+  // holds a reference to the description it was made from, and OFD locks live
+  // until the description's last reference goes: mapping through `fd` would let
+  // a forked child (which inherits the mapping) keep our registry lock alive
+  // after we die. The mapping's description never holds a lock.
+  int reopen_for_map() const {
+    int m = ::open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDWR | O_CLOEXEC);
+    if (m >= 0) return m;
+    m = ::open(path.c_str(), O_RDWR | O_CLOEXEC);  // no /proc: same path, same inode checked below
+    struct stat a{}, b{};
+    if (m < 0 || fstat(fd, &a) != 0 || fstat(m, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+      if (m >= 0) ::close(m);
+      fail(ErrorCode::kIo, "segment '" + name + "': cannot reopen " + path + " for mapping: mount /proc");
+    }
+    return m;
+  }
+
   void map(uint64_t max_size) {
-    void* p = mmap(nullptr, max_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+    int mfd = reopen_for_map();
+    void* p = mmap(nullptr, max_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, mfd, 0);
+    int map_errno = errno;
+    ::close(mfd);
+    errno = map_errno;
     if (p == MAP_FAILED)
       fail(errno == ENOMEM ? ErrorCode::kNoSpace : ErrorCode::kIo,
            "segment '" + name + "': cannot map " + format_size(max_size) + " of " + path + ": " +
@@ -1091,20 +1128,20 @@ RegionInfo Segment::create_region(std::string_view name, Kind kind, uint64_t byt
     im->txn_owner = target + 1;
     uint64_t payload = im->allocate(bytes);
     SHMF_KILL_POINT("segment.create_region.after_allocate");
-    // The entry is not live: its fields are written unlogged (a rollback leaves it not live).
-    // Bump the generation first, unlogged, so a rolled-back publish never reappears with the
-    // same (generation, live) word that some reader may have seen.
-    uint64_t sg = e.state_gen;
-    uint64_t gen = (sg >> 32) + 1;
-    store_release(&e.state_gen, (gen << 32) | (sg & 0xffffffffu));
-    e.hash = h;
-    e.kind = static_cast<uint32_t>(kind);
-    e.name_len = static_cast<uint32_t>(name.size());
-    e.offset = payload;
-    e.size = bytes;
+    // The entry is not live now, but it may have been at the start of this
+    // transaction (a nested drop of the same slot), so its fields are logged.
+    // The generation comes from a segment-wide counter that never rolls back,
+    // so a rolled-back publish never reappears as the same (generation, live)
+    // word that a lock-free reader may have seen.
+    uint64_t gen = im->next_generation();
+    im->log64(&e.hash, h);
+    im->log32(&e.kind, static_cast<uint32_t>(kind));
+    im->log32(&e.name_len, static_cast<uint32_t>(name.size()));
+    im->log64(&e.offset, payload);
+    im->log64(&e.size, bytes);
     uint64_t words[8] = {};
     std::memcpy(words, name.data(), name.size());
-    for (int k = 0; k < 8; ++k) store_relaxed(&e.name[k], words[k]);  // relaxed: published by the release below
+    for (int k = 0; k < 8; ++k) im->log64(&e.name[k], words[k]);  // release stores; published by state_gen below
     if (init) init(im->base + payload, bytes, txn);
     SHMF_KILL_POINT("segment.create_region.before_publish");
     im->log64(&im->hdr()->structures, im->hdr()->structures + 1);
@@ -1133,7 +1170,7 @@ bool Segment::drop(std::string_view name, const std::function<void(std::byte*, u
     if (on_drop) on_drop(im->base + info->offset, info->size, txn);
     SHMF_KILL_POINT("segment.drop.after_on_drop");
     DirEntry& e = im->directory()[info->slot];
-    uint64_t gen = uint64_t{info->generation} + 1;
+    uint64_t gen = im->next_generation();
     im->log64(&e.state_gen, (gen << 32) | kEntryTombstone);  // unpublish: handles now see not live
     SHMF_KILL_POINT("segment.drop.after_unpublish");
     im->log64(&im->hdr()->structures, im->hdr()->structures - 1);
