@@ -38,6 +38,7 @@ summary() {
   echo "  total    $((SECONDS - T0))s"
   if [[ $rc -ne 0 ]]; then echo "==== FAILED in phase [${PHASE:-?}] (exit $rc)"; else echo "==== ALL PASSED"; fi
   stop_redis
+  rm -f "${SHM_MARKER:-}"
   exit $rc
 }
 
@@ -90,9 +91,21 @@ cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMFILTER_KILL_PO
 cmake --build "$BUILD_DIR" -j"$JOBS"
 phase_end
 
+# Tests must clean up after themselves: objects they leave in /dev/shm are listed.
+SHM_MARKER=$(mktemp /tmp/shmf-test-marker-XXXXXX)
+report_leftovers() {
+  local left
+  left=$(find /dev/shm -maxdepth 1 -name 'shmf-*' -newer "$SHM_MARKER" 2>/dev/null | head -20 || true)
+  if [[ -n "$left" ]]; then
+    echo "test.sh: WARNING: tests left these objects in /dev/shm (a test does not clean up):"
+    echo "$left" | sed 's/^/  /'
+  fi
+}
+
 phase_start test "ctest --output-on-failure -j$JOBS (the whole suite)"
 start_redis
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS"
+report_leftovers
 phase_end
 
 if [[ "${SHMF_SKIP_ASAN:-0}" != 1 ]]; then
@@ -105,5 +118,6 @@ if [[ "${SHMF_SKIP_ASAN:-0}" != 1 ]]; then
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
     ctest --test-dir "$ASAN_BUILD_DIR" --output-on-failure -j"$JOBS" -L multiprocess
+  report_leftovers
   phase_end
 fi
