@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <span>
 #include <vector>
 
 #include "shmfilter/cuckoo.hpp"
@@ -146,7 +148,9 @@ TEST(CuckooMultiProcess, WritersReadersAndInsertUniqueRacesAgreeWithOracle) {
   for (int w = 0; w < kWriters; ++w)
     for (uint64_t i = 1; i < kOwned; i += 2) ASSERT_TRUE(c.contains(owned_key(w, i)));
   for (uint64_t k = 0; k < kUnique; ++k) {
-    if (orc->wins[k].load()) ASSERT_TRUE(c.contains(unique_key(k)));
+    if (orc->wins[k].load()) {
+      ASSERT_TRUE(c.contains(unique_key(k)));
+    }
   }
   EXPECT_EQ(c.size(), kPrefill + kWriters * kOwned / 2 + winners);
   auto st = c.stats();
@@ -154,4 +158,70 @@ TEST(CuckooMultiProcess, WritersReadersAndInsertUniqueRacesAgreeWithOracle) {
   EXPECT_EQ(st.failures, 0u);
   EXPECT_TRUE(seg.check(false).consistent());
   munmap(orc, sizeof(Oracle));
+}
+
+// Readers during a storm of cuckoo moves: the filter is held at ~95% load while
+// one process churns (insert a fresh key, erase the oldest churn key), so most
+// inserts move items along paths; readers look up a stable set that is never
+// erased and must never miss one (the copy-before-clear order plus the seqlock;
+// breaking either makes this test fail: checked by mutation while writing it).
+TEST(CuckooMultiProcess, ReadersNeverMissStableKeysWhileItemsMove) {
+  shmf_test::SegmentGuard guard(shmf_test::unique_name("ckmv"));
+  Segment seg = Segment::create(guard.name);
+  shmfilter::CuckooOptions o;
+  o.capacity = 60000;  // 2^14 buckets, 65536 slots
+  o.fingerprint_bits = 16;
+  o.seed = 31;
+  Cuckoo c = Cuckoo::create(seg, "mv", o);
+  const uint64_t slots = c.stats().slots;
+  auto stable = shmf_bench::distinct_keys(static_cast<uint64_t>(0.90 * static_cast<double>(slots)), 41);
+  for (uint64_t k : stable) ASSERT_EQ(c.insert(k), CuckooStatus::kInserted);
+  auto* stop = static_cast<std::atomic<int>*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  new (stop) std::atomic<int>(0);
+  std::string name = guard.name;
+  pid_t writer = shmf_test::fork_child([&] {
+    Segment s = Segment::open(name);
+    Cuckoo w = Cuckoo::open(s, "mv");
+    uint64_t window = static_cast<uint64_t>(0.05 * static_cast<double>(slots)) - 16;  // stays just under 95%
+    uint64_t next = 0, oldest = 0;
+    auto churn = [](uint64_t i) { return shmf_bench::mix64((uint64_t{9} << 50) + i); };
+    auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1500)) {
+      if (w.insert(churn(next++)) != CuckooStatus::kInserted) return 30;
+      if (next - oldest > window && !w.erase(churn(oldest++))) return 31;
+    }
+    stop->store(1);
+    return w.stats().moves > 10000 ? 0 : 32;  // the storm really moved items
+  });
+  std::vector<pid_t> readers;
+  for (int r = 0; r < 2; ++r) {
+    readers.push_back(shmf_test::fork_child([&, r] {
+      Segment s = Segment::open(name);
+      Cuckoo rd = Cuckoo::open(s, "mv");
+      std::vector<uint8_t> out(256);
+      while (stop->load() == 0) {
+        if (r == 0) {
+          for (uint64_t k : stable)
+            if (!rd.contains(k)) return 40;
+        } else {
+          for (size_t g = 0; g + 256 <= stable.size(); g += 256) {
+            rd.contains_many(std::span<const uint64_t>(stable.data() + g, 256), out);
+            for (auto b : out)
+              if (!b) return 41;
+          }
+        }
+      }
+      return 0;
+    }));
+  }
+  int ws = shmf_test::wait_status(writer);
+  EXPECT_TRUE(shmf_test::exited_ok(ws)) << "writer exit " << WEXITSTATUS(ws);
+  stop->store(1);
+  for (pid_t p : readers) {
+    int st = shmf_test::wait_status(p);
+    EXPECT_TRUE(shmf_test::exited_ok(st)) << "reader exit " << WEXITSTATUS(st) << " (40/41: a stable key was missed)";
+  }
+  for (uint64_t k : stable) ASSERT_TRUE(c.contains(k));
+  EXPECT_TRUE(seg.check(false).consistent());
+  munmap(stop, 4096);
 }
