@@ -613,6 +613,7 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
   SHMF_KILL_POINT("roaring.compact.after_publish");
   retire_locked(L, from);
   view.reset();
+  current_view(Lp);  // move this thread's cached view to the new version: we no longer pin the old one
   SHMF_KILL_POINT("roaring.compact.before_free");
   reclaim_locked(L);
   return true;
@@ -887,6 +888,7 @@ void RoaringSet::merge(const roaring_bitmap_t* b) {
 
 uint32_t RoaringSet::reclaim() {
   if (!local_ || !local_->live_region()) return 0;
+  internal::current_view(local_);  // this thread's cached view moves to the newest version
   if (!internal::try_claim(*local_)) return 0;
   internal::ClaimGuard guard{*local_};
   return internal::reclaim_locked(*local_);

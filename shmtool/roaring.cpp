@@ -1,0 +1,458 @@
+// shmtool/roaring.cpp: `shmtool roaring ...`, exact sets of 32-bit ids on CRoaring.
+#include <roaring/roaring.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "shmfilter/roaring_set.hpp"
+
+namespace shmtool {
+namespace {
+
+using shmfilter::Error;
+using shmfilter::ErrorCode;
+using shmfilter::RoaringOptions;
+using shmfilter::RoaringSet;
+using shmfilter::RoaringStatus;
+using shmfilter::Segment;
+using shmfilter::SetOp;
+
+constexpr size_t kBatch = 1 << 16;
+constexpr int kShowRejected = 5;
+
+uint64_t parse_count(const std::string& opt, const std::string& v) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-')
+    throw UsageError(opt + " '" + v + "' is not a non-negative integer");
+  return x;
+}
+
+uint32_t parse_id_arg(const std::string& s) {
+  try {
+    return RoaringSet::parse_value(s);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+}
+
+void check_status(RoaringStatus st, const std::string& name) {
+  if (st == RoaringStatus::kOk) return;
+  if (st == RoaringStatus::kDropped) throw Error(ErrorCode::kDropped, "Roaring set '" + name + "' was dropped meanwhile");
+  throw Error(ErrorCode::kFull, "Roaring set '" + name + "': delta full and compaction could not run (" +
+                                    std::string(shmfilter::roaring_status_name(st)) +
+                                    "); check free space with 'shmtool roaring info' and retry");
+}
+
+// Collects rejected input lines: a count and the first few line numbers.
+struct Rejects {
+  uint64_t count = 0;
+  std::vector<uint64_t> first;
+  std::string first_reason;
+  void add(uint64_t line_no, const std::string& why) {
+    if (count++ == 0) first_reason = why;
+    if (first.size() < kShowRejected) first.push_back(line_no);
+  }
+  void report() const {
+    if (count == 0) return;
+    std::string lines;
+    for (size_t i = 0; i < first.size(); ++i) lines += (i ? ", " : "") + std::to_string(first[i]);
+    fprintf(stderr, "shmtool: rejected %llu line%s (first at line%s %s%s): %s\n",
+            static_cast<unsigned long long>(count), count == 1 ? "" : "s", first.size() == 1 ? "" : "s",
+            lines.c_str(), count > first.size() ? ", ..." : "", first_reason.c_str());
+  }
+};
+
+// add/remove/check share this: ids from arguments (per-id lines) or stdin (counts).
+int write_or_query(const Args& a, int mode /*0 add, 1 remove, 2 check*/) {
+  a.allow({"--json", "--strict"});
+  Segment seg = Segment::open(a.at(0, "SEG"));
+  const std::string& name = a.at(1, "NAME");
+  RoaringSet rs = RoaringSet::open(seg, name);
+  const auto& pos = a.positionals();
+  bool json = a.has("--json");
+  if (pos.size() > 2) {
+    std::vector<uint32_t> ids;
+    for (size_t i = 2; i < pos.size(); ++i) ids.push_back(parse_id_arg(pos[i]));  // all checked before any write
+    int present = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (mode == 2) {
+        bool in = rs.contains(ids[i]);
+        present += in;
+        if (json)
+          printf("%s\n", Json().add("id", ids[i]).add("present", in).str().c_str());
+        else
+          printf("%u %s\n", ids[i], in ? "present" : "absent");
+      } else {
+        check_status(mode == 0 ? rs.add(ids[i]) : rs.remove(ids[i]), name);
+        if (json)
+          printf("%s\n", Json().add("id", ids[i]).add(mode == 0 ? "added" : "removed", true).str().c_str());
+        else
+          printf("%u %s\n", ids[i], mode == 0 ? "added" : "removed");
+      }
+    }
+    return 0;
+  }
+  // stdin: batches, counts.
+  std::vector<uint32_t> batch;
+  std::vector<uint8_t> out;
+  batch.reserve(kBatch);
+  uint64_t done = 0, present = 0;
+  Rejects rej;
+  auto flush = [&] {
+    if (mode == 2) {
+      out.resize(batch.size());
+      rs.contains_many(std::span<const uint32_t>(batch), out);
+      for (uint8_t o : out) present += o;
+    } else {
+      check_status(mode == 0 ? rs.add_many(std::span<const uint32_t>(batch)) : rs.remove_many(batch), name);
+    }
+    done += batch.size();
+    batch.clear();
+  };
+  for_each_stdin_line([&](std::string_view line, uint64_t no) {
+    try {
+      batch.push_back(RoaringSet::parse_value(line));
+    } catch (const Error& e) {
+      rej.add(no, e.what());
+      return;
+    }
+    if (batch.size() == kBatch) flush();
+  });
+  flush();
+  rej.report();
+  Json j;
+  if (mode == 2)
+    j.add("checked", done).add("present", present).add("absent", done - present);
+  else
+    j.add(mode == 0 ? "added" : "removed", done);
+  j.add("rejected", rej.count);
+  print_object(j, json);
+  return (rej.count && a.has("--strict")) ? 1 : 0;
+}
+
+Json describe(Segment& seg, const shmfilter::RegionInfo& info) {
+  RoaringSet rs = RoaringSet::open(seg, info.name);
+  auto st = rs.stats();
+  Json j;
+  j.add("name", info.name).add("kind", "roaring");
+  j.add("cardinality", st.cardinality).add("snapshot_cardinality", st.snapshot_cardinality);
+  j.add("snapshot_bytes", st.snapshot_bytes).add("snapshot_generation", st.snapshot_generation);
+  j.add("bytes_per_value", st.cardinality ? static_cast<double>(st.snapshot_bytes) / static_cast<double>(st.cardinality) : 0.0);
+  j.add("delta_fill", st.delta_fill).add("delta_capacity", st.delta_capacity);
+  j.add("delta_fill_pct", st.delta_capacity ? 100.0 * static_cast<double>(st.delta_fill) / static_cast<double>(st.delta_capacity) : 0.0);
+  j.add("prev_delta_fill", st.prev_delta_fill);
+  j.add("containers", st.containers).add("array_containers", st.array_containers);
+  j.add("bitmap_containers", st.bitmap_containers).add("run_containers", st.run_containers);
+  j.add("total_bytes", st.total_bytes).add("pending_free", st.pending_free);
+  j.add("compactions", st.compactions).add("readers", st.readers).add("compaction_claim", st.claim_owner);
+  return j;
+}
+
+std::string read_file(const std::string& path, uint64_t* size_out) {
+  FILE* f = path == "-" ? stdin : fopen(path.c_str(), "rb");
+  if (!f) throw Error(ErrorCode::kIo, "cannot open '" + path + "': " + strerror(errno));
+  std::string s;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+  if (f != stdin) fclose(f);
+  if (size_out) *size_out = s.size();
+  return s;
+}
+
+bool looks_portable(std::string_view b) {
+  if (b.size() < 4) return false;
+  uint32_t cookie;
+  memcpy(&cookie, b.data(), 4);
+  return cookie == 12346 || (cookie & 0xFFFF) == 12347;  // text ids never start with ':' or ';'
+}
+
+int cmd_import(const Args& a) {
+  a.allow({"--json", "--format", "--strict"});
+  Segment seg = Segment::open(a.at(0, "SEG"));
+  const std::string& name = a.at(1, "NAME");
+  const std::string& path = a.at(2, "FILE");
+  std::string fmt = a.get("--format", "auto");
+  if (fmt != "auto" && fmt != "text" && fmt != "portable")
+    throw UsageError("--format '" + fmt + "' is not one of auto, text, portable");
+  RoaringSet rs = seg.find(name) ? RoaringSet::open(seg, name) : RoaringSet::create(seg, name);
+  uint64_t size = 0;
+  std::string bytes = read_file(path, &size);
+  bool portable = fmt == "portable" || (fmt == "auto" && looks_portable(bytes));
+  Json j;
+  if (portable) {
+    roaring_bitmap_t* b = RoaringSet::parse_portable(bytes);  // throws kBadInput with the reason
+    uint64_t n = roaring_bitmap_get_cardinality(b);
+    try {
+      rs.merge(b);
+    } catch (...) {
+      roaring_bitmap_free(b);
+      throw;
+    }
+    roaring_bitmap_free(b);
+    j.add("format", "portable").add("imported", n).add("rejected", 0);
+  } else {
+    Progress prog("import " + name, size);
+    roaring_bitmap_t* b = roaring_bitmap_create();
+    std::vector<uint32_t> batch;
+    batch.reserve(kBatch);
+    Rejects rej;
+    uint64_t lines = 0, ids = 0;
+    size_t pos = 0;
+    while (pos < bytes.size()) {
+      size_t nl = bytes.find('\n', pos);
+      if (nl == std::string::npos) nl = bytes.size();
+      std::string_view line(bytes.data() + pos, nl - pos);
+      ++lines;
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (!line.empty()) {
+        try {
+          batch.push_back(RoaringSet::parse_value(line));
+        } catch (const Error& e) {
+          rej.add(lines, e.what());
+        }
+        if (batch.size() == kBatch) {
+          roaring_bitmap_add_many(b, batch.size(), batch.data());
+          ids += batch.size();
+          batch.clear();
+          prog.update(nl);
+        }
+      }
+      pos = nl + 1;
+    }
+    roaring_bitmap_add_many(b, batch.size(), batch.data());
+    ids += batch.size();
+    prog.finish();
+    try {
+      rs.merge(b);
+    } catch (...) {
+      roaring_bitmap_free(b);
+      throw;
+    }
+    uint64_t distinct = roaring_bitmap_get_cardinality(b);
+    roaring_bitmap_free(b);
+    rej.report();
+    j.add("format", "text").add("lines", lines).add("imported", ids).add("distinct", distinct).add("rejected", rej.count);
+    if (rej.count && a.has("--strict")) {
+      print_object(j, a.has("--json"));
+      return 1;
+    }
+  }
+  j.add("cardinality", rs.cardinality());
+  print_object(j, a.has("--json"));
+  return 0;
+}
+
+int cmd_export(const Args& a) {
+  a.allow({"--text"});
+  Segment seg = Segment::open(a.at(0, "SEG"));
+  RoaringSet rs = RoaringSet::open(seg, a.at(1, "NAME"));
+  const std::string& path = a.at(2, "FILE");
+  FILE* f = path == "-" ? stdout : fopen(path.c_str(), "wb");
+  if (!f) throw Error(ErrorCode::kIo, "cannot write '" + path + "': " + strerror(errno));
+  bool ok = true;
+  if (a.has("--text")) {
+    roaring_bitmap_t* b = rs.to_bitmap();
+    roaring_iterate(
+        b,
+        [](uint32_t v, void* p) {
+          fprintf(static_cast<FILE*>(p), "%u\n", v);
+          return true;
+        },
+        f);
+    roaring_bitmap_free(b);
+  } else {
+    std::string bytes = rs.export_portable();
+    ok = fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  }
+  ok = (fflush(f) == 0) && ok;
+  if (f != stdout) ok = (fclose(f) == 0) && ok;
+  if (!ok) throw Error(ErrorCode::kIo, "writing '" + path + "' failed: " + strerror(errno));
+  return 0;
+}
+
+SetOp parse_op(const std::string& s) {
+  if (s == "union" || s == "or") return SetOp::kUnion;
+  if (s == "and" || s == "intersection") return SetOp::kIntersection;
+  if (s == "andnot" || s == "difference") return SetOp::kDifference;
+  if (s == "xor") return SetOp::kXor;
+  throw UsageError("operation '" + s + "' is not one of union, and, andnot, xor");
+}
+
+RoaringOptions create_options(const Args& a) {
+  RoaringOptions o;
+  if (a.has("--delta-capacity")) {
+    uint64_t v = parse_count("--delta-capacity", a.get("--delta-capacity"));
+    if (v > UINT32_MAX) throw UsageError("--delta-capacity must be at most 16777216");
+    o.delta_capacity = static_cast<uint32_t>(v);
+  }
+  if (a.has("--readers")) {
+    uint64_t v = parse_count("--readers", a.get("--readers"));
+    if (v > 65536) throw UsageError("--readers must be at most 65536");
+    o.reader_slots = static_cast<uint32_t>(v);
+  }
+  if (a.has("--compact-at")) {
+    try {
+      o.compact_at = std::stod(a.get("--compact-at"));
+    } catch (...) {
+      throw UsageError("--compact-at '" + a.get("--compact-at") + "' is not a number");
+    }
+  }
+  o.auto_compact = !a.has("--no-auto-compact");
+  return o;
+}
+
+const CommandRegistrar kCreate({"roaring", "create", "shmtool roaring create SEG NAME [--delta-capacity N] [--readers N] [--compact-at F] [--no-auto-compact]",
+                                "create an empty exact set of 32-bit ids",
+                                "Creates an empty Roaring set (CRoaring frozen snapshot + shared delta).\n"
+                                "  --delta-capacity N  delta slots, a power of two 64..16777216 (default 65536; 8 B each)\n"
+                                "  --readers N         processes that may open it at once (default 256)\n"
+                                "  --compact-at F      delta fill fraction that triggers compaction (default 0.5, max 0.9)\n"
+                                "  --no-auto-compact   compact only on 'shmtool roaring compact'\n"
+                                "Example: shmtool roaring create ads freq:17:2026-11-30",
+                                {"--no-auto-compact"},
+                                [](const Args& a) {
+                                  a.allow({"--delta-capacity", "--readers", "--compact-at", "--no-auto-compact", "--json"});
+                                  Segment seg = Segment::open(a.at(0, "SEG"));
+                                  RoaringSet rs = RoaringSet::create(seg, a.at(1, "NAME"), create_options(a));
+                                  printf("created roaring set '%s'\n", a.at(1, "NAME").c_str());
+                                  return 0;
+                                }});
+
+const CommandRegistrar kAdd({"roaring", "add", "shmtool roaring add SEG NAME [ID...] [--strict] [--json]",
+                             "add ids (arguments, or one per line on stdin)",
+                             "Adds decimal ids 0..4294967295. With ids as arguments prints one line per id;\n"
+                             "without, reads stdin (one id per line) and prints counts. Lines that are not a\n"
+                             "32-bit decimal id are rejected (counted, first line numbers on stderr), never\n"
+                             "truncated; --strict makes rejected lines exit 1.\n"
+                             "Example: seq 1 1000000 | shmtool roaring add ads orders",
+                             {"--json", "--strict"}, [](const Args& a) { return write_or_query(a, 0); }});
+
+const CommandRegistrar kRemove({"roaring", "remove", "shmtool roaring remove SEG NAME [ID...] [--strict] [--json]",
+                                "remove ids (arguments, or one per line on stdin)",
+                                "Removes decimal ids; input rules as for 'roaring add'.\n"
+                                "Example: shmtool roaring remove ads freq:17:2026-11-30 123456",
+                                {"--json", "--strict"}, [](const Args& a) { return write_or_query(a, 1); }});
+
+const CommandRegistrar kCheck({"roaring", "check", "shmtool roaring check SEG NAME [ID...] [--json]",
+                               "is each id in the set? (arguments, or stdin)",
+                               "Membership test. With ids as arguments prints 'ID present|absent' per id;\n"
+                               "without, reads stdin and prints checked/present/absent counts.\n"
+                               "(Integrity of the structure: 'shmtool check SEG'.)\n"
+                               "Example: shmtool roaring check ads freq:17:2026-11-30 123456",
+                               {"--json", "--strict"}, [](const Args& a) { return write_or_query(a, 2); }});
+
+const CommandRegistrar kCard({"roaring", "card", "shmtool roaring card SEG NAME", "number of ids in the set",
+                              "Prints the cardinality (snapshot plus pending delta).\n"
+                              "Example: shmtool roaring card ads orders",
+                              {},
+                              [](const Args& a) {
+                                a.allow({});
+                                Segment seg = Segment::open(a.at(0, "SEG"));
+                                printf("%llu\n", static_cast<unsigned long long>(
+                                                     RoaringSet::open(seg, a.at(1, "NAME")).cardinality()));
+                                return 0;
+                              }});
+
+const CommandRegistrar kOp({"roaring", "op", "shmtool roaring op SEG union|and|andnot|xor DEST SRC... [--json]",
+                            "set algebra across named sets into DEST (or '-' for the cardinality only)",
+                            "Computes SRC1 op SRC2 op ... (left to right) in this process's memory and stores\n"
+                            "it as the new set DEST; DEST '-' prints only the result's cardinality.\n"
+                            "Example (7-day window): shmtool roaring op ads union week d1 d2 d3 d4 d5 d6 d7",
+                            {"--json"},
+                            [](const Args& a) {
+                              a.allow({"--json"});
+                              Segment seg = Segment::open(a.at(0, "SEG"));
+                              SetOp op = parse_op(a.at(1, "OPERATION"));
+                              const std::string& dest = a.at(2, "DEST");
+                              a.at(3, "SRC");
+                              std::vector<std::string> srcs(a.positionals().begin() + 3, a.positionals().end());
+                              Json j;
+                              if (dest == "-") {
+                                j.add("cardinality", RoaringSet::compute_cardinality(seg, op, srcs));
+                              } else {
+                                RoaringSet r = RoaringSet::store(seg, dest, op, srcs);
+                                j.add("dest", dest).add("cardinality", r.cardinality());
+                              }
+                              print_object(j, a.has("--json"));
+                              return 0;
+                            }});
+
+const CommandRegistrar kAny({"roaring", "any", "shmtool roaring any SEG ID SET... [--json]",
+                             "is ID in any of the sets? (the 7-day question, no union built)",
+                             "Checks each set in turn and stops at the first that holds ID.\n"
+                             "Example: shmtool roaring any ads 123456 d1 d2 d3 d4 d5 d6 d7",
+                             {"--json"},
+                             [](const Args& a) {
+                               a.allow({"--json"});
+                               Segment seg = Segment::open(a.at(0, "SEG"));
+                               uint32_t id = parse_id_arg(a.at(1, "ID"));
+                               a.at(2, "SET");
+                               std::vector<RoaringSet> sets;
+                               for (size_t i = 2; i < a.positionals().size(); ++i)
+                                 sets.push_back(RoaringSet::open(seg, a.positionals()[i]));
+                               bool in = RoaringSet::contains_any(sets, id);
+                               print_object(Json().add("id", id).add("present", in), a.has("--json"));
+                               return 0;
+                             }});
+
+const CommandRegistrar kImport({"roaring", "import", "shmtool roaring import SEG NAME FILE [--format auto|text|portable] [--strict] [--json]",
+                                "bulk-add ids from a file: one decimal id per line, or Roaring portable bytes",
+                                "Reads FILE ('-' = stdin): Roaring's portable serialization (as written by\n"
+                                "CRoaring, Java, Go or Python Roaring; detected by its cookie) or text, one\n"
+                                "decimal id per line. Creates NAME if absent. All ids go into the next snapshot\n"
+                                "in one compaction. Shows a progress bar on a terminal; rejected text lines are\n"
+                                "counted with their first line numbers (--strict: exit 1). Corrupt or truncated\n"
+                                "portable input is refused as a whole, leaving the set unchanged.\n"
+                                "Example: shmtool roaring import ads orders ids.txt",
+                                {"--json", "--strict"}, cmd_import});
+
+const CommandRegistrar kExport({"roaring", "export", "shmtool roaring export SEG NAME FILE [--text]",
+                                "write the set in Roaring portable format (or --text: one id per line)",
+                                "Writes FILE ('-' = stdout) in CRoaring's portable serialization, readable by\n"
+                                "Java, Go and Python Roaring; --text writes decimal ids, one per line.\n"
+                                "Example: shmtool roaring export ads orders orders.roaring",
+                                {"--text"}, cmd_export});
+
+const CommandRegistrar kInfo({"roaring", "info", "shmtool roaring info SEG NAME [--json]",
+                              "snapshot bytes, delta fill, container counts by kind",
+                              "Prints cardinality, snapshot bytes and generation, delta fill, container counts\n"
+                              "(array/bitmap/run), retired snapshots not yet freed, readers, compaction claim.\n"
+                              "Example: shmtool roaring info ads orders --json",
+                              {"--json"},
+                              [](const Args& a) {
+                                a.allow({"--json"});
+                                Segment seg = Segment::open(a.at(0, "SEG"));
+                                auto info = seg.open_region(a.at(1, "NAME"), shmfilter::Kind::kRoaring);
+                                print_object(describe(seg, info), a.has("--json"));
+                                return 0;
+                              }});
+
+const CommandRegistrar kCompact({"roaring", "compact", "shmtool roaring compact SEG NAME",
+                                 "fold the delta into a new snapshot now",
+                                 "Runs a compaction (unless another live process is running one) and frees\n"
+                                 "retired snapshots no process still reads.\n"
+                                 "Example: shmtool roaring compact ads orders",
+                                 {},
+                                 [](const Args& a) {
+                                   a.allow({});
+                                   Segment seg = Segment::open(a.at(0, "SEG"));
+                                   RoaringSet rs = RoaringSet::open(seg, a.at(1, "NAME"));
+                                   bool done = rs.compact();
+                                   printf("%s\n", done ? "compacted" : "another process is compacting; try again");
+                                   return done ? 0 : 1;
+                                 }});
+
+const DescriberRegistrar kDescriber({shmfilter::Kind::kRoaring, describe});
+
+}  // namespace
+}  // namespace shmtool

@@ -1,0 +1,230 @@
+// tests/test_roaring_crash.cpp: SIGKILL at every named kill point of RoaringSet
+// (lib/roaring_set.cpp), with an oracle outside the segment: a forked child
+// reports each acknowledged write through a pipe before it is killed; the
+// parent then checks that every acknowledged change is there, that the set
+// stays readable, that the next compaction finishes or discards the dead
+// one's work, and that dropping the set afterwards returns every byte.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kill_point.h"
+#include "shmfilter/roaring_set.hpp"
+#include "shmfilter/segment.hpp"
+#include "test_util.h"
+
+using namespace shmfilter;
+using shmf_test::SegmentGuard;
+using shmf_test::unique_name;
+
+namespace {
+
+CreateOptions seg_options() {
+  CreateOptions o;
+  o.size = 32ull << 20;
+  o.max_size = 1ull << 30;
+  o.directory_capacity = 64;
+  return o;
+}
+
+RoaringOptions opts() {
+  RoaringOptions o;
+  o.delta_capacity = 1024;
+  o.auto_compact = false;  // compactions happen where the test says
+  return o;
+}
+
+struct Ack {
+  int fd[2];
+  Ack() { EXPECT_EQ(pipe(fd), 0); }
+  ~Ack() {
+    close(fd[0]);
+    if (fd[1] >= 0) close(fd[1]);
+  }
+  // intent before the call, ack after it returned: a killed call leaves an
+  // intent without an ack, and its value may end up either way.
+  void send(uint32_t v, bool add, bool intent = false) const {
+    uint64_t w = v | (uint64_t{add} << 32) | (uint64_t{intent} << 33);
+    if (write(fd[1], &w, sizeof w) != sizeof w) _exit(9);
+  }
+  // Parent: the acknowledged writes in order (call after the child is reaped).
+  // Acknowledged writes are (v, add); an unacknowledged intent is (v, -1).
+  std::vector<std::pair<uint32_t, int>> drain() {
+    close(fd[1]);
+    fd[1] = -1;
+    std::vector<std::pair<uint32_t, int>> out;
+    uint64_t w;
+    while (read(fd[0], &w, sizeof w) == sizeof w) {
+      bool intent = (w >> 33) & 1;
+      if (intent)
+        out.emplace_back(static_cast<uint32_t>(w), -1);
+      else
+        out.back().second = static_cast<int>((w >> 32) & 1);  // the ack completes the intent before it
+    }
+    return out;
+  }
+};
+
+// Runs a child that opens the set, performs `ops` writes (acknowledging each),
+// and then runs `then` with the kill point armed. Returns the acknowledged log.
+std::vector<std::pair<uint32_t, int>> run_killed_child(const std::string& seg_name, const char* point, uint64_t nth,
+                                                        int ops, bool arm_before_writes,
+                                                        const std::function<void(RoaringSet&)>& then) {
+  Ack ack;
+  pid_t child = shmf_test::fork_child([&] {
+    Segment s = Segment::open(seg_name);
+    RoaringSet rs = RoaringSet::open(s, "set");
+    if (arm_before_writes) internal::arm_kill_point(point, nth);
+    for (int i = 0; i < ops; ++i) {
+      uint32_t v = static_cast<uint32_t>(i * 3);
+      bool add = (i % 5) != 4;
+      uint32_t w = add ? v : v / 2 * 2;
+      ack.send(w, add, true);
+      if ((add ? rs.add(w) : rs.remove(w)) != RoaringStatus::kOk) return 3;
+      ack.send(w, add);
+    }
+    if (!arm_before_writes) internal::arm_kill_point(point, nth);
+    then(rs);
+    return 0;  // the kill point must fire before this
+  });
+  int st = shmf_test::wait_status(child);
+  EXPECT_TRUE(shmf_test::killed_by(st, SIGKILL)) << point << ": child was not killed at the kill point";
+  return ack.drain();
+}
+
+// The last acknowledged write of every value must hold, unless a later
+// unacknowledged (killed) write of the same value may have landed.
+void expect_acknowledged(const RoaringSet& rs, const std::vector<std::pair<uint32_t, int>>& log) {
+  std::map<uint32_t, int> last;
+  for (auto [v, add] : log) last[v] = add;
+  for (auto [v, add] : last) {
+    if (add < 0) continue;
+    ASSERT_EQ(rs.contains(v), add == 1) << "acknowledged " << (add ? "add" : "remove") << " of " << v << " lost";
+  }
+}
+
+// check --repair: the dead child's registry slot is a repairable finding.
+::testing::AssertionResult consistent(Segment& seg) {
+  CheckReport r = seg.check(true);
+  if (r.consistent()) return ::testing::AssertionSuccess();
+  auto f = ::testing::AssertionFailure();
+  for (const auto& x : r.findings) f << x.where << ": " << x.problem << (x.repaired ? " (repaired)" : "") << "; ";
+  return f;
+}
+
+}  // namespace
+
+TEST(RoaringCrash, KilledInsideAddAndRemove) {
+  for (const char* point : {"roaring.add.after_commit", "roaring.remove.after_commit"}) {
+    SegmentGuard g(unique_name("rck"));
+    Segment seg = Segment::create(g.name, seg_options());
+    RoaringSet::create(seg, "set", opts());
+    auto log = run_killed_child(g.name, point, 40, 1000, true, [](RoaringSet&) {});
+    ASSERT_GE(log.size(), 40u);
+    EXPECT_EQ(log.back().second, -1) << "the 40th hit was killed before it returned";
+    RoaringSet rs = RoaringSet::open(seg, "set");
+    expect_acknowledged(rs, log);
+    ASSERT_TRUE(rs.compact());
+    expect_acknowledged(rs, log);
+    EXPECT_TRUE(consistent(seg));
+  }
+}
+
+TEST(RoaringCrash, KilledDuringCompactionIsFinishedByTheNext) {
+  for (const char* point :
+       {"roaring.compact.after_build", "roaring.compact.after_publish", "roaring.compact.before_free"}) {
+    SCOPED_TRACE(point);
+    SegmentGuard g(unique_name("rcc"));
+    Segment seg = Segment::create(g.name, seg_options());
+    uint64_t used0 = seg.stats().used_bytes;
+    RoaringSet::create(seg, "set", opts());
+    auto log = run_killed_child(g.name, point, 1, 700, false, [](RoaringSet& rs) { rs.compact(); });
+    ASSERT_EQ(log.size(), 700u);
+    EXPECT_NE(log.back().second, -1);
+    RoaringSet rs = RoaringSet::open(seg, "set");
+    expect_acknowledged(rs, log);  // readable at once, nothing lost, whatever the dead compactor left
+    // Integrity: a dead claim is reported (and repaired) by check.
+    CheckReport rep = seg.check(false);
+    bool dead_claim = false;
+    for (const auto& f : rep.findings) dead_claim |= f.problem.find("dead process") != std::string::npos;
+    EXPECT_TRUE(dead_claim) << "check must report the dead compactor's claim";
+    // Writes go on while the claim is dead; the next compaction takes it over.
+    std::vector<std::pair<uint32_t, int>> more;
+    for (uint32_t v = 100000; v < 100300; ++v) {
+      ASSERT_EQ(rs.add(v), RoaringStatus::kOk);
+      more.emplace_back(v, 1);
+    }
+    ASSERT_TRUE(rs.compact());
+    expect_acknowledged(rs, log);
+    expect_acknowledged(rs, more);
+    EXPECT_EQ(rs.stats().claim_owner, 0u);
+    EXPECT_EQ(rs.stats().pending_free, 0u) << "retired snapshots were freed once unread";
+    EXPECT_GE(rs.stats().compactions, 1u);
+    EXPECT_TRUE(consistent(seg));
+    // No extent leaked by the crash: dropping returns every byte.
+    rs = RoaringSet();
+    EXPECT_TRUE(RoaringSet::drop(seg, "set"));
+    EXPECT_EQ(seg.stats().used_bytes, used0) << point;
+  }
+}
+
+// The writer whose delta is full takes over a dead compactor's claim itself.
+TEST(RoaringCrash, FullDeltaTakesOverDeadClaim) {
+  SegmentGuard g(unique_name("rcf"));
+  Segment seg = Segment::create(g.name, seg_options());
+  RoaringOptions o = opts();
+  o.delta_capacity = 64;
+  RoaringSet::create(seg, "set", o);
+  auto log = run_killed_child(g.name, "roaring.compact.after_build", 1, 50, false,
+                              [](RoaringSet& rs) { rs.compact(); });
+  RoaringSet rs = RoaringSet::open(seg, "set");
+  // 64 slots, 90% bound: these writes fill the delta and force compactions
+  // through the dead claim.
+  for (uint32_t v = 200000; v < 200500; ++v) ASSERT_EQ(rs.add(v), RoaringStatus::kOk) << v;
+  for (uint32_t v = 200000; v < 200500; ++v) ASSERT_TRUE(rs.contains(v));
+  expect_acknowledged(rs, log);
+  EXPECT_TRUE(consistent(seg));
+}
+
+// Repeated random kills of a writer+compactor child; the parent's oracle is
+// the acknowledgement log of every child so far.
+TEST(RoaringCrash, RandomKillsLoseNothingAcknowledged) {
+  SegmentGuard g(unique_name("rcr"));
+  Segment seg = Segment::create(g.name, seg_options());
+  RoaringOptions o = opts();
+  o.delta_capacity = 128;
+  o.auto_compact = true;
+  RoaringSet::create(seg, "set", o);
+  std::vector<std::pair<uint32_t, int>> all;
+  const char* points[] = {"roaring.add.after_commit", "roaring.remove.after_commit", "roaring.compact.after_build",
+                          "roaring.compact.after_publish", "roaring.compact.before_free"};
+  for (int round = 0; round < 15; ++round) {
+    Ack ack;
+    const char* point = points[round % 5];
+    pid_t child = shmf_test::fork_child([&] {
+      Segment s = Segment::open(g.name);
+      RoaringSet rs = RoaringSet::open(s, "set");
+      internal::arm_kill_point(point, 3 + static_cast<uint64_t>(round));
+      for (uint32_t i = 0; i < 5000; ++i) {
+        uint32_t v = (i * 2654435761u + static_cast<uint32_t>(round)) % 20000;
+        bool add = (i + static_cast<uint32_t>(round)) % 3 != 0;
+        ack.send(v, add, true);
+        if ((add ? rs.add(v) : rs.remove(v)) != RoaringStatus::kOk) return 3;
+        ack.send(v, add);
+      }
+      return 0;
+    });
+    shmf_test::wait_status(child);
+    auto log = ack.drain();
+    all.insert(all.end(), log.begin(), log.end());
+    RoaringSet rs = RoaringSet::open(seg, "set");
+    expect_acknowledged(rs, all);
+  }
+  RoaringSet rs = RoaringSet::open(seg, "set");
+  ASSERT_TRUE(rs.compact());
+  expect_acknowledged(rs, all);
+  EXPECT_TRUE(consistent(seg));
+}
