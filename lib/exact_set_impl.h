@@ -133,10 +133,13 @@ inline bool set_contains(const SetView& v, uint64_t key) noexcept {
   return set_find(v, key, set_home(v.h, hash)) != kNoSlot;
 }
 
-// Replays a dead holder's intent. Caller holds the stripe lock.
-inline void set_recover_stripe(const SetView& v, ExactSetStripe& s) noexcept {
+// The count a stripe has once its intent (if any) is applied: the slot word
+// says whether the holder's CAS happened (only the holder moves its keys).
+// Read-only; exact when the stripe is quiescent or its holder is dead.
+inline uint64_t set_effective_count(const SetView& v, ExactSetStripe& s) noexcept {
+  uint64_t count = aref(s.count).load();
   uint64_t op = aref(s.intent_op).load();
-  if (op == kIntentNone) return;
+  if (op == kIntentNone) return count;
   uint64_t slot = aref(s.intent_slot).load(), key = aref(s.intent_key).load();
   uint64_t before = aref(s.intent_count).load();
   bool holds;
@@ -144,10 +147,14 @@ inline void set_recover_stripe(const SetView& v, ExactSetStripe& s) noexcept {
     holds = aref(v.h->special[slot - kSpecialSlotBase]).load() != 0;
   else
     holds = slot < v.h->slots && aref(v.slots[slot]).load() == key;
-  uint64_t after = before;
-  if (op == kIntentInsert && holds) after = before + 1;
-  if (op == kIntentErase && !holds) after = before - 1;
-  aref(s.count).store(after);
+  if (op == kIntentInsert) return holds ? before + 1 : before;
+  return holds ? before : before - 1;
+}
+
+// Replays a dead holder's intent. Caller holds the stripe lock.
+inline void set_recover_stripe(const SetView& v, ExactSetStripe& s) noexcept {
+  if (aref(s.intent_op).load() == kIntentNone) return;
+  aref(s.count).store(set_effective_count(v, s));
   aref(s.intent_op).store(kIntentNone);
 }
 
@@ -181,7 +188,7 @@ inline void set_unlock(ExactSetStripe& s) noexcept { aref(s.lock).store(0); }
 
 inline uint64_t set_size(const SetView& v) noexcept {
   uint64_t n = 0;
-  for (uint32_t i = 0; i < v.h->stripes; ++i) n += aref(v.stripes[i].count).load(std::memory_order_relaxed);  // relaxed: a sum of independent counters is a snapshot anyway
+  for (uint32_t i = 0; i < v.h->stripes; ++i) n += set_effective_count(v, v.stripes[i]);
   return n;
 }
 

@@ -1,0 +1,243 @@
+// shmtool/set.cpp: `shmtool set create|add|check|del|info SEG NAME ...` (ExactSet).
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "shmfilter/exact_set.hpp"
+
+namespace shmtool {
+namespace {
+
+using shmfilter::ExactSet;
+using shmfilter::InsertResult;
+using shmfilter::Segment;
+
+Segment open_segment(const Args& a) {
+  shmfilter::OpenOptions o;
+  o.file = a.get("--file");
+  return Segment::open(a.at(0, "SEG"), o);
+}
+
+// "150M" -> 150000000 (k/M/G/T are powers of 1000 for counts).
+uint64_t parse_count(const std::string& text, const char* what) {
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(text.c_str(), &end);
+  std::string suffix = end ? std::string(end) : "";
+  double mul = 1;
+  if (suffix == "k" || suffix == "K") mul = 1e3;
+  else if (suffix == "M") mul = 1e6;
+  else if (suffix == "G") mul = 1e9;
+  else if (suffix == "T") mul = 1e12;
+  else if (!suffix.empty()) throw UsageError(std::string(what) + " '" + text + "' is not a count (e.g. 150M)");
+  if (errno != 0 || end == text.c_str() || !(v >= 0)) throw UsageError(std::string(what) + " '" + text + "' is not a count");
+  return static_cast<uint64_t>(v * mul + 0.5);
+}
+
+// How text keys become uint64 keys: --keys string (XXH3, default), hex (16 hex
+// chars parsed exactly: device IDs), or u64 (decimal).
+enum class KeyFormat { kString, kHex, kU64 };
+
+KeyFormat key_format(const Args& a) {
+  std::string f = a.get("--keys", "string");
+  if (f == "string") return KeyFormat::kString;
+  if (f == "hex") return KeyFormat::kHex;
+  if (f == "u64") return KeyFormat::kU64;
+  throw UsageError("--keys must be string, hex or u64, not '" + f + "'");
+}
+
+uint64_t to_key(const ExactSet& s, KeyFormat f, std::string_view text, uint64_t line) {
+  if (f == KeyFormat::kString) return s.key_of(text);
+  uint64_t v = 0;
+  int base = f == KeyFormat::kHex ? 16 : 10;
+  if (text.empty() || text.size() > (base == 16 ? 16u : 20u))
+    throw UsageError("key '" + std::string(text) + "'" + (line ? " on line " + std::to_string(line) : "") +
+                     " is not a " + (base == 16 ? "hex" : "decimal") + " uint64");
+  for (char c : text) {
+    int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : 99;
+    if (d >= base)
+      throw UsageError("key '" + std::string(text) + "'" + (line ? " on line " + std::to_string(line) : "") +
+                       " is not a " + (base == 16 ? "hex" : "decimal") + " uint64 (see --keys)");
+    uint64_t next = v * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
+    if (base == 10 && next / 10 != v) throw UsageError("key '" + std::string(text) + "' overflows uint64");
+    v = next;
+  }
+  return v;
+}
+
+Json describe_set(Segment& seg, const shmfilter::RegionInfo& info) {
+  ExactSet s = ExactSet::open(seg, info.name);
+  shmfilter::ExactSetStats st = s.stats();
+  Json j;
+  j.add("name", info.name)
+      .add("kind", "set")
+      .add("size", st.size)
+      .add("capacity", st.capacity)
+      .add("slots", st.slots)
+      .add("load", st.load)
+      .add("max_load", st.max_load)
+      .add("used_slots", st.used_slots)
+      .add("stripes", st.stripes)
+      .add("bytes", st.bytes)
+      .add("bytes_per_key_at_capacity", st.bytes_per_key_at_capacity);
+  return j;
+}
+
+DescriberRegistrar describer({shmfilter::Kind::kExactSet, describe_set});
+
+const std::vector<std::string> kDataOpts = {"--file", "--keys"};
+const char* kKeysHelp =
+    "  --keys string|hex|u64  how keys are read: string (default; hashed to 64 bits\n"
+    "                         with XXH3, collisions ~n/2^64), hex (16 hex chars,\n"
+    "                         exact: device IDs), u64 (decimal, exact)\n";
+
+// Runs op over the keys given as arguments (per-key lines) or stdin (counts).
+template <class PerKey, class Batch>
+int run_keys(const Args& a, const ExactSet& s, PerKey per_key, Batch batch) {
+  KeyFormat f = key_format(a);
+  const auto& pos = a.positionals();
+  if (pos.size() > 2) {
+    for (size_t i = 2; i < pos.size(); ++i) per_key(pos[i], to_key(s, f, pos[i], 0));
+    return 0;
+  }
+  std::vector<uint64_t> keys;
+  keys.reserve(4096);
+  for_each_stdin_line([&](std::string_view line, uint64_t no) {
+    keys.push_back(to_key(s, f, line, no));
+    if (keys.size() == 4096) {
+      batch(keys);
+      keys.clear();
+    }
+  });
+  if (!keys.empty()) batch(keys);
+  return -1;  // caller prints totals
+}
+
+CommandRegistrar create_cmd(
+    {"set", "create", "shmtool set create SEG NAME --capacity N [--max-load F] [--file PATH]",
+     "create an exact set of up to N keys (~10 bytes/key)",
+     "Creates NAME: an exact set (Redis SET's job) of at most N keys, fixed at\n"
+     "creation. Memory: 8 bytes per slot, slots = N / max-load (default 0.8, so\n"
+     "10 bytes per key at capacity). Inserting beyond N answers 'full'.\n"
+     "  --capacity N     most keys (counts accept k/M/G: 150M)\n"
+     "  --max-load F     capacity/slots in [0.1, 0.95] (default 0.8)\n"
+     "Example: shmtool set create ads small:plan7 --capacity 2M",
+     {},
+     [](const Args& a) {
+       a.allow({"--file", "--capacity", "--max-load"});
+       if (!a.has("--capacity")) throw UsageError("missing --capacity N");
+       Segment seg = open_segment(a);
+       shmfilter::ExactSetOptions o;
+       o.capacity = parse_count(a.get("--capacity"), "--capacity");
+       if (a.has("--max-load")) o.max_load = std::strtod(a.get("--max-load").c_str(), nullptr);
+       ExactSet s = ExactSet::create(seg, a.at(1, "NAME"), o);
+       print_object(describe_set(seg, seg.open_region(s.name(), shmfilter::Kind::kExactSet)), false);
+       return 0;
+     }});
+
+CommandRegistrar add_cmd(
+    {"set", "add", "shmtool set add SEG NAME [KEY...] [--keys string|hex|u64] [--file PATH]",
+     "insert keys; per key: inserted / exists / full",
+     std::string("Inserts each KEY (arguments: one 'KEY<TAB>inserted|exists|full' line each;\n"
+                 "stdin: one key per line, totals printed). Exit 1 if any key did not fit.\n") +
+         kKeysHelp + "Example: shmtool set add ads small:plan7 00ab34cd56ef7890 --keys hex",
+     {},
+     [](const Args& a) {
+       a.allow(kDataOpts);
+       Segment seg = open_segment(a);
+       ExactSet s = ExactSet::open(seg, a.at(1, "NAME"));
+       uint64_t counts[4] = {0, 0, 0, 0};
+       std::vector<InsertResult> out(4096);
+       int rc = run_keys(
+           a, s,
+           [&](const std::string& text, uint64_t k) {
+             InsertResult r = s.insert(k);
+             ++counts[static_cast<int>(r)];
+             printf("%s\t%s\n", text.c_str(), std::string(shmfilter::insert_result_name(r)).c_str());
+           },
+           [&](const std::vector<uint64_t>& keys) {
+             s.insert_many(keys, std::span<InsertResult>(out.data(), keys.size()));
+             for (size_t i = 0; i < keys.size(); ++i) ++counts[static_cast<int>(out[i])];
+           });
+       if (rc < 0)
+         printf("inserted: %llu\nexisted: %llu\nfull: %llu\nsize: %llu\n", static_cast<unsigned long long>(counts[0]),
+                static_cast<unsigned long long>(counts[1]), static_cast<unsigned long long>(counts[2]),
+                static_cast<unsigned long long>(s.size()));
+       if (counts[3] != 0) throw shmfilter::Error(shmfilter::ErrorCode::kDropped, "the set was dropped while adding");
+       if (counts[2] != 0) {
+         fprintf(stderr, "shmtool: %llu keys did not fit: set '%s' is full (capacity %llu); create a larger set\n",
+                 static_cast<unsigned long long>(counts[2]), s.name().c_str(),
+                 static_cast<unsigned long long>(s.capacity()));
+         return 1;
+       }
+       return 0;
+     }});
+
+CommandRegistrar check_cmd(
+    {"set", "check", "shmtool set check SEG NAME [KEY...] [--keys string|hex|u64] [--file PATH]",
+     "membership: per key 1 (present) or 0",
+     std::string("Prints 'KEY<TAB>1|0' per argument, or for stdin the present/absent totals.\n") + kKeysHelp +
+         "Example: shmtool set check ads small:plan7 00ab34cd56ef7890 --keys hex",
+     {},
+     [](const Args& a) {
+       a.allow(kDataOpts);
+       Segment seg = open_segment(a);
+       ExactSet s = ExactSet::open(seg, a.at(1, "NAME"));
+       uint64_t present = 0, total = 0;
+       std::vector<uint8_t> out(4096);
+       int rc = run_keys(
+           a, s, [&](const std::string& text, uint64_t k) { printf("%s\t%d\n", text.c_str(), s.contains(k) ? 1 : 0); },
+           [&](const std::vector<uint64_t>& keys) {
+             s.contains_many(keys, std::span<uint8_t>(out.data(), keys.size()));
+             for (size_t i = 0; i < keys.size(); ++i) present += out[i];
+             total += keys.size();
+           });
+       if (!s.valid()) throw shmfilter::Error(shmfilter::ErrorCode::kDropped, "the set was dropped while checking");
+       if (rc < 0)
+         printf("present: %llu\nabsent: %llu\n", static_cast<unsigned long long>(present),
+                static_cast<unsigned long long>(total - present));
+       return 0;
+     }});
+
+CommandRegistrar del_cmd(
+    {"set", "del", "shmtool set del SEG NAME [KEY...] [--keys string|hex|u64] [--file PATH]",
+     "erase keys; per key: deleted / absent",
+     std::string("Erases each KEY (one 'KEY<TAB>deleted|absent' line per argument; stdin totals).\n") + kKeysHelp +
+         "Example: shmtool set del ads small:plan7 00ab34cd56ef7890 --keys hex",
+     {},
+     [](const Args& a) {
+       a.allow(kDataOpts);
+       Segment seg = open_segment(a);
+       ExactSet s = ExactSet::open(seg, a.at(1, "NAME"));
+       uint64_t deleted = 0, total = 0;
+       int rc = run_keys(
+           a, s, [&](const std::string& text, uint64_t k) { printf("%s\t%s\n", text.c_str(), s.erase(k) ? "deleted" : "absent"); },
+           [&](const std::vector<uint64_t>& keys) {
+             for (uint64_t k : keys) deleted += s.erase(k);
+             total += keys.size();
+           });
+       if (!s.valid()) throw shmfilter::Error(shmfilter::ErrorCode::kDropped, "the set was dropped while deleting");
+       if (rc < 0)
+         printf("deleted: %llu\nabsent: %llu\nsize: %llu\n", static_cast<unsigned long long>(deleted),
+                static_cast<unsigned long long>(total - deleted), static_cast<unsigned long long>(s.size()));
+       return 0;
+     }});
+
+CommandRegistrar info_cmd({"set", "info", "shmtool set info SEG NAME [--json] [--file PATH]",
+                           "size, capacity, load, bytes per key",
+                           "Prints the set's description (as `shmtool dump` does).\n"
+                           "Example: shmtool set info ads small:plan7 --json",
+                           {"--json"},
+                           [](const Args& a) {
+                             a.allow({"--file", "--json"});
+                             Segment seg = open_segment(a);
+                             auto info = seg.open_region(a.at(1, "NAME"), shmfilter::Kind::kExactSet);
+                             print_object(describe_set(seg, info), a.has("--json"));
+                             return 0;
+                           }});
+
+}  // namespace
+}  // namespace shmtool

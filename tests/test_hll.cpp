@@ -1,0 +1,171 @@
+// tests/test_hll.cpp: the Hll handle in a segment: multi-process adds, merge
+// into a named HLL and into a count, clear, drop, kill points, check.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kill_point.h"
+#include "shmfilter/hll.hpp"
+#include "test_util.h"
+#include "workload.h"
+
+using namespace shmfilter;
+using shmf_test::exited_ok;
+using shmf_test::fork_child;
+using shmf_test::killed_by;
+using shmf_test::SegmentGuard;
+using shmf_test::unique_name;
+using shmf_test::wait_status;
+
+namespace {
+const double kSe = 1.04 / std::sqrt(16384.0);  // 0.8125%
+
+void expect_clean(Segment& s) {
+  CheckReport r = s.check(false);
+  for (const auto& f : r.findings)
+    if (f.where.rfind("registry", 0) != 0) ADD_FAILURE() << f.where << ": " << f.problem;
+}
+}  // namespace
+
+TEST(Hll, AddCountOpenDrop) {
+  SegmentGuard g(unique_name("hll"));
+  Segment seg = Segment::create(g.name);
+  Hll h = Hll::create(seg, "uv:plan1:2026-11-30");
+  EXPECT_EQ(h.count(), 0u);
+  auto keys = shmf_bench::distinct_keys(100000, 2);
+  EXPECT_GT(h.add_many(keys), 0u);
+  EXPECT_LE(std::fabs(static_cast<double>(h.count()) - 1e5) / 1e5, 3 * kSe);  // bound: 3 standard errors
+  EXPECT_EQ(h.add_many(keys), 0u) << "re-adding the same keys changes no register";
+  Hll again = Hll::open(seg, "uv:plan1:2026-11-30");
+  EXPECT_EQ(again.count(), h.count());
+  HllStats st = h.stats();
+  EXPECT_EQ(st.registers, 16384u);
+  EXPECT_LE(st.max_register, 51u);
+  EXPECT_EQ(st.bytes, 13176u);
+  EXPECT_THROW(Hll::create(seg, "uv:plan1:2026-11-30"), Error);
+  EXPECT_TRUE(Hll::drop(seg, "uv:plan1:2026-11-30"));
+  EXPECT_FALSE(h.valid());
+  EXPECT_FALSE(h.add(uint64_t{1}));
+  EXPECT_EQ(h.count(), 0u);
+  EXPECT_THROW(h.export_redis(), Error);
+  EXPECT_THROW(Hll::open(seg, "uv:plan1:2026-11-30"), Error);
+}
+
+// Four processes add disjoint quarters concurrently: the registers equal
+// those of one process adding everything (atomic max loses nothing).
+TEST(Hll, ConcurrentAddsFromProcessesLoseNothing) {
+  SegmentGuard g(unique_name("hll"));
+  Segment seg = Segment::create(g.name);
+  Hll shared = Hll::create(seg, "shared");
+  Hll solo = Hll::create(seg, "solo");
+  auto keys = shmf_bench::distinct_keys(400000, 3);
+  std::vector<pid_t> kids;
+  for (int p = 0; p < 4; ++p)
+    kids.push_back(fork_child([&, p] {
+      Segment s2 = Segment::open(g.name);
+      Hll h = Hll::open(s2, "shared");
+      for (size_t i = p; i < keys.size(); i += 4) h.add(keys[i]);
+      return 0;
+    }));
+  solo.add_many(keys);
+  for (pid_t k : kids) ASSERT_TRUE(exited_ok(wait_status(k)));
+  EXPECT_EQ(shared.registers(), solo.registers());
+  expect_clean(seg);
+}
+
+// 7 daily HLLs: merge into a named weekly HLL == count_union == HLL of the union.
+TEST(Hll, SevenDayMerge) {
+  SegmentGuard g(unique_name("hll"));
+  Segment seg = Segment::create(g.name);
+  std::vector<Hll> days;
+  Hll uni = Hll::create(seg, "union");
+  for (int d = 0; d < 7; ++d) {
+    days.push_back(Hll::create(seg, "uv:day" + std::to_string(d)));
+    for (uint64_t i = 0; i < 50000; ++i) {
+      uint64_t k = d * 30000ull + i;  // consecutive days overlap by 20000
+      days.back().add(k);
+      uni.add(k);
+    }
+  }
+  Hll week = Hll::create(seg, "uv:week");
+  week.merge_from(days);
+  EXPECT_EQ(week.registers(), uni.registers());
+  EXPECT_EQ(Hll::count_union(days), uni.count());
+  double truth = 6 * 30000 + 50000;
+  EXPECT_LE(std::fabs(static_cast<double>(week.count()) - truth) / truth, 3 * kSe);
+  week.merge_from(days);  // idempotent
+  EXPECT_EQ(week.registers(), uni.registers());
+}
+
+// A merge killed midway leaves a partial (valid) merge; running it again completes it.
+TEST(Hll, KilledMergeCompletesOnRerun) {
+  SegmentGuard g(unique_name("hll"));
+  Segment seg = Segment::create(g.name);
+  Hll a = Hll::create(seg, "a");
+  Hll into = Hll::create(seg, "into");
+  a.add_many(shmf_bench::distinct_keys(200000, 4));
+  pid_t pid = fork_child([&] {
+    Segment s2 = Segment::open(g.name);
+    std::vector<Hll> src{Hll::open(s2, "a")};
+    Hll dst = Hll::open(s2, "into");
+    internal::arm_kill_point("hll.merge.midway");
+    dst.merge_from(src);
+    return 3;
+  });
+  ASSERT_TRUE(killed_by(wait_status(pid), SIGKILL));
+  EXPECT_NE(into.registers(), a.registers()) << "half merged";
+  expect_clean(seg);
+  std::vector<Hll> src{a};
+  into.merge_from(src);
+  EXPECT_EQ(into.registers(), a.registers());
+}
+
+// clear(): zero registers; a clear killed midway is reported by check and
+// finished by running clear again.
+TEST(Hll, ClearAndKilledClear) {
+  SegmentGuard g(unique_name("hll"));
+  Segment seg = Segment::create(g.name);
+  Hll h = Hll::create(seg, "h");
+  h.add_many(shmf_bench::distinct_keys(10000, 5));
+  h.clear();
+  EXPECT_EQ(h.count(), 0u);
+  h.add_many(shmf_bench::distinct_keys(10000, 5));
+  pid_t pid = fork_child([&] {
+    Segment s2 = Segment::open(g.name);
+    Hll c = Hll::open(s2, "h");
+    internal::arm_kill_point("hll.clear.after_token");
+    c.clear();
+    return 3;
+  });
+  ASSERT_TRUE(killed_by(wait_status(pid), SIGKILL));
+  CheckReport r = seg.check(false);
+  bool reported = false;
+  for (const auto& f : r.findings) reported |= f.problem.find("clear()") != std::string::npos;
+  EXPECT_TRUE(reported) << "check reports the interrupted clear";
+  seg.check(true);
+  expect_clean(seg);
+  h.clear();
+  EXPECT_EQ(h.count(), 0u);
+}
+
+TEST(Hll, ImportRejectsGarbageAndOpenChecksKind) {
+  SegmentGuard g(unique_name("hll"));
+  Segment seg = Segment::create(g.name);
+  Hll h = Hll::create(seg, "h");
+  try {
+    h.import_redis("definitely not an HLL");
+    ADD_FAILURE() << "no throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kBadInput);
+    EXPECT_NE(std::string(e.what()).find("HYLL"), std::string::npos);
+  }
+  seg.create_region("blob", Kind::kBlob, 64, {});
+  EXPECT_THROW(Hll::open(seg, "blob"), Error);
+  // Export/import roundtrip through the Redis encoding is register-exact.
+  h.add_many(shmf_bench::distinct_keys(30000, 6));
+  Hll copy = Hll::create(seg, "copy");
+  copy.import_redis(h.export_redis());
+  EXPECT_EQ(copy.registers(), h.registers());
+  EXPECT_EQ(Hll::count_redis(h.export_redis()), h.count());
+}
