@@ -413,9 +413,12 @@ void report(Ctx& ctx) {
   printf("  throughput: %s events in %.2f s = %s events/s over %d workers (add_many, batches of 64)\n",
          big(static_cast<double>(g->events)).c_str(), secs, big(secs > 0 ? static_cast<double>(g->events) / secs : 0).c_str(),
          ctx.opt.workers);
-  printf("  memory: Bloom %s (%.2f bits per pair) vs a Redis SET at ~90 B/member: %s (%.0fx)\n",
-         shmfilter::format_size(st.memory_bytes).c_str(), static_cast<double>(st.memory_bytes) * 8 / n,
-         shmfilter::format_size(static_cast<uint64_t>(redis)).c_str(), redis / static_cast<double>(st.memory_bytes));
+  printf("  memory: Bloom %s for capacity %s (1.5x the day's peak: %.1f bits per reserved key, %.1f per pair seen)\n"
+         "    vs a Redis SET at ~90 B/member: %s (%.0fx more)\n",
+         shmfilter::format_size(st.memory_bytes).c_str(), big(static_cast<double>(st.capacity)).c_str(),
+         static_cast<double>(st.memory_bytes) * 8 / static_cast<double>(st.capacity),
+         static_cast<double>(st.memory_bytes) * 8 / n, shmfilter::format_size(static_cast<uint64_t>(redis)).c_str(),
+         redis / static_cast<double>(st.memory_bytes));
   if (counted + skipped != g->distinct + doubles || total(ctx, "bloom", kEvents) != g->events)
     throw std::runtime_error("bloom stage: the counts do not add up");
 }
