@@ -291,8 +291,8 @@ int main(int argc, char** argv) {
   Segment::remove(segname);
 
   printf("Clock: %s; one empty bracket costs %.1f ns (median, subtracted from every sample); "
-         "clock_gettime costs %.1f ns.\n",
-         clk.source(), clk.cost_ns(), clk.gettime_cost_ns());
+         "clock_gettime costs %.1f ns;\nreads advance in steps of %.1f ns here, so single-key samples are multiples of that.\n",
+         clk.source(), clk.cost_ns(), clk.gettime_cost_ns(), clk.resolution_ns());
   printf("Last-level cache %s; out-of-cache structures are >= %.3gx that. Batched rows: time of one add_many /\n"
          "contains_many of 64 keys divided by 64; percentiles over %" PRIu64 " batches. Single rows: %" PRIu64
          " samples.\n\n",

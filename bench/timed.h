@@ -64,6 +64,8 @@ class Clock {
   uint64_t cost_ticks() const noexcept { return cost_ticks_; }
   double cost_ns() const noexcept { return static_cast<double>(cost_ticks_) * ns_per_tick_; }
   double gettime_cost_ns() const noexcept { return gettime_cost_ns_; }
+  // Smallest nonzero step seen between two reads: samples are multiples of about this.
+  double resolution_ns() const noexcept { return resolution_ns_; }
   const char* source() const noexcept { return use_tsc_ ? "rdtsc (lfence-fenced, invariant TSC)" : "clock_gettime(CLOCK_MONOTONIC)"; }
   // Ticks of a measured interval, with the clock's own cost taken off (never below 0).
   inline double ns_of(uint64_t t0, uint64_t t1) const noexcept {
@@ -88,8 +90,13 @@ class Clock {
       const uint64_t a = now(), b = now();
       x = b - a;
     }
-    std::nth_element(d.begin(), d.begin() + d.size() / 2, d.end());
+    std::sort(d.begin(), d.end());
     cost_ticks_ = d[d.size() / 2];
+    // Resolution: the smallest gap between two distinct bracket readings.
+    uint64_t step = ~0ull;
+    for (size_t i = 1; i < d.size(); ++i)
+      if (d[i] > d[i - 1]) step = std::min(step, d[i] - d[i - 1]);
+    resolution_ns_ = step == ~0ull ? 0 : static_cast<double>(step) * ns_per_tick_;
     std::vector<uint64_t> g(200001);
     for (auto& x : g) {
       const uint64_t a = mono_ns(), b = mono_ns();
@@ -102,6 +109,7 @@ class Clock {
   double ns_per_tick_ = 1.0;
   uint64_t cost_ticks_ = 0;
   double gettime_cost_ns_ = 0;
+  double resolution_ns_ = 0;
 };
 
 // All samples of one measurement (ns); exact percentiles.
