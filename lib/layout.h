@@ -105,7 +105,8 @@ struct alignas(64) ExtentHeader {
   uint32_t magic;     // allocator (unlogged: fresh memory of the allocating txn): kExtentMagic
   uint32_t state;     // allocator / free (logged): kExtentAllocated or kExtentQuarantined
   uint64_t size;      // allocator (unlogged, fresh): bytes including this header, multiple of 64
-  uint64_t owner;     // allocator (unlogged, fresh): directory slot + 1 whose structure owns it, 0 unattributed
+  uint64_t owner;     // allocator (unlogged, fresh): (generation << 32) | (directory slot + 1) of the
+                      // structure that owns it, 0 unattributed
   uint64_t serial;    // allocator (unlogged, fresh): transaction serial that made it (diagnostics)
   uint64_t reserved[4];
 };

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -138,6 +139,29 @@ void untrack_fd(int fd) {
   }
 }
 
+// posix_fallocate that reports a file-size limit as EFBIG instead of letting
+// SIGXFSZ (default action: terminate) kill the process, and retries EINTR.
+int allocate_file_range(int fd, uint64_t offset, uint64_t len) noexcept {
+  sigset_t xfsz, old, pending;
+  sigemptyset(&xfsz);
+  sigaddset(&xfsz, SIGXFSZ);
+  sigpending(&pending);
+  bool was_pending = sigismember(&pending, SIGXFSZ) == 1;
+  pthread_sigmask(SIG_BLOCK, &xfsz, &old);
+  int rc;
+  do {
+    rc = posix_fallocate(fd, static_cast<off_t>(offset), static_cast<off_t>(len));
+  } while (rc == EINTR);
+  sigpending(&pending);
+  if (!was_pending && sigismember(&pending, SIGXFSZ) == 1) {
+    timespec zero{};
+    sigtimedwait(&xfsz, nullptr, &zero);  // consume the signal our own call raised
+    if (rc == 0) rc = EFBIG;
+  }
+  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  return rc;
+}
+
 thread_local const SegmentImpl* t_txn_impl = nullptr;  // the attachment whose txn this thread runs
 
 }  // namespace
@@ -152,8 +176,9 @@ struct SegmentImpl {
   uint32_t slot = UINT32_MAX;
   uint64_t token = 0;
   uint32_t dir_capacity = 0;
+  Layout lay{};  // table offsets, validated at attach
   // Transaction state: touched only by the thread holding the control lock.
-  uint64_t txn_owner = 0;          // directory slot + 1 charged for allocations; 0 unattributed
+  uint64_t txn_owner = 0;          // (generation << 32) | (directory slot + 1) charged for allocations; 0 unattributed
   uint64_t last_recovered = 0;     // undo entries rolled back by this process's last recovery
   bool recovered_in_lock = false;  // the current lock acquisition rolled back a dead holder
 
@@ -174,11 +199,14 @@ struct SegmentImpl {
   T* at(uint64_t off) const noexcept {
     return reinterpret_cast<T*>(base + off);
   }
-  UndoEntry* undo() const noexcept { return at<UndoEntry>(hdr()->undo_offset); }
-  FreeExtent* free_table() const noexcept { return at<FreeExtent>(hdr()->free_offset); }
-  QuarantineEntry* quarantine() const noexcept { return at<QuarantineEntry>(hdr()->quarantine_offset); }
-  RegistrySlot* registry() const noexcept { return at<RegistrySlot>(hdr()->registry_offset); }
-  DirEntry* directory() const noexcept { return at<DirEntry>(hdr()->directory_offset); }
+  // Table addresses come from the layout validated at attach (cached), never
+  // from header words read later, so a header damaged after open cannot
+  // redirect the allocator's writes.
+  UndoEntry* undo() const noexcept { return at<UndoEntry>(lay.undo_offset); }
+  FreeExtent* free_table() const noexcept { return at<FreeExtent>(lay.free_offset); }
+  QuarantineEntry* quarantine() const noexcept { return at<QuarantineEntry>(lay.quarantine_offset); }
+  RegistrySlot* registry() const noexcept { return at<RegistrySlot>(lay.registry_offset); }
+  DirEntry* directory() const noexcept { return at<DirEntry>(lay.directory_offset); }
   uint64_t offset_of(const void* p) const noexcept {
     return static_cast<uint64_t>(reinterpret_cast<const std::byte*>(p) - base);
   }
@@ -280,6 +308,14 @@ struct SegmentImpl {
     return n;
   }
 
+  // Undoes the entries above `mark` (nested savepoint), newest first.
+  void rollback_to(uint64_t mark) noexcept {
+    Header* h = hdr();
+    uint64_t n = std::min<uint64_t>(h->undo_count, kUndoCapacity);
+    for (uint64_t i = n; i-- > mark;) apply_undo(undo()[i]);
+    store_release(&h->undo_count, std::min(mark, n));
+  }
+
   void lock_control() {
     int err = 0;
     LockResult r = robust_mutex_lock(&hdr()->mutex, kLockTimeoutMs, &err);
@@ -318,7 +354,7 @@ struct SegmentImpl {
 
   void logged_store(void* field, uint32_t width, uint64_t value) {
     uint64_t off = offset_of(field);
-    if (reinterpret_cast<std::byte*>(field) < base || off + width > load_relaxed(&hdr()->size) || off % width != 0)
+    if (reinterpret_cast<std::byte*>(field) < base || off + width > std::min(load_relaxed(&hdr()->size), map_size) || off % width != 0)
       fail(ErrorCode::kInvalidArgument, "segment '" + name + "': logged store outside the segment or misaligned");
     Header* h = hdr();
     uint64_t n = h->undo_count;
@@ -341,8 +377,14 @@ struct SegmentImpl {
   template <class Fn>
   void run_txn(Fn&& fn) {
     check_fork();
-    if (t_txn_impl == this) {  // nested transact(): part of the enclosing transaction
-      fn();
+    if (t_txn_impl == this) {  // nested: part of the enclosing transaction, with a savepoint
+      uint64_t mark = hdr()->undo_count;
+      try {
+        fn();
+      } catch (...) {
+        rollback_to(mark);  // a caller that catches this keeps a consistent transaction
+        throw;
+      }
       return;
     }
     lock_control();
@@ -364,6 +406,16 @@ struct SegmentImpl {
     unlock_control();
   }
 
+  // Structures' logged stores must land in allocated space, never in the segment's own tables.
+  void require_data(const void* field, uint32_t width) const {
+    auto* p = static_cast<const std::byte*>(field);
+    Header* h = hdr();
+    if (p < base + lay.data_offset || p + width > base + h->top)
+      fail(ErrorCode::kInvalidArgument, "segment '" + name +
+                                            "': ControlTxn::store to an address outside the allocated space "
+                                            "(a field of a structure region is expected)");
+  }
+
   void require_txn() const {
     if (t_txn_impl != this)
       fail(ErrorCode::kBusy, "segment '" + name + "': ControlTxn used outside its transaction");
@@ -374,15 +426,15 @@ struct SegmentImpl {
     Header* h = hdr();
     uint64_t cur = load_relaxed(&h->size);
     if (want <= cur) return;
-    if (want > h->max_size)
-      fail(ErrorCode::kNoSpace, "segment '" + name + "': the reservation (max_size " + format_size(h->max_size) +
+    if (want > map_size)
+      fail(ErrorCode::kNoSpace, "segment '" + name + "': the reservation (max_size " + format_size(map_size) +
                                     ") is full; needed " + format_size(want) +
                                     ": recreate the segment with a larger max_size");
-    uint64_t target = std::min(h->max_size, round_up(std::max(want, cur + cur / 8), 1ull << 20));
-    int rc = posix_fallocate(fd, static_cast<off_t>(cur), static_cast<off_t>(target - cur));
+    uint64_t target = std::min(map_size, round_up(std::max(want, cur + cur / 8), 1ull << 20));
+    int rc = allocate_file_range(fd, cur, target - cur);
     if (rc != 0 && target > want) {
-      target = std::min(h->max_size, round_up(want, kPage));
-      rc = posix_fallocate(fd, static_cast<off_t>(cur), static_cast<off_t>(target - cur));
+      target = std::min(map_size, round_up(want, kPage));
+      rc = allocate_file_range(fd, cur, target - cur);
     }
     if (rc == ENOSPC || rc == EFBIG || rc == EDQUOT)
       fail(ErrorCode::kNoSpace, "segment '" + name + "': no space to grow " + path + " from " + format_size(cur) +
@@ -428,6 +480,7 @@ struct SegmentImpl {
     while (merged) {
       merged = false;
       for (uint32_t j = 0; j < h->free_count; ++j) {
+        if (!span_ok(f[j].offset, f[j].size)) continue;
         if (f[j].offset + f[j].size == off) {
           off = f[j].offset;
           size += f[j].size;
@@ -481,6 +534,7 @@ struct SegmentImpl {
       if (q[i].epoch > min_epoch) continue;
       if (h->free_count + 1 > kFreeCapacity) break;
       uint64_t off = q[i].offset, size = q[i].size;
+      if (!span_ok(off, size)) continue;
       remove_quarantine(i);
       insert_free(off, size);
       ++moved;
@@ -488,11 +542,19 @@ struct SegmentImpl {
     return moved;
   }
 
+  // A table entry the allocator may act on: inside [data_offset, top), 64-byte granular.
+  // Malformed entries (a corrupted segment) are skipped, never followed; check reports them.
+  bool span_ok(uint64_t off, uint64_t size) const noexcept {
+    const Header* h = hdr();
+    return size != 0 && size % 64 == 0 && off % 64 == 0 && off >= lay.data_offset && off <= h->top &&
+           size <= h->top - off;
+  }
+
   uint64_t take_free(uint64_t need) {
     Header* h = hdr();
     FreeExtent* f = free_table();
     for (uint32_t j = 0; j < h->free_count; ++j) {
-      if (f[j].size < need) continue;
+      if (f[j].size < need || !span_ok(f[j].offset, f[j].size)) continue;
       uint64_t off = f[j].offset;
       if (f[j].size == need) {
         remove_free(j);
@@ -509,11 +571,15 @@ struct SegmentImpl {
     require_txn();
     Header* h = hdr();
     if (bytes == 0) bytes = 1;
-    if (bytes > h->max_size)
+    if (bytes > map_size)
       fail(ErrorCode::kNoSpace, "segment '" + name + "': cannot allocate " + format_size(bytes) +
-                                    ", more than the reservation (" + format_size(h->max_size) +
+                                    ", more than the reservation (" + format_size(map_size) +
                                     "): recreate the segment with a larger max_size");
     uint64_t need = round_up(bytes, 64) + sizeof(ExtentHeader);
+    if (h->top < lay.data_offset || h->top > load_relaxed(&h->size) || h->free_count > kFreeCapacity ||
+        h->quarantine_count > kQuarantineCapacity)
+      fail(ErrorCode::kCorrupt, "segment '" + name + "': allocator state is corrupt (top " + std::to_string(h->top) +
+                                    "): run shmtool check " + name);
     uint64_t off = take_free(need);
     if (off == 0 && reclaim_quarantine() > 0) off = take_free(need);
     if (off == 0) {
@@ -537,7 +603,7 @@ struct SegmentImpl {
 
   ExtentHeader* extent_of(uint64_t payload) const {
     Header* h = hdr();
-    if (payload < h->data_offset + sizeof(ExtentHeader) || payload % 64 != 0 || payload >= h->top)
+    if (payload < lay.data_offset + sizeof(ExtentHeader) || payload % 64 != 0 || payload >= h->top)
       fail(ErrorCode::kInvalidArgument, "segment '" + name + "': free(" + std::to_string(payload) +
                                             "): not an offset returned by allocate()");
     ExtentHeader* eh = at<ExtentHeader>(payload - sizeof(ExtentHeader));
@@ -591,15 +657,16 @@ struct SegmentImpl {
     for (int attempt = 0; attempt < 1000; ++attempt) {
       uint64_t sg = load_acquire(&e.state_gen);  // acquire: pairs with the publishing release store
       if ((sg & 0xffffffffu) != kEntryLive) return false;
+      // Field loads are acquire (free on x86) so the re-check below cannot move
+      // before them; this replaces the usual acquire fence, which TSan does not model.
       uint64_t words[8];
-      for (int k = 0; k < 8; ++k) words[k] = load_relaxed(&e.name[k]);  // relaxed: validated by the re-check
-      uint32_t len = load_relaxed(&e.name_len);
-      uint32_t kind = load_relaxed(&e.kind);
-      uint64_t off = load_relaxed(&e.offset);
-      uint64_t size = load_relaxed(&e.size);
-      uint64_t hash = load_relaxed(&e.hash);
-      std::atomic_thread_fence(std::memory_order_acquire);  // the field loads complete before the re-check
-      if (load_relaxed(&e.state_gen) != sg) continue;
+      for (int k = 0; k < 8; ++k) words[k] = load_acquire(&e.name[k]);
+      uint32_t len = load_acquire(&e.name_len);
+      uint32_t kind = load_acquire(&e.kind);
+      uint64_t off = load_acquire(&e.offset);
+      uint64_t size = load_acquire(&e.size);
+      uint64_t hash = load_acquire(&e.hash);
+      if (load_relaxed(&e.state_gen) != sg) continue;  // relaxed: ordered after the acquire loads above
       if (len == 0 || len > kMaxStructureNameLength) return false;
       out.name.assign(reinterpret_cast<const char*>(words), len);
       out.kind = static_cast<Kind>(kind);
@@ -636,8 +703,8 @@ struct SegmentImpl {
   }
 
   bool region_in_bounds(const RegionInfo& info) const noexcept {
-    uint64_t data = hdr()->data_offset;
-    uint64_t size = load_acquire(&hdr()->size);
+    uint64_t data = lay.data_offset;
+    uint64_t size = std::min(load_acquire(&hdr()->size), map_size);  // never trust a header word past the mapping
     return info.offset >= data && info.offset <= size && info.size <= size - info.offset;
   }
 
@@ -702,6 +769,7 @@ struct SegmentImpl {
   void finish_attach() {
     attach_pid = getpid();
     dir_capacity = hdr()->directory_capacity;
+    lay = compute_layout(dir_capacity);  // equal to the header's offsets (validated by open / written by create)
     reinit_after_reboot_if_needed();
     claim_slot();
     track_fd(fd);
@@ -862,7 +930,7 @@ Segment Segment::create(std::string_view name, const CreateOptions& options) {
     if (options.group >= 0 && fchown(fd, static_cast<uid_t>(-1), static_cast<gid_t>(options.group)) != 0)
       fail(ErrorCode::kPermission, "cannot give " + who + " to group " + std::to_string(options.group) + ": " +
                                        errno_text(errno) + ": pass a group this user belongs to");
-    int rc = posix_fallocate(fd, 0, static_cast<off_t>(size));
+    int rc = allocate_file_range(fd, 0, size);
     if (rc == ENOSPC || rc == EFBIG || rc == EDQUOT)
       fail(ErrorCode::kNoSpace, "no space to create " + who + " of " + format_size(size) + ": " + errno_text(rc) +
                                     ": free space (df -h " + dir + ") or pass a smaller size");
@@ -1029,11 +1097,11 @@ SegmentStats Segment::stats() const {
   Header* h = im->hdr();
   SegmentStats st;
   st.size = load_acquire(&h->size);
-  st.max_size = h->max_size;
+  st.max_size = im->map_size;
   st.format_version = h->version;
   st.directory_capacity = h->directory_capacity;
   // Relaxed loads of lock-protected words: a snapshot that may be slightly stale.
-  uint64_t top = std::clamp<uint64_t>(load_relaxed(&h->top), h->data_offset, st.size);
+  uint64_t top = std::clamp<uint64_t>(load_relaxed(&h->top), im->lay.data_offset, st.size);
   uint32_t nf = std::min(load_relaxed(&h->free_count), internal::kFreeCapacity);
   uint32_t nq = std::min(load_relaxed(&h->quarantine_count), internal::kQuarantineCapacity);
   uint64_t holes = 0, largest = 0, quarantined = 0;
@@ -1047,7 +1115,7 @@ SegmentStats Segment::stats() const {
   largest = std::max(largest, tail);
   st.free_bytes = holes + tail;
   st.quarantined_bytes = quarantined;
-  uint64_t allocated = top - h->data_offset;
+  uint64_t allocated = top - im->lay.data_offset;
   st.used_bytes = allocated >= holes + quarantined ? allocated - holes - quarantined : 0;
   st.largest_free = largest > sizeof(ExtentHeader) ? largest - sizeof(ExtentHeader) : 0;
   st.free_extents = nf;
@@ -1125,7 +1193,13 @@ RegionInfo Segment::create_region(std::string_view name, Kind kind, uint64_t byt
                                  std::to_string(im->dir_capacity) +
                                  " entries): drop structures or recreate the segment with a larger directory capacity");
     DirEntry& e = im->directory()[target];
-    im->txn_owner = target + 1;
+    uint64_t gen = im->next_generation();
+    struct OwnerScope {  // nested in a larger transact(): restore the caller's owner afterwards
+      SegmentImpl* im;
+      uint64_t saved;
+      ~OwnerScope() { im->txn_owner = saved; }
+    } owner_scope{im, im->txn_owner};
+    im->txn_owner = (gen << 32) | (target + 1);
     uint64_t payload = im->allocate(bytes);
     SHMF_KILL_POINT("segment.create_region.after_allocate");
     // The entry is not live now, but it may have been at the start of this
@@ -1133,7 +1207,6 @@ RegionInfo Segment::create_region(std::string_view name, Kind kind, uint64_t byt
     // The generation comes from a segment-wide counter that never rolls back,
     // so a rolled-back publish never reappears as the same (generation, live)
     // word that a lock-free reader may have seen.
-    uint64_t gen = im->next_generation();
     im->log64(&e.hash, h);
     im->log32(&e.kind, static_cast<uint32_t>(kind));
     im->log32(&e.name_len, static_cast<uint32_t>(name.size()));
@@ -1166,7 +1239,6 @@ bool Segment::drop(std::string_view name, const std::function<void(std::byte*, u
     auto info = im->find(name);
     if (!info) return;
     ControlTxn txn(this);
-    im->txn_owner = info->slot + 1;
     if (on_drop) on_drop(im->base + info->offset, info->size, txn);
     SHMF_KILL_POINT("segment.drop.after_on_drop");
     DirEntry& e = im->directory()[info->slot];
@@ -1195,13 +1267,13 @@ void Segment::resize(uint64_t new_size) {
     Header* h = im->hdr();
     uint64_t want = round_up(new_size, kPage);
     uint64_t cur = load_relaxed(&h->size);
-    if (want > h->max_size)
+    if (want > im->map_size)
       fail(ErrorCode::kNoSpace, "segment '" + im->name + "': cannot resize to " + format_size(want) +
-                                    ", above its reservation max_size " + format_size(h->max_size) +
+                                    ", above its reservation max_size " + format_size(im->map_size) +
                                     ": recreate the segment with a larger max_size");
     if (want == cur) return;
     if (want > cur) {
-      int rc = posix_fallocate(im->fd, static_cast<off_t>(cur), static_cast<off_t>(want - cur));
+      int rc = allocate_file_range(im->fd, cur, want - cur);
       if (rc == ENOSPC || rc == EFBIG || rc == EDQUOT)
         fail(ErrorCode::kNoSpace, "segment '" + im->name + "': no space to grow to " + format_size(want) + ": " +
                                       errno_text(rc) + ": free space on " + parent_dir(im->path));
@@ -1211,18 +1283,20 @@ void Segment::resize(uint64_t new_size) {
       return;
     }
     im->reclaim_quarantine();
-    if (want < h->data_offset || h->top > want) {
-      uint64_t floor = std::max(h->top, h->data_offset);
+    if (want < im->lay.data_offset || h->top > want) {
+      uint64_t floor = std::max(h->top, im->lay.data_offset);
       fail(ErrorCode::kBusy, "segment '" + im->name + "': cannot shrink to " + format_size(want) + ": " +
                                  format_size(floor) + " are in use (structures, or freed memory still quarantined)"
                                  ": drop structures or pass a size >= " + format_size(round_up(floor, kPage)));
     }
     // Shrink: publish the smaller size first, so no file is ever shorter than its header says.
     store_release(&h->size, want);
-    if (h->dirty_top > want) h->dirty_top = want;
     SHMF_KILL_POINT("segment.resize.before_truncate");
     if (ftruncate(im->fd, static_cast<off_t>(want)) != 0)
       fail(ErrorCode::kIo, "segment '" + im->name + "': cannot shrink: " + errno_text(errno));
+    // Only now are the bytes above `want` gone (a later growth brings zero pages);
+    // lowered after the truncate, so a death before it leaves them counted as dirty.
+    if (h->dirty_top > want) h->dirty_top = want;
   });
 }
 
@@ -1230,12 +1304,18 @@ void Segment::resize(uint64_t new_size) {
 
 uint64_t ControlTxn::allocate(uint64_t bytes) { return segment_->impl()->allocate(bytes); }
 void ControlTxn::free(uint64_t offset) { segment_->impl()->free_extent(offset); }
+void ControlTxn::charge_to(const RegionInfo& region) {
+  segment_->impl()->require_txn();
+  segment_->impl()->txn_owner = (uint64_t{region.generation} << 32) | (uint64_t{region.slot} + 1);
+}
 void ControlTxn::store_u64(uint64_t* field, uint64_t value) {
   segment_->impl()->require_txn();
+  segment_->impl()->require_data(field, 8);
   segment_->impl()->logged_store(field, 8, value);
 }
 void ControlTxn::store_u32(uint32_t* field, uint32_t value) {
   segment_->impl()->require_txn();
+  segment_->impl()->require_data(field, 4);
   segment_->impl()->logged_store(field, 4, value);
 }
 std::byte* ControlTxn::base() const noexcept { return segment_->base(); }
@@ -1256,13 +1336,25 @@ CheckReport Segment::check(bool repair) {
     if (im->recovered_in_lock)
       add("control lock", "its holder died mid-transaction; rolled back " + std::to_string(im->last_recovered) +
                               " logged stores", true);
-    // Header.
+    // Header: the immutable part must still be what open() validated.
+    {
+      Layout l = compute_layout(h->directory_capacity);
+      AbiDescriptor abi = current_abi();
+      if (h->magic != kMagic || h->version != kFormatVersion || std::memcmp(&h->abi, &abi, sizeof abi) != 0 ||
+          h->directory_capacity != im->dir_capacity || h->undo_offset != l.undo_offset ||
+          h->free_offset != l.free_offset || h->quarantine_offset != l.quarantine_offset ||
+          h->registry_offset != l.registry_offset || h->directory_offset != l.directory_offset ||
+          im->lay.data_offset != l.data_offset || h->size > h->max_size || h->max_size != im->map_size) {
+        add("header", "immutable fields (magic, version, ABI, layout, max_size) changed after creation", false);
+        return;
+      }
+    }
     uint64_t size = h->size;
     struct stat st{};
     if (fstat(im->fd, &st) == 0 && static_cast<uint64_t>(st.st_size) < size)
       add("header", "backing file is " + std::to_string(st.st_size) + " bytes, header says " + std::to_string(size),
           false);
-    if (h->top < h->data_offset || h->top > size) {
+    if (h->top < im->lay.data_offset || h->top > size) {
       add("allocator", "top " + std::to_string(h->top) + " is outside [data_offset, size]", false);
       return;
     }
@@ -1311,7 +1403,7 @@ CheckReport Segment::check(bool repair) {
       }
       where += " '" + info.name + "'";
       uint64_t ext = info.offset - sizeof(ExtentHeader);
-      if (info.offset < h->data_offset + sizeof(ExtentHeader) || info.offset > h->top || info.size > h->top - info.offset) {
+      if (info.offset < im->lay.data_offset + sizeof(ExtentHeader) || info.offset > h->top || info.size > h->top - info.offset) {
         add(where, "region [" + std::to_string(info.offset) + ", +" + std::to_string(info.size) +
                        ") lies outside the allocated space", false);
         continue;
@@ -1321,7 +1413,10 @@ CheckReport Segment::check(bool repair) {
         add(where, "region does not start an allocated extent of its size", false);
         continue;
       }
-      region_at[ext] = i;
+      if (!region_at.emplace(ext, i).second) {
+        add(where, "region shares its extent with directory[" + std::to_string(region_at[ext]) + "]", false);
+        continue;
+      }
       live.push_back(info);
     }
     // Allocator: every byte in [data_offset, top) is in exactly one extent.
@@ -1330,21 +1425,37 @@ CheckReport Segment::check(bool repair) {
       int what;  // 0 free, 1 quarantined
     };
     std::map<uint64_t, Span> spans;
+    // Malformed table entries are never acted on; --repair removes them (their
+    // bytes then show up below as unaccounted, which is reported, not guessed at).
+    for (uint32_t i = h->free_count; i-- > 0;) {
+      FreeExtent f = im->free_table()[i];
+      if (im->span_ok(f.offset, f.size)) continue;
+      if (repair) im->remove_free(i);
+      add("allocator", "free extent " + std::to_string(i) + " is malformed or outside [data_offset, top)", repair);
+    }
+    for (uint32_t i = h->quarantine_count; i-- > 0;) {
+      QuarantineEntry q = im->quarantine()[i];
+      if (im->span_ok(q.offset, q.size)) continue;
+      if (repair) im->remove_quarantine(i);
+      add("allocator", "quarantine entry " + std::to_string(i) + " is malformed", repair);
+    }
     for (uint32_t i = 0; i < h->free_count; ++i) {
       FreeExtent f = im->free_table()[i];
-      if (f.size == 0 || f.size % 64 || f.offset % 64 || f.offset < h->data_offset || f.offset + f.size > h->top)
-        add("allocator", "free extent " + std::to_string(i) + " is malformed or outside [data_offset, top)", false);
-      else if (!spans.emplace(f.offset, Span{f.size, 0}).second)
+      if (im->span_ok(f.offset, f.size) && !spans.emplace(f.offset, Span{f.size, 0}).second)
         add("allocator", "free extent at " + std::to_string(f.offset) + " is listed twice", false);
     }
     for (uint32_t i = 0; i < h->quarantine_count; ++i) {
       QuarantineEntry q = im->quarantine()[i];
-      if (q.size == 0 || q.size % 64 || q.offset % 64 || q.offset < h->data_offset || q.offset + q.size > h->top)
-        add("allocator", "quarantine entry " + std::to_string(i) + " is malformed", false);
-      else if (!spans.emplace(q.offset, Span{q.size, 1}).second)
+      if (im->span_ok(q.offset, q.size) && !spans.emplace(q.offset, Span{q.size, 1}).second)
         add("allocator", "extent at " + std::to_string(q.offset) + " is both free and quarantined (or twice)", false);
     }
-    uint64_t p = h->data_offset;
+    for (auto it = spans.begin(); it != spans.end(); ++it) {
+      auto nx = std::next(it);
+      if (nx != spans.end() && it->first + it->second.size > nx->first)
+        add("allocator", "extents at " + std::to_string(it->first) + " and " + std::to_string(nx->first) +
+                             " overlap (free/quarantine tables)", false);
+    }
+    uint64_t p = im->lay.data_offset;
     std::vector<uint64_t> leaked;
     uint64_t unattributed = 0;
     while (p < h->top) {
@@ -1363,9 +1474,11 @@ CheckReport Segment::check(bool repair) {
       if (eh->owner == 0) {
         ++unattributed;
       } else {
-        uint32_t owner_slot = static_cast<uint32_t>(eh->owner - 1);
+        // Owned by (generation, slot): leaked unless that very publication is still live.
+        uint64_t owner_slot = (eh->owner & 0xffffffffu) - 1;
+        uint64_t owner_gen = eh->owner >> 32;
         bool owner_live = owner_slot < im->dir_capacity &&
-                          (im->directory()[owner_slot].state_gen & 0xffffffffu) == kEntryLive;
+                          im->directory()[owner_slot].state_gen == ((owner_gen << 32) | kEntryLive);
         if (!owner_live) leaked.push_back(p);
       }
       p += eh->size;

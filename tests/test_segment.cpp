@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <set>
+#include <thread>
 
 #include "shmfilter/segment.hpp"
 #include "test_util.h"
@@ -189,6 +190,11 @@ TEST(Segment, TransactAllocateFreeStore) {
   EXPECT_EQ(code_of([&] { s.transact([&](ControlTxn& txn) { txn.free(off); }); }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(code_of([&] { s.transact([&](ControlTxn& txn) { txn.free(3); }); }), ErrorCode::kInvalidArgument);
   EXPECT_GT(s.stats().quarantined_bytes, 0u);
+  // Logged stores must target allocated space, never the segment's own tables.
+  EXPECT_EQ(code_of([&] {
+              s.transact([&](ControlTxn& txn) { txn.store_u64(reinterpret_cast<uint64_t*>(s.base() + 424), 0); });
+            }),
+            ErrorCode::kInvalidArgument);
   // Allocated memory is zeroed even when reused.
   s.quiesce();
   std::set<uint64_t> offs;
@@ -327,4 +333,89 @@ TEST(Segment, ParseAndFormatSize) {
   EXPECT_EQ(format_size(512), "512 B");
   EXPECT_EQ(format_size(1536ull << 20), "1.50 GiB");
   EXPECT_EQ(format_size(64ull << 10), "64.00 KiB");
+}
+
+TEST(Segment, CheckFindsAndRepairsLeaks) {
+  SegmentGuard g(unique_name("leak"));
+  Segment s = Segment::create(g.name, small_options());
+  RegionInfo r = s.create_region("owner", Kind::kBlob, 256, [](std::byte*, uint64_t, ControlTxn& txn) {
+    txn.allocate(5000);  // charged to the new region by create_region
+  });
+  s.transact([&](ControlTxn& txn) {
+    txn.charge_to(r);
+    txn.allocate(1000);
+  });
+  uint64_t unattributed = 0;
+  s.transact([&](ControlTxn& txn) { unattributed = txn.allocate(64); });
+  EXPECT_TRUE(s.check().findings.empty());
+  ASSERT_TRUE(s.drop("owner"));  // without freeing its two extra extents
+  CheckReport bad = s.check(false);
+  EXPECT_FALSE(bad.consistent());
+  int leaks = 0;
+  for (const auto& f : bad.findings) leaks += f.problem.find("leak") != std::string::npos;
+  EXPECT_EQ(leaks, 2);
+  CheckReport fixed = s.check(true);
+  EXPECT_TRUE(fixed.consistent());
+  EXPECT_EQ(fixed.findings.size(), 2u);
+  EXPECT_TRUE(s.check(false).findings.empty());
+  // A new structure in the same directory slot does not adopt the old leaks.
+  RegionInfo r2 = s.create_region("owner", Kind::kBlob, 256, {});
+  EXPECT_EQ(r2.slot, r.slot);
+  EXPECT_NE(r2.generation, r.generation);
+  EXPECT_TRUE(s.check(false).findings.empty());
+  s.transact([&](ControlTxn& txn) { txn.free(unattributed); });
+}
+
+// Threads of one process share one attachment: control-plane calls serialise
+// on the robust mutex, lookups run lock-free beside them (run under TSan too).
+TEST(Segment, ThreadsShareOneAttachment) {
+  SegmentGuard g(unique_name("thr"));
+  Segment s = Segment::create(g.name, small_options());
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0};
+  std::thread reader([&] {
+    while (!stop.load()) {
+      for (const RegionInfo& r : s.list())
+        if (r.size == 0 || r.offset % 64 != 0) errors++;
+      auto f = s.find("t0-1");
+      if (f && f->kind != Kind::kBlob) errors++;
+      s.stats();
+    }
+  });
+  std::vector<std::thread> writers;
+  for (int t = 0; t < 3; ++t)
+    writers.emplace_back([&, t] {
+      Segment mine = s;  // copies share the attachment
+      for (int i = 0; i < 150; ++i) {
+        std::string n = "t" + std::to_string(t) + "-" + std::to_string(i % 4);
+        if (!mine.drop(n)) mine.create_region(n, Kind::kBlob, 100 + i, {});
+      }
+    });
+  for (auto& w : writers) w.join();
+  stop = true;
+  reader.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_TRUE(s.check().findings.empty());
+}
+
+// A control-plane call nested in transact() that throws is undone on its own
+// (savepoint); the enclosing transaction may catch it and commit the rest.
+TEST(Segment, NestedFailureIsASavepoint) {
+  SegmentGuard g(unique_name("nest"));
+  Segment s = Segment::create(g.name, small_options());
+  RegionInfo keep;
+  s.transact([&](ControlTxn&) {
+    keep = s.create_region("kept", Kind::kBlob, 128, {});
+    try {
+      s.create_region("failed", Kind::kBlob, 4096, [](std::byte*, uint64_t, ControlTxn& txn) {
+        txn.allocate(10000);
+        throw Error(ErrorCode::kInvalidArgument, "init refuses");
+      });
+    } catch (const Error&) {
+    }
+  });
+  EXPECT_TRUE(s.find("kept").has_value());
+  EXPECT_FALSE(s.find("failed").has_value());
+  EXPECT_TRUE(s.check().findings.empty());
+  EXPECT_EQ(s.stats().used_bytes, 128u + 64u);
 }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <random>
 
+#include "hash.h"
 #include "layout.h"
 #include "shmfilter/segment.hpp"
 #include "test_util.h"
@@ -235,4 +236,49 @@ TEST(SegmentFormat, StaleMutexFromPreviousBootIsReinitialised) {
   EXPECT_TRUE(s.find("kept").has_value());
   EXPECT_TRUE(s.check().consistent());
   Segment::remove("boot", oo);
+}
+
+// The directory hash is part of the format: a name lands in the same slot in
+// every build.
+TEST(SegmentFormat, DirectoryHashIsPinned) {
+  EXPECT_EQ(internal::hash_key(std::string_view("freq:1:2026-11-30"), internal::kDirectorySeed), 0x24a2d23f3f07eb94ull);
+  SegmentGuard g(unique_name("dirhash"));
+  Segment s = Segment::create(g.name, small_options());
+  RegionInfo r = s.create_region("freq:1:2026-11-30", Kind::kBlob, 8, {});
+  EXPECT_EQ(r.slot, 0x24a2d23f3f07eb94ull & 15u);  // 16-entry directory, empty: the home slot
+}
+
+// A corrupted allocator table entry is never followed: allocation skips it,
+// check reports it, --repair removes it, the second run is clean.
+TEST(SegmentFormat, CorruptFreeTableEntryIsSkippedAndRepaired) {
+  SegmentGuard g(unique_name("ftab"));
+  Segment s = Segment::create(g.name, small_options());
+  auto* h = reinterpret_cast<internal::Header*>(s.base());
+  auto* f = reinterpret_cast<internal::FreeExtent*>(s.base() + h->free_offset);
+  f[0].offset = 1ull << 45;
+  f[0].size = 1ull << 20;
+  h->free_count = 1;
+  uint64_t off = 0;
+  s.transact([&](ControlTxn& txn) { off = txn.allocate(4096); });
+  EXPECT_LT(off, s.size());
+  std::memset(s.base() + off, 1, 4096);
+  EXPECT_FALSE(s.check(false).consistent());
+  EXPECT_TRUE(s.check(true).consistent());
+  EXPECT_TRUE(s.check(false).findings.empty());
+}
+
+// check() re-validates the header of a segment already open.
+TEST(SegmentFormat, CheckSeesHeaderDamageAfterOpen) {
+  SegmentGuard g(unique_name("hdmg"));
+  make_good(g.name);
+  Segment s = Segment::open(g.name);
+  EXPECT_TRUE(s.check().findings.empty());
+  auto* h = reinterpret_cast<internal::Header*>(s.base());
+  h->free_offset += 64;
+  CheckReport r = s.check(true);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].where, "header");
+  EXPECT_FALSE(r.consistent());
+  h->free_offset -= 64;
+  EXPECT_TRUE(s.check().findings.empty());
 }

@@ -127,6 +127,12 @@ class ControlTxn {
   // attached process has passed a quiescent point (Segment::quiesce, or any
   // control-plane call) or died, then reused.
   void free(uint64_t offset);
+  // Charges the allocations made after this call in this transaction to
+  // `region` (create_region's init already charges to the new region): once
+  // that region is dropped, check() reports any of them not freed as leaked.
+  // Without it, allocations in transact() are unattributed and only the
+  // structure's own checker can account for them.
+  void charge_to(const RegionInfo& region);
   // Logged stores to a field inside the segment (release order).
   void store_u64(uint64_t* field, uint64_t value);
   void store_u32(uint32_t* field, uint32_t value);
