@@ -750,7 +750,8 @@ void print_registry(Ctx& ctx, const std::vector<pid_t>& workers, pid_t victim) {
           "                   a day (default 0.01)\n"
           "  --seed N         workload seed (default 42)\n"
           "  --segment NAME   segment name (default shmf-demo-<pid>); must not exist\n"
-          "  --keep           keep the segment afterwards (inspect it with shmtool dump NAME)\n",
+          "  --keep           keep the segment afterwards (inspect it with shmtool dump NAME)\n"
+          "  --shmtool PATH   how the hints spell shmtool (scripts/demo.sh passes its build's)\n",
           kMaxWorkers);
   exit(rc);
 }

@@ -116,11 +116,19 @@ class Json {
   Json& add(const std::string& key, const Json& v) { return raw(key, v.str()); }
   Json& add_array(const std::string& key, const std::vector<Json>& items) {
     std::string s = "[";
-    for (size_t i = 0; i < items.size(); ++i) s += (i ? "," : "") + items[i].str();
-    return raw(key, s + "]");
+    for (size_t i = 0; i < items.size(); ++i) {
+      if (i) s += ',';
+      s += items[i].str();
+    }
+    s += ']';
+    return raw(key, s);
   }
   Json& raw(const std::string& key, const std::string& json_value) {
-    body_ += (body_.empty() ? "" : ",") + quote(key) + ":" + json_value;
+    // Appended piecewise: `const char* + std::string&&` trips GCC 12's -Wrestrict false positive at -O3.
+    if (!body_.empty()) body_ += ',';
+    body_ += quote(key);
+    body_ += ':';
+    body_ += json_value;
     return *this;
   }
   std::string str() const { return "{" + body_ + "}"; }

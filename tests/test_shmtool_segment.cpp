@@ -2,6 +2,7 @@
 // dump, resize, remove, check) run as a real program: output, --json
 // validity, exit codes 0/1/2, and that failed commands leave nothing behind.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -394,6 +395,60 @@ TEST(ShmtoolSegment, CheckFreshSegmentIsConsistent) {
   EXPECT_TRUE(valid_json(j.out)) << j.out;
   EXPECT_NE(j.out.find(R"("consistent":true)"), std::string::npos) << j.out;
   EXPECT_NE(j.out.find(R"("problems":0)"), std::string::npos) << j.out;
+}
+
+TEST(ShmtoolSegment, CheckFindsDeadAttachmentsExit1AndRepairFixesThem) {
+  // Processes SIGKILLed while attached leave their registry slots behind: check
+  // reports them (exit 1), check --repair reclaims them and says so (exit 0).
+  // A new attachment (each shmtool run) may itself take over the first dead
+  // slot, so three are killed: every later run reuses the slot the previous
+  // run freed, and at least two stay dead until --repair.
+  const std::string name = unique_name("dead");
+  SegmentGuard guard(name);
+  ASSERT_EQ(run_shmtool({"create", name, "--size", "4MiB"}).exit_code, 0);
+  constexpr int kDead = 3;
+  std::vector<pid_t> children;
+  for (int i = 0; i < kDead; ++i) {
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
+    pid_t child = shmf_test::fork_child([&] {
+      auto seg = shmfilter::Segment::open(name);
+      char c = 1;
+      if (write(ready[1], &c, 1) != 1) return 1;
+      pause();
+      return 0;
+    });
+    char c = 0;
+    ASSERT_EQ(read(ready[0], &c, 1), 1);
+    close(ready[0]);
+    close(ready[1]);
+    children.push_back(child);
+  }
+  for (pid_t child : children) {
+    kill(child, SIGKILL);
+    ASSERT_TRUE(shmf_test::killed_by(shmf_test::wait_status(child), SIGKILL));
+  }
+
+  auto d = run_shmtool({"dump", name, "--json"});
+  EXPECT_TRUE(valid_json(d.out)) << d.out;
+  EXPECT_NE(d.out.find(R"("alive":false)"), std::string::npos) << "killed processes show as dead: " << d.out;
+
+  auto r = run_shmtool({"check", name});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("PROBLEM"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("died without detaching"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--repair"), std::string::npos) << "says how to fix it: " << r.out;
+  auto rj = run_shmtool({"check", name, "--json"});
+  EXPECT_EQ(rj.exit_code, 1);
+  EXPECT_TRUE(valid_json(rj.out)) << rj.out;
+  EXPECT_NE(rj.out.find(R"("consistent":false)"), std::string::npos) << rj.out;
+
+  auto fix = run_shmtool({"check", name, "--repair"});
+  EXPECT_EQ(fix.exit_code, 0) << fix.out << fix.err;
+  EXPECT_NE(fix.out.find("repaired registry["), std::string::npos) << fix.out;
+  auto again = run_shmtool({"check", name});
+  EXPECT_EQ(again.exit_code, 0) << again.out;
+  EXPECT_EQ(again.out.find("PROBLEM"), std::string::npos) << again.out;
 }
 
 // ---- failed creates leave nothing --------------------------------------------------------
