@@ -386,7 +386,7 @@ size_t Bloom::add_batch(std::span<const K> keys, std::span<uint8_t> out) noexcep
     LayerView top = layer(base_, h, newest);
     for (size_t j = 0; j < n; ++j) {
       hs[j] = hash_key(keys[at + j], seed);
-      top.prefetch(hs[j], true);
+      top.prefetch(hs[j]);
     }
     for (size_t j = 0; j < n; ++j) {
       bool done = false, fresh = false;
@@ -433,8 +433,8 @@ size_t Bloom::contains_batch(std::span<const K> keys, std::span<uint8_t> out) co
     LayerView top = layer(base_, h, count - 1);
     for (size_t j = 0; j < n; ++j) {
       hs[j] = hash_key(keys[at + j], seed);
-      top.prefetch(hs[j], false);
-      for (uint64_t i = count - 1; i-- > 0;) layer(base_, h, i).prefetch(hs[j], false);
+      top.prefetch(hs[j]);
+      for (uint64_t i = count - 1; i-- > 0;) layer(base_, h, i).prefetch(hs[j]);
     }
     for (size_t j = 0; j < n; ++j) {
       bool hit = top.contains(hs[j]);

@@ -103,14 +103,14 @@ struct BloomHeader {
       // Written by a grower with compare_exchange(release) AFTER the control
       // transaction that filled the slot committed (never an undo-logged write:
       // a rollback must not hide a layer others already use). Read with acquire.
-  uint8_t pad1[56];
+  uint8_t pad1[56];  // zero; keeps layer_count alone on its line
   // --- line 2: rare writes.
   alignas(64) std::atomic<uint64_t> racing_adds;  // adds that returned true although another writer
       // set some of the same missing bits between this add's load and its fetch_or:
       // an upper bound on same-instant double counts. fetch_add relaxed, any process. Only grows (clear resets).
   std::atomic<uint32_t> flags;  // kFlag*: sticky over-capacity causes; fetch_or relaxed, any process; clear resets
   uint32_t reserved0;           // zero
-  uint8_t pad2[48];
+  uint8_t pad2[48];  // zero
 };
 static_assert(sizeof(BloomHeader) == 192, "BloomHeader is part of the format: 3 cache lines");
 static_assert(offsetof(BloomHeader, layer_count) == 64, "layer_count sits alone on its own cache line");
@@ -140,7 +140,7 @@ static_assert(offsetof(BloomLayer, k) == 48, "BloomLayer is part of the format")
 // Counter line at the start of every layer extent, kStripes of them.
 struct alignas(64) BloomStripe {
   std::atomic<uint64_t> bits_set;  // bits this stripe's writers turned 0->1; fetch_add relaxed. Only grows (clear resets).
-  uint8_t pad[56];
+  uint8_t pad[56];  // zero; one stripe per line
 };
 static_assert(sizeof(BloomStripe) == 64, "stripes are one cache line each (no false sharing)");
 
@@ -363,24 +363,28 @@ inline AddResult classic_add(uint64_t* words, uint64_t m, uint32_t k, uint64_t h
   return r;
 }
 
+// One software prefetch into all cache levels. GCC 12 (-O2) deleted
+// __builtin_prefetch here: the batch loop of prefetches over LayerView
+// compiled to nothing (objdump showed no prefetcht0 in lib/bloom.cpp.o); an
+// asm volatile cannot be removed. prefetcht0 for reads and for writes (the
+// RMW then finds the line in L1; prefetchw would also save the S->M upgrade
+// but needs PRFCHW).
+inline void prefetch_line(const void* p) noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p)));
+#else
+  __builtin_prefetch(p, 0, 3);
+#endif
+}
+
 // Prefetch every line a key touches (one for blocked, k for classic).
-inline void prefetch(uint32_t layout, const uint64_t* words, uint64_t m, uint32_t k, uint64_t h, bool write) noexcept {
+inline void prefetch(uint32_t layout, const uint64_t* words, uint64_t m, uint32_t k, uint64_t h) noexcept {
   if (layout == kLayoutBlocked) {
-    const uint64_t* line = blocked_line(words, m, h);
-    if (write)
-      __builtin_prefetch(line, 1, 3);
-    else
-      __builtin_prefetch(line, 0, 3);
+    prefetch_line(blocked_line(words, m, h));
     return;
   }
   uint64_t g = h, d = classic_delta(h);
-  for (uint32_t i = 0; i < k; ++i, g += d) {
-    const uint64_t* w = words + (classic_bit(g, m) >> 6);
-    if (write)
-      __builtin_prefetch(w, 1, 3);
-    else
-      __builtin_prefetch(w, 0, 3);
-  }
+  for (uint32_t i = 0; i < k; ++i, g += d) prefetch_line(words + (classic_bit(g, m) >> 6));
 }
 
 // A resolved layer: what the handle passes to the kernels.
@@ -397,7 +401,7 @@ struct LayerView {
   AddResult add(uint64_t h) const noexcept {
     return layout == kLayoutBlocked ? blocked_add(words, m, k, h) : classic_add(words, m, k, h);
   }
-  void prefetch(uint64_t h, bool write) const noexcept { bloom::prefetch(layout, words, m, k, h, write); }
+  void prefetch(uint64_t h) const noexcept { bloom::prefetch(layout, words, m, k, h); }
   uint64_t set_bits() const noexcept {
     uint64_t s = 0;
     // relaxed: statistics; a slightly stale sum only delays growth by one check interval.

@@ -12,7 +12,8 @@
 // the same new key at the same instant: AT LEAST ONE returns true, and BOTH may
 // (each may set a different one of the key's words first). stats().racing_adds
 // counts adds that returned true after losing a race on one of their bits: an
-// upper bound on such double counts. See docs/bloom.md.
+// upper bound on such double counts (except across a concurrent layer growth).
+// See docs/bloom.md.
 #pragma once
 
 #include <cstdint>
