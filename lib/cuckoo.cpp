@@ -28,8 +28,10 @@ namespace {
 
 bool seg_token_alive(const void* ctx, uint64_t token) { return static_cast<const Segment*>(ctx)->token_alive(token); }
 
+uint64_t seg_owner_token(const void* ctx) { return static_cast<const Segment*>(ctx)->owner_token(); }
+
 ck::Liveness liveness_of(const Segment& seg) noexcept {
-  return ck::Liveness{seg.owner_token(), &seg, &seg_token_alive};
+  return ck::Liveness{0, &seg, &seg_token_alive, &seg_owner_token};
 }
 
 std::string hdr_problem(const ck::Header* h, const RegionInfo& r, uint64_t seg_size) {
@@ -367,7 +369,7 @@ static void check_body(Segment& seg, ck::Header* h, const std::string& where, bo
   for (int i = 0; i < 1000 && !locked; ++i) {
     uint64_t e = 0;
     // acquire: pairs with unlock's release; the counters and buckets are then stable.
-    locked = ck::A(h->lock_owner).compare_exchange_strong(e, lv.self, std::memory_order_acquire, std::memory_order_relaxed);
+    locked = ck::A(h->lock_owner).compare_exchange_strong(e, lv.token(), std::memory_order_acquire, std::memory_order_relaxed);
     if (!locked) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   if (!locked) return;

@@ -35,6 +35,7 @@ struct Oracle {  // lives outside the segment
   std::atomic<uint64_t> reader_errors;
   std::atomic<uint64_t> reader_checks;
   std::atomic<int> writers_done;
+  std::atomic<int> readers_ready;  // writers start once every reader is attached and looking
 };
 
 uint64_t owned_key(int w, uint64_t i) { return shmf_bench::mix64((uint64_t{1} << 50) + (uint64_t(w) << 32) + i); }
@@ -64,6 +65,7 @@ TEST(CuckooMultiProcess, WritersReadersAndInsertUniqueRacesAgreeWithOracle) {
     kids.push_back(shmf_test::fork_child([&, w] {
       Segment s = Segment::open(name);
       Cuckoo c = Cuckoo::open(s, "mp");
+      while (orc->readers_ready.load() < kReaders) usleep(1000);
       std::vector<uint64_t> order(kUnique);
       for (uint64_t i = 0; i < kUnique; ++i) order[i] = i;
       shmf_bench::Rng rng(static_cast<uint64_t>(w) + 1);
@@ -105,6 +107,7 @@ TEST(CuckooMultiProcess, WritersReadersAndInsertUniqueRacesAgreeWithOracle) {
       shmf_bench::Rng rng(100 + static_cast<uint64_t>(r));
       std::vector<uint64_t> batch;
       std::vector<uint8_t> out;
+      orc->readers_ready.fetch_add(1);
       while (orc->writers_done.load() < kWriters) {
         // Acknowledged and never-erased keys must be present, at any instant, single and batched.
         batch.clear();
@@ -178,6 +181,7 @@ TEST(CuckooMultiProcess, ReadersNeverMissStableKeysWhileItemsMove) {
   for (uint64_t k : stable) ASSERT_EQ(c.insert(k), CuckooStatus::kInserted);
   auto* stop = static_cast<std::atomic<int>*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   new (stop) std::atomic<int>(0);
+  new (stop + 1) std::atomic<int>(0);  // readers ready
   std::string name = guard.name;
   pid_t writer = shmf_test::fork_child([&] {
     Segment s = Segment::open(name);
@@ -185,6 +189,7 @@ TEST(CuckooMultiProcess, ReadersNeverMissStableKeysWhileItemsMove) {
     uint64_t window = static_cast<uint64_t>(0.05 * static_cast<double>(slots)) - 16;  // stays just under 95%
     uint64_t next = 0, oldest = 0;
     auto churn = [](uint64_t i) { return shmf_bench::mix64((uint64_t{9} << 50) + i); };
+    while (stop[1].load() < 2) usleep(1000);
     auto t0 = std::chrono::steady_clock::now();
     while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1500)) {
       if (w.insert(churn(next++)) != CuckooStatus::kInserted) return 30;
@@ -199,6 +204,7 @@ TEST(CuckooMultiProcess, ReadersNeverMissStableKeysWhileItemsMove) {
       Segment s = Segment::open(name);
       Cuckoo rd = Cuckoo::open(s, "mv");
       std::vector<uint8_t> out(256);
+      stop[1].fetch_add(1);
       while (stop->load() == 0) {
         if (r == 0) {
           for (uint64_t k : stable)
