@@ -36,15 +36,19 @@ struct alignas(64) ReaderSlot {
   // 0 -> token (or dead token -> token, after token_alive() says dead) when a
   // process first opens the set; cleared by that process on release.
   std::atomic<uint64_t> token;
-  // [lo, hi]: every snapshot generation this process may still read lies in
-  // it; lo = 0 means it reads none. Written only by the owner: widened
-  // (hi = max, then lo lowered) before it loads `current`, narrowed (lo
-  // raised, then hi lowered) when views die; seq_cst, pairing Dekker-style
-  // with the compactor's publish-then-scan. Read by compactors.
+  // The snapshot generations this process may still read are the nonzero
+  // entries of gens[] plus, when lo != 0, every generation in [lo, hi].
+  // Written only by the owner: to make a view it first widens (hi = max, then
+  // lo = a bound <= the generation it will load), loads `current`, records the
+  // exact generation in gens[] and clears lo; with more than kExactPins live
+  // generations it keeps [lo, hi] = [oldest, newest]. All seq_cst, pairing
+  // Dekker-style with the compactor's publish-then-scan; scanners read lo/hi
+  // before gens[] (gens[] is complete before lo is cleared).
   std::atomic<uint64_t> lo;
   std::atomic<uint64_t> hi;
-  uint8_t pad_[40];
+  std::atomic<uint64_t> gens[5];
 };
+inline constexpr uint32_t kExactPins = 5;
 static_assert(sizeof(ReaderSlot) == 64, "a reader slot is one cache line: no false sharing between processes");
 
 // A retired snapshot extent of generation g and the delta that left the chain

@@ -252,18 +252,22 @@ RoaringLocal::~RoaringLocal() {
   if (pid != getpid() || slot == nullptr || !live_region()) return;  // forked copy, or set dropped
   slot->lo.store(0);
   slot->hi.store(0);
+  for (auto& gk : slot->gens) gk.store(0);
   uint64_t mine = token;
   slot->token.compare_exchange_strong(mine, 0);
 }
 
 void RoaringLocal::publish_pins_locked() noexcept {
   if (pid != getpid()) return;  // a forked child's inherited copy: the slot is the parent's
-  if (live.empty()) {
-    slot->lo.store(0);  // lo first: a scanner that reads lo = 0 ignores the slot
+  if (live.size() <= kExactPins) {
+    uint32_t i = 0;
+    for (const auto& [gen, count] : live) slot->gens[i++].store(gen);
+    for (; i < kExactPins; ++i) slot->gens[i].store(0);
+    slot->lo.store(0);  // after gens[] is complete: a scanner reads lo/hi first, then gens[]
     slot->hi.store(0);
   } else {
-    slot->lo.store(live.begin()->first);  // narrowing: raise lo, then lower hi
-    slot->hi.store(live.rbegin()->first);
+    slot->hi.store(live.rbegin()->first);  // never narrower than the views alive
+    slot->lo.store(live.begin()->first);
   }
 }
 
@@ -279,12 +283,15 @@ std::shared_ptr<View> RoaringLocal::make_view() {
   std::unique_lock<std::mutex> lk(mu);
   uint64_t cur = hdr->current.load();
   if (latest && latest->snap_off == cur) return latest;
-  // Pin (widen) before loading `current` again: hi = max, lo = min(lo, g).
-  // A compactor publishes, then scans slots; we store, then load current:
-  // with seq_cst on both sides one of us sees the other (Dekker).
+  // Pin (widen) before loading `current` again: hi = max, lo = a bound <= the
+  // generation we will load (existing views stay covered by gens[] or by the
+  // old [lo, hi], which only grows here). A compactor publishes, then scans
+  // slots; we store, then load current: with seq_cst on both sides one of us
+  // sees the other (Dekker).
   uint64_t g = hdr->gen_counter.load();
+  uint64_t old_lo = slot->lo.load();
   slot->hi.store(std::numeric_limits<uint64_t>::max());
-  slot->lo.store(live.empty() ? g : std::min(live.begin()->first, g));
+  slot->lo.store(old_lo == 0 ? g : std::min(old_lo, g));
   cur = hdr->current.load();
   auto fail = [&]() -> std::shared_ptr<View> {
     publish_pins_locked();
@@ -318,12 +325,14 @@ std::shared_ptr<View> RoaringLocal::make_view() {
 
 namespace {
 
-// Per-thread cache of views: the hot path is one load of `current` and a compare.
+// Per-thread cache of views: the hot path is one load of `current` and a
+// compare. 16 entries: the 7-day question touches 7 sets per call.
+constexpr int kThreadViews = 16;
 struct TlsEntry {
   uint64_t owner = 0;  // RoaringLocal::serial (never reused, unlike an address)
   std::shared_ptr<View> view;
 };
-thread_local TlsEntry t_views[8];
+thread_local TlsEntry t_views[kThreadViews];
 thread_local unsigned t_next = 0;
 
 // The view for the published snapshot, or nullptr (dropped / corrupt).
@@ -339,15 +348,16 @@ View* current_view(const std::shared_ptr<RoaringLocal>& L) noexcept {
     return nullptr;
   }
   if (!v) return nullptr;
+  // Victim: this set's stale entry, else an empty one or one of a closed set, else round robin.
+  TlsEntry* victim = nullptr;
   for (auto& e : t_views)
-    if (e.owner == L->serial) {
-      e.view = std::move(v);
-      return e.view.get();
-    }
-  TlsEntry& e = t_views[t_next++ % 8];
-  e.owner = L->serial;
-  e.view = std::move(v);
-  return e.view.get();
+    if (e.owner == L->serial) victim = &e;
+  for (int i = 0; i < kThreadViews && !victim; ++i)
+    if (!t_views[i].view || t_views[i].view->local.expired()) victim = &t_views[i];
+  if (!victim) victim = &t_views[t_next++ % kThreadViews];
+  victim->owner = L->serial;
+  victim->view = std::move(v);
+  return victim->view.get();
 }
 
 // Registry of open sets in this process: one RoaringLocal (one reader slot) per set.
@@ -419,6 +429,7 @@ std::shared_ptr<RoaringLocal> attach(Segment& seg, const RegionInfo& info) {
       if (slots[i].token.compare_exchange_strong(t, L->token)) {
         slots[i].lo.store(0);
         slots[i].hi.store(0);
+        for (auto& gk : slots[i].gens) gk.store(0);
         L->slot = &slots[i];
       }
     }
@@ -487,15 +498,20 @@ struct ClaimGuard {
   ~ClaimGuard() { release_claim(L); }
 };
 
-// True if no live reader slot's [lo, hi] meets [lo_gen, hi_gen].
+// True if no live reader slot holds a generation in [lo_gen, hi_gen].
 bool unread(RoaringLocal& L, uint64_t lo_gen, uint64_t hi_gen) {
   ReaderSlot* slots = reader_table(L.hdr);
   for (uint32_t i = 0; i < L.hdr->reader_slots; ++i) {
     uint64_t t = slots[i].token.load();
     if (t == 0) continue;
-    uint64_t lo = slots[i].lo.load(), hi = slots[i].hi.load();
-    if (lo == 0) continue;
-    if (lo <= hi_gen && lo_gen <= hi && L.seg.token_alive(t)) return false;
+    bool blocked = false;
+    uint64_t lo = slots[i].lo.load(), hi = slots[i].hi.load();  // before gens[]: see ReaderSlot
+    if (lo != 0 && lo <= hi_gen && lo_gen <= hi) blocked = true;
+    for (uint32_t k = 0; k < kExactPins && !blocked; ++k) {
+      uint64_t gk = slots[i].gens[k].load();
+      blocked = gk != 0 && gk >= lo_gen && gk <= hi_gen;
+    }
+    if (blocked && L.seg.token_alive(t)) return false;
   }
   return true;
 }

@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 #include <roaring/roaring.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "shmfilter/roaring_set.hpp"
@@ -387,4 +390,100 @@ TEST(Roaring, OldSnapshotFreedOnlyWhenUnread) {
   EXPECT_EQ(rs.reclaim(), 1u) << "dead or finished readers do not pin";
   EXPECT_EQ(rs.stats().pending_free, 0u);
   EXPECT_TRUE(rs.contains(42));
+}
+
+// Threads of one process share the handle: 3 writers on disjoint value
+// classes, 1 thread compacting, 1 reader checking what writers already
+// acknowledged through an atomic high-water mark.
+TEST(Roaring, ThreadsShareOneHandle) {
+  SegmentGuard g(unique_name("rthr"));
+  Segment seg = Segment::create(g.name, seg_options());
+  RoaringSet s = RoaringSet::create(seg, "t", small_delta(256));
+  const int kWriters = 3;
+  const uint32_t kPer = 20000;
+  std::atomic<uint32_t> acked[kWriters];
+  for (auto& a : acked) a.store(0);
+  std::atomic<bool> stop{false}, bad{false};
+  std::vector<std::thread> ts;
+  for (int w = 0; w < kWriters; ++w)
+    ts.emplace_back([&, w] {
+      for (uint32_t i = 0; i < kPer; ++i) {
+        if (s.add(i * kWriters + static_cast<uint32_t>(w)) != RoaringStatus::kOk) bad = true;
+        acked[w].store(i + 1);
+      }
+    });
+  std::atomic<int> busy{0};
+  std::thread compactor([&] {
+    while (!stop) {
+      try {
+        s.compact();
+      } catch (const Error& e) {
+        // kBusy: every retired-snapshot slot is still read by some thread (legal, retried).
+        if (e.code() != ErrorCode::kBusy) bad = true;
+        ++busy;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(300));
+    }
+  });
+  std::thread reader([&] {
+    shmf_bench::Rng r(5);
+    while (!stop) {
+      int w = static_cast<int>(r.below(kWriters));
+      uint32_t n = acked[w].load();
+      if (n == 0) continue;
+      uint32_t i = static_cast<uint32_t>(r.below(n));
+      if (!s.contains(i * kWriters + static_cast<uint32_t>(w))) bad = true;
+    }
+  });
+  for (auto& t : ts) t.join();
+  stop = true;
+  compactor.join();
+  reader.join();
+  EXPECT_FALSE(bad.load()) << "an acknowledged add was not visible to another thread";
+  EXPECT_EQ(s.cardinality(), uint64_t{kPer} * kWriters);
+  EXPECT_GT(s.stats().compactions, 5u);
+  s.reclaim();
+  EXPECT_EQ(s.stats().pending_free, 0u) << "with every other thread gone nothing old is pinned";
+  printf("[threads] compactions %llu, busy refusals %d\n",
+         static_cast<unsigned long long>(s.stats().compactions), busy.load());
+}
+
+// A damaged header is kCorrupt on open (never a crash) and a finding of check;
+// a damaged delta word is a finding too.
+TEST(Roaring, CorruptionIsReportedNotFollowed) {
+  SegmentGuard g(unique_name("rcor"));
+  Segment seg = Segment::create(g.name, seg_options());
+  RoaringSet s = RoaringSet::create(seg, "c", small_delta());
+  s.add(7);
+  RegionInfo info = seg.open_region("c", Kind::kRoaring);
+  auto* magic = reinterpret_cast<uint32_t*>(seg.base() + info.offset);
+  uint32_t saved = *magic;
+  *magic = 0x12345678;
+  Segment other = Segment::open(g.name);
+  EXPECT_EQ(code_of([&] { RoaringSet::open(other, "c"); }), ErrorCode::kCorrupt);
+  CheckReport rep = seg.check(false);
+  bool found = false;
+  for (const auto& f : rep.findings) found |= f.where.find("roaring 'c'") != std::string::npos;
+  EXPECT_TRUE(found);
+  *magic = saved;
+  // current pointing outside the segment.
+  auto* current = reinterpret_cast<std::atomic<uint64_t>*>(seg.base() + info.offset + 64);
+  uint64_t cur = current->load();
+  current->store(seg.size() + 4096);
+  EXPECT_EQ(code_of([&] { RoaringSet::open(other, "c"); }), ErrorCode::kCorrupt);
+  current->store(cur);
+  EXPECT_TRUE(RoaringSet::open(other, "c").contains(7));
+  // A malformed delta word.
+  auto* sh = reinterpret_cast<const uint64_t*>(seg.base() + cur);
+  uint64_t delta_off = sh[4];  // SnapHeader::delta_off
+  auto* slots = reinterpret_cast<std::atomic<uint64_t>*>(seg.base() + delta_off + 64);
+  uint32_t empty = 0;
+  while (slots[empty].load() != 0) ++empty;
+  slots[empty].store(0xdead);
+  rep = seg.check(false);
+  found = false;
+  for (const auto& f : rep.findings) found |= f.problem.find("malformed") != std::string::npos;
+  EXPECT_TRUE(found);
+  slots[empty].store(0);
+  EXPECT_TRUE(seg.check(true).consistent());
 }
