@@ -292,8 +292,8 @@ void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckRep
     uint64_t hash = set_hash(v.h, w), home = set_home(v.h, hash);
     // Unwrapped distance from home to i along the probe direction.
     uint64_t dist = (i + n - home) % n;
-    if (pos - last_empty <= dist && !(last_empty == pos)) {
-      // An EMPTY lies in (home, i]: the key cannot be found from its home.
+    if (pos - last_empty <= dist) {
+      // An EMPTY lies in [home, i): the key cannot be found from its home.
       ++unreachable;
       example = w;
     }
@@ -318,10 +318,27 @@ void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckRep
   for (uint32_t i = 0; i < v.h->stripes; ++i) {
     ExactSetStripe& s = v.stripes[i];
     if (aref(s.lock).load() != 0) continue;  // in flux: a live writer holds it
-    if (aref(s.count).load() != counted[i]) {
+    if (set_effective_count(v, s) == counted[i]) continue;
+    if (!repair) {
       ++mismatched;
-      if (repair) aref(s.count).store(counted[i]);
+      continue;
     }
+    // Recount this stripe's keys under its lock: nobody can add or remove
+    // them meanwhile, so the stored count is exact even with writers running.
+    set_lock(v, s);
+    uint64_t exact = 0;
+    for (uint64_t j = 0; j < n; ++j) {
+      uint64_t w = aref(v.slots[j]).load();
+      if (w != kSlotEmpty && w != kSlotTomb && set_stripe(v.h, set_hash(v.h, w)) == i) ++exact;
+    }
+    for (uint32_t si = 0; si < 2; ++si)
+      if (aref(v.h->special[si]).load() != 0 && set_stripe(v.h, set_hash(v.h, si == 0 ? kSlotEmpty : kSlotTomb)) == i)
+        ++exact;
+    if (aref(s.count).load() != exact) {
+      ++mismatched;
+      aref(s.count).store(exact);
+    }
+    set_unlock(s);
   }
   if (mismatched != 0)
     report.findings.push_back({where, std::to_string(mismatched) + " stripes whose count differs from the keys stored (size() wrong)", repair});

@@ -57,8 +57,8 @@ void zero_words(uint64_t* words) {
 }  // namespace
 
 Hll Hll::create(Segment& seg, std::string_view name, const HllOptions&) {
-  RegionInfo info = seg.create_region(name, Kind::kHll, kHllRegionBytes,
-                                      [](std::byte* region, uint64_t, ControlTxn&) { init_header(region); });
+  seg.create_region(name, Kind::kHll, kHllRegionBytes,
+                    [](std::byte* region, uint64_t, ControlTxn&) { init_header(region); });
   return open(seg, name);
 }
 
@@ -150,9 +150,7 @@ uint64_t Hll::add_many(std::span<const std::string_view> keys) noexcept {
 
 uint64_t Hll::count() const noexcept {
   if (!valid()) return 0;
-  uint8_t regs[kHllRegisters];
-  hll_read_registers(words_, regs);
-  return hll_estimate(regs);
+  return hll_estimate_words(words_);
 }
 
 void Hll::clear() noexcept {
@@ -261,7 +259,7 @@ void check_hll(Segment& seg, const RegionInfo& info, bool repair, CheckReport& r
       uint64_t fixed = 0;
       for (uint32_t s = 0; s < kHllPerWord && wi * kHllPerWord + s < kHllRegisters; ++s)
         fixed |= static_cast<uint64_t>(std::min<uint8_t>(hll_field(v, s), kHllMaxRank)) << (s * kHllBits);
-      w.store(fixed, std::memory_order_relaxed);  // relaxed: repair runs on a quiescent structure
+      w.compare_exchange_strong(v, fixed, std::memory_order_relaxed);  // relaxed: see hll_update; a lost race is left for the next check
     }
   }
   if (bad != 0)

@@ -189,9 +189,7 @@ inline double hll_tau(double x) noexcept {
 // in the same order, double precision, llround): Ertl's improved raw
 // estimator, E = alpha_inf m^2 / (m sigma(C0/m) + sum_k C_k 2^-k + m tau(1 - C51/m) 2^-50),
 // alpha_inf = 1/(2 ln 2). Relative standard error 1.04/sqrt(m) = 0.81%.
-inline uint64_t hll_estimate(const uint8_t* regs) noexcept {
-  uint32_t hist[64] = {0};
-  for (uint32_t i = 0; i < kHllRegisters; ++i) ++hist[regs[i] & 63];
+inline uint64_t hll_estimate_histogram(const uint32_t* hist) noexcept {
   const double m = kHllRegisters;
   double z = m * hll_tau((m - hist[kHllQ + 1]) / m);
   for (int j = static_cast<int>(kHllQ); j >= 1; --j) {
@@ -201,6 +199,23 @@ inline uint64_t hll_estimate(const uint8_t* regs) noexcept {
   z += m * hll_sigma(hist[0] / m);
   constexpr double kAlphaInf = 0.721347520444481703680;  // 1 / (2 ln 2)
   return static_cast<uint64_t>(std::llround(kAlphaInf * m * m / z));
+}
+
+inline uint64_t hll_estimate(const uint8_t* regs) noexcept {
+  uint32_t hist[64] = {0};
+  for (uint32_t i = 0; i < kHllRegisters; ++i) ++hist[regs[i] & 63];
+  return hll_estimate_histogram(hist);
+}
+
+// count() straight from the packed words: one pass, no register copy.
+inline uint64_t hll_estimate_words(const uint64_t* words) noexcept {
+  uint32_t hist[64] = {0};
+  for (uint32_t wi = 0; wi < kHllWords; ++wi) {
+    uint64_t w = std::atomic_ref<const uint64_t>(words[wi]).load(std::memory_order_relaxed);  // relaxed: see hll_update
+    uint32_t fields = wi + 1 < kHllWords ? kHllPerWord : kHllRegisters - wi * kHllPerWord;
+    for (uint32_t s = 0; s < fields; ++s, w >>= kHllBits) ++hist[w & kHllFieldMask];
+  }
+  return hll_estimate_histogram(hist);
 }
 
 // ---- Redis string encodings ---------------------------------------------------

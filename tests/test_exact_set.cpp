@@ -7,9 +7,11 @@
 #include <algorithm>
 #include <atomic>
 #include <set>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
+#include "exact_set_impl.h"
 #include "shmfilter/exact_set.hpp"
 #include "test_util.h"
 #include "workload.h"
@@ -218,4 +220,71 @@ TEST(ExactSet, ConcurrentChurnNeverDuplicates) {
   for (uint64_t k = 1; k <= 400; ++k) present += s.contains(k);
   EXPECT_EQ(s.size(), present);
   expect_clean(seg);  // includes "no key stored twice" and chain reachability
+}
+
+// check_exact_set finds what it promises: a broken probe chain (an EMPTY
+// written between a key and its home), a key stored twice, a wrong count.
+TEST(ExactSet, CheckFindsBrokenChainsDuplicatesAndBadCounts) {
+  using namespace shmfilter::internal;
+  SegmentGuard g(unique_name("set"));
+  Segment seg = Segment::create(g.name);
+  ExactSet s = ExactSet::create(seg, "s", {.capacity = 1000, .max_load = 0.9});
+  for (uint64_t k : shmf_bench::distinct_keys(1000, 9)) s.insert(k);
+  expect_clean(seg);
+  RegionInfo info = *seg.find("s");
+  auto* h = reinterpret_cast<ExactSetHeader*>(seg.base() + info.offset);
+  auto* slots = reinterpret_cast<uint64_t*>(seg.base() + info.offset + h->slots_offset);
+  // A key not at its home slot: blank the slot just before it.
+  uint64_t victim = kNoSlot;
+  for (uint64_t i = 1; i < h->slots && victim == kNoSlot; ++i)
+    if (slots[i] != kSlotEmpty && slots[i] != kSlotTomb && slots[i - 1] != kSlotEmpty &&
+        set_home(h, set_hash(h, slots[i])) != i)
+      victim = i;
+  ASSERT_NE(victim, kNoSlot);
+  uint64_t saved = slots[victim - 1];
+  slots[victim - 1] = kSlotEmpty;
+  CheckReport r = seg.check(false);
+  bool chain = false, count = false;
+  for (const auto& f : r.findings) {
+    chain |= f.problem.find("unreachable") != std::string::npos;
+    count |= f.problem.find("count differs") != std::string::npos;
+  }
+  EXPECT_TRUE(chain);
+  EXPECT_TRUE(count) << "the blanked key is missing from its stripe's count";
+  slots[victim - 1] = saved;
+  expect_clean(seg);
+  // A duplicate: copy a key into an EMPTY slot further along its chain.
+  uint64_t k = slots[victim];
+  uint64_t e = victim;
+  while (slots[e] != kSlotEmpty) e = (e + 1) % h->slots;
+  slots[e] = k;
+  r = seg.check(false);
+  bool dup = false;
+  for (const auto& f : r.findings) dup |= f.problem.find("twice") != std::string::npos;
+  EXPECT_TRUE(dup);
+  slots[e] = kSlotEmpty;
+  expect_clean(seg);
+}
+
+// Threads of one process share one owner token: a thread finding the stripe
+// lock held by its own process waits (never "takes over" from itself).
+TEST(ExactSet, ThreadsOfOneProcessExactlyOnce) {
+  SegmentGuard g(unique_name("set"));
+  Segment seg = Segment::create(g.name);
+  const uint64_t n = 20000;
+  ExactSet s = ExactSet::create(seg, "s", {.capacity = n});
+  auto keys = shmf_bench::distinct_keys(n, 21);
+  std::vector<std::vector<uint8_t>> got(4, std::vector<uint8_t>(n));
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&, t] {
+      for (uint64_t i = 0; i < n; ++i) {
+        uint64_t j = (i * 7919 + t * 5003) % n;
+        got[t][j] = s.insert(keys[j]) == InsertResult::kInserted;
+      }
+    });
+  for (auto& th : ts) th.join();
+  for (uint64_t i = 0; i < n; ++i) ASSERT_EQ(got[0][i] + got[1][i] + got[2][i] + got[3][i], 1) << i;
+  EXPECT_EQ(s.size(), n);
+  expect_clean(seg);
 }

@@ -2,9 +2,13 @@
 // into a named HLL and into a count, clear, drop, kill points, check.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cmath>
 #include <vector>
 
+#include "hll_impl.h"
 #include "kill_point.h"
 #include "shmfilter/hll.hpp"
 #include "test_util.h"
@@ -168,4 +172,58 @@ TEST(Hll, ImportRejectsGarbageAndOpenChecksKind) {
   copy.import_redis(h.export_redis());
   EXPECT_EQ(copy.registers(), h.registers());
   EXPECT_EQ(Hll::count_redis(h.export_redis()), h.count());
+}
+
+// check_hll finds a register above 51 (impossible for the hash) and stray bits;
+// --repair clamps them.
+TEST(Hll, CheckFindsImpossibleRegisters) {
+  SegmentGuard g(unique_name("hll"));
+  Segment seg = Segment::create(g.name);
+  Hll h = Hll::create(seg, "h");
+  h.add_many(shmf_bench::distinct_keys(1000, 8));
+  expect_clean(seg);
+  RegionInfo info = *seg.find("h");
+  auto* words = reinterpret_cast<uint64_t*>(seg.base() + info.offset + sizeof(internal::HllHeader));
+  words[5] |= uint64_t{63} << 12;  // register 52 := 63
+  words[9] |= uint64_t{1} << 62;   // a spare bit
+  CheckReport r = seg.check(false);
+  bool found = false;
+  for (const auto& f : r.findings) found |= f.problem.find("> 51") != std::string::npos;
+  EXPECT_TRUE(found);
+  seg.check(true);
+  expect_clean(seg);
+  EXPECT_EQ(h.registers()[52], 51);
+}
+
+// Adders SIGKILLed at random moments: every acknowledged add is reflected
+// (re-adding it grows no register) and every register is valid (check clean).
+TEST(Hll, AddersKilledAtRandomLoseNothingAcknowledged) {
+  SegmentGuard g(unique_name("hll"));
+  Segment seg = Segment::create(g.name);
+  Hll h = Hll::create(seg, "h");
+  const uint64_t n = 2000000;
+  RegionInfo progress = seg.create_region("progress", Kind::kBlob, 64 * 3, {});
+  auto keys = shmf_bench::distinct_keys(n, 12);
+  shmf_bench::Rng rng(5);
+  for (int p = 0; p < 3; ++p) {
+    pid_t pid = fork_child([&, p] {
+      Segment s2 = Segment::open(g.name);
+      Hll c = Hll::open(s2, "h");
+      std::atomic_ref<uint64_t> done(*reinterpret_cast<uint64_t*>(s2.base() + progress.offset + 64 * p));
+      for (uint64_t i = p; i < n; i += 3) {
+        c.add(keys[i]);
+        done.store(i + 1);  // keys[p], keys[p+3], ... < i+1 are acknowledged
+      }
+      while (true) c.add(keys[rng.below(n)]);  // keep adding until killed
+      return 0;
+    });
+    usleep(static_cast<useconds_t>(2000 + rng.below(20000)));
+    kill(pid, SIGKILL);
+    ASSERT_TRUE(killed_by(wait_status(pid), SIGKILL));
+  }
+  for (int p = 0; p < 3; ++p) {
+    uint64_t acked = std::atomic_ref<uint64_t>(*reinterpret_cast<uint64_t*>(seg.base() + progress.offset + 64 * p)).load();
+    for (uint64_t i = p; i < acked; i += 3) ASSERT_FALSE(h.add(keys[i])) << "acknowledged add of key " << i << " lost";
+  }
+  expect_clean(seg);
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,23 @@ TEST(HllKernel, RankAndIndexFollowRedisRules) {
   hll_index_rank((1ull << 20) | 16383, idx, rank);  // 6 zeros then a one -> rank 7
   EXPECT_EQ(idx, 16383u);
   EXPECT_EQ(rank, 7);
+}
+
+// Golden values taken from Debian's redis-server 7.0.15 (PFADD of one element,
+// GET, sparse opcodes decoded by hand): they pin the hash, seed, index and rank rules.
+TEST(HllKernel, GoldenRegistersFromRedis) {
+  struct G {
+    const char* key;
+    uint32_t index;
+    uint8_t rank;
+  };
+  for (G g : {G{"hello", 9216, 1}, G{"00ab34cd56ef7890", 9952, 2}, G{"device:42", 3739, 2}}) {
+    uint32_t idx;
+    uint8_t rank;
+    hll_index_rank(murmur64a(g.key, std::strlen(g.key), kRedisHllSeed), idx, rank);
+    EXPECT_EQ(idx, g.index) << g.key;
+    EXPECT_EQ(rank, g.rank) << g.key;
+  }
 }
 
 TEST(HllKernel, UpdateIsAMaxAndNeverTouchesNeighbours) {

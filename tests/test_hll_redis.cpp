@@ -155,22 +155,30 @@ class RedisServer : public ::testing::Test {
       error_ = "redis-server not found in PATH or /usr/bin: run scripts/install-deps.sh (installs Debian's redis-server)";
       return;
     }
-    port_ = free_port();
-    pid_ = fork();
-    if (pid_ == 0) {
-      int devnull = open("/dev/null", O_WRONLY);
-      dup2(devnull, 1);
-      std::string port = std::to_string(port_);
-      execl(bin.c_str(), bin.c_str(), "--port", port.c_str(), "--bind", "127.0.0.1", "--save", "", "--appendonly",
-            "no", "--daemonize", "no", static_cast<char*>(nullptr));
-      _exit(127);
+    // A free port can be taken between our probe and redis's bind: try 3 ports.
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      port_ = free_port();
+      pid_ = fork();
+      if (pid_ == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 1);
+        std::string port = std::to_string(port_);
+        execl(bin.c_str(), bin.c_str(), "--port", port.c_str(), "--bind", "127.0.0.1", "--save", "", "--appendonly",
+              "no", "--daemonize", "no", static_cast<char*>(nullptr));
+        _exit(127);
+      }
+      for (int i = 0; i < 250; ++i) {  // up to 5 s
+        Resp probe;
+        if (probe.connect_to(port_) && probe.cmd({"PING"}).str == "PONG") return;
+        int status = 0;
+        if (waitpid(pid_, &status, WNOHANG) == pid_) break;  // it exited (port taken?): next port
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      }
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+      pid_ = -1;
     }
-    for (int i = 0; i < 250; ++i) {  // up to 5 s
-      Resp probe;
-      if (probe.connect_to(port_) && probe.cmd({"PING"}).str == "PONG") return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    error_ = "redis-server " + bin + " did not answer PING on 127.0.0.1:" + std::to_string(port_) + " within 5 s";
+    error_ = "redis-server " + bin + " did not answer PING on 127.0.0.1 (3 ports tried, 5 s each)";
   }
   static void TearDownTestSuite() {
     if (pid_ > 0) {

@@ -86,13 +86,13 @@ class ExactSet {
   bool erase(std::string_view key) noexcept;
   // Lock-free: exact when no insert/erase is in flight. 0 when dropped.
   uint64_t size() const noexcept;
-  uint64_t capacity() const noexcept;
-  // The uint64 key a string key maps to in this set (XXH3 with the set's seed).
+  uint64_t capacity() const noexcept;  // immutable after create
+  // Pure: the uint64 key a string key maps to in this set (XXH3 with the set's seed).
   uint64_t key_of(std::string_view key) const noexcept;
 
-  ExactSetStats stats() const;  // throws kDropped
-  bool valid() const noexcept;  // false once some process dropped it
-  const std::string& name() const noexcept { return name_; }
+  ExactSetStats stats() const;  // lock-free snapshot; throws kDropped
+  bool valid() const noexcept;  // lock-free: false once some process dropped it
+  const std::string& name() const noexcept { return name_; }  // local, immutable
 
  private:
   Segment seg_;

@@ -78,19 +78,20 @@ class Hll {
   // Throws kDropped / kInvalidArgument (empty list).
   static uint64_t count_union(std::span<const Hll> hlls);
 
-  // Snapshot of the 16384 registers, one byte each. Throws kDropped.
+  // Lock-free snapshot of the 16384 registers, one byte each. Throws kDropped.
   std::vector<uint8_t> registers() const;
-  // Redis dense string (12,304 bytes, cardinality cache marked invalid). Throws kDropped.
+  // Lock-free snapshot as a Redis dense string (12,304 bytes, cardinality
+  // cache marked invalid). Throws kDropped.
   std::string export_redis() const;
-  // Register max of a Redis HLL string (dense or sparse) into this HLL.
+  // Lock-free register max of a Redis HLL string (dense or sparse) into this HLL.
   // Throws kBadInput (message says what is wrong) / kDropped.
   void import_redis(std::string_view bytes);
-  // Count of a Redis HLL string without a segment. Throws kBadInput.
+  // Pure function: count of a Redis HLL string, no segment. Throws kBadInput.
   static uint64_t count_redis(std::string_view bytes);
 
-  HllStats stats() const;  // throws kDropped
-  bool valid() const noexcept;  // false once some process dropped it
-  const std::string& name() const noexcept { return name_; }
+  HllStats stats() const;       // lock-free snapshot; throws kDropped
+  bool valid() const noexcept;  // lock-free: false once some process dropped it
+  const std::string& name() const noexcept { return name_; }  // local, immutable
 
  private:
   Segment seg_;
