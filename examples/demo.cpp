@@ -277,6 +277,9 @@ void prepare(Ctx& ctx) {
   g->wo = ctx.workload();
   shmf_bench::Workload w(g->wo);
   g->distinct = w.target_distinct();
+  if (g->distinct < 1000)
+    throw std::runtime_error("scale " + std::to_string(g->wo.scale) +
+                             " gives fewer than 1,000 distinct pairs: pass --scale >= 0.00001");
   std::vector<uint32_t> s;
   s.reserve(static_cast<size_t>(static_cast<double>(g->distinct) / (1 - g->wo.repeat_rate) * 1.05));
   while (w.distinct_so_far() < g->distinct) s.push_back(static_cast<uint32_t>(w.next().pair));
@@ -287,7 +290,7 @@ void prepare(Ctx& ctx) {
   g->claim_a = shared_array<uint8_t>(g->distinct);
   g->claim_b = shared_array<uint8_t>(g->distinct);
   g->removed = shared_array<uint8_t>(g->distinct);
-  g->removals = std::clamp<uint64_t>(g->distinct / 1000, 50, 100000);
+  g->removals = std::clamp<uint64_t>(g->distinct / 1000, 50, 100000);  // distinct >= 1000: at most 5%
   g->removed_list = shared_array<uint32_t>(g->removals);
   g->flags = shared_array<Flags>(1);
   g->true_uv.assign(g->wo.plans, 0);
@@ -301,7 +304,7 @@ void prepare(Ctx& ctx) {
   std::vector<uint32_t> nonempty;
   for (uint32_t p : order)
     if (g->true_uv[p] > 0) nonempty.push_back(p);
-  for (size_t k = 0; k < 4 && k < nonempty.size(); ++k) g->small.push_back(nonempty[nonempty.size() / 2 + k]);
+  for (size_t k = 0; k < 4 && nonempty.size() / 2 + k < nonempty.size(); ++k) g->small.push_back(nonempty[nonempty.size() / 2 + k]);
   for (size_t k = 0; k < 4 && k < nonempty.size(); ++k) {
     uint32_t p = nonempty[nonempty.size() - 1 - k];
     if (std::find(g->small.begin(), g->small.end(), p) == g->small.end()) g->small.push_back(p);
