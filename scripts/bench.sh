@@ -44,8 +44,9 @@ section() {
   local title=$1 intro=$2
   shift 2
   echo "== $title: $*" >&2
-  local t0=$SECONDS
-  "$@" >"$tmp"
+  local t0=$SECONDS rc=0
+  "$@" >"$tmp" || rc=$?
+  [ $rc -eq 0 ] || echo "(this command FAILED with exit status $rc; its output so far is above)" >>"$tmp"
   {
     echo
     echo "## $title"
