@@ -64,6 +64,7 @@ struct BloomSubject : U64Keys<BloomSubject> {
   bool contains(uint64_t k) const noexcept { return h.contains(k); }
   bool erase(uint64_t) noexcept { return false; }  // a Bloom filter cannot delete
   static constexpr bool kErases = false;
+  static constexpr bool kBatches = true;
   void add_many(std::span<const uint64_t> k, std::span<uint8_t> out) noexcept { h.add_many(k, out); }
   void contains_many(std::span<const uint64_t> k, std::span<uint8_t> out) const noexcept { h.contains_many(k, out); }
   uint64_t bytes() const { return h.stats().memory_bytes; }
@@ -88,6 +89,7 @@ struct CuckooSubject : U64Keys<CuckooSubject> {
   bool contains(uint64_t k) const noexcept { return h.contains(k); }
   bool erase(uint64_t k) noexcept { return h.erase(k); }
   static constexpr bool kErases = true;
+  static constexpr bool kBatches = true;
   void add_many(std::span<const uint64_t> k, std::span<uint8_t>) noexcept { h.add_many(k); }
   void contains_many(std::span<const uint64_t> k, std::span<uint8_t> out) const noexcept { h.contains_many(k, out); }
   uint64_t bytes() const { return h.stats().bytes; }
@@ -109,6 +111,7 @@ struct ExactSubject : U64Keys<ExactSubject> {
   bool contains(uint64_t k) const noexcept { return h.contains(k); }
   bool erase(uint64_t k) noexcept { return h.erase(k); }
   static constexpr bool kErases = true;
+  static constexpr bool kBatches = true;
   void add_many(std::span<const uint64_t> k, std::span<uint8_t>) noexcept {
     std::array<shmfilter::InsertResult, 64> r;
     for (size_t i = 0; i < k.size(); i += 64) {
@@ -154,6 +157,7 @@ struct RoaringSubject {
   bool contains(uint64_t k) const noexcept { return h.contains(static_cast<uint32_t>(k)); }
   bool erase(uint64_t k) noexcept { return h.remove(static_cast<uint32_t>(k)) == shmfilter::RoaringStatus::kOk; }
   static constexpr bool kErases = true;
+  static constexpr bool kBatches = true;
   void add_many(std::span<const uint64_t> k, std::span<uint8_t>) noexcept { h.add_many(k); }
   void contains_many(std::span<const uint64_t> k, std::span<uint8_t> out) const noexcept { h.contains_many(k, out); }
   uint64_t bytes() const { return h.stats().total_bytes; }
