@@ -31,7 +31,7 @@ if [ "$QUICK" = 1 ]; then
   REDIS_ARGS="--n 2e5 --samples 5000"
 else
   LATENCY_ARGS=""
-  SCALING_ARGS="--n 1e7 --seconds 2"
+  SCALING_ARGS="--n 1e7 --seconds 1"
   MEMORY_ARGS="--scale 1"
   REDIS_ARGS="--n 1e7 --samples 20000"
 fi
@@ -89,7 +89,7 @@ section "Latency percentiles" \
   "$B/latency_bench" $LATENCY_ARGS
 
 section "Multi-process scaling" \
-  "P forked processes on one segment, one structure, 90% lookups / 10% inserts; then one writer-heavy process beside readers. With 2 vCPUs only P <= 2 can scale; --max-procs N goes further on a bigger machine." \
+  "P forked processes on one segment, one structure, 90% lookups / 10% inserts, single-key calls and batches of 64; then one writer-heavy process beside readers. P runs 1..nproc: with 2 vCPUs shared with other work, P = 2 can at best double; --max-procs N goes further on a bigger machine." \
   "$B/scaling_bench" $SCALING_ARGS
 
 section "Memory at the mission's sizes" \
