@@ -33,7 +33,7 @@ else
   LATENCY_ARGS=""
   SCALING_ARGS="--n 1e7 --seconds 1"
   MEMORY_ARGS="--scale 1"
-  REDIS_ARGS="--n 1e7 --samples 20000"
+  REDIS_ARGS="--n 1e7 --samples 64000"
 fi
 
 tmp=$(mktemp)
