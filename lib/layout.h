@@ -75,10 +75,14 @@ static_assert(sizeof(AbiDescriptor) == 64, "AbiDescriptor is one cache line of u
 struct UndoEntry {
   uint64_t offset;  // holder: offset of the stored field from the base
   uint32_t width;   // holder: 4 or 8
-  uint32_t reserved;
-  uint64_t old;     // holder: the value before the store
+  uint32_t flags;   // holder: kUndoCommitPoint on the store that makes a create/drop visible
+  uint64_t old;     // holder: the value before the store (rollback)
+  uint64_t value;   // holder: the value stored (roll forward past a commit point)
 };
-static_assert(sizeof(UndoEntry) == 24 && alignof(UndoEntry) == 8, "UndoEntry: three naturally aligned words");
+static_assert(sizeof(UndoEntry) == 32 && alignof(UndoEntry) == 8, "UndoEntry: four naturally aligned words");
+inline constexpr uint32_t kUndoCommitPoint = 1;
+// Epoch of a quarantine entry whose transaction has not committed yet (stamped at commit).
+inline constexpr uint64_t kPendingEpoch = ~0ull;
 
 // A hole in the allocated space (below top). Unsorted table; changed only
 // by logged stores under the control lock.
@@ -93,7 +97,8 @@ static_assert(sizeof(FreeExtent) == 16, "FreeExtent: two u64");
 struct QuarantineEntry {
   uint64_t offset;  // lock holder (logged): extent start (its ExtentHeader)
   uint64_t size;    // lock holder (logged): bytes including the header
-  uint64_t epoch;   // lock holder (logged): global epoch after the free
+  uint64_t epoch;   // lock holder (logged): kPendingEpoch until its transaction commits, then (unlogged)
+                    // a fresh global epoch stamped after the transaction's last visible store
   uint64_t owner;   // lock holder (logged): owner of the extent when freed (diagnostics)
 };
 static_assert(sizeof(QuarantineEntry) == 32, "QuarantineEntry: four u64");
@@ -192,7 +197,7 @@ struct alignas(64) Header {
                                     // (generation, live) word): last directory generation handed out
 
   // ---- epoch of frees ----
-  alignas(64) uint64_t global_epoch;  // holder: atomic increment on each free (unlogged: never rolls
+  alignas(64) uint64_t global_epoch;  // holder: atomic increment at each commit that freed (unlogged: never rolls
                                       // back, so an epoch value is never handed out twice)
 };
 static_assert(alignof(Header) == 64, "Header is cache-line aligned");

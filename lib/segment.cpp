@@ -181,6 +181,9 @@ struct SegmentImpl {
   uint64_t txn_owner = 0;          // (generation << 32) | (directory slot + 1) charged for allocations; 0 unattributed
   uint64_t last_recovered = 0;     // undo entries rolled back by this process's last recovery
   bool recovered_in_lock = false;  // the current lock acquisition rolled back a dead holder
+  bool last_recovery_forward = false;  // ... or completed its committed transaction
+  uint32_t txn_depth = 0;              // nesting of run_txn in the holding thread
+  bool commit_reached = false;         // the outermost transaction made its commit-point store
 
   ~SegmentImpl() {
     bool same_process = getpid() == attach_pid;
@@ -293,18 +296,48 @@ struct SegmentImpl {
       store_release(at<uint32_t>(off), static_cast<uint32_t>(old));
   }
 
-  // Rolls back the undo log (ours on exception, a dead holder's on EOWNERDEAD).
-  // Idempotent: re-running from the full count after a partial run restores the
-  // same values, so a death during recovery is recovered by the next locker.
-  uint64_t rollback_locked() noexcept {
+  // Stamps the quarantine entries this transaction added (epoch kPendingEpoch)
+  // with a fresh epoch. Runs after the transaction's last visible store, so a
+  // process that quiesces at that epoch can no longer find what was freed.
+  // Unlogged: only entries of this transaction carry kPendingEpoch.
+  void stamp_pending_epochs() noexcept {
+    Header* h = hdr();
+    uint32_t n = std::min(h->quarantine_count, kQuarantineCapacity);
+    uint64_t e = 0;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (quarantine()[i].epoch != kPendingEpoch) continue;
+      if (e == 0) e = __atomic_add_fetch(&h->global_epoch, 1, __ATOMIC_ACQ_REL);  // never rolled back
+      store_release(&quarantine()[i].epoch, e);
+    }
+  }
+
+  // Finishes the transaction in the undo log (ours on exception, a dead
+  // holder's on EOWNERDEAD). If its last entry is a commit point (the store that
+  // made a create/drop visible to lock-free readers), that store is (re)done
+  // and the transaction completed: what readers may have seen stays true.
+  // Otherwise every logged store is undone, newest first. Both directions are
+  // idempotent, so a death during recovery is recovered by the next locker.
+  // Returns the entries settled; *forward tells which way.
+  uint64_t settle_locked(bool* forward = nullptr) noexcept {
     Header* h = hdr();
     uint64_t n = std::min<uint64_t>(load_acquire(&h->undo_count), kUndoCapacity);
-    uint64_t applied = 0;
-    for (uint64_t i = n; i-- > 0;) {
-      apply_undo(undo()[i]);
-      if (++applied == (n + 1) / 2) SHMF_KILL_POINT("segment.recovery.mid_undo");
+    bool fwd = n > 0 && (load_relaxed(&undo()[n - 1].flags) & kUndoCommitPoint) != 0;
+    if (fwd) {
+      const UndoEntry& e = undo()[n - 1];
+      uint64_t off = load_relaxed(&e.offset);
+      if (load_relaxed(&e.width) == 8 && off % 8 == 0 && off + 8 <= map_size)
+        store_release(at<uint64_t>(off), load_relaxed(&e.value));
+      SHMF_KILL_POINT("segment.recovery.mid_undo");
+      stamp_pending_epochs();
+    } else {
+      uint64_t applied = 0;
+      for (uint64_t i = n; i-- > 0;) {
+        apply_undo(undo()[i]);
+        if (++applied == (n + 1) / 2) SHMF_KILL_POINT("segment.recovery.mid_undo");
+      }
     }
     store_release(&h->undo_count, uint64_t{0});
+    if (forward != nullptr) *forward = fwd;
     return n;
   }
 
@@ -323,7 +356,7 @@ struct SegmentImpl {
     switch (r) {
       case LockResult::kAcquired: break;
       case LockResult::kOwnerDead: {
-        last_recovered = rollback_locked();
+        last_recovered = settle_locked(&last_recovery_forward);
         store_relaxed(&hdr()->recoveries, hdr()->recoveries + 1);
         robust_mutex_consistent(&hdr()->mutex);
         recovered_in_lock = true;
@@ -352,10 +385,12 @@ struct SegmentImpl {
     robust_mutex_unlock(&hdr()->mutex);
   }
 
-  void logged_store(void* field, uint32_t width, uint64_t value) {
+  void logged_store(void* field, uint32_t width, uint64_t value, uint32_t flags = 0) {
     uint64_t off = offset_of(field);
     if (reinterpret_cast<std::byte*>(field) < base || off + width > std::min(load_relaxed(&hdr()->size), map_size) || off % width != 0)
       fail(ErrorCode::kInvalidArgument, "segment '" + name + "': logged store outside the segment or misaligned");
+    if (commit_reached)
+      fail(ErrorCode::kInvalidArgument, "segment '" + name + "': logged store after the commit point (internal error)");
     Header* h = hdr();
     uint64_t n = h->undo_count;
     if (n >= kUndoCapacity)
@@ -365,6 +400,8 @@ struct SegmentImpl {
     e.offset = off;
     e.width = width;
     e.old = width == 8 ? load_relaxed(static_cast<uint64_t*>(field)) : load_relaxed(static_cast<uint32_t*>(field));
+    e.value = value;
+    e.flags = flags;
     store_release(&h->undo_count, n + 1);  // release: the entry is complete before it is counted
     if (width == 8)
       store_release(static_cast<uint64_t*>(field), value);
@@ -372,6 +409,19 @@ struct SegmentImpl {
       store_release(static_cast<uint32_t*>(field), static_cast<uint32_t>(value));
   }
   void log64(uint64_t* f, uint64_t v) { logged_store(f, 8, v); }
+  // The store that makes an outermost create/drop visible to lock-free readers,
+  // and its linearization point: once it is logged, recovery completes the
+  // transaction instead of undoing it. Must be the transaction's last logged
+  // store. Nested in a larger transact() it is an ordinary logged store (the
+  // enclosing transaction decides).
+  void commit_store(uint64_t* f, uint64_t v) {
+    if (txn_depth != 1) {
+      log64(f, v);
+      return;
+    }
+    logged_store(f, 8, v, kUndoCommitPoint);
+    commit_reached = true;
+  }
   void log32(uint32_t* f, uint32_t v) { logged_store(f, 4, v); }
 
   template <class Fn>
@@ -379,29 +429,40 @@ struct SegmentImpl {
     check_fork();
     if (t_txn_impl == this) {  // nested: part of the enclosing transaction, with a savepoint
       uint64_t mark = hdr()->undo_count;
+      ++txn_depth;
       try {
         fn();
       } catch (...) {
+        --txn_depth;
         rollback_to(mark);  // a caller that catches this keeps a consistent transaction
         throw;
       }
+      --txn_depth;
       return;
     }
     lock_control();
     t_txn_impl = this;
+    txn_depth = 1;
+    commit_reached = false;
     quiesce();
     hdr()->txn_serial = hdr()->txn_serial + 1;
     try {
       fn();
     } catch (...) {
-      rollback_locked();
+      settle_locked();  // undoes it (or, past a commit point, completes it)
       txn_owner = 0;
+      txn_depth = 0;
+      commit_reached = false;
       t_txn_impl = nullptr;
       unlock_control();
       throw;
     }
-    store_release(&hdr()->undo_count, uint64_t{0});  // commit point
+    stamp_pending_epochs();
+    SHMF_KILL_POINT("segment.txn.before_commit");
+    store_release(&hdr()->undo_count, uint64_t{0});  // commit
     txn_owner = 0;
+    txn_depth = 0;
+    commit_reached = false;
     t_txn_impl = nullptr;
     unlock_control();
   }
@@ -531,7 +592,7 @@ struct SegmentImpl {
     for (uint32_t i = h->quarantine_count; i-- > 0;) {
       // Bounded per transaction: each move costs at most ~12 logged stores.
       if (load_relaxed(&h->undo_count) + 64 > kUndoCapacity / 2) break;
-      if (q[i].epoch > min_epoch) continue;
+      if (q[i].epoch == kPendingEpoch || q[i].epoch > min_epoch) continue;
       if (h->free_count + 1 > kFreeCapacity) break;
       uint64_t off = q[i].offset, size = q[i].size;
       if (!span_ok(off, size)) continue;
@@ -623,13 +684,40 @@ struct SegmentImpl {
                                             "): the extent was already freed (double free)");
     // Reclaim before the table fills (allocate() only reclaims when no hole fits).
     if (h->quarantine_count >= kQuarantineCapacity / 2) reclaim_quarantine();
+    // The epoch is stamped at commit (stamp_pending_epochs), after the
+    // transaction's visible stores: a free inside drop's on_drop happens before
+    // the unpublish, and must not count as "before" a reader's later lookup.
+    const uint64_t epoch = kPendingEpoch;
+    log32(&eh->state, kExtentQuarantined);
+    // Coalesce with adjacent quarantined extents (the merged span waits for the
+    // later epoch). While some process does not quiesce, nothing is reused and
+    // allocations come from top, so frees are mostly adjacent: the table then
+    // holds about one entry per live extent instead of one per free.
+    uint64_t start = payload - sizeof(ExtentHeader), len = eh->size;
+    QuarantineEntry* qt = quarantine();
+    uint32_t left = UINT32_MAX, right = UINT32_MAX;
+    for (uint32_t j = 0; j < h->quarantine_count; ++j) {
+      if (!span_ok(qt[j].offset, qt[j].size)) continue;
+      if (qt[j].offset + qt[j].size == start) left = j;
+      if (start + len == qt[j].offset) right = j;
+    }
+    if (left != UINT32_MAX || right != UINT32_MAX) {
+      uint32_t keep = left != UINT32_MAX ? left : right;
+      uint64_t new_start = left != UINT32_MAX ? qt[left].offset : start;
+      uint64_t new_len = len + (left != UINT32_MAX ? qt[left].size : 0) + (right != UINT32_MAX ? qt[right].size : 0);
+      uint64_t e = epoch;  // pending: the merged span waits for this transaction's stamp
+      log64(&qt[keep].offset, new_start);
+      log64(&qt[keep].size, new_len);
+      log64(&qt[keep].epoch, e);
+      if (left != UINT32_MAX && right != UINT32_MAX) remove_quarantine(right);
+      SHMF_KILL_POINT("segment.free.after_quarantine");
+      return;
+    }
     if (h->quarantine_count >= kQuarantineCapacity)
       fail(ErrorCode::kFull, "segment '" + name + "': the quarantine of freed extents is full (" +
                                  std::to_string(kQuarantineCapacity) +
-                                 "): some attached process never calls quiesce(); make long-lived workers call it");
-    // Never rolled back: an epoch value is handed out once.
-    uint64_t epoch = __atomic_add_fetch(&h->global_epoch, 1, __ATOMIC_ACQ_REL);
-    log32(&eh->state, kExtentQuarantined);
+                                 " separate extents): some attached process never calls quiesce(); make "
+                                 "long-lived workers call it (shmtool dump lists attached processes)");
     uint32_t n = h->quarantine_count;
     QuarantineEntry& q = quarantine()[n];
     // Logged although beyond the count (a reclaim earlier in this transaction may have lowered it).
@@ -754,7 +842,7 @@ struct SegmentImpl {
     if (flock(fd, LOCK_EX) != 0)
       fail(ErrorCode::kIo, "segment '" + name + "': flock for reboot recovery: " + errno_text(errno));
     if (!same_boot()) {
-      rollback_locked();  // a holder of the previous boot may have died mid-transaction
+      settle_locked();  // a holder of the previous boot may have died mid-transaction
       robust_mutex_init(&hdr()->mutex);
       hdr()->holder_token = 0;
       hdr()->holder_pid = 0;
@@ -1218,7 +1306,7 @@ RegionInfo Segment::create_region(std::string_view name, Kind kind, uint64_t byt
     if (init) init(im->base + payload, bytes, txn);
     SHMF_KILL_POINT("segment.create_region.before_publish");
     im->log64(&im->hdr()->structures, im->hdr()->structures + 1);
-    im->log64(&e.state_gen, (gen << 32) | kEntryLive);  // the publish: one release store
+    im->commit_store(&e.state_gen, (gen << 32) | kEntryLive);  // the publish: one release store, the commit point
     SHMF_KILL_POINT("segment.create_region.after_publish");
     result.name = std::string(name);
     result.kind = kind;
@@ -1242,12 +1330,12 @@ bool Segment::drop(std::string_view name, const std::function<void(std::byte*, u
     if (on_drop) on_drop(im->base + info->offset, info->size, txn);
     SHMF_KILL_POINT("segment.drop.after_on_drop");
     DirEntry& e = im->directory()[info->slot];
-    uint64_t gen = im->next_generation();
-    im->log64(&e.state_gen, (gen << 32) | kEntryTombstone);  // unpublish: handles now see not live
-    SHMF_KILL_POINT("segment.drop.after_unpublish");
     im->log64(&im->hdr()->structures, im->hdr()->structures - 1);
-    im->free_extent(info->offset);
+    im->free_extent(info->offset);  // quarantined; its epoch is stamped at commit, after the unpublish
     SHMF_KILL_POINT("segment.drop.after_free");
+    uint64_t gen = im->next_generation();
+    im->commit_store(&e.state_gen, (gen << 32) | kEntryTombstone);  // unpublish: the commit point
+    SHMF_KILL_POINT("segment.drop.after_unpublish");
     dropped = true;
   });
   return dropped;
@@ -1334,8 +1422,11 @@ CheckReport Segment::check(bool repair) {
     ControlTxn txn(this);
     Header* h = im->hdr();
     if (im->recovered_in_lock)
-      add("control lock", "its holder died mid-transaction; rolled back " + std::to_string(im->last_recovered) +
-                              " logged stores", true);
+      add("control lock",
+          im->last_recovery_forward
+              ? "its holder died after its transaction's commit point; completed it"
+              : "its holder died mid-transaction; rolled back " + std::to_string(im->last_recovered) + " logged stores",
+          true);
     // Header: the immutable part must still be what open() validated.
     {
       Layout l = compute_layout(h->directory_capacity);

@@ -419,3 +419,30 @@ TEST(Segment, NestedFailureIsASavepoint) {
   EXPECT_TRUE(s.check().findings.empty());
   EXPECT_EQ(s.stats().used_bytes, 128u + 64u);
 }
+
+// While another attachment never quiesces nothing is reused, but adjacent
+// quarantined extents coalesce, so churn does not exhaust the quarantine table
+// (4096 entries): 5000 drops succeed, and everything becomes
+// reusable once that attachment goes away.
+TEST(Segment, QuarantineCoalescesWhileAProcessLags) {
+  SegmentGuard g(unique_name("qco"));
+  Segment s = Segment::create(g.name, small_options());
+  {
+    Segment lagging = Segment::open(g.name);  // attached, never quiesces
+    for (int i = 0; i < 10000; ++i) {
+      std::string n = "c" + std::to_string(i % 3);
+      if (!s.drop(n)) s.create_region(n, Kind::kBlob, 64 + 64 * (i % 4), {});
+    }
+    SegmentStats st = s.stats();
+    EXPECT_GT(st.quarantined_bytes, 0u);
+    EXPECT_TRUE(s.check().findings.empty());
+  }
+  s.quiesce();
+  s.transact([](ControlTxn& txn) { txn.free(txn.allocate(64)); });  // reclaims on demand
+  s.quiesce();
+  s.transact([](ControlTxn& txn) { txn.free(txn.allocate(64)); });
+  s.quiesce();
+  s.transact([](ControlTxn& txn) { txn.allocate(64); });
+  EXPECT_LT(s.stats().quarantined_bytes, 1024u);
+  EXPECT_TRUE(s.check().findings.empty());
+}

@@ -109,6 +109,7 @@ INSTANTIATE_TEST_SUITE_P(Segment, KillPoint,
                                            "segment.drop.after_free", "segment.grow.after_fallocate",
                                            // later hits: the init's extra extent, the transaction's
                                            // allocation, the transaction's free
+                                           "segment.txn.before_commit", "segment.txn.before_commit:3",
                                            "segment.allocate.after_take:2", "segment.allocate.after_take:3",
                                            "segment.free.after_quarantine:2"),
                          [](const auto& param_info) {
@@ -278,4 +279,47 @@ TEST(SegmentMultiProcess, CheckReportsRolledBackTransaction) {
   EXPECT_FALSE(s.find("half").has_value());
   s.check(true);
   EXPECT_TRUE(s.check(false).findings.empty());
+}
+
+// What a lock-free reader saw of a dead holder's create/drop stays true after
+// recovery: the directory store is the transaction's commit point, so a death
+// after it completes the transaction, and a death before it leaves nothing
+// visible. (Found by the torture sweep: a drop killed right after its unpublish
+// was rolled back, resurrecting a structure another process had already seen
+// gone.)
+TEST(SegmentMultiProcess, ReadersNeverSeeADeadTransactionUndone) {
+  struct Case {
+    const char* point;
+    bool create;         // the child creates "x" (else it drops "x")
+    bool visible_after;  // "x" exists once the child is dead
+  };
+  const Case cases[] = {
+      {"segment.create_region.before_publish", true, false},
+      {"segment.create_region.after_publish", true, true},
+      {"segment.txn.before_commit", true, true},
+      {"segment.drop.after_on_drop", false, true},
+      {"segment.drop.after_free", false, true},
+      {"segment.drop.after_unpublish", false, false},
+      {"segment.txn.before_commit", false, false},
+  };
+  for (const Case& c : cases) {
+    SegmentGuard g(unique_name("vis"));
+    Segment s = Segment::create(g.name, small_options());
+    if (!c.create) s.create_region("x", Kind::kBlob, 1000, {});
+    pid_t pid = fork_child([&] {
+      Segment w = Segment::open(g.name);
+      internal::arm_kill_point(c.point);
+      if (c.create)
+        w.create_region("x", Kind::kBlob, 1000, {});
+      else
+        w.drop("x", [](std::byte*, uint64_t, ControlTxn& txn) { txn.allocate(64); });
+      return 3;
+    });
+    ASSERT_TRUE(killed_by(wait_status(pid), SIGKILL)) << c.point;
+    // Before anyone takes the lock (no recovery yet): what a reader sees now...
+    EXPECT_EQ(s.find("x").has_value(), c.visible_after) << c.point << (c.create ? " create" : " drop");
+    s.transact([](ControlTxn&) {});  // ...is what recovery keeps
+    EXPECT_EQ(s.find("x").has_value(), c.visible_after) << c.point << (c.create ? " create" : " drop") << " after recovery";
+    expect_clean(s);
+  }
 }
