@@ -95,7 +95,7 @@ phase_end
 SHM_MARKER=$(mktemp /tmp/shmf-test-marker-XXXXXX)
 report_leftovers() {
   local left
-  left=$(find /dev/shm -maxdepth 1 -name 'shmf-*' -newer "$SHM_MARKER" 2>/dev/null | head -20 || true)
+  left=$(find /dev/shm -maxdepth 1 -name 'shmf-*' ! -name 'shmf-bench-*' -newer "$SHM_MARKER" 2>/dev/null | head -20 || true)
   if [[ -n "$left" ]]; then
     echo "test.sh: WARNING: tests left these objects in /dev/shm (a test does not clean up):"
     echo "$left" | sed 's/^/  /'
