@@ -20,6 +20,7 @@
 
 #include "bloom_impl.h"
 #include "kill_point.h"
+#include "layout.h"
 
 namespace shmfilter {
 
@@ -147,6 +148,17 @@ void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std
       if (L.offset != r.offset + hb || hb + ext > r.size) problems.push_back(at + "first layer is not inside its region");
     } else {
       if (L.offset < r.offset + r.size && r.offset < L.offset + ext) problems.push_back(at + "extent overlaps the region");
+      // Owned: the allocator's in-band header just below says "allocated", big enough.
+      using internal::ExtentHeader;
+      if (L.offset < sizeof(ExtentHeader)) {
+        problems.push_back(at + "extent has no allocator header");
+      } else {
+        auto* eh = reinterpret_cast<const ExtentHeader*>(base + L.offset - sizeof(ExtentHeader));
+        if (eh->magic != internal::kExtentMagic || eh->state != internal::kExtentAllocated ||
+            eh->size < ext + sizeof(ExtentHeader))
+          problems.push_back(at + "extent at " + std::to_string(L.offset) +
+                             " is not an allocated extent of that size (freed, or never allocated)");
+      }
       for (uint64_t j = 1; j < i; ++j) {
         uint64_t e2 = layer_extent_bytes(s[j].bits);
         if (L.offset < s[j].offset + e2 && s[j].offset < L.offset + ext)

@@ -354,6 +354,9 @@ TEST(Bloom, CheckFindsCorruption) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kCorrupt) << e.what();
   }
+  // A published layer pointing inside the segment but at no allocated extent.
+  b::slots(h)[1].offset = b::slots(h)[0].offset + 4096 * 64;
+  EXPECT_FALSE(fx.seg.check(false).consistent());
   h->layer_count.store(1);
   b::slots(h)[1] = saved;
   // Bad magic.
@@ -362,6 +365,16 @@ TEST(Bloom, CheckFindsCorruption) {
   EXPECT_THROW(Bloom::open(fx.seg, "c"), Error);
   h->magic ^= 1;
   expect_check_clean(fx.seg);
+  // Implausible counters: found, and repaired from a popcount.
+  Bloom f = Bloom::open(fx.seg, "c");
+  f.add_many(shmf_bench::distinct_keys(500, 1));
+  auto* stripes = reinterpret_cast<b::BloomStripe*>(fx.seg.base() + b::slots(h)[0].offset);
+  stripes[3].bits_set.store(1000000);
+  CheckReport rep = fx.seg.check(true);
+  ASSERT_EQ(rep.findings.size(), 1u);
+  EXPECT_TRUE(rep.findings[0].repaired);
+  expect_check_clean(fx.seg);
+  EXPECT_NEAR(f.stats().inserted_estimate, 500, 25);
 }
 
 // A child SIGKILLed inside layer growth: before commit the transaction rolls
@@ -413,4 +426,30 @@ TEST(Bloom, KilledInsideGrowth) {
     expect_check_clean(fx.seg);
     munmap(acked, 4096);
   }
+}
+
+// A child killed halfway through clear(): the filter stays structurally valid
+// (check clean), answers, and a second clear() finishes the job.
+TEST(Bloom, KilledInsideClear) {
+  Fixture fx("bl-killclear");
+  Bloom f = Bloom::create(fx.seg, "c", opts(100000, 0.01, BloomLayout::kBlocked));
+  auto keys = shmf_bench::distinct_keys(100000, 5);
+  f.add_many(keys);
+  pid_t pid = shmf_test::fork_child([&]() {
+    Segment s = Segment::open(fx.guard.name);
+    Bloom g = Bloom::open(s, "c");
+    shmfilter::internal::arm_kill_point("bloom.clear.half_done");
+    g.clear();
+    return 0;
+  });
+  ASSERT_TRUE(shmf_test::killed_by(shmf_test::wait_status(pid), SIGKILL));
+  fx.seg.check(true);  // the dead child's registry slot
+  expect_check_clean(fx.seg);
+  std::vector<uint8_t> out(keys.size());
+  size_t left = f.contains_many(keys, out);
+  EXPECT_GT(left, 0u);              // the second half of the words was not cleared yet
+  EXPECT_LT(left, keys.size());     // the first half was
+  f.clear();
+  EXPECT_EQ(f.contains_many(keys, out), 0u);
+  expect_check_clean(fx.seg);
 }
