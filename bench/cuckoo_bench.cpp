@@ -125,6 +125,15 @@ void BM_CuckooSweep(benchmark::State& state) {
       state.counters[std::string("path_at") + b.tag] = static_cast<double>(c.stats().longest_path);
       if (b.lookups) measure_lookups(state, c, i, b.tag);
     }
+    // Past 97%: the load at the first failure, and the share of failures over the next
+    // 0.5% of slots' worth of attempts (RedisBloom fails half of all adds after its first).
+    while (c.insert(key_pos(i++)) == CuckooStatus::kInserted) {
+    }
+    state.counters["first_fail_load"] = c.load_factor();
+    uint64_t after = static_cast<uint64_t>(0.005 * static_cast<double>(slots)), after_fail = 0;
+    for (uint64_t j = 0; j < after; ++j) after_fail += c.insert(key_pos(i++)) != CuckooStatus::kInserted;
+    state.counters["fail_share_after_first"] = static_cast<double>(after_fail) / static_cast<double>(after);
+    state.counters["load_end"] = c.load_factor();
     state.SetIterationTime(std::chrono::duration<double>(Clock::now() - t_all).count());
     auto st = c.stats();
     state.counters["slots"] = static_cast<double>(slots);

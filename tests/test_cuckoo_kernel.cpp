@@ -132,3 +132,28 @@ TEST(CuckooKernel, WriterKilledMidMoveIsRepairedByWaiter) {
     for (size_t i = 0; i < pre; ++i) ASSERT_TRUE(ck::contains<ck::Lanes16>(m.base, m.h, m.kh(keys[i]), lv)) << i;
   }
 }
+
+// Golden values: the fingerprint / bucket derivation is part of the on-disk
+// format (a filter written by one build must be read the same by the next).
+TEST(CuckooKernel, GoldenHashFingerprintAndBuckets) {
+  struct G {
+    const char* key;
+    uint32_t f, fp;
+    uint64_t i2;
+  } golden[] = {{"device-1", 8, 9, 63584},           {"device-1", 12, 132, 621632},
+                {"device-1", 16, 2101, 671876},      {"42:00ff00ff00ff00ff", 8, 213, 367979},
+                {"42:00ff00ff00ff00ff", 12, 3410, 963292}, {"42:00ff00ff00ff00ff", 16, 54567, 473110}};
+  const uint64_t mask = (1u << 20) - 1;
+  for (const G& g : golden) {
+    uint64_t h = shmfilter::internal::hash_key(std::string_view(g.key), 2024);
+    auto kh = ck::split_hash(h, g.f);
+    EXPECT_EQ(kh.fp, g.fp) << g.key << " f=" << g.f;
+    EXPECT_EQ(ck::alt_bucket(h & mask, kh.fp, mask), g.i2) << g.key << " f=" << g.f;
+    EXPECT_EQ(ck::alt_bucket(g.i2, kh.fp, mask), h & mask) << "alt is an involution";
+  }
+  EXPECT_EQ(shmfilter::internal::hash_key(std::string_view("device-1"), 2024) & mask, 245733u);
+  EXPECT_EQ(offsetof(ck::Header, lock_owner), 384u);
+  EXPECT_EQ(offsetof(ck::Header, intent), 448u);
+  EXPECT_EQ(offsetof(ck::Header, size), 512u);
+  EXPECT_EQ(offsetof(ck::Header, pending_extent), 328u);
+}
