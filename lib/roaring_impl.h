@@ -129,8 +129,10 @@ inline const char* frozen_bytes(const SnapHeader* s) noexcept {
 struct alignas(64) DeltaHeader {
   uint32_t magic;     // kDeltaMagic; written once before publication
   uint32_t capacity;  // power of two; written once before publication
-  // Slots claimed so far (approximate: a writer killed between its claim CAS
-  // and this fetch_add leaves it one low; check recounts). Only grows.
+  // Slots claimed or being claimed: a writer adds 1 (seq_cst) BEFORE its
+  // claim CAS and gives it back only if it then claims nothing, so
+  // fill >= claimed slots at every instant and fill == 0 proves the table
+  // empty (readers skip it). A writer killed in between leaves it one high.
   std::atomic<uint64_t> fill;
   uint8_t pad_[48];
 };
@@ -171,6 +173,7 @@ inline uint32_t delta_home(uint32_t v, uint32_t capacity) noexcept {
 // The op recorded for v, or kNone. Lock-free. Loads are seq_cst (a plain MOV
 // on x86): a lookup that starts after a write returned must see it.
 inline Op delta_lookup(DeltaHeader* d, uint32_t v) noexcept {
+  if (d->fill.load() == 0) return Op::kNone;  // seq_cst: see DeltaHeader::fill (no claimed slot exists)
   const uint32_t cap = d->capacity;
   std::atomic<uint64_t>* slots = delta_slots(d);
   uint32_t i = delta_home(v, cap);
@@ -190,22 +193,29 @@ inline WriteResult delta_write(DeltaHeader* d, uint32_t v, Op op, uint64_t limit
   const uint32_t cap = d->capacity;
   std::atomic<uint64_t>* slots = delta_slots(d);
   const uint64_t word = make_word(v, op);
+  bool reserved = false;  // we hold one unit of `fill` for the slot we are about to claim
+  auto unreserve = [&] {
+    if (reserved) d->fill.fetch_sub(1);  // seq_cst: we claimed nothing after all
+  };
   uint32_t i = delta_home(v, cap);
   for (uint32_t probes = 0; probes < cap; ++probes, i = (i + 1) & (cap - 1)) {
     uint64_t w = slots[i].load(std::memory_order_acquire);  // acquire: compare against a whole entry
     if (w == 0) {
-      if (d->fill.load(std::memory_order_relaxed) >= limit) return WriteResult::kFull;  // relaxed: a bound, not a fence
-      if (slots[i].compare_exchange_strong(w, word)) {  // seq_cst: the claim+commit of the entry
-        d->fill.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistics/trigger only
-        return WriteResult::kOk;
+      if (!reserved) {
+        if (d->fill.load(std::memory_order_relaxed) >= limit) return WriteResult::kFull;  // relaxed: a bound, not a fence
+        d->fill.fetch_add(1);  // seq_cst: reserve before the claim (fill >= claimed slots, always)
+        reserved = true;
       }
+      if (slots[i].compare_exchange_strong(w, word)) return WriteResult::kOk;  // seq_cst: claim+commit of the entry
       // Lost the race for this slot: w now holds the winner; fall through.
     }
     if (word_value(w) == v) {
+      unreserve();
       slots[i].store(word);  // seq_cst: the write's linearisation point
       return WriteResult::kOk;
     }
   }
+  unreserve();
   return WriteResult::kFull;
 }
 
@@ -213,6 +223,7 @@ inline WriteResult delta_write(DeltaHeader* d, uint32_t v, Op op, uint64_t limit
 // may or may not be seen.
 template <class Fn>
 inline void delta_for_each(DeltaHeader* d, Fn&& fn) {
+  if (d->fill.load() == 0) return;  // seq_cst: fill == 0 proves no claimed slot (see DeltaHeader::fill)
   const uint32_t cap = d->capacity;
   std::atomic<uint64_t>* slots = delta_slots(d);
   for (uint32_t i = 0; i < cap; ++i) {

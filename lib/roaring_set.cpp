@@ -3,6 +3,7 @@
 #include "shmfilter/roaring_set.hpp"
 
 #include <roaring/roaring.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +12,9 @@
 #include <charconv>
 #include <chrono>
 #include <cinttypes>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -58,6 +61,11 @@ std::string delta_validate(DeltaHeader* d, uint32_t expected_capacity, uint64_t*
         return buf;
       }
     }
+  }
+  uint64_t fill = d->fill.load();
+  if (fill < claimed) {
+    snprintf(buf, sizeof buf, "delta fill counter %" PRIu64 " is below the %" PRIu64 " claimed slots", fill, claimed);
+    return buf;
   }
   if (claimed_out) *claimed_out = claimed;
   return "";
@@ -197,8 +205,14 @@ struct View;
 
 // Process-local state of one open set, shared by every handle copy (and
 // every RoaringSet::open of the same set in this process).
+// Bumped in the child after fork(): a handle inherited across fork has no
+// reader slot of its own, so its data-plane calls answer kDropped / false
+// (the child must Segment::open and RoaringSet::open itself).
+std::atomic<uint64_t> g_fork_epoch{0};
+
 struct RoaringLocal : std::enable_shared_from_this<RoaringLocal> {
   uint64_t serial = 0;         // unique per RoaringLocal in this process (keys the thread caches)
+  uint64_t fork_epoch = 0;     // g_fork_epoch when made
   Segment seg;
   RegionInfo region;
   std::byte* base = nullptr;
@@ -338,6 +352,7 @@ thread_local unsigned t_next = 0;
 // The view for the published snapshot, or nullptr (dropped / corrupt).
 // The returned pointer stays valid until this thread's next call on a set.
 View* current_view(const std::shared_ptr<RoaringLocal>& L) noexcept {
+  if (L->fork_epoch != g_fork_epoch.load(std::memory_order_relaxed)) return nullptr;  // relaxed: set before the child runs
   uint64_t cur = L->hdr->current.load();  // seq_cst: a call after a publish sees it (real-time order)
   for (auto& e : t_views)
     if (e.owner == L->serial && e.view->snap_off == cur) return e.view.get();
@@ -410,8 +425,13 @@ std::shared_ptr<RoaringLocal> attach(Segment& seg, const RegionInfo& info) {
   if (auto it = g_reg.find(key); it != g_reg.end())
     if (auto l = it->second.lock()) return l;
   static std::atomic<uint64_t> serials{0};
+  static std::once_flag atfork_once;
+  std::call_once(atfork_once, [] {
+    pthread_atfork(nullptr, nullptr, [] { g_fork_epoch.fetch_add(1, std::memory_order_relaxed); });  // relaxed: child is single-threaded here
+  });
   auto L = std::make_shared<RoaringLocal>();
   L->serial = ++serials;
+  L->fork_epoch = g_fork_epoch.load(std::memory_order_relaxed);  // relaxed: process-local
   L->seg = seg;
   L->region = info;
   L->base = seg.base();
@@ -637,6 +657,9 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
 
 bool compact_impl(const std::shared_ptr<RoaringLocal>& L, const roaring_bitmap_t* extra) {
   if (!L->live_region()) throw Error(ErrorCode::kDropped, "Roaring set " + quoted(L->region.name) + " was dropped");
+  if (L->fork_epoch != g_fork_epoch.load(std::memory_order_relaxed))  // relaxed: process-local
+    throw Error(ErrorCode::kBusy, "Roaring set " + quoted(L->region.name) +
+                                      ": handle inherited across fork(); call Segment::open and RoaringSet::open in the child");
   if (!try_claim(*L)) return false;
   ClaimGuard guard{*L};
   return compact_locked(L, extra);
@@ -945,6 +968,32 @@ roaring_bitmap_t* RoaringSet::parse_portable(std::string_view bytes) {
 void RoaringSet::import_portable(std::string_view bytes) {
   internal::BitmapPtr b(parse_portable(bytes));
   merge(b.p);
+}
+
+void RoaringSet::import_portable_file(const std::string& path) {
+  FILE* f = fopen(path.c_str(), "rb");
+  if (!f) throw Error(ErrorCode::kIo, "cannot open '" + path + "': " + strerror(errno) + ": check the path and permissions");
+  std::string bytes;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, f)) > 0) bytes.append(buf, n);
+  bool err = ferror(f) != 0;
+  fclose(f);
+  if (err) throw Error(ErrorCode::kIo, "reading '" + path + "' failed");
+  try {
+    import_portable(bytes);
+  } catch (const Error& e) {
+    throw Error(e.code(), "'" + path + "': " + e.what());
+  }
+}
+
+void RoaringSet::export_portable_file(const std::string& path) const {
+  std::string bytes = export_portable();
+  FILE* f = fopen(path.c_str(), "wb");
+  if (!f) throw Error(ErrorCode::kIo, "cannot create '" + path + "': " + strerror(errno) + ": check the path and permissions");
+  bool ok = fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+  ok = (fclose(f) == 0) && ok;
+  if (!ok) throw Error(ErrorCode::kIo, "writing '" + path + "' failed (disk full?)");
 }
 
 uint32_t RoaringSet::parse_value(std::string_view text) {

@@ -101,19 +101,30 @@ int write_or_query(const Args& a, int mode /*0 add, 1 remove, 2 check*/) {
     }
     return 0;
   }
-  // stdin: batches, counts.
+  // stdin: batches, counts. Adds are collected into one process-local bitmap
+  // and merged in a single compaction at the end (1e8 lines would otherwise
+  // cost thousands of compactions); removes and checks go in batches.
+  roaring_bitmap_t* bulk = mode == 0 ? roaring_bitmap_create() : nullptr;
+  struct Free {
+    roaring_bitmap_t*& b;
+    ~Free() {
+      if (b) roaring_bitmap_free(b);
+    }
+  } free_bulk{bulk};
   std::vector<uint32_t> batch;
   std::vector<uint8_t> out;
   batch.reserve(kBatch);
   uint64_t done = 0, present = 0;
   Rejects rej;
   auto flush = [&] {
-    if (mode == 2) {
+    if (mode == 0) {
+      roaring_bitmap_add_many(bulk, batch.size(), batch.data());
+    } else if (mode == 2) {
       out.resize(batch.size());
       rs.contains_many(std::span<const uint32_t>(batch), out);
       for (uint8_t o : out) present += o;
     } else {
-      check_status(mode == 0 ? rs.add_many(std::span<const uint32_t>(batch)) : rs.remove_many(batch), name);
+      check_status(rs.remove_many(batch), name);
     }
     done += batch.size();
     batch.clear();
@@ -128,6 +139,7 @@ int write_or_query(const Args& a, int mode /*0 add, 1 remove, 2 check*/) {
     if (batch.size() == kBatch) flush();
   });
   flush();
+  if (mode == 0) rs.merge(bulk);
   rej.report();
   Json j;
   if (mode == 2)
@@ -331,7 +343,8 @@ const CommandRegistrar kCreate({"roaring", "create", "shmtool roaring create SEG
 const CommandRegistrar kAdd({"roaring", "add", "shmtool roaring add SEG NAME [ID...] [--strict] [--json]",
                              "add ids (arguments, or one per line on stdin)",
                              "Adds decimal ids 0..4294967295. With ids as arguments prints one line per id;\n"
-                             "without, reads stdin (one id per line) and prints counts. Lines that are not a\n"
+                             "without, reads stdin (one id per line), adds them all in one compaction at the\n"
+                             "end (fast on 1e8 lines) and prints counts. Lines that are not a\n"
                              "32-bit decimal id are rejected (counted, first line numbers on stderr), never\n"
                              "truncated; --strict makes rejected lines exit 1.\n"
                              "Example: seq 1 1000000 | shmtool roaring add ads orders",

@@ -302,6 +302,14 @@ TEST(Roaring, ExportImportPortableRoundTrip) {
   EXPECT_EQ(code_of([&] { b.import_portable(bytes.substr(0, bytes.size() / 2)); }), ErrorCode::kBadInput);
   EXPECT_EQ(code_of([&] { b.import_portable("12\n13\n"); }), ErrorCode::kBadInput);
   EXPECT_EQ(b.cardinality(), before) << "bad input leaves the set unchanged";
+  // Files.
+  std::string path = "/tmp/" + unique_name("exp") + ".roaring";
+  a.export_portable_file(path);
+  RoaringSet c = RoaringSet::create(seg, "c", small_delta());
+  c.import_portable_file(path);
+  EXPECT_EQ(c.cardinality(), a.cardinality());
+  std::remove(path.c_str());
+  EXPECT_EQ(code_of([&] { c.import_portable_file(path); }), ErrorCode::kIo);
 }
 
 TEST(Roaring, CreateOpenErrorsAndDrop) {
@@ -486,4 +494,23 @@ TEST(Roaring, CorruptionIsReportedNotFollowed) {
   EXPECT_TRUE(found);
   slots[empty].store(0);
   EXPECT_TRUE(seg.check(true).consistent());
+}
+
+// A handle inherited across fork() has no reader slot in the child: it must
+// not read unpinned memory, so it answers false / kDropped; a fresh open works.
+TEST(Roaring, InheritedHandleRefusesAfterFork) {
+  SegmentGuard g(unique_name("rfork"));
+  Segment seg = Segment::create(g.name, seg_options());
+  RoaringSet s = RoaringSet::create(seg, "f", small_delta());
+  s.add(11);
+  pid_t child = shmf_test::fork_child([&] {
+    if (s.contains(11)) return 3;
+    if (s.add(12) != RoaringStatus::kDropped) return 4;
+    Segment mine = Segment::open(g.name);
+    RoaringSet r = RoaringSet::open(mine, "f");
+    return r.contains(11) && r.add(13) == RoaringStatus::kOk ? 0 : 5;
+  });
+  ASSERT_TRUE(shmf_test::exited_ok(shmf_test::wait_status(child)));
+  EXPECT_TRUE(s.contains(13));
+  EXPECT_FALSE(s.contains(12));
 }

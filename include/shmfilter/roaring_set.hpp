@@ -126,6 +126,9 @@ class RoaringSet {
   std::string export_portable() const;
   // Adds every value of a portable serialization. Throws kBadInput (message says what is wrong).
   void import_portable(std::string_view bytes);
+  // The same through a file (kIo if it cannot be read/written).
+  void import_portable_file(const std::string& path);
+  void export_portable_file(const std::string& path) const;
 
   RoaringStats stats() const;         // lock-free snapshot of the numbers (throws kDropped)
   bool valid() const noexcept;        // false once dropped
