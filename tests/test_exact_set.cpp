@@ -288,3 +288,34 @@ TEST(ExactSet, ThreadsOfOneProcessExactlyOnce) {
   EXPECT_EQ(s.size(), n);
   expect_clean(seg);
 }
+
+// A damaged header is a kCorrupt error at open(), never a crash.
+TEST(ExactSet, CorruptHeaderIsAnErrorNotACrash) {
+  using namespace shmfilter::internal;
+  SegmentGuard g(unique_name("set"));
+  Segment seg = Segment::create(g.name);
+  ExactSet::create(seg, "s", {.capacity = 100});
+  auto* h = reinterpret_cast<ExactSetHeader*>(seg.base() + seg.find("s")->offset);
+  auto expect_code = [&](ErrorCode want) {
+    try {
+      ExactSet::open(seg, "s");
+      ADD_FAILURE() << "open succeeded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), want) << e.what();
+    }
+  };
+  uint64_t slots = h->slots;
+  h->slots = uint64_t{1} << 40;  // beyond the region
+  expect_code(ErrorCode::kCorrupt);
+  h->slots = slots;
+  h->stripes = 3;  // not a power of two
+  expect_code(ErrorCode::kCorrupt);
+  h->stripes = 8;
+  h->version = 99;
+  expect_code(ErrorCode::kVersionMismatch);
+  h->version = kExactSetLayoutVersion;
+  h->magic = 0;
+  expect_code(ErrorCode::kCorrupt);
+  CheckReport r = seg.check(false);
+  EXPECT_FALSE(r.consistent()) << "check reports the damaged set";
+}
