@@ -112,7 +112,8 @@ if [ ${#parts[@]} -gt 0 ]; then
     for f in "${parts[@]}"; do
       echo
       echo "<!-- $f -->"
-      sed 's/^# /## /' "$f"
+      # Top-level headings become second-level ones (outside code blocks only).
+      awk '/^```/ {fence = !fence} !fence && /^# / {sub(/^# /, "## ")} {print}' "$f"
     done
   } >>"$OUT.new"
 fi
