@@ -19,6 +19,7 @@
 #include <chrono>
 #include <ctime>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -152,10 +153,10 @@ struct Filled {
   double load = 0;
 };
 Filled& filled(int pct) {
-  static Filled* f = nullptr;
+  static std::unique_ptr<Filled> f;  // destroyed at exit, which removes its segment
   if (f == nullptr || static_cast<int>(f->load * 100 + 0.5) != pct) {
-    delete f;
-    f = new Filled;
+    f.reset();
+    f = std::make_unique<Filled>();
     shmfilter::CuckooOptions o;
     o.capacity = static_cast<uint64_t>(3.8 * (1u << 22));
     o.fingerprint_bits = 12;

@@ -84,6 +84,10 @@ struct CuckooOps {
         bool published = false;
         for (uint32_t j = 0; j < n; ++j) published |= h->subs[j].offset == left;
         if (left != 0 && !published) txn.free(left);  // a dead expander's committed, unpublished extent
+        RegionInfo me;
+        me.slot = self->slot_;
+        me.generation = self->generation_;
+        txn.charge_to(me);  // check() then reports the extent as leaked if a drop ever missed it
         off = txn.allocate(bytes);
         SHMF_KILL_POINT("cuckoo.expand.inside_txn");
         txn.store_u64(&h->pending_extent, off);

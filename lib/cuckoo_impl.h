@@ -130,6 +130,8 @@ static_assert(alignof(Header) == 64, "Header is cache-line aligned");
 // ---- atomics on shared words -------------------------------------------------
 template <class T>
 inline std::atomic_ref<T> A(T& x) noexcept { return std::atomic_ref<T>(x); }
+// Relaxed load of a shared word; each call site says why relaxed suffices
+// (mostly: the writer-lock holder reading what only it writes, or a statistic).
 template <class T>
 inline T load_relaxed(const T& x) noexcept {
   return std::atomic_ref<T>(const_cast<T&>(x)).load(std::memory_order_relaxed);
@@ -660,7 +662,7 @@ inline Status insert(std::byte* base, Header* h, const KeyHash& k, bool unique, 
   if (moves < 0 && expand != nullptr && load_relaxed(h->expansion) >= 2 && n < load_relaxed(h->max_subs)) {
     A(h->intent.op).store(kOpExpand, std::memory_order_release);  // release: diagnostic only; repair has nothing to undo
     bool grown = expand(expand_ctx, h);
-    A(h->intent.op).store(kOpNone, std::memory_order_release);
+    A(h->intent.op).store(kOpNone, std::memory_order_release);  // release: as for every intent clear
     if (grown) {
       A(h->expansions).store(load_relaxed(h->expansions) + 1, std::memory_order_relaxed);  // relaxed: lock holder
       moves = insert_into_sub<LT>(base, h, sub_count_acquire(h) - 1, k);
