@@ -68,8 +68,11 @@ uint64_t g_quota_hit = 0;
 uint64_t g_n = 10000000;
 double g_seconds = 1.0;
 
+bool g_independent = false;  // control run: process c works on its own structure "<name>#c"
+
 template <class S>
-void child(int c, int procs, Role role, const std::string& sname) {
+void child(int c, int procs, Role role, const std::string& sname_shared) {
+  const std::string sname = g_independent ? sname_shared + "#" + std::to_string(c) : sname_shared;
   Segment seg = Segment::open(segname);
   S s = S::open(seg, sname);
   Rng rng(1000 + static_cast<uint64_t>(c));
@@ -135,9 +138,14 @@ void child(int c, int procs, Role role, const std::string& sname) {
 template <class S>
 std::vector<double> run(Segment& seg, const std::vector<Role>& roles) {
   const std::string sname = std::string("scale:") + S::kName;
-  S::create(seg, sname, g_n);
-  {
-    S s = S::open(seg, sname);
+  std::vector<std::string> names;
+  if (g_independent)
+    for (size_t c = 0; c < roles.size(); ++c) names.push_back(sname + "#" + std::to_string(c));
+  else
+    names.push_back(sname);
+  for (const auto& nm : names) {
+    S::create(seg, nm, g_n);
+    S s = S::open(seg, nm);
     fill(s, 0, g_n * kFillPercent / 100);
   }
   ctl->ready.store(0);
@@ -177,7 +185,7 @@ std::vector<double> run(Segment& seg, const std::vector<Role>& roles) {
   std::vector<double> rate;
   for (int c = 0; c < procs; ++c) rate.push_back(static_cast<double>(ctl->slot[c].ops.load()) / secs);
   for (int c = 0; c < procs; ++c) g_quota_hit += ctl->slot[c].quota_hit.load();
-  S::drop(seg, sname);
+  for (const auto& nm : names) S::drop(seg, nm);
   seg.quiesce();
   return rate;
 }
@@ -199,6 +207,12 @@ struct WriterRow {
   double reader_alone, reader_with_writer, writer;
 };
 std::vector<MixedRow> mixed_rows;
+struct ControlRow {
+  std::string s;
+  int procs;
+  double one, shared, independent;
+};
+std::vector<ControlRow> control_rows;
 std::vector<WriterRow> writer_rows;
 
 template <class S>
@@ -215,6 +229,24 @@ void bench(Segment& seg, int max_procs) {
       mixed_rows.push_back({label, p, total, total / one});
       fprintf(stderr, "  %-34s %d procs: %s ops/s (x%.2f)\n", label.c_str(), p, mops(total).c_str(), total / one);
     }
+  }
+  // Control: the same P = max processes, each on a structure of its own (nothing shared).
+  // Shared / independent is the cost of sharing; independent / (P x one) is what this
+  // machine's cores give to P processes at all.
+  if (max_procs > 1) {
+    g_independent = true;
+    auto r = run<S>(seg, std::vector<Role>(static_cast<size_t>(max_procs), Role::kMixed));
+    g_independent = false;
+    double total = 0;
+    for (double x : r) total += x;
+    double shared = 0, one = 0;
+    for (auto& m : mixed_rows)
+      if (m.s == std::string(S::kName) + ", single key") {
+        if (m.procs == 1) one = m.total;
+        if (m.procs == max_procs) shared = m.total;
+      }
+    control_rows.push_back({S::kName, max_procs, one, shared, total});
+    fprintf(stderr, "  %-18s %d procs on own structures: %s ops/s\n", S::kName, max_procs, mops(total).c_str());
   }
   const int w = std::max(2, max_procs);
   auto alone = run<S>(seg, std::vector<Role>(static_cast<size_t>(w), Role::kReader));
@@ -311,6 +343,16 @@ int main(int argc, char** argv) {
   for (auto& r : mixed_rows)
     printf("| %s | %d | %s | %s | %.2fx |\n", r.s.c_str(), r.procs, mops(r.total).c_str(),
            mops(r.total / r.procs).c_str(), r.factor);
+  if (!control_rows.empty()) {
+    printf("\nControl: the same P processes, single keys, each on a structure of its own (nothing shared)\n\n"
+           "| structure | processes | 1 process | P on one shared structure | P on own structures | shared / own | own / (P x 1 process) |\n"
+           "|---|---|---|---|---|---|---|\n");
+    for (auto& r : control_rows)
+      printf("| %s | %d | %s | %s | %s | %.2f | %.2f |\n", r.s.c_str(), r.procs, mops(r.one).c_str(), mops(r.shared).c_str(),
+             mops(r.independent).c_str(), r.shared / r.independent, r.independent / (r.procs * r.one));
+    printf("\nshared / own near 1: sharing one structure costs nothing beyond what P processes cost anyway;\n"
+           "own / (P x 1 process) is the speedup the machine itself allows P processes (1/P: none).\n");
+  }
   if (g_quota_hit)
     printf("\n%" PRIu64 " process runs used up their share of new keys (90%% of capacity) and turned later inserts into lookups.\n",
            g_quota_hit);
