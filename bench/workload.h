@@ -126,6 +126,21 @@ class Workload {
     for (const auto& e : events) std::fprintf(f, "%u %s\n", e.plan, hex16(e.device).c_str());
     std::fclose(f);
   }
+  // Writes events as dedup keys "plan:device16hex", one per line (stdin of `shmtool bloom add`).
+  static void write_keys(const std::string& path, const std::vector<Event>& events) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) throw std::runtime_error("cannot write " + path);
+    for (const auto& e : events) std::fprintf(f, "%u:%s\n", e.plan, hex16(e.device).c_str());
+    std::fclose(f);
+  }
+  // Writes events as the mission's Redis commands, "SADD freq:{plan}:{date} device16hex",
+  // one per line (`redis-cli < file`, or redis-cli --pipe after conversion).
+  static void write_redis(const std::string& path, const std::vector<Event>& events, const std::string& date) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    if (!f) throw std::runtime_error("cannot write " + path);
+    for (const auto& e : events) std::fprintf(f, "SADD freq:%u:%s %s\n", e.plan, date.c_str(), hex16(e.device).c_str());
+    std::fclose(f);
+  }
 
  private:
   WorkloadOptions o_;

@@ -14,6 +14,7 @@
 // Structure stages (Bloom, Cuckoo, HLL, ExactSet) are added to kStages as
 // functions of the same shape; keys come from bench/workload.h.
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,7 +33,11 @@
 #include <thread>
 #include <vector>
 
+#include "shmfilter/bloom.hpp"
+#include "shmfilter/cuckoo.hpp"
 #include "shmfilter/error.hpp"
+#include "shmfilter/exact_set.hpp"
+#include "shmfilter/hll.hpp"
 #include "shmfilter/segment.hpp"
 #include "workload.h"
 
@@ -208,6 +214,464 @@ void report(Ctx& ctx) {
 
 }  // namespace regions
 
+// ---- the mission: frequency capping (stages 2-4) -----------------------------------
+// "Has device D already been served by plan P today?" One generated stream of
+// "plan:device" events (bench/workload.h: Zipf plan sizes, 30% repeats) is
+// made once by the parent before the fork; worker w takes every N-th event
+// (positions w, w+N, ...). Oracles live OUTSIDE the segment, in anonymous
+// shared mappings inherited by fork: per distinct pair, how many workers were
+// told "new" (so double counts and false-positive skips are counted, not
+// guessed).
+
+namespace mission {
+
+// Process-shared scratch outside the segment (MAP_SHARED | MAP_ANONYMOUS: inherited by fork).
+template <class T>
+T* shared_array(uint64_t n) {
+  void* p = mmap(nullptr, std::max<uint64_t>(1, n) * sizeof(T), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) throw std::runtime_error(std::string("mmap of the demo's oracle failed: ") + strerror(errno));
+  return static_cast<T*>(p);
+}
+template <class T>
+std::atomic_ref<T> aref(T& x) {
+  return std::atomic_ref<T>(x);
+}
+
+struct Flags {
+  uint64_t phase_a_done;    // workers done with the cuckoo stream (fetch_add by each)
+  uint64_t removed_count;   // operator: removed pairs published in removed_list (release)
+  uint64_t operator_done;   // operator: all removals made
+  uint64_t erased_ok;       // operator: erase() calls that returned true
+  uint64_t erase_ns;        // operator: time from first to last erase
+  uint64_t lookups_during;  // workers: lookups made while the operator was removing
+};
+
+struct Shared {
+  shmf_bench::WorkloadOptions wo;
+  uint64_t distinct = 0, events = 0;
+  uint32_t* stream = nullptr;      // pair number of each event
+  uint8_t* claim_bloom = nullptr;  // per pair: workers the Bloom filter told "new"
+  uint8_t* claim_a = nullptr;      // per pair: workers that inserted it into the cuckoo filter (stream pass)
+  uint8_t* claim_b = nullptr;      // per pair: workers that served it again after the operator's undo
+  uint8_t* removed = nullptr;      // per pair: 1 once the operator removed it
+  uint32_t* removed_list = nullptr;
+  uint64_t removals = 0;           // how many pairs the operator removes
+  Flags* flags = nullptr;
+  std::vector<uint64_t> true_uv;   // per plan: distinct devices (= distinct pairs of that plan)
+  std::vector<uint32_t> top;       // HLL plans: the largest
+  std::vector<uint32_t> small;     // ExactSet plans: small ones
+  std::vector<int32_t> exact_idx;  // per plan: index into small, or -1
+};
+Shared* g = nullptr;
+
+const shmf_bench::Workload& wl() {
+  static shmf_bench::Workload w(g->wo);
+  return w;
+}
+std::string key_of(uint64_t pair) { return wl().key_of(pair); }
+
+// Makes the stream and the oracles (parent, before the fork). Idempotent.
+void prepare(Ctx& ctx) {
+  if (g) return;
+  g = new Shared;
+  g->wo = ctx.workload();
+  shmf_bench::Workload w(g->wo);
+  g->distinct = w.target_distinct();
+  if (g->distinct < 1000)
+    throw std::runtime_error("scale " + std::to_string(g->wo.scale) +
+                             " gives fewer than 1,000 distinct pairs: pass --scale >= 0.00001");
+  std::vector<uint32_t> s;
+  s.reserve(static_cast<size_t>(static_cast<double>(g->distinct) / (1 - g->wo.repeat_rate) * 1.05));
+  while (w.distinct_so_far() < g->distinct) s.push_back(static_cast<uint32_t>(w.next().pair));
+  g->events = s.size();
+  g->stream = shared_array<uint32_t>(g->events);
+  std::copy(s.begin(), s.end(), g->stream);
+  g->claim_bloom = shared_array<uint8_t>(g->distinct);
+  g->claim_a = shared_array<uint8_t>(g->distinct);
+  g->claim_b = shared_array<uint8_t>(g->distinct);
+  g->removed = shared_array<uint8_t>(g->distinct);
+  g->removals = std::clamp<uint64_t>(g->distinct / 1000, 50, 100000);  // distinct >= 1000: at most 5%
+  g->removed_list = shared_array<uint32_t>(g->removals);
+  g->flags = shared_array<Flags>(1);
+  g->true_uv.assign(g->wo.plans, 0);
+  for (uint64_t i = 0; i < g->distinct; ++i) ++g->true_uv[w.plan_of(i)];
+  std::vector<uint32_t> order(g->wo.plans);
+  for (uint32_t p = 0; p < g->wo.plans; ++p) order[p] = p;
+  std::sort(order.begin(), order.end(), [](uint32_t a, uint32_t b) { return g->true_uv[a] > g->true_uv[b]; });
+  g->top.assign(order.begin(), order.begin() + std::min<size_t>(8, order.size()));
+  g->exact_idx.assign(g->wo.plans, -1);
+  // Small plans: a few around the median size and a few of the smallest non-empty ones.
+  std::vector<uint32_t> nonempty;
+  for (uint32_t p : order)
+    if (g->true_uv[p] > 0) nonempty.push_back(p);
+  for (size_t k = 0; k < 4 && nonempty.size() / 2 + k < nonempty.size(); ++k) g->small.push_back(nonempty[nonempty.size() / 2 + k]);
+  for (size_t k = 0; k < 4 && k < nonempty.size(); ++k) {
+    uint32_t p = nonempty[nonempty.size() - 1 - k];
+    if (std::find(g->small.begin(), g->small.end(), p) == g->small.end()) g->small.push_back(p);
+  }
+  for (size_t k = 0; k < g->small.size(); ++k) g->exact_idx[g->small[k]] = static_cast<int32_t>(k);
+}
+
+// Positions of worker w: w, w + N, w + 2N, ... handed out in batches of up to 64.
+template <class F>
+void for_my_batches(const Ctx& ctx, F&& fn) {
+  std::vector<std::string> keys;
+  std::vector<uint32_t> pairs;
+  keys.reserve(64);
+  pairs.reserve(64);
+  for (uint64_t pos = static_cast<uint64_t>(ctx.worker); pos < g->events; pos += static_cast<uint64_t>(ctx.opt.workers)) {
+    pairs.push_back(g->stream[pos]);
+    keys.push_back(key_of(g->stream[pos]));
+    if (keys.size() == 64) {
+      fn(pairs, keys);
+      keys.clear();
+      pairs.clear();
+    }
+  }
+  if (!keys.empty()) fn(pairs, keys);
+}
+std::vector<std::string_view> views(const std::vector<std::string>& v) { return {v.begin(), v.end()}; }
+
+std::string big(double x) {
+  char b[32];
+  if (x >= 1e6) snprintf(b, sizeof b, "%.2fM", x / 1e6);
+  else if (x >= 1e4) snprintf(b, sizeof b, "%.1fk", x / 1e3);
+  else snprintf(b, sizeof b, "%.0f", x);
+  return b;
+}
+
+// ---- stage 2: Bloom dedup -------------------------------------------------------------
+
+namespace bloom {
+enum Counter { kEvents, kNew, kNs };
+const char* kName = "today:bloom";
+
+void setup(Ctx& ctx) {
+  prepare(ctx);
+  make_counters(ctx, "bloom");
+  shmfilter::BloomOptions o;
+  o.capacity = g->distinct + g->distinct / 2;  // the mission's lesson: reserve >= 1.5x the day's peak
+  o.error = 0.01;
+  o.seed = ctx.opt.seed;
+  shmfilter::Bloom::create(ctx.seg, kName, o);
+}
+
+void worker(Ctx& ctx) {
+  uint64_t* c = counters_of(ctx, "bloom", ctx.worker);
+  auto b = shmfilter::Bloom::open(ctx.seg, kName);
+  std::vector<uint8_t> out(64);
+  const uint64_t t0 = now_ns();
+  for_my_batches(ctx, [&](const std::vector<uint32_t>& pairs, const std::vector<std::string>& keys) {
+    auto v = views(keys);
+    b.add_many(v, std::span(out.data(), v.size()));
+    for (size_t i = 0; i < v.size(); ++i)
+      if (out[i]) {
+        aref(g->claim_bloom[pairs[i]]).fetch_add(1, std::memory_order_relaxed);  // relaxed: read after waitpid
+        ++c[kNew];
+      }
+    c[kEvents] += v.size();
+  });
+  c[kNs] = now_ns() - t0;
+}
+
+void report(Ctx& ctx) {
+  auto b = shmfilter::Bloom::open(ctx.seg, kName);
+  const auto st = b.stats();
+  uint64_t counted = 0, skipped = 0, doubles = 0;
+  for (uint64_t i = 0; i < g->distinct; ++i) {
+    const uint64_t k = g->claim_bloom[i];
+    counted += k;
+    if (k == 0) ++skipped;
+    if (k > 1) doubles += k - 1;
+  }
+  // Measured FP at the end of the day: 100k "plan:device" keys that were never in the stream.
+  const uint64_t probes = 100000;
+  uint64_t fp = 0;
+  for (uint64_t i = 0; i < probes; ++i)
+    fp += b.contains(std::to_string(i % g->wo.plans) + ":" + shmf_bench::hex16(shmf_bench::mix64(~i))) ? 1 : 0;
+  const double p_end = static_cast<double>(fp) / probes;
+  // Expected skips: a new pair meets the FP rate of the filter as full as it is then.
+  // Shape from the classic model (1 - e^{-kj/m})^k, scaled to the measured end rate.
+  const double m = static_cast<double>(st.bits), k = st.k, n = static_cast<double>(g->distinct);
+  auto shape = [&](double j) { return std::pow(1 - std::exp(-k * j / m), k); };
+  double sum = 0;
+  const int steps = 1000;
+  for (int s = 0; s < steps; ++s) sum += shape(n * (s + 0.5) / steps);
+  const double expected = shape(n) > 0 ? p_end / shape(n) * sum / steps * n : 0;
+  const double secs = static_cast<double>(max_of(ctx, "bloom", kNs)) / 1e9;
+  const double redis = 90.0 * n;
+  printf("  stream: %" PRIu64 " events (%.0f%% repeats) of %" PRIu64
+         " distinct (plan, device) pairs over %u plans (known to the generator)\n",
+         g->events, 100.0 * (1 - n / static_cast<double>(g->events)), g->distinct, g->wo.plans);
+  printf("  counted new %" PRIu64 " = distinct %" PRIu64 " - skipped as false positives %" PRIu64
+         " + same-instant double counts %" PRIu64 "\n",
+         counted, g->distinct, skipped, doubles);
+  printf("  false-positive skips: %.3f%% of new pairs; expected ~%.3f%% (the filter's FP while it fills; %.3f%% measured\n"
+         "    at the end of the day on %" PRIu64 " never-seen keys, %.2f%% asked at capacity %s)\n",
+         100.0 * static_cast<double>(skipped) / n, 100.0 * expected / n, 100 * p_end, probes, 100 * st.error,
+         big(static_cast<double>(st.capacity)).c_str());
+  printf("  same-instant double counts: %" PRIu64 " (two workers both told \"new\" for one pair; oracle count);\n"
+         "    the filter's own bound (adds that returned true after losing a race on a bit): %" PRIu64 "\n",
+         doubles, st.racing_adds);
+  printf("  throughput: %s events in %.2f s = %s events/s over %d workers (add_many, batches of 64)\n",
+         big(static_cast<double>(g->events)).c_str(), secs, big(secs > 0 ? static_cast<double>(g->events) / secs : 0).c_str(),
+         ctx.opt.workers);
+  printf("  memory: Bloom %s for capacity %s (1.5x the day's peak: %.1f bits per reserved key, %.1f per pair seen)\n"
+         "    vs a Redis SET at ~90 B/member: %s (%.0fx more)\n",
+         shmfilter::format_size(st.memory_bytes).c_str(), big(static_cast<double>(st.capacity)).c_str(),
+         static_cast<double>(st.memory_bytes) * 8 / static_cast<double>(st.capacity),
+         static_cast<double>(st.memory_bytes) * 8 / n, shmfilter::format_size(static_cast<uint64_t>(redis)).c_str(),
+         redis / static_cast<double>(st.memory_bytes));
+  if (counted + skipped != g->distinct + doubles || total(ctx, "bloom", kEvents) != g->events)
+    throw std::runtime_error("bloom stage: the counts do not add up");
+}
+}  // namespace bloom
+
+// ---- stage 3: Cuckoo dedup and the operator's undo -------------------------------------
+
+namespace cuckoo {
+enum Counter { kEvents, kInserted, kFull, kNsA, kOpsB, kServedB, kNsB };
+const char* kName = "today:cuckoo";
+
+void setup(Ctx& ctx) {
+  prepare(ctx);
+  make_counters(ctx, "cuckoo");
+  shmfilter::CuckooOptions o;
+  o.capacity = g->distinct + g->distinct / 10;
+  o.error_rate = 0.01;  // 12-bit fingerprints
+  o.seed = ctx.opt.seed + 1;
+  shmfilter::Cuckoo::create(ctx.seg, kName, o);
+}
+
+// The operator: once every worker has passed the stream, removes `removals`
+// served pairs (ones it knows were inserted: erase only what you inserted),
+// publishing each in removed_list after its erase returned.
+[[noreturn]] void operator_main(const Options& opt) {
+  int rc = 1;
+  try {
+    Segment seg = Segment::open(opt.segment);
+    auto c = shmfilter::Cuckoo::open(seg, kName);
+    while (aref(g->flags->phase_a_done).load() < static_cast<uint64_t>(opt.workers)) {
+      if (getppid() == 1) _exit(3);
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    shmf_bench::Rng rng(opt.seed * 7 + 3);
+    const uint64_t t0 = now_ns();
+    uint64_t done = 0, ok = 0;
+    while (done < g->removals) {
+      const uint64_t p = rng.below(g->distinct);
+      // Only pairs it served, and whose fingerprint no other pair shares in their buckets
+      // (count 1): erasing a shared fingerprint would leave the pair answered by the other copy.
+      if (g->claim_a[p] != 1 || g->removed[p] || c.count(key_of(p)) != 1) continue;
+      if (c.erase(key_of(p))) ++ok;
+      g->removed[p] = 1;
+      g->removed_list[done] = static_cast<uint32_t>(p);
+      aref(g->flags->removed_count).store(++done, std::memory_order_release);  // release: publishes the list entry
+      if (done % 16 == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));  // an operator's pace
+    }
+    aref(g->flags->erase_ns).store(now_ns() - t0);
+    aref(g->flags->erased_ok).store(ok);
+    aref(g->flags->operator_done).store(1);
+    rc = 0;
+  } catch (const std::exception& e) {
+    fprintf(stderr, "operator: %s\n", e.what());
+  }
+  _exit(rc);
+}
+
+// Serve `pair` if today's filter does not hold it: lock-free check, then an atomic test-and-insert.
+bool serve(shmfilter::Cuckoo& c, uint32_t pair) {
+  const std::string k = key_of(pair);
+  if (c.contains(k)) return false;
+  if (c.insert_unique(k) != shmfilter::CuckooStatus::kInserted) return false;
+  aref(g->claim_b[pair]).fetch_add(1, std::memory_order_relaxed);  // relaxed: read after waitpid
+  return true;
+}
+
+void worker(Ctx& ctx) {
+  uint64_t* c = counters_of(ctx, "cuckoo", ctx.worker);
+  auto cf = shmfilter::Cuckoo::open(ctx.seg, kName);
+  pid_t op = -1;
+  if (ctx.worker == 0) {
+    fflush(nullptr);
+    op = fork();
+    if (op == 0) operator_main(ctx.opt);
+    if (op < 0) throw std::runtime_error("fork of the operator failed");
+  }
+  // Pass 1: the stream, deduplicated by test-and-insert (exactly one worker gets kInserted per key).
+  std::vector<shmfilter::CuckooStatus> st(64);
+  uint64_t t0 = now_ns();
+  for_my_batches(ctx, [&](const std::vector<uint32_t>& pairs, const std::vector<std::string>& keys) {
+    auto v = views(keys);
+    cf.add_many(v, std::span(st.data(), v.size()), /*unique=*/true);
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (st[i] == shmfilter::CuckooStatus::kInserted) {
+        aref(g->claim_a[pairs[i]]).fetch_add(1, std::memory_order_relaxed);  // relaxed: read after waitpid
+        ++c[kInserted];
+      } else if (st[i] == shmfilter::CuckooStatus::kFull) {
+        ++c[kFull];
+      }
+    }
+    c[kEvents] += v.size();
+  });
+  c[kNsA] = now_ns() - t0;
+  aref(g->flags->phase_a_done).fetch_add(1);
+  // Pass 2 starts when every worker has passed the stream (else it would serve pairs a
+  // slower worker has not reached yet, and pass 1's counts would be off).
+  while (aref(g->flags->phase_a_done).load() < static_cast<uint64_t>(ctx.opt.workers)) {
+    if (getppid() == 1) _exit(3);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  // Pass 2: traffic goes on while the operator removes pairs: half of it asks for pairs
+  // already removed (they must be served again, once), half for random pairs (all served
+  // already: none may be served again). Then one sweep over every removed pair.
+  shmf_bench::Rng rng(ctx.opt.seed * 131 + static_cast<uint64_t>(ctx.worker));
+  t0 = now_ns();
+  while (aref(g->flags->operator_done).load() == 0) {
+    for (int k = 0; k < 64; ++k) {
+      const uint64_t published = aref(g->flags->removed_count).load(std::memory_order_acquire);  // acquire: pairs with the operator's release
+      const uint32_t pair = (published > 0 && (rng.next() & 1))
+                                ? g->removed_list[rng.below(published)]
+                                : static_cast<uint32_t>(rng.below(g->distinct));
+      if (serve(cf, pair)) ++c[kServedB];
+      ++c[kOpsB];
+    }
+    if (aref(g->flags->removed_count).load() > 0) aref(g->flags->lookups_during).fetch_add(64, std::memory_order_relaxed);
+    if (getppid() == 1) _exit(3);
+  }
+  for (uint64_t i = 0; i < g->removals; ++i) {
+    if (serve(cf, g->removed_list[i])) ++c[kServedB];
+    ++c[kOpsB];
+  }
+  c[kNsB] = now_ns() - t0;
+  if (op > 0) {
+    int status = 0;
+    waitpid(op, &status, 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw std::runtime_error("the operator process failed");
+  }
+}
+
+void report(Ctx& ctx) {
+  auto cf = shmfilter::Cuckoo::open(ctx.seg, kName);
+  const auto st = cf.stats();
+  uint64_t inserted = 0, skipped = 0, twice_a = 0, again_once = 0, again_more = 0, again_none = 0, leaked = 0,
+           first_time = 0, matched_again = 0;
+  for (uint64_t i = 0; i < g->distinct; ++i) {
+    const unsigned a = g->claim_a[i], b = g->claim_b[i];
+    inserted += a;
+    if (a == 0) ++skipped;
+    if (a > 1) ++twice_a;
+    if (g->removed[i]) {
+      if (b == 1) ++again_once;
+      else if (b == 0 && cf.contains(key_of(i))) ++matched_again;  // a pair served since shares its fingerprint: an FP
+      else if (b == 0) ++again_none;
+      else ++again_more;
+    } else if (b > 0) {
+      if (a == 0) ++first_time;  // its pass-1 skip was a false positive of a removed pair's fingerprint
+      else leaked += b;          // a served pair served again without being removed: a dedup window
+    }
+  }
+  const Flags& f = *g->flags;
+  printf("  pass 1: %" PRIu64 " events, %" PRIu64 " pairs inserted (%" PRIu64 " told kInserted twice: test-and-insert is atomic),\n"
+         "    %" PRIu64 " skipped as false positives (%.3f%%; bound %.2f%% at full load), %" PRIu64 " kFull; %s events/s\n",
+         total(ctx, "cuckoo", kEvents), inserted, twice_a, skipped, 100.0 * static_cast<double>(skipped) / static_cast<double>(g->distinct),
+         100 * st.fp_rate_bound, total(ctx, "cuckoo", kFull),
+         big(static_cast<double>(g->events) / (static_cast<double>(max_of(ctx, "cuckoo", kNsA)) / 1e9)).c_str());
+  printf("  undo: the operator removed %" PRIu64 " served pairs (erase true for %" PRIu64 ") in %.1f ms while the workers\n"
+         "    made %" PRIu64 " lookups; no rebuild, no second key, no window without deduplication\n",
+         g->removals, f.erased_ok, static_cast<double>(f.erase_ns) / 1e6, f.lookups_during);
+  printf("  served again: exactly once %" PRIu64 " of %" PRIu64 " removed pairs; twice or more %" PRIu64 "; never %" PRIu64
+         "\n    (plus %" PRIu64 " answered present by a fingerprint another pair stored since: a false positive)\n",
+         again_once, g->removals, again_more, again_none, matched_again);
+  printf("  pairs not removed but served again (a dedup window): %" PRIu64 "; first served now (pass-1 false positive\n"
+         "    of a removed pair's fingerprint): %" PRIu64 "\n",
+         leaked, first_time);
+  printf("  memory: Cuckoo %s, %.1f bits per pair at load %.1f%%, FP bound %.2f%%; writer-lock takeovers %" PRIu64 "\n",
+         shmfilter::format_size(st.bytes).c_str(), static_cast<double>(st.bytes) * 8 / static_cast<double>(g->distinct),
+         100 * st.load_factor, 100 * st.fp_rate_bound, st.repairs);
+  if (twice_a || again_more || again_none || leaked || f.erased_ok != g->removals)
+    throw std::runtime_error("cuckoo stage: a pair was served twice or a removed pair was not served again");
+}
+}  // namespace cuckoo
+
+// ---- stage 4: distinct devices per plan: HLL for big plans, ExactSet for small ones -------
+
+namespace uv {
+enum Counter { kEvents, kExactInserted, kNs };
+
+std::string hll_name(uint32_t plan) { return "uv:hll:" + std::to_string(plan); }
+std::string exact_name(uint32_t plan) { return "uv:exact:" + std::to_string(plan); }
+
+void setup(Ctx& ctx) {
+  prepare(ctx);
+  make_counters(ctx, "uv");
+  shmfilter::Hll::create(ctx.seg, "uv:hll:all");
+  for (uint32_t p : g->top) shmfilter::Hll::create(ctx.seg, hll_name(p));
+  for (uint32_t p : g->small) {
+    shmfilter::ExactSetOptions o;
+    o.capacity = g->true_uv[p] * 2 + 16;  // a small plan's budgeted reach, with room
+    shmfilter::ExactSet::create(ctx.seg, exact_name(p), o);
+  }
+}
+
+void worker(Ctx& ctx) {
+  uint64_t* c = counters_of(ctx, "uv", ctx.worker);
+  auto all = shmfilter::Hll::open(ctx.seg, "uv:hll:all");
+  std::vector<shmfilter::Hll> hll(g->wo.plans);
+  for (uint32_t p : g->top) hll[p] = shmfilter::Hll::open(ctx.seg, hll_name(p));
+  std::vector<shmfilter::ExactSet> ex;
+  for (uint32_t p : g->small) ex.push_back(shmfilter::ExactSet::open(ctx.seg, exact_name(p)));
+  const uint64_t t0 = now_ns();
+  for (uint64_t pos = static_cast<uint64_t>(ctx.worker); pos < g->events; pos += static_cast<uint64_t>(ctx.opt.workers)) {
+    const uint64_t pair = g->stream[pos];
+    const uint32_t plan = wl().plan_of(pair);
+    const uint64_t device = wl().device_of(pair);
+    all.add(device);
+    if (hll[plan].valid()) hll[plan].add(device);
+    if (g->exact_idx[plan] >= 0 &&
+        ex[static_cast<size_t>(g->exact_idx[plan])].insert(device) == shmfilter::InsertResult::kInserted)
+      ++c[kExactInserted];
+    ++c[kEvents];
+  }
+  c[kNs] = now_ns() - t0;
+}
+
+void report(Ctx& ctx) {
+  auto row = [](const char* what, uint64_t truth, uint64_t est) {
+    printf("    %-16s %10" PRIu64 " %10" PRIu64 " %+8.2f%%\n", what, truth, est,
+           truth ? 100.0 * (static_cast<double>(est) - static_cast<double>(truth)) / static_cast<double>(truth) : 0.0);
+  };
+  printf("  HLL (13 KB each, Redis PFCOUNT-compatible; sigma 0.81%%): distinct devices, true vs estimated\n");
+  printf("    %-16s %10s %10s %9s\n", "plan", "true", "HLL", "error");
+  for (uint32_t p : g->top) row(("plan " + std::to_string(p)).c_str(), g->true_uv[p], shmfilter::Hll::open(ctx.seg, hll_name(p)).count());
+  std::vector<shmfilter::Hll> top;
+  for (uint32_t p : g->top) top.push_back(shmfilter::Hll::open(ctx.seg, hll_name(p)));
+  uint64_t top_true = 0;
+  for (uint32_t p : g->top) top_true += g->true_uv[p];  // devices are distinct across pairs: the union's size
+  row("union of these", top_true, shmfilter::Hll::count_union(top));
+  row("all plans", g->distinct, shmfilter::Hll::open(ctx.seg, "uv:hll:all").count());
+  printf("  ExactSet for small plans (exact counts; each device inserted by exactly one worker):\n");
+  printf("    %-16s %10s %10s %9s\n", "plan", "true", "ExactSet", "bytes");
+  uint64_t sizes = 0;
+  bool exact_ok = true;
+  for (uint32_t p : g->small) {
+    auto s = shmfilter::ExactSet::open(ctx.seg, exact_name(p));
+    printf("    %-16s %10" PRIu64 " %10" PRIu64 " %9" PRIu64 "\n", ("plan " + std::to_string(p)).c_str(), g->true_uv[p], s.size(),
+           s.stats().bytes);
+    sizes += s.size();
+    exact_ok = exact_ok && s.size() == g->true_uv[p];
+  }
+  const double secs = static_cast<double>(max_of(ctx, "uv", kNs)) / 1e9;
+  printf("  kInserted answers over all workers %" PRIu64 " = sum of set sizes %" PRIu64 "; %s events/s\n",
+         total(ctx, "uv", kExactInserted), sizes, big(static_cast<double>(g->events) / secs).c_str());
+  printf("  (an HLL only counts: it cannot answer \"was device D served?\"; that is the filters' job)\n");
+  if (!exact_ok || sizes != total(ctx, "uv", kExactInserted))
+    throw std::runtime_error("uv stage: an ExactSet count is not exact");
+}
+}  // namespace uv
+
+}  // namespace mission
+
 // ---- the stage list --------------------------------------------------------------
 
 struct Stage {
@@ -221,6 +685,12 @@ struct Stage {
 const Stage kStages[] = {
     {"regions", "workers create, find and drop named regions from one pool of names", regions::setup,
      regions::worker, regions::report},
+    {"bloom", "frequency capping: N workers deduplicate one stream of \"plan:device\" keys through one Bloom filter",
+     mission::bloom::setup, mission::bloom::worker, mission::bloom::report},
+    {"cuckoo", "the same stream through today's Cuckoo filter; then an operator removes served pairs while traffic goes on",
+     mission::cuckoo::setup, mission::cuckoo::worker, mission::cuckoo::report},
+    {"uv", "distinct devices per plan: HLLs for the big plans and overall, ExactSets for small plans",
+     mission::uv::setup, mission::uv::worker, mission::uv::report},
 };
 
 // ---- control block: barrier and release between parent and workers --------------
