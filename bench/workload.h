@@ -34,7 +34,9 @@ inline uint64_t mix64(uint64_t x) noexcept {
 
 class Rng {
  public:
-  explicit Rng(uint64_t seed) : s_(seed) {}
+  // The seed is mixed first: with a raw counter start, Rng(s + 1) would be
+  // Rng(s) shifted by one draw, so "several seeds" would be one sample.
+  explicit Rng(uint64_t seed) : s_(mix64(seed)) {}
   uint64_t next() noexcept { return mix64(s_++ * 0x2545f4914f6cdd1dull + 1); }
   // Uniform in [0, n), n > 0 (Lemire's multiply-shift; bias < n/2^64).
   uint64_t below(uint64_t n) noexcept { return static_cast<uint64_t>((static_cast<__uint128_t>(next()) * n) >> 64); }
