@@ -1,5 +1,6 @@
 // lib/checkers.cpp: the kind -> checker table. One line per structure.
 #include "checkers.h"
+#include "cuckoo_impl.h"  // check_cuckoo
 
 #include "bloom_impl.h"  // bloom::check_bloom
 
@@ -15,6 +16,7 @@ CheckerFn checker_for(Kind kind) noexcept {
     case Kind::kHll: return &check_hll;
     case Kind::kExactSet: return &check_exact_set;
     case Kind::kRoaring: return &check_roaring;
+    case Kind::kCuckoo: return &check_cuckoo;
     default:
       return nullptr;
   }

@@ -195,6 +195,9 @@ TEST(SegmentFormat, LayoutIsPinned) {
   EXPECT_EQ(sizeof(DirEntry), 128u);
   EXPECT_EQ(sizeof(RegistrySlot), 64u);
   EXPECT_EQ(sizeof(ExtentHeader), 64u);
+  EXPECT_EQ(sizeof(UndoEntry), 32u);
+  EXPECT_EQ(sizeof(Header), 576u);
+  EXPECT_EQ(offsetof(Header, global_epoch), 512u);
   EXPECT_EQ(offsetof(Header, version), 8u);
   EXPECT_EQ(offsetof(Header, abi), 16u);
   EXPECT_EQ(offsetof(Header, size), 256u);

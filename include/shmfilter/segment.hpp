@@ -117,7 +117,11 @@ class Segment;
 // write made through it is undo-logged, so if this process dies before the
 // transaction returns, the next locker rolls all of it back (allocations
 // included). Writes to memory allocated inside the same transaction need no
-// logging: rolling back the allocation makes them unreachable.
+// logging: rolling back the allocation makes them unreachable. Exception: an
+// outermost create_region/drop whose directory store (its last step, the one
+// lock-free readers see) was made is completed instead, so what a reader saw
+// stays true. Freed memory becomes reusable only after the transaction
+// commits and every live process passes a later quiescent point.
 class ControlTxn {
  public:
   // Allocates `bytes` (rounded up to 64) of zeroed memory, 64-byte aligned,

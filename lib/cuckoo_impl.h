@@ -1,0 +1,742 @@
+// lib/cuckoo_impl.h: cuckoo filter kernels over shared memory.
+//
+// Stateless functions over (segment base, region header). No pointer is
+// stored in shared memory; sub-filters are addressed by offset from the
+// segment base. The handle (lib/cuckoo.cpp) supplies liveness of owner tokens
+// and the expansion allocator; the tests drive these kernels over plain
+// anonymous MAP_SHARED memory as well.
+//
+// Layout (docs/cuckoo.md has the byte table):
+//   region = Header | sub-filter 0 (versions[stripes] | buckets[2^n])
+//   further sub-filters (expansion) live in extents from ControlTxn::allocate.
+// A bucket is 4 slots packed in ONE word: 4 x 8-bit lanes in a uint32_t for
+// f = 8, 4 x 16-bit lanes in a uint64_t for f = 12 or 16 (the top 4 bits of a
+// 12-bit lane stay 0). So a reader loads a bucket with one atomic load.
+// Fingerprint 0 means "empty slot".
+//
+// Concurrency (proof sketch in docs/cuckoo.md):
+//  * Readers never write and never lock. Per-stripe seqlock (Boehm 2012,
+//    "Can seqlocks get along with programming language memory models?"):
+//    version acquire-load, bucket words relaxed loads, acquire fence, version
+//    relaxed re-load; retry on odd or changed. The stripe of a key is
+//    min(i1, i2) mod stripes (MemC3, Fan et al. NSDI'13), so moving an item
+//    between its two buckets happens under the one counter its readers check.
+//  * Writers (insert, insert_unique, erase, expansion) hold ONE writer lock
+//    per filter: a word holding the owner token (0 = free). Measured and
+//    argued in docs/cuckoo.md (per-stripe locks buy nothing on this workload
+//    with <= 2 writer CPUs, and cost lock ordering over BFS paths).
+//  * Before each multi-store step the writer fills the intent record; a waiter
+//    (reader or writer) that finds the lock held by a dead token past a bound
+//    takes the lock over with a CAS and repairs from the intent record
+//    (completes a half-done move, fixes the size counter, makes odd versions
+//    even), then carries on.
+#pragma once
+
+#include <sched.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "hash.h"
+#include "shmfilter/segment.hpp"
+#include "kill_point.h"
+
+namespace shmfilter::internal::cuckoo {
+
+inline constexpr uint32_t kMagic = 0x4b434653;  // "SFCK" little-endian
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kSlots = 4;           // slots per bucket (b)
+inline constexpr uint32_t kMaxSubs = 16;        // sub-filter table size
+inline constexpr uint32_t kMaxPathLimit = 6;    // longest BFS path (moves) a filter may be created with
+inline constexpr uint32_t kDefaultMaxPath = 5;  // libcuckoo's MAX_BFS_PATH_LEN is 5
+inline constexpr uint32_t kMaxStripesLog2 = 13; // 8192 version counters per sub-filter (64 KiB)
+
+// Operation kinds in the intent record.
+enum : uint32_t { kOpNone = 0, kOpPlace = 1, kOpErase = 2, kOpMove = 3, kOpExpand = 4 };
+
+// Immutable description of one sub-filter. Written once (create's init, or an
+// expansion inside a ControlTxn) BEFORE sub_count makes it visible; never
+// changed afterwards.
+struct SubDesc {
+  uint64_t offset;        // from the segment base: versions array, then buckets (64-byte aligned)
+  uint32_t log2_buckets;  // bucket count = 2^log2_buckets (>= 2)
+  uint32_t log2_stripes;  // version counters = 2^log2_stripes (<= log2_buckets)
+};
+static_assert(sizeof(SubDesc) == 16, "SubDesc is part of the on-disk format: 16 bytes");
+
+// The move/insert/erase in progress. Written only by the writer-lock holder
+// (plain relaxed stores, published to a repairer by the lock CAS). op != 0
+// while a multi-store step is in flight.
+struct Intent {
+  uint32_t op;           // kOp*; the last field written before the data stores, cleared after
+  uint32_t sub;          // sub-filter index of the step
+  uint64_t bucket;       // place/erase: target bucket; move: source bucket
+  uint32_t lane;         // place/erase: target lane; move: source lane
+  uint32_t fp;           // fingerprint placed / erased / moved
+  uint64_t dst_bucket;   // move: destination bucket
+  uint32_t dst_lane;     // move: destination lane (was empty when the move began)
+  uint32_t stripe;       // move: version counter made odd
+  uint64_t size_before;  // place/erase: size counter before the step
+};
+static_assert(sizeof(Intent) == 48, "Intent is part of the on-disk format: 48 bytes");
+
+struct alignas(64) Header {
+  // ---- line 0: parameters, written by create's init before publication, immutable.
+  uint32_t magic;            // kMagic
+  uint32_t layout_version;   // kLayoutVersion
+  uint32_t fp_bits;          // f: 8, 12 or 16
+  uint32_t lane_bits;        // 8 (uint32_t buckets) or 16 (uint64_t buckets)
+  uint32_t max_path;         // BFS path limit in moves (1..kMaxPathLimit)
+  uint32_t expansion;        // 0: no expansion (kFull); k >= 2: a new sub-filter k times larger
+  uint32_t max_subs;         // sub-filters allowed (1..kMaxSubs)
+  uint32_t reserved0;        // 0
+  uint64_t seed;             // XXH3 seed of this filter
+  uint64_t capacity;         // requested capacity (items)
+  double target_error;       // requested false-positive rate, 0 if fp bits were given
+  uint64_t region_bytes;     // size of the region this header starts
+  // ---- lines 1-5: sub-filter table.
+  alignas(64) uint32_t sub_count;  // published sub-filters; grows only; release store after subs[i] is written
+  uint32_t reserved2;              // 0
+  SubDesc subs[kMaxSubs];          // see SubDesc
+  uint64_t pending_extent;         // expansion: extent allocated (txn-logged store in the allocating
+                                   // ControlTxn) but maybe not yet published in subs[]; reset to 0 by
+                                   // the lock holder after publishing; a leftover is freed by the next
+                                   // expansion's txn or by drop (see docs/cuckoo.md)
+  // ---- writer lock, alone on its line (readers touch it only when stuck on an odd version).
+  alignas(64) uint64_t lock_owner;  // owner token of the writer, 0 = free; CAS acquire / store release
+  // ---- intent record of the lock holder.
+  alignas(64) Intent intent;        // see Intent
+  // ---- counters, written only by the writer-lock holder (relaxed; read by stats() racily).
+  alignas(64) uint64_t size;        // items stored (all sub-filters); exact when no writer is mid-step
+  uint64_t failures;                // inserts answered kFull; only grows
+  uint64_t longest_path;            // most moves one insert needed; only grows
+  uint64_t inserts;                 // kInserted answers; only grows
+  uint64_t erases;                  // successful erases; only grows
+  uint64_t repairs;                 // takeovers of a dead writer's lock; only grows
+  uint64_t moves;                   // items moved along cuckoo paths; only grows
+  uint64_t expansions;              // sub-filters added after create; only grows
+};
+static_assert(offsetof(Header, sub_count) == 64, "sub table starts on cache line 1");
+static_assert(offsetof(Header, lock_owner) % 64 == 0, "writer lock must own its cache line");
+static_assert(offsetof(Header, intent) % 64 == 0, "intent record on its own line");
+static_assert(offsetof(Header, size) % 64 == 0, "counters on their own line");
+static_assert(sizeof(Header) == 576, "Header is part of the on-disk format: 576 bytes");
+static_assert(alignof(Header) == 64, "Header is cache-line aligned");
+
+// ---- atomics on shared words -------------------------------------------------
+template <class T>
+inline std::atomic_ref<T> A(T& x) noexcept { return std::atomic_ref<T>(x); }
+// Relaxed load of a shared word; each call site says why relaxed suffices
+// (mostly: the writer-lock holder reading what only it writes, or a statistic).
+template <class T>
+inline T load_relaxed(const T& x) noexcept {
+  return std::atomic_ref<T>(const_cast<T&>(x)).load(std::memory_order_relaxed);
+}
+
+inline void cpu_relax() noexcept {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// How a waiter asks whether an owner token is alive. The handle binds it to
+// Segment::token_alive; plain-memory tests bind it to /proc/<pid>.
+struct Liveness {
+  uint64_t self = 0;  // this process's owner token (nonzero), or 0: ask self_fn (lazily: readers rarely need it)
+  const void* ctx = nullptr;
+  bool (*alive)(const void* ctx, uint64_t token) = nullptr;
+  uint64_t (*self_fn)(const void* ctx) = nullptr;
+  bool is_alive(uint64_t t) const noexcept { return t != 0 && (alive == nullptr || alive(ctx, t)); }
+  uint64_t token() const noexcept { return self != 0 ? self : self_fn(ctx); }
+};
+// Spins a waiter makes before its first liveness check, and between checks.
+inline constexpr uint32_t kSpinsBeforeYield = 64;
+inline constexpr uint32_t kYieldsBetweenLivenessChecks = 256;
+
+// ---- sizing -------------------------------------------------------------------
+inline uint64_t versions_bytes(uint32_t log2_stripes) noexcept {
+  return ((uint64_t{8} << log2_stripes) + 63) & ~uint64_t{63};
+}
+inline uint64_t sub_bytes(uint32_t log2_buckets, uint32_t log2_stripes, uint32_t lane_bits) noexcept {
+  return versions_bytes(log2_stripes) + (uint64_t{lane_bits / 2} << log2_buckets);  // 4 lanes x lane_bits/8
+}
+inline uint32_t stripes_for(uint32_t log2_buckets) noexcept { return std::min(log2_buckets, kMaxStripesLog2); }
+// f = ceil(log2(2b/p)) (Fan et al. CoNEXT'14, eq. for semi-sorted-free cuckoo filters), rounded up to 8/12/16.
+inline uint32_t fp_bits_for_error(double p) noexcept {
+  double f = std::ceil(std::log2(2.0 * kSlots / p));
+  if (f <= 8) return 8;
+  if (f <= 12) return 12;
+  return 16;
+}
+// Buckets for `capacity` items at <= 95% load: next power of two of capacity / (4 * 0.95).
+inline uint32_t log2_buckets_for(uint64_t capacity) noexcept {
+  double need = std::ceil(static_cast<double>(capacity) / (kSlots * 0.95));
+  uint32_t l = 1;
+  while (l < 33 && static_cast<double>(uint64_t{1} << l) < need) ++l;
+  return l;
+}
+
+// ---- hashing ------------------------------------------------------------------
+struct KeyHash {
+  uint64_t h;
+  uint32_t fp;  // in [1, 2^f - 1]
+};
+inline KeyHash split_hash(uint64_t h, uint32_t fp_bits) noexcept {
+  // fp from the high 32 bits (multiply-shift into [0, 2^f - 1), then + 1);
+  // bucket index from the low bits, so the two are independent for <= 2^32 buckets.
+  uint64_t range = (uint64_t{1} << fp_bits) - 1;
+  uint32_t fp = static_cast<uint32_t>(((h >> 32) * range) >> 32) + 1;
+  return {h, fp};
+}
+// Partial-key cuckoo hashing: i2 = i1 XOR H(fp) (Fan et al. 2014). H is a
+// Fibonacci multiply; its high 32 bits are well mixed for small fp.
+inline uint64_t fp_hash(uint32_t fp) noexcept { return (uint64_t{fp} * 0x9e3779b97f4a7c15ull) >> 32; }
+inline uint64_t alt_bucket(uint64_t i, uint32_t fp, uint64_t mask) noexcept { return (i ^ fp_hash(fp)) & mask; }
+
+// ---- lanes ----------------------------------------------------------------------
+template <class W, unsigned L>
+struct Lanes {
+  using Word = W;
+  static constexpr unsigned kLaneBits = L;
+  static constexpr W kLaneMask = static_cast<W>((W{1} << L) - 1);
+  static constexpr W kLo = L == 8 ? static_cast<W>(0x01010101u) : static_cast<W>(0x0001000100010001ull);
+  static constexpr W kHi = static_cast<W>(kLo << (L - 1));
+  static uint32_t lane(W w, unsigned i) noexcept { return static_cast<uint32_t>((w >> (i * L)) & kLaneMask); }
+  static W with(W w, unsigned i, uint32_t fp) noexcept {
+    return static_cast<W>((w & ~static_cast<W>(kLaneMask << (i * L))) | (static_cast<W>(fp) << (i * L)));
+  }
+  // Exact "some lane equals fp" (the borrow trick only ever over-marks lanes above a true zero).
+  static bool has(W w, uint32_t fp) noexcept {
+    W x = static_cast<W>(w ^ static_cast<W>(kLo * fp));
+    return static_cast<W>((x - kLo) & ~x & kHi) != 0;
+  }
+  static int find(W w, uint32_t fp) noexcept {
+    for (unsigned i = 0; i < kSlots; ++i)
+      if (lane(w, i) == fp) return static_cast<int>(i);
+    return -1;
+  }
+  static int empty_lane(W w) noexcept { return find(w, 0); }
+  static uint32_t count(W w, uint32_t fp) noexcept {
+    uint32_t n = 0;
+    for (unsigned i = 0; i < kSlots; ++i) n += lane(w, i) == fp;
+    return n;
+  }
+};
+using Lanes8 = Lanes<uint32_t, 8>;
+using Lanes16 = Lanes<uint64_t, 16>;
+
+// A sub-filter as seen by this process.
+struct Sub {
+  uint64_t* versions;
+  void* buckets;
+  uint64_t mask;         // buckets - 1
+  uint64_t stripe_mask;  // stripes - 1
+};
+inline Sub sub_view(std::byte* base, const SubDesc& d) noexcept {
+  std::byte* p = base + d.offset;
+  return Sub{reinterpret_cast<uint64_t*>(p), p + versions_bytes(d.log2_stripes), (uint64_t{1} << d.log2_buckets) - 1,
+             (uint64_t{1} << d.log2_stripes) - 1};
+}
+// Published sub-filter count; acquire pairs with the release store that
+// published the last SubDesc, so its fields are visible.
+inline uint32_t sub_count_acquire(const Header* h) noexcept {
+  return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(h->sub_count)).load(std::memory_order_acquire);
+}
+
+template <class LT>
+inline typename LT::Word& bucket_ref(const Sub& s, uint64_t i) noexcept {
+  return static_cast<typename LT::Word*>(s.buckets)[i];
+}
+template <class LT>
+inline typename LT::Word bucket_load(const Sub& s, uint64_t i) noexcept {
+  // relaxed: inside a seqlock read section (the fence + version re-check orders it),
+  // or by the writer-lock holder, who is the only writer.
+  return A(bucket_ref<LT>(s, i)).load(std::memory_order_relaxed);
+}
+// Moves store relaxed after the release fence that follows their odd version
+// (fence-fence synchronisation with the reader's acquire fence); every other
+// bucket store (place, erase, repair) is a release store. Either way a reader
+// that observes a stored word also observes, at its version re-check, every
+// earlier writer step (writers form one chain through the lock): the proof in
+// docs/cuckoo.md needs exactly this. Both compile to a plain MOV on x86-64.
+template <class LT>
+inline void bucket_store(const Sub& s, uint64_t i, typename LT::Word w,
+                         std::memory_order mo = std::memory_order_release) noexcept {
+  A(bucket_ref<LT>(s, i)).store(w, mo);
+}
+
+// ---- writer lock, takeover and repair ---------------------------------------------
+template <class LT>
+void repair_locked(std::byte* base, Header* h) noexcept;
+
+// Tries to take the lock from a dead owner `seen`; on success repairs and returns true (lock held).
+template <class LT>
+inline bool try_takeover(std::byte* base, Header* h, uint64_t seen, const Liveness& lv) noexcept {
+  if (seen == 0 || lv.is_alive(seen)) return false;
+  uint64_t expect = seen;
+  // acquire: the dead owner's intent and data stores must be visible to the repair.
+  if (!A(h->lock_owner).compare_exchange_strong(expect, lv.token(), std::memory_order_acquire,
+                                                std::memory_order_relaxed))
+    return false;
+  A(h->repairs).store(load_relaxed(h->repairs) + 1, std::memory_order_relaxed);  // relaxed: lock holder only
+  repair_locked<LT>(base, h);
+  return true;
+}
+
+// Blocks until this process holds the writer lock. Never waits on a dead owner
+// for long: past a bound it checks liveness and takes the lock over.
+template <class LT>
+inline void lock(std::byte* base, Header* h, const Liveness& lv) noexcept {
+  uint32_t spins = 0, yields = 0;
+  const uint64_t self = lv.token();
+  for (;;) {
+    uint64_t expect = 0;
+    // acquire: pairs with the release in unlock(), so the previous holder's stores are visible.
+    if (A(h->lock_owner).compare_exchange_weak(expect, self, std::memory_order_acquire,
+                                               std::memory_order_relaxed)) {
+      // A previous holder died and a repairer has not run yet only if intent
+      // is set here, which cannot happen (repair clears it before unlock), but
+      // a crashed repairer may leave versions odd: repair is idempotent and cheap.
+      if (load_relaxed(h->intent.op) != kOpNone) repair_locked<LT>(base, h);
+      return;
+    }
+    if (++spins < kSpinsBeforeYield) {
+      cpu_relax();
+      continue;
+    }
+    sched_yield();
+    if (++yields % kYieldsBetweenLivenessChecks == 0 && expect != 0 && try_takeover<LT>(base, h, expect, lv)) return;
+  }
+}
+inline void unlock(Header* h) noexcept {
+  // release: every store made under the lock happens-before the next holder's acquire.
+  A(h->lock_owner).store(0, std::memory_order_release);
+}
+
+// The lock holder finishes or undoes a dead writer's step, fixes the size
+// counter and makes every odd version even. Idempotent: a repairer killed
+// mid-repair leaves the intent set, and the next one redoes it.
+template <class LT>
+void repair_locked(std::byte* base, Header* h) noexcept {
+  const Intent in = h->intent;  // plain copy: we hold the lock; the dead writer stopped writing
+  uint32_t subs = sub_count_acquire(h);
+  SHMF_KILL_POINT("cuckoo.repair.begin");
+  if (in.op != kOpNone && in.op != kOpExpand && in.sub < subs) {
+    Sub s = sub_view(base, h->subs[in.sub]);
+    if (in.op == kOpPlace || in.op == kOpErase) {
+      if (in.bucket <= s.mask && in.lane < kSlots) {
+        bool applied = in.op == kOpPlace ? LT::lane(bucket_load<LT>(s, in.bucket), in.lane) == in.fp
+                                         : LT::lane(bucket_load<LT>(s, in.bucket), in.lane) == 0;
+        uint64_t size = in.size_before;
+        if (applied) size = in.op == kOpPlace ? size + 1 : size - 1;
+        A(h->size).store(size, std::memory_order_relaxed);  // relaxed: lock holder only
+      }
+    } else if (in.op == kOpMove && in.bucket <= s.mask && in.dst_bucket <= s.mask && in.lane < kSlots &&
+               in.dst_lane < kSlots) {
+      auto src = bucket_load<LT>(s, in.bucket);
+      auto dst = bucket_load<LT>(s, in.dst_bucket);
+      if (LT::lane(dst, in.dst_lane) == in.fp && LT::lane(src, in.lane) == in.fp &&
+          !(in.bucket == in.dst_bucket && in.lane == in.dst_lane)) {
+        // The copy landed, the clear did not: finish the move (the item is in both buckets now).
+        bucket_store<LT>(s, in.bucket, LT::with(src, in.lane, 0));
+      }
+      // Otherwise the copy did not land (item still at the source) or the move completed.
+    }
+  }
+  SHMF_KILL_POINT("cuckoo.repair.after_data");
+  // Make every odd version even (one stripe normally; scanning all is cheap: <= 8192 words).
+  for (uint32_t k = 0; k < subs; ++k) {
+    Sub s = sub_view(base, h->subs[k]);
+    for (uint64_t i = 0; i <= s.stripe_mask; ++i) {
+      uint64_t v = load_relaxed(s.versions[i]);
+      // release: the repaired bucket words are visible to a reader that sees the even version.
+      if (v & 1) A(s.versions[i]).store(v + 1, std::memory_order_release);
+    }
+  }
+  A(h->intent.op).store(kOpNone, std::memory_order_release);  // release: repairs above precede "no intent"
+}
+
+// A reader that found stripe version odd for a while: if the writer is dead,
+// take its lock, repair, release. Returns after at most one liveness check.
+template <class LT>
+inline void reader_help(std::byte* base, Header* h, const Liveness& lv) noexcept {
+  uint64_t owner = A(h->lock_owner).load(std::memory_order_relaxed);  // relaxed: only a hint for the CAS
+  if (owner != 0 && try_takeover<LT>(base, h, owner, lv)) unlock(h);
+}
+
+// ---- lookups (lock-free) ----------------------------------------------------------
+struct Probe {
+  uint64_t i1, i2, stripe;
+  uint32_t fp;
+};
+inline Probe probe(const Sub& s, const KeyHash& k) noexcept {
+  uint64_t i1 = k.h & s.mask;
+  uint64_t i2 = alt_bucket(i1, k.fp, s.mask);
+  return Probe{i1, i2, std::min(i1, i2) & s.stripe_mask, k.fp};
+}
+
+// Reads both buckets of a probe consistently (seqlock). Returns the two words.
+template <class LT>
+inline void read_pair(std::byte* base, Header* h, const Sub& s, const Probe& p, const Liveness& lv,
+                      typename LT::Word& w1, typename LT::Word& w2) noexcept {
+  uint32_t spins = 0, yields = 0;
+  for (;;) {
+    // acquire: if we see the even version a writer released, we see its bucket stores.
+    uint64_t v1 = A(s.versions[p.stripe]).load(std::memory_order_acquire);
+    if ((v1 & 1) == 0) {
+      w1 = bucket_load<LT>(s, p.i1);
+      w2 = bucket_load<LT>(s, p.i2);
+      // acquire fence: the relaxed bucket loads above are ordered before the version re-read (Boehm 2012, fig. 6).
+      std::atomic_thread_fence(std::memory_order_acquire);
+      // relaxed: ordered by the fence above.
+      if (A(s.versions[p.stripe]).load(std::memory_order_relaxed) == v1) return;
+    }
+    if (++spins < kSpinsBeforeYield) {
+      cpu_relax();
+      continue;
+    }
+    sched_yield();
+    if (++yields % kYieldsBetweenLivenessChecks == 0) reader_help<LT>(base, h, lv);
+  }
+}
+
+template <class LT>
+inline uint32_t count_in(std::byte* base, Header* h, const KeyHash& k, const Liveness& lv, bool stop_at_one) noexcept {
+  uint32_t n = sub_count_acquire(h), found = 0;
+  for (uint32_t j = 0; j < n; ++j) {
+    Sub s = sub_view(base, h->subs[j]);
+    Probe p = probe(s, k);
+    typename LT::Word w1, w2;
+    read_pair<LT>(base, h, s, p, lv, w1, w2);
+    if (stop_at_one) {
+      if (LT::has(w1, p.fp) || LT::has(w2, p.fp)) return 1;
+    } else {
+      found += LT::count(w1, p.fp) + (p.i2 != p.i1 ? LT::count(w2, p.fp) : 0);
+    }
+  }
+  return found;
+}
+template <class LT>
+inline bool contains(std::byte* base, Header* h, const KeyHash& k, const Liveness& lv) noexcept {
+  return count_in<LT>(base, h, k, lv, true) != 0;
+}
+
+// Batched lookup: hashes a group, prefetches every bucket and version of the
+// group, then probes. out[i] = 0/1.
+template <class LT>
+inline void contains_batch(std::byte* base, Header* h, const KeyHash* ks, size_t n, uint8_t* out,
+                           const Liveness& lv) noexcept {
+  uint32_t subs = sub_count_acquire(h);
+  constexpr size_t kGroup = 16;
+  Probe pr[kGroup];
+  for (size_t g = 0; g < n; g += kGroup) {
+    size_t m = std::min(kGroup, n - g);
+    for (size_t i = 0; i < m; ++i) out[g + i] = 0;
+    for (uint32_t j = 0; j < subs; ++j) {
+      Sub s = sub_view(base, h->subs[j]);
+      for (size_t i = 0; i < m; ++i) {
+        pr[i] = probe(s, ks[g + i]);
+        __builtin_prefetch(&bucket_ref<LT>(s, pr[i].i1));
+        __builtin_prefetch(&bucket_ref<LT>(s, pr[i].i2));
+        __builtin_prefetch(&s.versions[pr[i].stripe]);
+      }
+      for (size_t i = 0; i < m; ++i) {
+        if (out[g + i]) continue;
+        typename LT::Word w1, w2;
+        read_pair<LT>(base, h, s, pr[i], lv, w1, w2);
+        out[g + i] = LT::has(w1, pr[i].fp) || LT::has(w2, pr[i].fp);
+      }
+    }
+  }
+}
+
+// ---- writes (writer lock held) ----------------------------------------------------
+
+// Places fp into an empty lane (single word store) under the intent record.
+template <class LT>
+inline void place_locked(Header* h, uint32_t sub, const Sub& s, uint64_t b, unsigned lane, uint32_t fp) noexcept {
+  Intent& in = h->intent;
+  in.sub = sub;
+  in.bucket = b;
+  in.lane = lane;
+  in.fp = fp;
+  in.size_before = h->size;
+  // release: the intent fields are complete before op says they are valid (a repairer acquires the lock).
+  A(in.op).store(kOpPlace, std::memory_order_release);
+  SHMF_KILL_POINT("cuckoo.insert.before_store");
+  bucket_store<LT>(s, b, LT::with(bucket_load<LT>(s, b), lane, fp));
+  SHMF_KILL_POINT("cuckoo.insert.after_store");
+  A(h->size).store(in.size_before + 1, std::memory_order_relaxed);  // relaxed: lock holder only
+  SHMF_KILL_POINT("cuckoo.insert.after_size");
+  A(in.op).store(kOpNone, std::memory_order_release);  // release: the step is complete before "no intent"
+}
+
+// Moves the fingerprint at (src, sl) to the empty lane (dst, dl): copy first,
+// then clear, with the stripe of min(src, dst) odd in between.
+template <class LT>
+inline void move_locked(Header* h, uint32_t sub, const Sub& s, uint64_t src, unsigned sl, uint64_t dst, unsigned dl,
+                        uint32_t fp) noexcept {
+  Intent& in = h->intent;
+  uint64_t stripe = std::min(src, dst) & s.stripe_mask;
+  in.sub = sub;
+  in.bucket = src;
+  in.lane = sl;
+  in.fp = fp;
+  in.dst_bucket = dst;
+  in.dst_lane = dl;
+  in.stripe = static_cast<uint32_t>(stripe);
+  A(in.op).store(kOpMove, std::memory_order_release);  // release: fields complete before op (see place_locked)
+  SHMF_KILL_POINT("cuckoo.move.begin");
+  uint64_t v = load_relaxed(s.versions[stripe]);
+  // relaxed store + release fence: the odd version is ordered before the bucket stores (Boehm's writer).
+  A(s.versions[stripe]).store(v + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_release);
+  SHMF_KILL_POINT("cuckoo.move.version_odd");
+  // relaxed: both after the release fence above (see bucket_store).
+  bucket_store<LT>(s, dst, LT::with(bucket_load<LT>(s, dst), dl, fp), std::memory_order_relaxed);
+  SHMF_KILL_POINT("cuckoo.move.after_copy");
+  bucket_store<LT>(s, src, LT::with(bucket_load<LT>(s, src), sl, 0), std::memory_order_relaxed);
+  SHMF_KILL_POINT("cuckoo.move.after_clear");
+  // release: both bucket stores are visible to a reader that acquires the even version.
+  A(s.versions[stripe]).store(v + 2, std::memory_order_release);
+  A(in.op).store(kOpNone, std::memory_order_release);  // release: step complete before "no intent"
+  A(h->moves).store(load_relaxed(h->moves) + 1, std::memory_order_relaxed);  // relaxed: lock holder only
+}
+
+// Breadth-first search for a path of <= max_path moves from {i1, i2} to a
+// bucket with an empty lane. Changes nothing. Nodes live on the caller's
+// stack: 2 x (4^(max_path+1) - 1) / 3 of 8 bytes (22 KiB for 5 moves, 87 KiB for 6).
+struct BfsNode {
+  uint32_t bucket;  // bucket index (filters have <= 2^32 buckets)
+  uint16_t parent;  // index of the parent node, 0xffff for a root
+  uint8_t slot;     // lane in the parent bucket whose item moves into this bucket
+  uint8_t depth;    // moves needed to free a lane here
+};
+static_assert(sizeof(BfsNode) == 8, "BFS nodes are 8 bytes");
+inline constexpr size_t bfs_nodes_for(uint32_t max_path) noexcept {
+  return 2 * ((size_t{1} << (2 * (max_path + 1))) - 1) / 3;
+}
+static_assert(bfs_nodes_for(kMaxPathLimit) < 0xffff, "parent indices fit 16 bits");
+
+struct PathStep {
+  uint64_t bucket;
+  uint8_t lane;
+};
+
+// Returns the number of moves (0..max_path) and fills path[0..moves] (path[0] is
+// where the new fp goes once every move is done), or -1 when none was found.
+template <class LT>
+inline int bfs(const Sub& s, uint64_t i1, uint64_t i2, uint32_t max_path, PathStep* path, BfsNode* q) noexcept {
+  const size_t cap = bfs_nodes_for(max_path);
+  size_t head = 0, tail = 0;
+  q[tail++] = BfsNode{static_cast<uint32_t>(i1), 0xffff, 0, 0};
+  if (i2 != i1) q[tail++] = BfsNode{static_cast<uint32_t>(i2), 0xffff, 0, 0};
+  while (head < tail) {
+    BfsNode nd = q[head];
+    auto w = bucket_load<LT>(s, nd.bucket);
+    int e = LT::empty_lane(w);
+    if (e >= 0) {
+      // Walk back to the root: path[d] = (bucket at depth d, lane to free / fill).
+      int d = nd.depth;
+      path[d] = PathStep{nd.bucket, static_cast<uint8_t>(e)};
+      size_t at = head;
+      while (q[at].parent != 0xffff) {
+        const BfsNode& c = q[at];
+        path[c.depth - 1] = PathStep{q[c.parent].bucket, c.slot};
+        at = c.parent;
+      }
+      return d;
+    }
+    if (nd.depth < max_path && tail + kSlots <= cap) {
+      for (unsigned l = 0; l < kSlots; ++l) {
+        uint32_t fp = LT::lane(w, l);
+        q[tail++] = BfsNode{static_cast<uint32_t>(alt_bucket(nd.bucket, fp, s.mask)), static_cast<uint16_t>(head),
+                            static_cast<uint8_t>(l), static_cast<uint8_t>(nd.depth + 1)};
+      }
+    }
+    ++head;
+  }
+  return -1;
+}
+
+// Inserts fp into sub `j` (lock held). Returns moves used, or -1 if no path.
+template <class LT>
+inline int insert_into_sub(std::byte* base, Header* h, uint32_t j, const KeyHash& k) noexcept {
+  Sub s = sub_view(base, h->subs[j]);
+  Probe p = probe(s, k);
+  uint32_t max_path = std::min(load_relaxed(h->max_path), kMaxPathLimit);
+  PathStep path[kMaxPathLimit + 1];
+  auto* q = static_cast<BfsNode*>(__builtin_alloca(bfs_nodes_for(max_path) * sizeof(BfsNode)));
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    int d = bfs<LT>(s, p.i1, p.i2, max_path, path, q);
+    if (d < 0) return -1;
+    // Execute from the free end backwards. Each step re-validates (a path may
+    // visit one bucket twice); a failed check just means: search again.
+    bool ok = true;
+    for (int m = d - 1; m >= 0 && ok; --m) {
+      auto ws = bucket_load<LT>(s, path[m].bucket);
+      auto wd = bucket_load<LT>(s, path[m + 1].bucket);
+      uint32_t fp = LT::lane(ws, path[m].lane);
+      if (fp == 0 || LT::lane(wd, path[m + 1].lane) != 0 || alt_bucket(path[m].bucket, fp, s.mask) != path[m + 1].bucket) {
+        ok = false;
+        break;
+      }
+      move_locked<LT>(h, j, s, path[m].bucket, path[m].lane, path[m + 1].bucket, path[m + 1].lane, fp);
+    }
+    if (!ok) continue;
+    auto w0 = bucket_load<LT>(s, path[0].bucket);
+    if (LT::lane(w0, path[0].lane) != 0) continue;
+    place_locked<LT>(h, j, s, path[0].bucket, path[0].lane, k.fp);
+    return d;
+  }
+  return -1;
+}
+
+// Erases one copy of fp (lock held), newest sub-filter first. True if found.
+template <class LT>
+inline bool erase_locked(std::byte* base, Header* h, const KeyHash& k) noexcept {
+  uint32_t n = sub_count_acquire(h);
+  for (uint32_t j = n; j-- > 0;) {
+    Sub s = sub_view(base, h->subs[j]);
+    Probe p = probe(s, k);
+    for (uint64_t b : {p.i1, p.i2}) {
+      auto w = bucket_load<LT>(s, b);
+      int l = LT::find(w, k.fp);
+      if (l < 0) continue;
+      Intent& in = h->intent;
+      in.sub = j;
+      in.bucket = b;
+      in.lane = static_cast<uint32_t>(l);
+      in.fp = k.fp;
+      in.size_before = h->size;
+      A(in.op).store(kOpErase, std::memory_order_release);  // release: fields complete before op
+      SHMF_KILL_POINT("cuckoo.erase.before_store");
+      bucket_store<LT>(s, b, LT::with(w, static_cast<unsigned>(l), 0));
+      SHMF_KILL_POINT("cuckoo.erase.after_store");
+      A(h->size).store(in.size_before - 1, std::memory_order_relaxed);  // relaxed: lock holder only
+      A(in.op).store(kOpNone, std::memory_order_release);               // release: step complete first
+      A(h->erases).store(load_relaxed(h->erases) + 1, std::memory_order_relaxed);  // relaxed: lock holder only
+      return true;
+    }
+  }
+  return false;
+}
+
+// Present in any sub-filter (lock held: plain consistent reads, no seqlock needed).
+template <class LT>
+inline bool contains_locked(std::byte* base, Header* h, const KeyHash& k) noexcept {
+  uint32_t n = sub_count_acquire(h);
+  for (uint32_t j = 0; j < n; ++j) {
+    Sub s = sub_view(base, h->subs[j]);
+    Probe p = probe(s, k);
+    if (LT::has(bucket_load<LT>(s, p.i1), p.fp) || LT::has(bucket_load<LT>(s, p.i2), p.fp)) return true;
+  }
+  return false;
+}
+
+enum class Status : uint8_t { kInserted = 0, kExists = 1, kFull = 2, kDropped = 3 };
+
+// Adds a sub-filter (lock held). Returns false if not allowed or out of space.
+using ExpandFn = bool (*)(void* ctx, Header* h);
+
+// The whole insert: lock, (unique test), newest sub-filter, expansion, unlock.
+template <class LT>
+inline Status insert(std::byte* base, Header* h, const KeyHash& k, bool unique, const Liveness& lv,
+                     ExpandFn expand, void* expand_ctx) noexcept {
+  lock<LT>(base, h, lv);
+  SHMF_KILL_POINT("cuckoo.insert.locked");
+  if (unique && contains_locked<LT>(base, h, k)) {
+    unlock(h);
+    return Status::kExists;
+  }
+  uint32_t n = sub_count_acquire(h);
+  int moves = insert_into_sub<LT>(base, h, n - 1, k);
+  if (moves < 0) {
+    // Older sub-filters may have room again after erases.
+    for (uint32_t j = n - 1; j-- > 0 && moves < 0;) moves = insert_into_sub<LT>(base, h, j, k);
+  }
+  if (moves < 0 && expand != nullptr && load_relaxed(h->expansion) >= 2 && n < load_relaxed(h->max_subs)) {
+    A(h->intent.op).store(kOpExpand, std::memory_order_release);  // release: diagnostic only; repair has nothing to undo
+    bool grown = expand(expand_ctx, h);
+    A(h->intent.op).store(kOpNone, std::memory_order_release);  // release: as for every intent clear
+    if (grown) {
+      A(h->expansions).store(load_relaxed(h->expansions) + 1, std::memory_order_relaxed);  // relaxed: lock holder
+      moves = insert_into_sub<LT>(base, h, sub_count_acquire(h) - 1, k);
+    }
+  }
+  Status st;
+  if (moves < 0) {
+    A(h->failures).store(load_relaxed(h->failures) + 1, std::memory_order_relaxed);  // relaxed: lock holder only
+    st = Status::kFull;
+  } else {
+    A(h->inserts).store(load_relaxed(h->inserts) + 1, std::memory_order_relaxed);  // relaxed: lock holder only
+    if (static_cast<uint64_t>(moves) > load_relaxed(h->longest_path))
+      A(h->longest_path).store(static_cast<uint64_t>(moves), std::memory_order_relaxed);  // relaxed: lock holder
+    st = Status::kInserted;
+  }
+  SHMF_KILL_POINT("cuckoo.insert.before_unlock");
+  unlock(h);
+  return st;
+}
+
+template <class LT>
+inline bool erase(std::byte* base, Header* h, const KeyHash& k, const Liveness& lv) noexcept {
+  lock<LT>(base, h, lv);
+  bool r = erase_locked<LT>(base, h, k);
+  unlock(h);
+  return r;
+}
+
+// Fills a fresh header + sub-filter 0 (memory zeroed by the caller).
+// `sub0_offset` is sub-filter 0's offset from the segment base.
+inline void init_header(Header* h, uint32_t fp_bits, uint32_t max_path, uint32_t expansion, uint32_t max_subs,
+                        uint64_t seed, uint64_t capacity, double target_error, uint64_t region_bytes,
+                        uint32_t log2_buckets, uint64_t sub0_offset) noexcept {
+  h->magic = kMagic;
+  h->layout_version = kLayoutVersion;
+  h->fp_bits = fp_bits;
+  h->lane_bits = fp_bits <= 8 ? 8 : 16;
+  h->max_path = max_path;
+  h->expansion = expansion;
+  h->max_subs = max_subs;
+  h->seed = seed;
+  h->capacity = capacity;
+  h->target_error = target_error;
+  h->region_bytes = region_bytes;
+  h->subs[0] = SubDesc{sub0_offset, log2_buckets, stripes_for(log2_buckets)};
+  A(h->sub_count).store(1, std::memory_order_release);  // release: publishes subs[0]
+}
+inline uint64_t region_bytes_for(uint32_t log2_buckets, uint32_t lane_bits) noexcept {
+  return sizeof(Header) + sub_bytes(log2_buckets, stripes_for(log2_buckets), lane_bits);
+}
+
+// Counts occupied lanes of every sub-filter (check, stats); lanes with bits above f set go to `bad_lanes`.
+template <class LT>
+inline uint64_t count_occupied(std::byte* base, const Header* h, uint32_t fp_bits, uint64_t* bad_lanes) noexcept {
+  uint64_t n = 0, bad = 0;
+  uint32_t subs = sub_count_acquire(h);
+  for (uint32_t j = 0; j < subs; ++j) {
+    Sub s = sub_view(base, h->subs[j]);
+    for (uint64_t b = 0; b <= s.mask; ++b) {
+      auto w = bucket_load<LT>(s, b);
+      for (unsigned l = 0; l < kSlots; ++l) {
+        uint32_t fp = LT::lane(w, l);
+        n += fp != 0;
+        bad += (fp >> fp_bits) != 0;
+      }
+    }
+  }
+  if (bad_lanes) *bad_lanes = bad;
+  return n;
+}
+
+}  // namespace shmfilter::internal::cuckoo
+
+namespace shmfilter::internal {
+// lib/cuckoo.cpp: Segment::check's checker for Kind::kCuckoo (lib/checkers.cpp).
+void check_cuckoo(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);
+}  // namespace shmfilter::internal

@@ -1,0 +1,296 @@
+// tests/test_cuckoo.cpp: the Cuckoo handle in a Segment: parameters, no false
+// negatives, erase, false-positive band, insert_unique, full/expansion, drop,
+// batched lookups, check, and shmtool cuckoo.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "kill_point.h"
+#include "shmfilter/cuckoo.hpp"
+#include "test_util.h"
+#include "workload.h"
+
+using shmfilter::Cuckoo;
+using shmfilter::CuckooOptions;
+using shmfilter::CuckooStatus;
+using shmfilter::ErrorCode;
+using shmfilter::Segment;
+
+namespace {
+
+struct Fixture {
+  shmf_test::SegmentGuard guard{shmf_test::unique_name("ck")};
+  Segment seg = Segment::create(guard.name);
+};
+
+CuckooOptions opts(uint64_t capacity, uint32_t bits, uint64_t seed = 99) {
+  CuckooOptions o;
+  o.capacity = capacity;
+  o.fingerprint_bits = bits;
+  o.seed = seed;
+  return o;
+}
+
+ErrorCode create_error(Segment& seg, const CuckooOptions& o) {
+  try {
+    Cuckoo::create(seg, "bad", o);
+  } catch (const shmfilter::Error& e) {
+    return e.code();
+  }
+  return ErrorCode::kOk;
+}
+
+}  // namespace
+
+TEST(Cuckoo, FingerprintBitsFromErrorRateAndBadParametersLeaveSegmentUnchanged) {
+  Fixture f;
+  CuckooOptions o;
+  o.capacity = 1000;
+  o.error_rate = 0.002;  // ceil(log2(8 / 0.002)) = 12
+  EXPECT_EQ(Cuckoo::create(f.seg, "e002", o).stats().fingerprint_bits, 12u);
+  o.error_rate = 0.04;  // ceil(log2(200)) = 8
+  EXPECT_EQ(Cuckoo::create(f.seg, "e04", o).stats().fingerprint_bits, 8u);
+  o.error_rate = 0.0005;  // ceil(log2(16000)) = 14 -> 16
+  EXPECT_EQ(Cuckoo::create(f.seg, "e0005", o).stats().fingerprint_bits, 16u);
+
+  auto before = f.seg.stats();
+  EXPECT_EQ(create_error(f.seg, opts(0, 12)), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(create_error(f.seg, opts(100, 10)), ErrorCode::kInvalidArgument);
+  CuckooOptions both = opts(100, 12);
+  both.error_rate = 0.01;
+  EXPECT_EQ(create_error(f.seg, both), ErrorCode::kInvalidArgument);
+  CuckooOptions e1 = opts(100, 12);
+  e1.expansion = 1;
+  EXPECT_EQ(create_error(f.seg, e1), ErrorCode::kInvalidArgument);
+  CuckooOptions p0 = opts(100, 12);
+  p0.max_path = 0;
+  EXPECT_EQ(create_error(f.seg, p0), ErrorCode::kInvalidArgument);
+  CuckooOptions bad_p = opts(100, 0);
+  bad_p.error_rate = 1.5;
+  EXPECT_EQ(create_error(f.seg, bad_p), ErrorCode::kInvalidArgument);
+  EXPECT_FALSE(f.seg.find("bad").has_value());
+  EXPECT_EQ(f.seg.stats().structures, before.structures);
+  EXPECT_EQ(f.seg.stats().used_bytes, before.used_bytes);
+
+  EXPECT_THROW(Cuckoo::create(f.seg, "e002", opts(10, 8)), shmfilter::Error);  // exists
+  try {
+    Cuckoo::open(f.seg, "nope");
+    ADD_FAILURE();
+  } catch (const shmfilter::Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+  }
+}
+
+TEST(Cuckoo, NoFalseNegativesAndEraseRemovesExceptAtTheFalsePositiveRate) {
+  Fixture f;
+  Cuckoo c = Cuckoo::create(f.seg, "today", opts(200000, 12));
+  shmf_bench::Workload w;
+  const uint64_t n = 180000;
+  std::vector<std::string> keys;
+  for (uint64_t i = 0; i < n; ++i) keys.push_back(w.key_of(i));
+  for (const auto& k : keys) ASSERT_EQ(c.insert(k), CuckooStatus::kInserted);
+  EXPECT_EQ(c.size(), n);
+  for (const auto& k : keys) ASSERT_TRUE(c.contains(k)) << k;
+  // Erase every other key.
+  for (uint64_t i = 0; i < n; i += 2) ASSERT_TRUE(c.erase(keys[i]));
+  EXPECT_EQ(c.size(), n / 2);
+  uint64_t still = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (i % 2) {
+      ASSERT_TRUE(c.contains(keys[i])) << "false negative after erasing others: " << keys[i];
+    } else {
+      still += c.contains(keys[i]);
+    }
+  }
+  // Erased keys answer true only by a false-positive match: f = 12, load ~ 90000 / 2^16 slots... expected
+  // 2b x load / 4095 = 8 x 0.34 / 4095 = 0.067% of 90000 = ~60; bound 3x that.
+  EXPECT_LT(still, 180u);
+  auto st = c.stats();
+  EXPECT_EQ(st.erases, n / 2);
+  EXPECT_EQ(st.failures, 0u);
+}
+
+TEST(Cuckoo, FalsePositiveRateWithinBandAt95PercentLoad) {
+  // f = 12 in 16-bit slots, load 95%: P(FP) = 1 - (1 - 1/4095)^(8 x 0.95) = 0.1854%.
+  // 1e6 negatives: sd = 0.0043%; band [0.15%, 0.22%] (> 8 sd each side; seed fixed).
+  Fixture f;
+  Cuckoo c = Cuckoo::create(f.seg, "fp", opts(990000, 12, 7));
+  auto st0 = c.stats();
+  uint64_t n = static_cast<uint64_t>(0.95 * static_cast<double>(st0.slots));
+  auto keys = shmf_bench::distinct_keys(n, 3);
+  EXPECT_EQ(c.add_many(keys), n);  // also: zero failures up to 95% at ~1e6 slots
+  auto st = c.stats();
+  EXPECT_EQ(st.failures, 0u);
+  EXPECT_NEAR(st.load_factor, 0.95, 0.001);
+  auto neg = shmf_bench::absent_keys(1000000, 3);
+  std::vector<uint8_t> out(neg.size());
+  c.contains_many(neg, out);
+  uint64_t fp = 0;
+  for (auto o : out) fp += o;
+  double rate = static_cast<double>(fp) / 1e6;
+  EXPECT_GT(rate, 0.0015);
+  EXPECT_LT(rate, 0.0022);
+  EXPECT_NEAR(st.fp_rate_estimate, 0.001854, 0.0001);
+  EXPECT_NEAR(st.bits_per_item, 16.0 / 0.95, 0.05);
+  // Batched and single lookups agree, and all inserted keys are found by both.
+  std::vector<uint8_t> pos(keys.size());
+  c.contains_many(keys, pos);
+  for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(pos[i], 1) << i;
+  for (size_t i = 0; i < 20000; ++i) ASSERT_EQ(out[i] != 0, c.contains(neg[i]));
+}
+
+TEST(Cuckoo, InsertUniqueCountAndDuplicates) {
+  Fixture f;
+  Cuckoo c = Cuckoo::create(f.seg, "u", opts(1000, 16));
+  EXPECT_EQ(c.insert_unique("dev-1"), CuckooStatus::kInserted);
+  EXPECT_EQ(c.insert_unique("dev-1"), CuckooStatus::kExists);
+  EXPECT_EQ(c.count("dev-1"), 1u);
+  EXPECT_EQ(c.insert("dev-1"), CuckooStatus::kInserted);  // CF.ADD keeps duplicates
+  EXPECT_EQ(c.insert("dev-1"), CuckooStatus::kInserted);
+  EXPECT_EQ(c.count("dev-1"), 3u);
+  EXPECT_TRUE(c.erase("dev-1"));
+  EXPECT_EQ(c.count("dev-1"), 2u);
+  EXPECT_TRUE(c.contains("dev-1"));
+  EXPECT_TRUE(c.erase("dev-1"));
+  EXPECT_TRUE(c.erase("dev-1"));
+  EXPECT_FALSE(c.contains("dev-1"));
+  EXPECT_FALSE(c.erase("dev-1"));
+  EXPECT_EQ(c.size(), 0u);
+  EXPECT_EQ(c.insert(uint64_t{42}), CuckooStatus::kInserted);
+  uint64_t k = 42;
+  EXPECT_TRUE(c.contains(std::string_view(reinterpret_cast<const char*>(&k), 8)));  // uint64 = its 8 LE bytes
+}
+
+TEST(Cuckoo, FullReportsKFullNeverLosesAndRecoversAfterErase) {
+  Fixture f;
+  CuckooOptions o = opts(3000, 16);
+  Cuckoo c = Cuckoo::create(f.seg, "small", o);
+  uint64_t slots = c.stats().slots;
+  auto keys = shmf_bench::distinct_keys(slots + 100, 5);
+  std::vector<uint64_t> in;
+  uint64_t full = 0;
+  for (uint64_t k : keys) {
+    auto s = c.insert(k);
+    if (s == CuckooStatus::kInserted) in.push_back(k);
+    else if (s == CuckooStatus::kFull) ++full;
+    else ADD_FAILURE() << static_cast<int>(s);
+  }
+  EXPECT_GT(full, 0u);
+  EXPECT_GE(static_cast<double>(in.size()), 0.95 * static_cast<double>(slots));
+  for (uint64_t k : in) ASSERT_TRUE(c.contains(k));  // never a silent loss
+  EXPECT_EQ(c.size(), in.size());
+  EXPECT_EQ(c.stats().failures, full);
+  // After erasing 10%, inserts succeed again (no RedisBloom-style collapse).
+  for (size_t i = 0; i < in.size() / 10; ++i) ASSERT_TRUE(c.erase(in[i]));
+  auto more = shmf_bench::absent_keys(in.size() / 20, 5);
+  for (uint64_t k : more) ASSERT_EQ(c.insert(k), CuckooStatus::kInserted);
+  auto rep = f.seg.check(false);
+  EXPECT_TRUE(rep.consistent());
+}
+
+TEST(Cuckoo, ExpansionAddsSubFiltersLookupsAndErasesSeeAll) {
+  Fixture f;
+  CuckooOptions o = opts(1000, 16);
+  o.expansion = 2;
+  o.max_subfilters = 6;
+  Cuckoo c = Cuckoo::create(f.seg, "grow", o);
+  auto keys = shmf_bench::distinct_keys(20000, 8);
+  for (uint64_t k : keys) ASSERT_EQ(c.insert(k), CuckooStatus::kInserted);
+  auto st = c.stats();
+  EXPECT_GE(st.subfilters, 3u);
+  EXPECT_EQ(st.expansions, st.subfilters - 1);
+  EXPECT_EQ(st.failures, 0u);
+  Cuckoo again = Cuckoo::open(f.seg, "grow");  // another handle sees the published sub-filters
+  for (uint64_t k : keys) ASSERT_TRUE(again.contains(k));
+  for (size_t i = 0; i < 1000; ++i) ASSERT_TRUE(again.erase(keys[i]));  // these live in sub-filter 0
+  EXPECT_EQ(again.size(), keys.size() - 1000);
+  EXPECT_TRUE(f.seg.check(false).consistent());
+  uint64_t used = f.seg.stats().used_bytes;
+  EXPECT_TRUE(Cuckoo::drop(f.seg, "grow"));
+  EXPECT_LT(f.seg.stats().used_bytes, used - st.bytes / 2);  // sub-filter extents freed with the region
+}
+
+TEST(Cuckoo, DroppedHandleNeverTouchesFreedMemory) {
+  Fixture f;
+  Cuckoo c = Cuckoo::create(f.seg, "gone", opts(1000, 12));
+  ASSERT_EQ(c.insert("a"), CuckooStatus::kInserted);
+  EXPECT_TRUE(c.valid());
+  EXPECT_TRUE(Cuckoo::drop(f.seg, "gone"));
+  EXPECT_FALSE(Cuckoo::drop(f.seg, "gone"));
+  EXPECT_FALSE(c.valid());
+  EXPECT_FALSE(c.contains("a"));
+  EXPECT_EQ(c.insert("a"), CuckooStatus::kDropped);
+  EXPECT_EQ(c.insert_unique("a"), CuckooStatus::kDropped);
+  EXPECT_FALSE(c.erase("a"));
+  EXPECT_EQ(c.count("a"), 0u);
+  std::vector<uint64_t> k{1, 2};
+  std::vector<uint8_t> out{7, 7};
+  c.contains_many(k, out);
+  EXPECT_EQ(out[0] + out[1], 0);
+  EXPECT_THROW(c.stats(), shmfilter::Error);
+}
+
+TEST(Cuckoo, CheckRepairsALockHeldByADeadProcess) {
+  Fixture f;
+  Cuckoo c = Cuckoo::create(f.seg, "chk", opts(4000, 12));
+  for (uint64_t i = 0; i < 3000; ++i) ASSERT_EQ(c.insert(i), CuckooStatus::kInserted);
+  std::string name = f.guard.name;
+  pid_t pid = shmf_test::fork_child([&] {
+    Segment s = Segment::open(name);
+    Cuckoo cc = Cuckoo::open(s, "chk");
+    shmfilter::internal::arm_kill_point("cuckoo.insert.after_store");
+    cc.insert(uint64_t{1} << 40);
+    return 3;
+  });
+  ASSERT_TRUE(shmf_test::killed_by(shmf_test::wait_status(pid), SIGKILL));
+  auto rep = f.seg.check(false);
+  EXPECT_FALSE(rep.consistent());
+  auto fixed = f.seg.check(true);
+  EXPECT_TRUE(fixed.consistent());
+  EXPECT_TRUE(f.seg.check(false).consistent());
+  EXPECT_EQ(c.size(), 3001u);  // the dead writer's store landed: the repair counted it
+  for (uint64_t i = 0; i < 3000; ++i) ASSERT_TRUE(c.contains(i));
+}
+
+TEST(CuckooTool, CreateAddCheckDelInfo) {
+  Fixture f;
+  const std::string& s = f.guard.name;
+  auto r = shmf_test::run_shmtool({"cuckoo", "create", s, "today", "--capacity", "10k", "--error", "0.002"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = shmf_test::run_shmtool({"cuckoo", "add", s, "today", "a", "b"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("a inserted"), std::string::npos) << r.out;
+  r = shmf_test::run_shmtool({"cuckoo", "add-unique", s, "today"}, "a\nc\nd\nc\n");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("inserted 2\nalready present 2\nfailed 0"), std::string::npos) << r.out;
+  r = shmf_test::run_shmtool({"cuckoo", "check", s, "today", "a", "zz"});
+  EXPECT_NE(r.out.find("a present"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("zz absent"), std::string::npos) << r.out;
+  r = shmf_test::run_shmtool({"cuckoo", "del", s, "today", "a"});
+  EXPECT_NE(r.out.find("a deleted"), std::string::npos) << r.out;
+  r = shmf_test::run_shmtool({"cuckoo", "check", s, "today"}, "a\nb\nc\nd\n");
+  EXPECT_NE(r.out.find("present 3\nabsent 1"), std::string::npos) << r.out;
+  r = shmf_test::run_shmtool({"cuckoo", "info", s, "today", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"items\":3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"fingerprint_bits\":12"), std::string::npos) << r.out;
+  // Bad input: one-line error, exit 2, nothing created.
+  auto before = f.seg.stats().structures;
+  r = shmf_test::run_shmtool({"cuckoo", "create", s, "bad", "--capacity", "0"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  r = shmf_test::run_shmtool({"cuckoo", "create", s, "bad", "--capacity", "10", "--fingerprint-bits", "9"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = shmf_test::run_shmtool({"cuckoo", "create", s, "bad", "--capacity", "ten"});
+  EXPECT_EQ(r.exit_code, 2);
+  r = shmf_test::run_shmtool({"cuckoo", "create", s, "bad", "--capacity", "10", "--expansion", "1"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(f.seg.stats().structures, before);
+  r = shmf_test::run_shmtool({"cuckoo", "add", s, "missing", "x"});
+  EXPECT_EQ(r.exit_code, 1);
+  r = shmf_test::run_shmtool({"cuckoo", "info", s + "-nope", "today"});
+  EXPECT_EQ(r.exit_code, 1);
+}
