@@ -438,7 +438,7 @@ void setup(Ctx& ctx) {
   make_counters(ctx, "cuckoo");
   shmfilter::CuckooOptions o;
   o.capacity = g->distinct + g->distinct / 10;
-  o.error_rate = 0.01;  // 12-bit fingerprints
+  o.error = 0.01;  // 12-bit fingerprints
   o.seed = ctx.opt.seed + 1;
   shmfilter::Cuckoo::create(ctx.seg, kName, o);
 }

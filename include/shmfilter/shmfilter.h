@@ -1,0 +1,315 @@
+/* shmfilter/shmfilter.h: the C API of shmfilter (valid C99 and C++).
+ *
+ * A thin front end over the public C++ API, for C programs and for sidecars in
+ * Python (ctypes) or Go (cgo); see docs/c_api.md.
+ *
+ * Conventions (LMDB's return codes, fmt's C API):
+ *  - Every function returns int: 0 or a positive result on success, a negative
+ *    -SHMF_E* code on failure. No C++ exception ever crosses this boundary.
+ *  - shmf_strerror(code) gives a static description of a code;
+ *    shmf_last_error_message() gives this thread's detailed message of its last
+ *    failure (what was wrong and what to do).
+ *  - Handles are opaque. A handle belongs to the process that opened it: after
+ *    fork() the child opens the segment and its structures itself.
+ *  - Close every structure handle before the segment handle it came from.
+ *    Closing NULL is a no-op. A handle may be shared by threads of a process
+ *    for the data plane; close it once, when no thread uses it any more.
+ *  - uint64 keys are hashed as their 8 little-endian bytes (the same key as the
+ *    C++ API's uint64 overloads and shmtool's --u64 inputs).
+ *  - A data-plane call on a structure some process dropped returns
+ *    -SHMF_EDROPPED (never touches the freed memory).
+ */
+#ifndef SHMFILTER_SHMFILTER_H
+#define SHMFILTER_SHMFILTER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SHMF_VERSION_MAJOR 0
+#define SHMF_VERSION_MINOR 1
+#define SHMF_VERSION_PATCH 0
+#define SHMF_VERSION_NUMBER (SHMF_VERSION_MAJOR * 10000 + SHMF_VERSION_MINOR * 100 + SHMF_VERSION_PATCH)
+
+/* Error codes: functions return their negation (-SHMF_ENOTFOUND). Codes 1..18
+ * equal shmfilter::ErrorCode values of the C++ API. */
+#define SHMF_OK 0
+#define SHMF_EINVAL 1          /* a parameter is out of range or NULL */
+#define SHMF_ENAMETOOLONG 2    /* segment or structure name too long */
+#define SHMF_ENOTFOUND 3       /* no segment / structure of that name */
+#define SHMF_EEXISTS 4         /* a segment / structure of that name exists */
+#define SHMF_EWRONGKIND 5      /* the name holds another kind of structure */
+#define SHMF_ENOTSEGMENT 6     /* not a shmfilter segment (bad magic) */
+#define SHMF_EBYTEORDER 7      /* segment of the other byte order */
+#define SHMF_EVERSION 8        /* segment of another format version */
+#define SHMF_EABI 9            /* segment of a build with other struct layouts */
+#define SHMF_ETRUNCATED 10     /* backing object shorter than its header says */
+#define SHMF_ECORRUPT 11       /* a field fails validation */
+#define SHMF_ENOSPACE 12       /* /dev/shm, the disk or the reservation is full */
+#define SHMF_EFULL 13          /* a fixed-capacity structure is full */
+#define SHMF_EDROPPED 14       /* the structure was dropped by some process */
+#define SHMF_EIO 15            /* a system call failed */
+#define SHMF_EPERM 16          /* EACCES/EPERM on the backing object */
+#define SHMF_EBUSY 17          /* an exclusive state could not be obtained */
+#define SHMF_EBADINPUT 18      /* malformed external input */
+#define SHMF_ENOMEM 30         /* process memory exhausted (std::bad_alloc) */
+#define SHMF_EINTERNAL 31      /* an unexpected internal failure (a bug: report it) */
+
+/* Pure, any thread: "0.1.0", the library's version (may differ from the macros
+ * a program was compiled with). */
+const char *shmf_version(void);
+/* Pure, any thread: static text for CODE (either sign); never NULL. */
+const char *shmf_strerror(int code);
+/* Thread-local: the detailed message of this thread's last failing call ("" if
+ * none); valid until this thread's next failing call. */
+const char *shmf_last_error_message(void);
+
+/* ---- segment ----------------------------------------------------------- */
+typedef struct shmf_segment shmf_segment;
+typedef struct shmf_bloom shmf_bloom;
+typedef struct shmf_cuckoo shmf_cuckoo;
+typedef struct shmf_roaring shmf_roaring;
+typedef struct shmf_hll shmf_hll;
+typedef struct shmf_set shmf_set;
+
+typedef struct shmf_segment_options {
+  uint64_t size;               /* initial backing bytes (default 64 MiB) */
+  uint64_t max_size;           /* reserved address space (default 64 GiB) */
+  uint32_t directory_capacity; /* named structures (default 4096) */
+  uint32_t mode;               /* permission bits (default 0600) */
+  int64_t group;               /* >= 0: chown to this gid; -1: leave */
+  const char *file;            /* NULL: POSIX shm; else a regular file path */
+} shmf_segment_options;
+
+/* Pure: fills OPTS with the defaults. */
+void shmf_segment_options_init(shmf_segment_options *opts);
+/* Control plane: creates segment NAME (OPTS NULL = defaults); fails -SHMF_EEXISTS. */
+int shmf_segment_create(const char *name, const shmf_segment_options *opts, shmf_segment **out);
+/* Control plane: attaches to existing segment NAME (FILE NULL = POSIX shm). */
+int shmf_segment_open(const char *name, const char *file, shmf_segment **out);
+/* Control plane: opens NAME or creates it; of racing callers exactly one creates. */
+int shmf_segment_open_or_create(const char *name, const shmf_segment_options *opts, shmf_segment **out);
+/* Process-local: detaches this handle (the segment and its data stay). */
+int shmf_segment_close(shmf_segment *seg);
+/* Control plane: removes the name; attached processes keep their mapping. 1 removed, 0 absent. */
+int shmf_segment_remove(const char *name, const char *file);
+
+/* ---- Bloom filter (lock-free; false positives, no false negatives) ------ */
+typedef struct shmf_bloom_options {
+  uint64_t capacity;   /* n (>= 1) */
+  double error;        /* target false-positive rate in (0, 1); default 0.01 */
+  double growth;       /* 0: fixed size; else scaling factor in [1, 16] */
+  double tightening;   /* per-layer error ratio in (0, 1); default 0.5 */
+  uint32_t max_layers; /* 1..64, default 32 */
+  uint32_t layout;     /* 0 blocked (default), 1 classic */
+  uint64_t seed;       /* hash seed, used when has_seed != 0 */
+  uint32_t has_seed;   /* 0: random seed */
+  uint32_t reserved;   /* must be 0 */
+} shmf_bloom_options;
+
+typedef struct shmf_bloom_stats {
+  uint64_t capacity, total_capacity, bits, memory_bytes, racing_adds, seed;
+  double error, growth, tightening, fp_bound, inserted_estimate, fill_ratio, fp_rate_now, bits_per_element;
+  uint32_t layers, max_layers, k, over_capacity;
+} shmf_bloom_stats;
+
+/* Pure: fills OPTS with the defaults (capacity 0 must still be set). */
+void shmf_bloom_options_init(shmf_bloom_options *opts);
+/* Control plane, takes the segment lock: creates Bloom NAME in SEG. */
+int shmf_bloom_create(shmf_segment *seg, const char *name, const shmf_bloom_options *opts, shmf_bloom **out);
+/* Control plane, lock-free lookup: opens Bloom NAME. */
+int shmf_bloom_open(shmf_segment *seg, const char *name, shmf_bloom **out);
+/* Process-local: frees the handle (the filter stays). */
+int shmf_bloom_close(shmf_bloom *b);
+/* Lock-free, any process: 1 if this call set a bit (new key), 0 if all were set. */
+int shmf_bloom_add(shmf_bloom *b, const void *key, size_t len);
+/* Lock-free, any process: as shmf_bloom_add for a uint64 key. */
+int shmf_bloom_add_u64(shmf_bloom *b, uint64_t key);
+/* Lock-free, wait-free: 1 maybe present, 0 absent. */
+int shmf_bloom_contains(const shmf_bloom *b, const void *key, size_t len);
+/* Lock-free, wait-free: 1 maybe present, 0 absent. */
+int shmf_bloom_contains_u64(const shmf_bloom *b, uint64_t key);
+/* Lock-free: adds N keys; OUT (NULL ok) gets 1 per new key; returns how many were new. */
+int shmf_bloom_add_many_u64(shmf_bloom *b, const uint64_t *keys, size_t n, uint8_t *out);
+/* Lock-free: OUT[i] = contains(KEYS[i]); returns how many are present. */
+int shmf_bloom_contains_many_u64(const shmf_bloom *b, const uint64_t *keys, size_t n, uint8_t *out);
+/* Lock-free: as above for N byte keys KEYS[i] of LENS[i] bytes. */
+int shmf_bloom_contains_many(const shmf_bloom *b, const void *const *keys, const size_t *lens, size_t n,
+                             uint8_t *out);
+/* Lock-free snapshot of the numbers. */
+int shmf_bloom_stats_get(const shmf_bloom *b, shmf_bloom_stats *out);
+/* Control plane, takes the segment lock: 1 dropped, 0 absent. */
+int shmf_bloom_drop(shmf_segment *seg, const char *name);
+
+/* ---- Cuckoo filter (deletable; seqlock readers, one writer lock per filter) */
+typedef struct shmf_cuckoo_options {
+  uint64_t capacity;         /* items at <= 95% load (>= 1) */
+  uint32_t fingerprint_bits; /* 8, 12, 16; 0: from error */
+  uint32_t expansion;        /* 0: fixed; k >= 2: grow by sub-filters k x larger */
+  double error;              /* target false-positive rate, used when fingerprint_bits is 0 */
+  uint32_t max_subfilters;   /* 1..16, default 8 */
+  uint32_t max_path;         /* 1..6, default 5 */
+  uint64_t seed;             /* 0: random */
+} shmf_cuckoo_options;
+
+typedef struct shmf_cuckoo_stats {
+  uint64_t capacity, slots, size, failures, longest_path, moves, inserts, erases, repairs, expansions, bytes;
+  double target_error, load_factor, bits_per_item, fp_rate_bound, fp_rate_estimate;
+  uint32_t fingerprint_bits, lane_bits, subfilters, max_path, expansion, reserved;
+} shmf_cuckoo_stats;
+
+/* Pure: fills OPTS with the defaults (capacity and bits/error must be set). */
+void shmf_cuckoo_options_init(shmf_cuckoo_options *opts);
+/* Control plane, takes the segment lock. */
+int shmf_cuckoo_create(shmf_segment *seg, const char *name, const shmf_cuckoo_options *opts, shmf_cuckoo **out);
+/* Control plane, lock-free lookup. */
+int shmf_cuckoo_open(shmf_segment *seg, const char *name, shmf_cuckoo **out);
+/* Process-local: frees the handle. */
+int shmf_cuckoo_close(shmf_cuckoo *c);
+/* Striped writer lock: 0 stored, -SHMF_EFULL, -SHMF_EDROPPED. */
+int shmf_cuckoo_add(shmf_cuckoo *c, const void *key, size_t len);
+int shmf_cuckoo_add_u64(shmf_cuckoo *c, uint64_t key);
+/* Striped writer lock: 1 stored, 0 already present (or a false-positive match), -SHMF_EFULL. */
+int shmf_cuckoo_insert_unique(shmf_cuckoo *c, const void *key, size_t len);
+int shmf_cuckoo_insert_unique_u64(shmf_cuckoo *c, uint64_t key);
+/* Lock-free optimistic read: 1 maybe present, 0 absent. */
+int shmf_cuckoo_contains(const shmf_cuckoo *c, const void *key, size_t len);
+int shmf_cuckoo_contains_u64(const shmf_cuckoo *c, uint64_t key);
+/* Lock-free: OUT[i] = contains(KEYS[i]); returns how many are present. */
+int shmf_cuckoo_contains_many_u64(const shmf_cuckoo *c, const uint64_t *keys, size_t n, uint8_t *out);
+int shmf_cuckoo_contains_many(const shmf_cuckoo *c, const void *const *keys, const size_t *lens, size_t n,
+                              uint8_t *out);
+/* Striped writer lock: removes one copy; 1 removed, 0 absent. Erase only added keys. */
+int shmf_cuckoo_erase(shmf_cuckoo *c, const void *key, size_t len);
+int shmf_cuckoo_erase_u64(shmf_cuckoo *c, uint64_t key);
+/* Lock-free: copies of KEY's fingerprint (>= 0). */
+int shmf_cuckoo_count_u64(const shmf_cuckoo *c, uint64_t key);
+/* Lock-free: items stored, into *OUT. */
+int shmf_cuckoo_size(const shmf_cuckoo *c, uint64_t *out);
+/* Lock-free snapshot of the numbers. */
+int shmf_cuckoo_stats_get(const shmf_cuckoo *c, shmf_cuckoo_stats *out);
+/* Control plane, takes the segment lock: 1 dropped, 0 absent. */
+int shmf_cuckoo_drop(shmf_segment *seg, const char *name);
+
+/* ---- Roaring set of uint32 (exact; frozen snapshot + shared delta) ------- */
+typedef struct shmf_roaring_options {
+  uint32_t delta_capacity; /* power of two, 64 .. 2^24; default 65536 */
+  uint32_t reader_slots;   /* processes with the set open at once; default 256 */
+  double compact_at;       /* delta fill that triggers compaction, (0, 0.9]; default 0.5 */
+  uint32_t auto_compact;   /* 1 (default): writes compact; 0: only shmf_roaring_compact */
+  uint32_t reserved;       /* must be 0 */
+} shmf_roaring_options;
+
+typedef struct shmf_roaring_stats {
+  uint64_t cardinality, snapshot_cardinality, snapshot_bytes, snapshot_generation, delta_capacity, delta_fill,
+      prev_delta_fill, delta_bytes, total_bytes, pending_free, compactions, claim_owner;
+  uint32_t containers, array_containers, bitmap_containers, run_containers, readers, reserved;
+} shmf_roaring_stats;
+
+/* Pure: fills OPTS with the defaults. */
+void shmf_roaring_options_init(shmf_roaring_options *opts);
+/* Control plane, takes the segment lock (OPTS NULL = defaults). */
+int shmf_roaring_create(shmf_segment *seg, const char *name, const shmf_roaring_options *opts, shmf_roaring **out);
+/* Control plane: opens and takes a reader slot. */
+int shmf_roaring_open(shmf_segment *seg, const char *name, shmf_roaring **out);
+/* Process-local: frees the handle (and its reader slot once the last copy goes). */
+int shmf_roaring_close(shmf_roaring *r);
+/* Any process, visible to all on return: 0, -SHMF_EFULL (retry later), -SHMF_EDROPPED. */
+int shmf_roaring_add(shmf_roaring *r, uint32_t value);
+/* As add; -SHMF_EINVAL for VALUE >= 2^32 (nothing written). */
+int shmf_roaring_add_u64(shmf_roaring *r, uint64_t value);
+/* Any process: 0, -SHMF_EFULL, -SHMF_EDROPPED. */
+int shmf_roaring_remove(shmf_roaring *r, uint32_t value);
+/* Any process: adds N values; 0 or a negative code. */
+int shmf_roaring_add_many(shmf_roaring *r, const uint32_t *values, size_t n);
+/* Lock-free: 1 present, 0 absent. */
+int shmf_roaring_contains(const shmf_roaring *r, uint32_t value);
+/* Lock-free: 0 for VALUE >= 2^32. */
+int shmf_roaring_contains_u64(const shmf_roaring *r, uint64_t value);
+/* Lock-free: OUT[i] = contains(VALUES[i]); returns how many are present. */
+int shmf_roaring_contains_many(const shmf_roaring *r, const uint32_t *values, size_t n, uint8_t *out);
+int shmf_roaring_contains_many_u64(const shmf_roaring *r, const uint64_t *values, size_t n, uint8_t *out);
+/* Lock-free: exact cardinality into *OUT. */
+int shmf_roaring_cardinality(const shmf_roaring *r, uint64_t *out);
+/* Compaction claim (one compactor at a time): 1 compacted, 0 another process holds the claim. */
+int shmf_roaring_compact(shmf_roaring *r);
+/* Lock-free snapshot of the numbers. */
+int shmf_roaring_stats_get(const shmf_roaring *r, shmf_roaring_stats *out);
+/* Control plane, takes the segment lock: 1 dropped, 0 absent. */
+int shmf_roaring_drop(shmf_segment *seg, const char *name);
+
+/* ---- HyperLogLog (precision 14, Redis-compatible; atomic register max) --- */
+typedef struct shmf_hll_stats {
+  uint64_t estimate, bytes;
+  double standard_error;
+  uint32_t registers, nonzero_registers, max_register, reserved;
+} shmf_hll_stats;
+
+/* Control plane, takes the segment lock. */
+int shmf_hll_create(shmf_segment *seg, const char *name, shmf_hll **out);
+/* Control plane, lock-free lookup. */
+int shmf_hll_open(shmf_segment *seg, const char *name, shmf_hll **out);
+/* Control plane: opens NAME or creates it; of racing callers exactly one creates. */
+int shmf_hll_open_or_create(shmf_segment *seg, const char *name, shmf_hll **out);
+/* Process-local: frees the handle. */
+int shmf_hll_close(shmf_hll *h);
+/* Lock-free, any process: 1 if a register grew (Redis PFADD's 1), else 0. */
+int shmf_hll_add(shmf_hll *h, const void *key, size_t len);
+int shmf_hll_add_u64(shmf_hll *h, uint64_t key);
+/* Lock-free: adds N keys; returns 1 if any register grew, else 0. */
+int shmf_hll_add_many_u64(shmf_hll *h, const uint64_t *keys, size_t n);
+/* Lock-free snapshot read: the estimate (Redis PFCOUNT's number) into *OUT. */
+int shmf_hll_count(const shmf_hll *h, uint64_t *out);
+/* Lock-free snapshot of the numbers. */
+int shmf_hll_stats_get(const shmf_hll *h, shmf_hll_stats *out);
+/* Control plane, takes the segment lock: 1 dropped, 0 absent. */
+int shmf_hll_drop(shmf_segment *seg, const char *name);
+
+/* ---- exact hash set of 64-bit keys (striped writer locks) --------------- */
+typedef struct shmf_set_options {
+  uint64_t capacity; /* most live keys (>= 1) */
+  double max_load;   /* capacity / slots in [0.1, 0.95]; default 0.8 */
+} shmf_set_options;
+
+typedef struct shmf_set_stats {
+  uint64_t capacity, slots, size, used_slots, bytes, seed;
+  double max_load, load, bytes_per_key_at_capacity;
+  uint32_t stripes, reserved;
+} shmf_set_stats;
+
+/* Pure: fills OPTS with the defaults (capacity must be set). */
+void shmf_set_options_init(shmf_set_options *opts);
+/* Control plane, takes the segment lock. */
+int shmf_set_create(shmf_segment *seg, const char *name, const shmf_set_options *opts, shmf_set **out);
+/* Control plane, lock-free lookup. */
+int shmf_set_open(shmf_segment *seg, const char *name, shmf_set **out);
+/* Process-local: frees the handle. */
+int shmf_set_close(shmf_set *s);
+/* Stripe lock, any process: 1 inserted, 0 already present, -SHMF_EFULL, -SHMF_EDROPPED.
+ * Exactly one of racing callers inserting the same key gets 1. */
+int shmf_set_insert_unique(shmf_set *s, const void *key, size_t len);
+int shmf_set_insert_unique_u64(shmf_set *s, uint64_t key);
+/* Lock-free: 1 present, 0 absent. */
+int shmf_set_contains(const shmf_set *s, const void *key, size_t len);
+int shmf_set_contains_u64(const shmf_set *s, uint64_t key);
+/* Lock-free: OUT[i] = contains(KEYS[i]); returns how many are present. */
+int shmf_set_contains_many_u64(const shmf_set *s, const uint64_t *keys, size_t n, uint8_t *out);
+int shmf_set_contains_many(const shmf_set *s, const void *const *keys, const size_t *lens, size_t n, uint8_t *out);
+/* Stripe lock: 1 removed, 0 absent. */
+int shmf_set_erase(shmf_set *s, const void *key, size_t len);
+int shmf_set_erase_u64(shmf_set *s, uint64_t key);
+/* Lock-free: live keys (exact) into *OUT. */
+int shmf_set_size(const shmf_set *s, uint64_t *out);
+/* Lock-free snapshot of the numbers. */
+int shmf_set_stats_get(const shmf_set *s, shmf_set_stats *out);
+/* Control plane, takes the segment lock: 1 dropped, 0 absent. */
+int shmf_set_drop(shmf_segment *seg, const char *name);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* SHMFILTER_SHMFILTER_H */
