@@ -31,14 +31,7 @@ CreateOptions seg_options(uint64_t size = 64ull << 20) {
   return o;
 }
 
-ErrorCode code_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  return ErrorCode::kOk;
-}
+using shmf_test::code_of;
 
 RoaringOptions small_delta(uint32_t cap = 1024) {
   RoaringOptions o;

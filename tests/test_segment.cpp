@@ -14,22 +14,9 @@ using shmf_test::unique_name;
 
 namespace {
 
-CreateOptions small_options() {
-  CreateOptions o;
-  o.size = 4ull << 20;
-  o.max_size = 256ull << 20;
-  o.directory_capacity = 64;
-  return o;
-}
+using shmf_test::small_options;
 
-ErrorCode code_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  return ErrorCode::kOk;
-}
+using shmf_test::code_of;
 
 }  // namespace
 

@@ -18,13 +18,7 @@ using shmf_test::wait_status;
 
 namespace {
 
-CreateOptions small_options() {
-  CreateOptions o;
-  o.size = 4ull << 20;
-  o.max_size = 256ull << 20;
-  o.directory_capacity = 64;
-  return o;
-}
+using shmf_test::small_options;
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();

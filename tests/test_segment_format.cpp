@@ -22,13 +22,7 @@ using shmf_test::unique_name;
 
 namespace {
 
-CreateOptions small_options() {
-  CreateOptions o;
-  o.size = 2ull << 20;
-  o.max_size = 64ull << 20;
-  o.directory_capacity = 16;
-  return o;
-}
+CreateOptions small_options() { return shmf_test::small_options(2ull << 20, 64ull << 20, 16); }
 
 std::string shm_path(const std::string& name) { return "/dev/shm/" + name; }
 

@@ -28,13 +28,7 @@ using shmf_test::wait_status;
 
 namespace {
 
-CreateOptions small_options() {
-  CreateOptions o;
-  o.size = 4ull << 20;
-  o.max_size = 1ull << 30;
-  o.directory_capacity = 256;
-  return o;
-}
+CreateOptions small_options() { return shmf_test::small_options(4ull << 20, 1ull << 30, 256); }
 
 // A pipe used to pass small values between parent and child.
 struct Channel {

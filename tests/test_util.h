@@ -23,6 +23,26 @@ inline std::string unique_name(const std::string& tag = "t") {
   return "shmf-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + "-" + tag;
 }
 
+// Segment options small enough for tests (a 4 MiB start that may grow).
+inline shmfilter::CreateOptions small_options(uint64_t size = 4ull << 20, uint64_t max_size = 256ull << 20,
+                                              uint32_t directory_capacity = 64) {
+  shmfilter::CreateOptions o;
+  o.size = size;
+  o.max_size = max_size;
+  o.directory_capacity = directory_capacity;
+  return o;
+}
+
+// The ErrorCode that fn throws, or kOk when it throws nothing.
+inline shmfilter::ErrorCode code_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const shmfilter::Error& e) {
+    return e.code();
+  }
+  return shmfilter::ErrorCode::kOk;
+}
+
 // Removes the named segment when the test ends, pass or fail.
 struct SegmentGuard {
   std::string name;
