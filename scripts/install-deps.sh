@@ -13,7 +13,6 @@ PACKAGES=(
   cmake g++ make pkg-config   # toolchain
   libroaring-dev              # CRoaring (roaring::roaring)
   libxxhash-dev               # XXH3 (header-only use)
-  libboost-dev                # Boost headers (never used for locks)
   libgtest-dev                # GoogleTest
   libbenchmark-dev            # Google Benchmark
   libhiredis-dev              # Redis client for the side-by-side benchmarks
