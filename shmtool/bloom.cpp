@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "command.h"
+#include "segment_util.h"
 #include "shmfilter/bloom.hpp"
 
 namespace shmtool {
@@ -17,41 +18,6 @@ using shmfilter::BloomLayout;
 using shmfilter::BloomOptions;
 using shmfilter::BloomStats;
 using shmfilter::Segment;
-
-// Counts: "150M", "1.2e8", "64k", "1000" (powers of 1000).
-uint64_t parse_count(const std::string& what, const std::string& text) {
-  if (text.empty()) throw UsageError(what + " is empty: pass a count such as 150M");
-  std::string num = text;
-  double mult = 1;
-  char last = num.back();
-  const char* suffixes = "kKmMgGtT";
-  if (std::string(suffixes).find(last) != std::string::npos) {
-    switch (last) {
-      case 'k': case 'K': mult = 1e3; break;
-      case 'm': case 'M': mult = 1e6; break;
-      case 'g': case 'G': mult = 1e9; break;
-      default: mult = 1e12; break;
-    }
-    num.pop_back();
-  }
-  errno = 0;
-  char* end = nullptr;
-  double v = std::strtod(num.c_str(), &end);
-  if (num.empty() || end != num.c_str() + num.size() || errno != 0 || !(v >= 0) || !std::isfinite(v))
-    throw UsageError(what + " '" + text + "' is not a count: pass e.g. 150M, 1.2e8 or 1000");
-  v = std::round(v * mult);
-  if (v >= 1.8e19) throw UsageError(what + " '" + text + "' is too large");
-  return static_cast<uint64_t>(v);
-}
-
-double parse_real(const std::string& what, const std::string& text) {
-  errno = 0;
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || errno != 0)
-    throw UsageError(what + " '" + text + "' is not a number");
-  return v;
-}
 
 std::string fmt(double v, const char* f = "%.6g") {
   char buf[64];
@@ -159,7 +125,7 @@ int cmd_create(const Args& a) {
   if (a.has("--max-layers")) o.max_layers = static_cast<uint32_t>(parse_count("--max-layers", a.get("--max-layers")));
   if (a.has("--seed")) o.seed = parse_count("--seed", a.get("--seed"));
   Bloom::plan(o);  // parameter errors before touching the segment
-  Segment seg = Segment::open(seg_name);
+  Segment seg = open_segment(seg_name, a);
   Bloom b = Bloom::create(seg, name, o);
   BloomStats st = b.stats();
   std::printf("created bloom '%s' in %s: %s, capacity %llu, error %s, %llu bits (%s), k=%u, %.2f bits/key%s\n",
@@ -177,7 +143,7 @@ int cmd_add_or_check(const Args& a, bool add) {
   a.allow({});
   const std::string& seg_name = a.at(0, "SEG");
   const std::string& name = a.at(1, "NAME");
-  Segment seg = Segment::open(seg_name);
+  Segment seg = open_segment(seg_name, a);
   Bloom b = Bloom::open(seg, name);
   const auto& pos = a.positionals();
   if (pos.size() > 2) {
@@ -208,7 +174,7 @@ int cmd_info(const Args& a) {
   a.allow({"--json"});
   const std::string& seg_name = a.at(0, "SEG");
   const std::string& name = a.at(1, "NAME");
-  Segment seg = Segment::open(seg_name);
+  Segment seg = open_segment(seg_name, a);
   Bloom b = Bloom::open(seg, name);
   BloomStats st = b.stats();
   Json j;

@@ -60,9 +60,10 @@ class Args {
     }
   }
   // Rejects options not in `allowed` (call once after construction).
+  // --file PATH (a file-backed segment) is accepted by every command.
   void allow(const std::vector<std::string>& allowed) const {
     for (const auto& [k, v] : options_) {
-      bool ok = false;
+      bool ok = (k == "--file");
       for (const auto& a : allowed) ok |= (a == k);
       if (!ok) throw UsageError("unknown option '" + k + "'");
     }

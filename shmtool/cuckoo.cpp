@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "command.h"
+#include "segment_util.h"
 #include "shmfilter/cuckoo.hpp"
 
 namespace shmtool {
@@ -15,30 +16,6 @@ using shmfilter::Cuckoo;
 using shmfilter::CuckooStatus;
 
 // "150M", "1e8", "2000000", "64k": counts use powers of 1000.
-uint64_t parse_count(const std::string& opt, const std::string& text) {
-  if (text.empty()) throw UsageError(opt + " needs a number");
-  char* end = nullptr;
-  errno = 0;
-  double v = std::strtod(text.c_str(), &end);
-  std::string suffix(end);
-  double mul = 1;
-  if (suffix == "k" || suffix == "K") mul = 1e3;
-  else if (suffix == "M" || suffix == "m") mul = 1e6;
-  else if (suffix == "G" || suffix == "g") mul = 1e9;
-  else if (suffix == "T" || suffix == "t") mul = 1e12;
-  else if (!suffix.empty()) throw UsageError(opt + " '" + text + "' is not a count (e.g. 150M, 1e8, 2000000)");
-  v *= mul;
-  if (errno != 0 || !(v >= 0) || v > 1.8e19 || v != std::floor(v))
-    throw UsageError(opt + " '" + text + "' is not a whole count (e.g. 150M, 1e8, 2000000)");
-  return static_cast<uint64_t>(v);
-}
-double parse_rate(const std::string& opt, const std::string& text) {
-  char* end = nullptr;
-  double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || !(v > 0.0 && v < 1.0))
-    throw UsageError(opt + " '" + text + "' must be a number in (0, 1), e.g. 0.002");
-  return v;
-}
 
 Json describe(const Cuckoo& c) {
   shmfilter::CuckooStats s = c.stats();
@@ -95,7 +72,7 @@ int cmd_create(const Args& a) {
   if (a.has("--max-path")) o.max_path = static_cast<uint32_t>(parse_count("--max-path", a.get("--max-path")));
   if (a.has("--max-subfilters"))
     o.max_subfilters = static_cast<uint32_t>(parse_count("--max-subfilters", a.get("--max-subfilters")));
-  auto seg = shmfilter::Segment::open(seg_name);
+  auto seg = open_segment(seg_name, a);
   Cuckoo c = Cuckoo::create(seg, name, o);
   auto s = c.stats();
   printf("created cuckoo filter '%s': %llu slots, %u-bit fingerprints (%u-bit slots), ~%.4g%% false positives when "
@@ -113,7 +90,7 @@ Target open_target(const Args& a) {
   const std::string& seg_name = a.at(0, "SEG");
   const std::string& name = a.at(1, "NAME");
   Target t;
-  t.seg = shmfilter::Segment::open(seg_name);
+  t.seg = open_segment(seg_name, a);
   t.c = Cuckoo::open(t.seg, name);
   return t;
 }

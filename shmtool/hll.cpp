@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "command.h"
+#include "segment_util.h"
 #include "shmfilter/hll.hpp"
 
 namespace shmtool {
@@ -14,11 +15,7 @@ namespace {
 using shmfilter::Hll;
 using shmfilter::Segment;
 
-Segment open_segment(const Args& a) {
-  shmfilter::OpenOptions o;
-  o.file = a.get("--file");
-  return Segment::open(a.at(0, "SEG"), o);
-}
+Segment open_segment(const Args& a) { return shmtool::open_segment(a.at(0, "SEG"), a); }
 
 Json describe_hll(Segment& seg, const shmfilter::RegionInfo& info) {
   Hll h = Hll::open(seg, info.name);

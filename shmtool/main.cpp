@@ -123,6 +123,8 @@ const char* kOverview =
     "Usage: shmtool COMMAND [ARGS...]      shmtool help COMMAND   shmtool COMMAND --help\n"
     "Sizes accept bytes or KiB/MiB/GiB/TiB and k/M/G/T (powers of 1024 for sizes,\n"
     "of 1000 for counts such as --capacity 150M).\n"
+    "Every command takes --file PATH for a segment backed by a regular file\n"
+    "(persistent across restarts) instead of /dev/shm/NAME.\n"
     "Exit codes: 0 ok; 1 missing or bad segment/structure, or check found problems;\n"
     "2 bad arguments.\n";
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "command.h"
+#include "segment_util.h"
 #include "shmfilter/roaring_set.hpp"
 
 namespace shmtool {
@@ -26,15 +27,6 @@ using shmfilter::SetOp;
 
 constexpr size_t kBatch = 1 << 16;
 constexpr int kShowRejected = 5;
-
-uint64_t parse_count(const std::string& opt, const std::string& v) {
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long x = std::strtoull(v.c_str(), &end, 10);
-  if (v.empty() || *end != '\0' || errno != 0 || v[0] == '-')
-    throw UsageError(opt + " '" + v + "' is not a non-negative integer");
-  return x;
-}
 
 uint32_t parse_id_arg(const std::string& s) {
   try {
@@ -74,7 +66,7 @@ struct Rejects {
 // add/remove/check share this: ids from arguments (per-id lines) or stdin (counts).
 int write_or_query(const Args& a, int mode /*0 add, 1 remove, 2 check*/) {
   a.allow({"--json", "--strict"});
-  Segment seg = Segment::open(a.at(0, "SEG"));
+  Segment seg = open_segment(a.at(0, "SEG"), a);
   const std::string& name = a.at(1, "NAME");
   RoaringSet rs = RoaringSet::open(seg, name);
   const auto& pos = a.positionals();
@@ -190,7 +182,7 @@ bool looks_portable(std::string_view b) {
 
 int cmd_import(const Args& a) {
   a.allow({"--json", "--format", "--strict"});
-  Segment seg = Segment::open(a.at(0, "SEG"));
+  Segment seg = open_segment(a.at(0, "SEG"), a);
   const std::string& name = a.at(1, "NAME");
   const std::string& path = a.at(2, "FILE");
   std::string fmt = a.get("--format", "auto");
@@ -266,7 +258,7 @@ int cmd_import(const Args& a) {
 
 int cmd_export(const Args& a) {
   a.allow({"--text"});
-  Segment seg = Segment::open(a.at(0, "SEG"));
+  Segment seg = open_segment(a.at(0, "SEG"), a);
   RoaringSet rs = RoaringSet::open(seg, a.at(1, "NAME"));
   const std::string& path = a.at(2, "FILE");
   FILE* f = path == "-" ? stdout : fopen(path.c_str(), "wb");
@@ -334,7 +326,7 @@ const CommandRegistrar kCreate({"roaring", "create", "shmtool roaring create SEG
                                 {"--no-auto-compact"},
                                 [](const Args& a) {
                                   a.allow({"--delta-capacity", "--readers", "--compact-at", "--no-auto-compact", "--json"});
-                                  Segment seg = Segment::open(a.at(0, "SEG"));
+                                  Segment seg = open_segment(a.at(0, "SEG"), a);
                                   RoaringSet rs = RoaringSet::create(seg, a.at(1, "NAME"), create_options(a));
                                   printf("created roaring set '%s'\n", a.at(1, "NAME").c_str());
                                   return 0;
@@ -370,7 +362,7 @@ const CommandRegistrar kCard({"roaring", "card", "shmtool roaring card SEG NAME"
                               {},
                               [](const Args& a) {
                                 a.allow({});
-                                Segment seg = Segment::open(a.at(0, "SEG"));
+                                Segment seg = open_segment(a.at(0, "SEG"), a);
                                 printf("%llu\n", static_cast<unsigned long long>(
                                                      RoaringSet::open(seg, a.at(1, "NAME")).cardinality()));
                                 return 0;
@@ -384,7 +376,7 @@ const CommandRegistrar kOp({"roaring", "op", "shmtool roaring op SEG union|and|a
                             {"--json"},
                             [](const Args& a) {
                               a.allow({"--json"});
-                              Segment seg = Segment::open(a.at(0, "SEG"));
+                              Segment seg = open_segment(a.at(0, "SEG"), a);
                               SetOp op = parse_op(a.at(1, "OPERATION"));
                               const std::string& dest = a.at(2, "DEST");
                               a.at(3, "SRC");
@@ -407,7 +399,7 @@ const CommandRegistrar kAny({"roaring", "any", "shmtool roaring any SEG ID SET..
                              {"--json"},
                              [](const Args& a) {
                                a.allow({"--json"});
-                               Segment seg = Segment::open(a.at(0, "SEG"));
+                               Segment seg = open_segment(a.at(0, "SEG"), a);
                                uint32_t id = parse_id_arg(a.at(1, "ID"));
                                a.at(2, "SET");
                                std::vector<RoaringSet> sets;
@@ -444,7 +436,7 @@ const CommandRegistrar kInfo({"roaring", "info", "shmtool roaring info SEG NAME 
                               {"--json"},
                               [](const Args& a) {
                                 a.allow({"--json"});
-                                Segment seg = Segment::open(a.at(0, "SEG"));
+                                Segment seg = open_segment(a.at(0, "SEG"), a);
                                 auto info = seg.open_region(a.at(1, "NAME"), shmfilter::Kind::kRoaring);
                                 print_object(describe(seg, info), a.has("--json"));
                                 return 0;
@@ -458,7 +450,7 @@ const CommandRegistrar kCompact({"roaring", "compact", "shmtool roaring compact 
                                  {},
                                  [](const Args& a) {
                                    a.allow({});
-                                   Segment seg = Segment::open(a.at(0, "SEG"));
+                                   Segment seg = open_segment(a.at(0, "SEG"), a);
                                    RoaringSet rs = RoaringSet::open(seg, a.at(1, "NAME"));
                                    bool done = rs.compact();
                                    printf("%s\n", done ? "compacted" : "another process is compacting; try again");

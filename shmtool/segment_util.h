@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cerrno>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -18,6 +19,43 @@ namespace shmtool {
 inline constexpr const char* kFileOptionHelp =
     "  --file PATH      the segment is backed by this regular file (persistent across\n"
     "                   restarts) instead of /dev/shm/NAME; pass the same PATH to every command\n";
+
+// Counts: "150M", "1.2e8", "64k", "2000000" (k/M/G/T are powers of 1000); a
+// whole, non-negative number, else a UsageError naming the option.
+inline uint64_t parse_count(const std::string& opt, const std::string& text) {
+  if (text.empty()) throw UsageError(opt + " needs a number");
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(text.c_str(), &end);
+  std::string suffix(end);
+  double mul = 1;
+  if (suffix == "k" || suffix == "K") mul = 1e3;
+  else if (suffix == "M" || suffix == "m") mul = 1e6;
+  else if (suffix == "G" || suffix == "g") mul = 1e9;
+  else if (suffix == "T" || suffix == "t") mul = 1e12;
+  else if (!suffix.empty()) throw UsageError(opt + " '" + text + "' is not a count (e.g. 150M, 1e8, 2000000)");
+  v *= mul;
+  if (end == text.c_str() || errno != 0 || !(v >= 0) || v > 1.8e19 || v != std::floor(v))
+    throw UsageError(opt + " '" + text + "' is not a whole count (e.g. 150M, 1e8, 2000000)");
+  return static_cast<uint64_t>(v);
+}
+
+// Any finite number, else a UsageError naming the option (range checks are the library's).
+inline double parse_real(const std::string& opt, const std::string& text) {
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || errno != 0 || !std::isfinite(v))
+    throw UsageError(opt + " '" + text + "' is not a number");
+  return v;
+}
+
+// A rate in (0, 1), e.g. a false-positive target.
+inline double parse_rate(const std::string& opt, const std::string& text) {
+  double v = parse_real(opt, text);
+  if (!(v > 0.0 && v < 1.0)) throw UsageError(opt + " '" + text + "' must be a number in (0, 1), e.g. 0.002");
+  return v;
+}
 
 inline shmfilter::OpenOptions open_options(const Args& args) {
   shmfilter::OpenOptions o;

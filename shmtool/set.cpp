@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "command.h"
+#include "segment_util.h"
 #include "shmfilter/exact_set.hpp"
 
 namespace shmtool {
@@ -15,28 +16,9 @@ using shmfilter::ExactSet;
 using shmfilter::InsertResult;
 using shmfilter::Segment;
 
-Segment open_segment(const Args& a) {
-  shmfilter::OpenOptions o;
-  o.file = a.get("--file");
-  return Segment::open(a.at(0, "SEG"), o);
-}
+Segment open_segment(const Args& a) { return shmtool::open_segment(a.at(0, "SEG"), a); }
 
 // "150M" -> 150000000 (k/M/G/T are powers of 1000 for counts).
-uint64_t parse_count(const std::string& text, const char* what) {
-  char* end = nullptr;
-  errno = 0;
-  double v = std::strtod(text.c_str(), &end);
-  std::string suffix = end ? std::string(end) : "";
-  double mul = 1;
-  if (suffix == "k" || suffix == "K") mul = 1e3;
-  else if (suffix == "M") mul = 1e6;
-  else if (suffix == "G") mul = 1e9;
-  else if (suffix == "T") mul = 1e12;
-  else if (!suffix.empty()) throw UsageError(std::string(what) + " '" + text + "' is not a count (e.g. 150M)");
-  if (errno != 0 || end == text.c_str() || !(v >= 0)) throw UsageError(std::string(what) + " '" + text + "' is not a count");
-  return static_cast<uint64_t>(v * mul + 0.5);
-}
-
 // How text keys become uint64 keys: --keys string (XXH3, default), hex (16 hex
 // chars parsed exactly: device IDs), or u64 (decimal).
 enum class KeyFormat { kString, kHex, kU64 };
@@ -131,7 +113,7 @@ CommandRegistrar create_cmd(
        if (!a.has("--capacity")) throw UsageError("missing --capacity N");
        Segment seg = open_segment(a);
        shmfilter::ExactSetOptions o;
-       o.capacity = parse_count(a.get("--capacity"), "--capacity");
+       o.capacity = parse_count("--capacity", a.get("--capacity"));
        if (a.has("--max-load")) o.max_load = std::strtod(a.get("--max-load").c_str(), nullptr);
        ExactSet s = ExactSet::create(seg, a.at(1, "NAME"), o);
        print_object(describe_set(seg, seg.open_region(s.name(), shmfilter::Kind::kExactSet)), false);

@@ -516,3 +516,36 @@ TEST(ShmtoolSegment, FileBackedSegmentsThroughEveryCommand) {
 }
 
 }  // namespace
+
+// Every structure command takes --file, so a file-backed (persistent) segment
+// is as usable from the shell as a /dev/shm one.
+TEST(ShmtoolSegment, StructureCommandsTakeFile) {
+  const std::string name = unique_name("fileseg");
+  const std::string path = "/tmp/" + name + ".seg";
+  unlink(path.c_str());
+  ASSERT_EQ(run_shmtool({"create", name, "--file", path, "--size", "8MiB"}).exit_code, 0);
+  const std::vector<std::vector<std::string>> creates = {
+      {"bloom", "create", name, "b", "--capacity", "10k", "--error", "0.01"},
+      {"cuckoo", "create", name, "c", "--capacity", "1k"},
+      {"roaring", "create", name, "r"},
+      {"hll", "create", name, "h"},
+      {"set", "create", name, "s", "--capacity", "1k"},
+  };
+  for (auto args : creates) {
+    args.insert(args.end(), {"--file", path});
+    auto r = run_shmtool(args);
+    EXPECT_EQ(r.exit_code, 0) << args[0] << ": " << r.err;
+  }
+  EXPECT_EQ(run_shmtool({"bloom", "add", name, "b", "k1", "--file", path}).exit_code, 0);
+  auto check = run_shmtool({"bloom", "check", name, "b", "k1", "--file", path});
+  EXPECT_EQ(check.exit_code, 0) << check.err;
+  EXPECT_NE(check.out.find("present"), std::string::npos) << check.out;
+  auto list = run_shmtool({"list", name, "--file", path});
+  EXPECT_EQ(list.exit_code, 0);
+  for (const char* n : {"b ", "c ", "r ", "h ", "s "}) EXPECT_NE(list.out.find(n), std::string::npos) << list.out;
+  EXPECT_EQ(run_shmtool({"check", name, "--file", path}).exit_code, 0);
+  // Without --file the name means /dev/shm/NAME, which does not exist.
+  EXPECT_EQ(run_shmtool({"bloom", "check", name, "b", "k1"}).exit_code, 1);
+  EXPECT_EQ(run_shmtool({"remove", name, "--file", path}).exit_code, 0);
+  EXPECT_NE(access(path.c_str(), F_OK), 0);
+}
