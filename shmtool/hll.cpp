@@ -196,13 +196,7 @@ CommandRegistrar info_cmd({"hll", "info", "shmtool hll info SEG NAME [--json] [-
                            "Prints the HLL's description (as `shmtool dump` does).\n"
                            "Example: shmtool hll info ads uv:p42 --json",
                            {"--json"},
-                           [](const Args& a) {
-                             a.allow({"--file", "--json"});
-                             Segment seg = open_segment(a);
-                             auto info = seg.open_region(a.at(1, "NAME"), shmfilter::Kind::kHll);
-                             print_object(describe_hll(seg, info), a.has("--json"));
-                             return 0;
-                           }});
+                           [](const Args& a) { return run_info(a, shmfilter::Kind::kHll); }});
 
 }  // namespace
 }  // namespace shmtool

@@ -434,13 +434,7 @@ const CommandRegistrar kInfo({"roaring", "info", "shmtool roaring info SEG NAME 
                               "(array/bitmap/run), retired snapshots not yet freed, readers, compaction claim.\n"
                               "Example: shmtool roaring info ads orders --json",
                               {"--json"},
-                              [](const Args& a) {
-                                a.allow({"--json"});
-                                Segment seg = open_segment(a.at(0, "SEG"), a);
-                                auto info = seg.open_region(a.at(1, "NAME"), shmfilter::Kind::kRoaring);
-                                print_object(describe(seg, info), a.has("--json"));
-                                return 0;
-                              }});
+                              [](const Args& a) { return run_info(a, shmfilter::Kind::kRoaring); }});
 
 const CommandRegistrar kCompact({"roaring", "compact", "shmtool roaring compact SEG NAME",
                                  "fold the delta into a new snapshot now",

@@ -167,6 +167,18 @@ inline std::string one_line(const Json& obj) {
 }
 
 // Describes one structure with its kind's describer; errors become {"error": "..."}.
+// `shmtool KIND info SEG NAME [--json]`: the object the kind's describer makes
+// (the same one `dump` shows). Errors propagate: a missing or wrong-kind name exits 1.
+inline int run_info(const Args& args, shmfilter::Kind kind) {
+  args.allow({"--json"});
+  shmfilter::Segment seg = open_segment(args.at(0, "SEG"), args);
+  const shmfilter::RegionInfo info = seg.open_region(args.at(1, "NAME"), kind);
+  const Describer* d = describer_for(kind);
+  if (d == nullptr) throw shmfilter::Error(shmfilter::ErrorCode::kInvalidArgument, "no describer for this kind");
+  print_object(d->describe(seg, info), args.has("--json"));
+  return 0;
+}
+
 inline Json describe_region(shmfilter::Segment& seg, const shmfilter::RegionInfo& r) {
   const Describer* d = describer_for(r.kind);
   if (d == nullptr) return Json();

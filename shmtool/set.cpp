@@ -213,13 +213,7 @@ CommandRegistrar info_cmd({"set", "info", "shmtool set info SEG NAME [--json] [-
                            "Prints the set's description (as `shmtool dump` does).\n"
                            "Example: shmtool set info ads small:plan7 --json",
                            {"--json"},
-                           [](const Args& a) {
-                             a.allow({"--file", "--json"});
-                             Segment seg = open_segment(a);
-                             auto info = seg.open_region(a.at(1, "NAME"), shmfilter::Kind::kExactSet);
-                             print_object(describe_set(seg, info), a.has("--json"));
-                             return 0;
-                           }});
+                           [](const Args& a) { return run_info(a, shmfilter::Kind::kExactSet); }});
 
 }  // namespace
 }  // namespace shmtool
