@@ -1,7 +1,7 @@
 // bench/bloom_bench.cpp: Bloom contains/add, one at a time and batched,
 // blocked vs classic (k = 7 at 1%), for a filter that fits in L2 and one of
 // 512 MiB (>= 10x the last-level cache of the reference machine: 32 MiB L3),
-// all in one run. Keys are 64-bit device ids (bench/workload.h).
+// all in one run. Keys are 64-bit device ids (tests/support/workload.h).
 //
 //   build/bench/bloom_bench [--benchmark_filter=...] [--benchmark_min_time=0.5]
 //
@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "bloom_impl.h"
+#include "structures/bloom_impl.h"
 #include "shmfilter/bloom.hpp"
 #include "workload.h"
 

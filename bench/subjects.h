@@ -10,7 +10,7 @@
 //   add, contains, erase, add_many, contains_many over uint64_t keys
 //   bytes()                   region + extents in the segment
 //   fill(lo, hi)              adds present(lo..hi-1) in batches
-// Keys are the workload's 64-bit device ids (bench/workload.h distinct_keys /
+// Keys are the workload's 64-bit device ids (tests/support/workload.h distinct_keys /
 // absent_keys domains). Roaring takes 32-bit ids: its present(i) is the i-th
 // id of a sorted sparse sequence with gaps >= 2 over 2^32, absent(i) = present(i) + 1,
 // so hits and misses are exact there too.

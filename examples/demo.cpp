@@ -12,7 +12,7 @@
 // one being complete in every worker. Per-worker results go to a counters
 // region of the stage (kind kBlob) in the segment itself: counters_of().
 // Structure stages (Bloom, Cuckoo, HLL, ExactSet) are added to kStages as
-// functions of the same shape; keys come from bench/workload.h.
+// functions of the same shape; keys come from tests/support/workload.h.
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -216,7 +216,7 @@ void report(Ctx& ctx) {
 
 // ---- the mission: frequency capping (stages 2-4) -----------------------------------
 // "Has device D already been served by plan P today?" One generated stream of
-// "plan:device" events (bench/workload.h: Zipf plan sizes, 30% repeats) is
+// "plan:device" events (tests/support/workload.h: Zipf plan sizes, 30% repeats) is
 // made once by the parent before the fork; worker w takes every N-th event
 // (positions w, w+N, ...). Oracles live OUTSIDE the segment, in anonymous
 // shared mappings inherited by fork: per distinct pair, how many workers were

@@ -1,4 +1,4 @@
-// examples/gen_stream.cpp: writes the demo's workload stream (bench/workload.h)
+// examples/gen_stream.cpp: writes the demo's workload stream (tests/support/workload.h)
 // to a file, so the same events can be fed to shmtool and to redis-cli.
 //
 //   gen_stream [--scale 0.01] [--seed 42] [--format keys|plain|redis] [--date 2026-11-30] OUT

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "command.h"
+#include "cli/command.h"
 #include "shmfilter/error.hpp"
 
 namespace shmtool {

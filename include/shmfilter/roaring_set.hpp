@@ -28,7 +28,7 @@ typedef struct roaring_bitmap_s roaring_bitmap_t;  // CRoaring (<roaring/roaring
 namespace shmfilter {
 
 namespace internal {
-struct RoaringLocal;  // process-local cache: reader slot + frozen views (lib/roaring_set.cpp)
+struct RoaringLocal;  // process-local cache: reader slot + frozen views (lib/structures/roaring.cpp)
 }
 
 struct RoaringOptions {

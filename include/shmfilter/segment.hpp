@@ -33,7 +33,7 @@
 namespace shmfilter {
 
 namespace internal {
-struct SegmentImpl;  // lib/segment.cpp
+struct SegmentImpl;  // lib/segment/segment.cpp
 }
 
 // Kinds of named structures. Values are part of the on-disk format.

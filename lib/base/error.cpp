@@ -1,4 +1,4 @@
-// lib/error.cpp: names of error codes and kinds.
+// lib/base/error.cpp: names of error codes and kinds.
 #include "shmfilter/error.hpp"
 #include "shmfilter/segment.hpp"
 

@@ -1,5 +1,5 @@
-// lib/hash.cpp
-#include "hash.h"
+// lib/base/hash.cpp
+#include "base/hash.h"
 
 #include <sys/random.h>
 

@@ -1,4 +1,4 @@
-// lib/hash.h: the one hash of shmfilter: XXH3-64 with a per-structure seed.
+// lib/base/hash.h: the one hash of shmfilter: XXH3-64 with a per-structure seed.
 //
 // The hash is part of the on-disk format (which bit a key sets depends on it);
 // tests/test_golden*.cpp pin it. A uint64 key is hashed as its 8 little-endian

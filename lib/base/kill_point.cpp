@@ -1,5 +1,5 @@
-// lib/kill_point.cpp: see kill_point.h. Process-local state only.
-#include "kill_point.h"
+// lib/base/kill_point.cpp: see kill_point.h. Process-local state only.
+#include "base/kill_point.h"
 
 #include <atomic>
 #include <csignal>

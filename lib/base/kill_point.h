@@ -1,4 +1,4 @@
-// lib/kill_point.h: named points where a test can SIGKILL the process.
+// lib/base/kill_point.h: named points where a test can SIGKILL the process.
 //
 // SHMF_KILL_POINT("cuckoo.move.after_copy") compiles to nothing unless the
 // library is built with SHMFILTER_KILL_POINTS (the default for test builds;

@@ -1,4 +1,4 @@
-// lib/c_api.cpp: the C API (include/shmfilter/shmfilter.h), a front end that
+// lib/capi/c_api.cpp: the C API (include/shmfilter/shmfilter.h), a front end that
 // calls only the public C++ API. Every entry point is noexcept and catches
 // every exception (guard()); failures return -SHMF_E* and record a detailed
 // thread-local message for shmf_last_error_message().

@@ -1,14 +1,14 @@
-// lib/checkers.cpp: the kind -> checker table. One line per structure.
-#include "checkers.h"
+// lib/check/checkers.cpp: the kind -> checker table. One line per structure.
+#include "check/checkers.h"
 
-#include "bloom_impl.h"   // bloom::check_bloom
-#include "cuckoo_impl.h"  // check_cuckoo
+#include "structures/bloom_impl.h"   // bloom::check_bloom
+#include "structures/cuckoo_impl.h"  // check_cuckoo
 
 namespace shmfilter::internal {
 
-void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);    // lib/roaring_set.cpp
-void check_hll(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);        // lib/hll.cpp
-void check_exact_set(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);  // lib/exact_set.cpp
+void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);    // lib/structures/roaring.cpp
+void check_hll(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);        // lib/structures/hll.cpp
+void check_exact_set(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);  // lib/structures/exact_set.cpp
 
 CheckerFn checker_for(Kind kind) noexcept {
   switch (kind) {

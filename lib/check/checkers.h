@@ -1,6 +1,6 @@
-// lib/checkers.h: per-kind integrity checkers that Segment::check runs.
+// lib/check/checkers.h: per-kind integrity checkers that Segment::check runs.
 //
-// Each structure's .cpp defines check_<kind>(); lib/checkers.cpp maps kinds to
+// Each structure's .cpp defines check_<kind>(); lib/check/checkers.cpp maps kinds to
 // them. A checker validates the structure's invariants, adds a finding per
 // problem, and with repair fixes what it can (marking the finding repaired).
 // It must be safe to run while other processes work on the structure.

@@ -1,4 +1,4 @@
-// lib/layout.h: every struct the segment itself keeps in shared memory.
+// lib/segment/layout.h: every struct the segment itself keeps in shared memory.
 //
 // The byte layout is the on-disk format (docs/FORMAT.md). Rules:
 //  - fixed-width fields only; no pointers, only offsets from the segment base;

@@ -1,5 +1,5 @@
-// lib/robust_mutex.cpp: see robust_mutex.h.
-#include "robust_mutex.h"
+// lib/segment/robust_mutex.cpp: see robust_mutex.h.
+#include "segment/robust_mutex.h"
 
 #include <cerrno>
 #include <ctime>

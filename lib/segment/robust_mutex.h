@@ -1,4 +1,4 @@
-// lib/robust_mutex.h: the process-shared ROBUST pthread mutex of the control plane.
+// lib/segment/robust_mutex.h: the process-shared ROBUST pthread mutex of the control plane.
 //
 // Why not Boost.Interprocess: 1.74's interprocess_mutex is a spin/futex lock
 // with no owner-death notification; a holder killed by SIGKILL leaves it

@@ -1,5 +1,5 @@
-// lib/segment.cpp: the shared segment (see include/shmfilter/segment.hpp,
-// lib/layout.h for the bytes, docs/FORMAT.md and docs/CONCURRENCY.md).
+// lib/segment/segment.cpp: the shared segment (see include/shmfilter/segment.hpp,
+// lib/segment/layout.h for the bytes, docs/FORMAT.md and docs/CONCURRENCY.md).
 #include "shmfilter/segment.hpp"
 
 #include <fcntl.h>
@@ -19,11 +19,11 @@
 #include <map>
 #include <mutex>
 
-#include "checkers.h"
-#include "hash.h"
-#include "kill_point.h"
-#include "layout.h"
-#include "robust_mutex.h"
+#include "check/checkers.h"
+#include "base/hash.h"
+#include "base/kill_point.h"
+#include "segment/layout.h"
+#include "segment/robust_mutex.h"
 
 namespace shmfilter {
 namespace internal {

@@ -1,4 +1,4 @@
-// lib/bloom.cpp: the Bloom handle: finds layers in the segment, calls the
+// lib/structures/bloom.cpp: the Bloom handle: finds layers in the segment, calls the
 // kernels of bloom_impl.h, grows layers under the segment lock, validates.
 //
 // Protocol (docs/bloom.md has the full table):
@@ -18,9 +18,9 @@
 #include <cstring>
 #include <string>
 
-#include "bloom_impl.h"
-#include "kill_point.h"
-#include "layout.h"
+#include "structures/bloom_impl.h"
+#include "base/kill_point.h"
+#include "segment/layout.h"
 
 namespace shmfilter {
 

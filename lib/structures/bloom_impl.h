@@ -1,13 +1,13 @@
-// lib/bloom_impl.h: Bloom filter kernels and the shared layout of a Bloom region.
+// lib/structures/bloom_impl.h: Bloom filter kernels and the shared layout of a Bloom region.
 //
 // Kernels are stateless functions over one layer's bit array (base, length),
 // in the manner of RocksDB's util/bloom_impl.h (FastLocalBloomImpl); the
-// handle (lib/bloom.cpp) only finds layers and calls them. Nothing here knows
+// handle (lib/structures/bloom.cpp) only finds layers and calls them. Nothing here knows
 // about the Segment except the field comments.
 //
 // ---------------------------------------------------------------------------
 // Hash use (part of the format; pinned by tests/test_bloom_golden.cpp)
-//   h = XXH3-64(key bytes, seed)                      (lib/hash.h; uint64 keys as 8 LE bytes)
+//   h = XXH3-64(key bytes, seed)                      (lib/base/hash.h; uint64 keys as 8 LE bytes)
 //   blocked: block = FastRange32(h >> 32, blocks)     (Lemire: (x * n) >> 32)
 //            probes: h2 = uint32(h); for i < k: bit = h2 >> 23 (top 9 bits: 0..511);
 //                    h2 *= 0x9e3779b9                  (RocksDB FastLocalBloomImpl::AddHashPrepared)
@@ -22,7 +22,7 @@
 // classic: m = -n ln p / (ln 2)^2, k = round((m/n) ln 2) (Bloom 1970; Broder &
 //   Mitzenmacher 2004). FP after n keys: (1 - e^{-kn/m})^k. The mission's test
 //   vector: n = 1.2e8, p = 0.01 -> m = 1.1502e9 bits = 137.1 MiB, 9.585 bits/key,
-//   k = round(6.64) = 7 (tests/test_bloom.cpp pins it).
+//   k = round(6.64) = 7 (tests/unit/test_bloom.cpp pins it).
 // blocked (one 512-bit line per key): a block receives L ~ Poisson(lambda) keys,
 //   lambda = 512 / bits_per_key; given L, a bit is still clear with probability
 //   (1-1/512)^{kL} (k probes with replacement), so
@@ -39,7 +39,7 @@
 //        12        0.523%    0.441%    0.409%    0.407%    0.426%
 //        15.49      -         -         -         -        0.0999%  <- 0.1%: 15.49 bits/key, k=9
 //        16        0.169%    0.122%    0.099%    0.087%    0.083%
-//   Measured (tests/test_bloom_kernel.cpp, 1e6 keys, 4e6 negatives): see docs/bloom.md.
+//   Measured (tests/unit/test_bloom_kernel.cpp, 1e6 keys, 4e6 negatives): see docs/bloom.md.
 //   classic at 9.585 bits/key gives 1.00%; blocked pays ~0.3 bits/key for the
 //   single cache miss. Where the model stops holding: at very small blocks
 //   counts (< ~100 blocks) the Poisson approximation of the binomial load and,
@@ -63,7 +63,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "hash.h"
+#include "base/hash.h"
 #include "shmfilter/segment.hpp"
 
 namespace shmfilter::internal::bloom {
@@ -427,7 +427,7 @@ inline LayerView view_of(std::byte* extent, const BloomLayer& s, uint32_t layout
   return v;
 }
 
-// Integrity checker (lib/bloom.cpp), registered in lib/checkers.cpp.
+// Integrity checker (lib/structures/bloom.cpp), registered in lib/checkers.cpp.
 void check_bloom(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);
 
 }  // namespace shmfilter::internal::bloom

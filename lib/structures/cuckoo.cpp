@@ -1,4 +1,4 @@
-// lib/cuckoo.cpp: the Cuckoo handle over a Segment region, and check_cuckoo.
+// lib/structures/cuckoo.cpp: the Cuckoo handle over a Segment region, and check_cuckoo.
 #include "shmfilter/cuckoo.hpp"
 
 #include <chrono>
@@ -6,9 +6,9 @@
 #include <string>
 #include <thread>
 
-#include "cuckoo_impl.h"
-#include "hash.h"
-#include "kill_point.h"
+#include "structures/cuckoo_impl.h"
+#include "base/hash.h"
+#include "base/kill_point.h"
 
 namespace shmfilter {
 

@@ -1,8 +1,8 @@
-// lib/cuckoo_impl.h: cuckoo filter kernels over shared memory.
+// lib/structures/cuckoo_impl.h: cuckoo filter kernels over shared memory.
 //
 // Stateless functions over (segment base, region header). No pointer is
 // stored in shared memory; sub-filters are addressed by offset from the
-// segment base. The handle (lib/cuckoo.cpp) supplies liveness of owner tokens
+// segment base. The handle (lib/structures/cuckoo.cpp) supplies liveness of owner tokens
 // and the expansion allocator; the tests drive these kernels over plain
 // anonymous MAP_SHARED memory as well.
 //
@@ -41,9 +41,9 @@
 #include <cstdint>
 #include <cstring>
 
-#include "hash.h"
+#include "base/hash.h"
 #include "shmfilter/segment.hpp"
-#include "kill_point.h"
+#include "base/kill_point.h"
 
 namespace shmfilter::internal::cuckoo {
 
@@ -737,6 +737,6 @@ inline uint64_t count_occupied(std::byte* base, const Header* h, uint32_t fp_bit
 }  // namespace shmfilter::internal::cuckoo
 
 namespace shmfilter::internal {
-// lib/cuckoo.cpp: Segment::check's checker for Kind::kCuckoo (lib/checkers.cpp).
+// lib/structures/cuckoo.cpp: Segment::check's checker for Kind::kCuckoo (lib/check/checkers.cpp).
 void check_cuckoo(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);
 }  // namespace shmfilter::internal

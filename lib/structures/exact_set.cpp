@@ -1,12 +1,12 @@
-// lib/exact_set.cpp: the ExactSet handle over lib/exact_set_impl.h. See exact_set.hpp.
+// lib/structures/exact_set.cpp: the ExactSet handle over lib/exact_set_impl.h. See exact_set.hpp.
 #include "shmfilter/exact_set.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "checkers.h"
-#include "exact_set_impl.h"
+#include "check/checkers.h"
+#include "structures/exact_set_impl.h"
 
 namespace shmfilter {
 

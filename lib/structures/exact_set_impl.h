@@ -1,8 +1,8 @@
-// lib/exact_set_impl.h: the exact hash set's kernels over its region:
+// lib/structures/exact_set_impl.h: the exact hash set's kernels over its region:
 // open addressing (linear probing) over 8-byte slot words, lock-free reads,
 // slot changes by single-word CAS, and per-stripe owner-token locks that
 // serialise the placement and removal of keys of the same stripe.
-// The handle is lib/exact_set.cpp; the argument is in docs/exact_set.md.
+// The handle is lib/structures/exact_set.cpp; the argument is in docs/exact_set.md.
 //
 // Slot word: 0 = EMPTY, ~0 = TOMBSTONE, anything else = that key. Keys 0 and
 // ~0 live in header->special[] instead. A slot never returns to EMPTY, so
@@ -35,8 +35,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "hash.h"
-#include "kill_point.h"
+#include "base/hash.h"
+#include "base/kill_point.h"
 
 namespace shmfilter::internal {
 

@@ -1,13 +1,13 @@
-// lib/hll.cpp: the Hll handle over lib/hll_impl.h kernels. See hll.hpp.
+// lib/structures/hll.cpp: the Hll handle over lib/structures/hll_impl.h kernels. See hll.hpp.
 #include "shmfilter/hll.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "checkers.h"
-#include "hll_impl.h"
-#include "kill_point.h"
+#include "check/checkers.h"
+#include "structures/hll_impl.h"
+#include "base/kill_point.h"
 
 namespace shmfilter {
 

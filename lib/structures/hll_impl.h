@@ -1,4 +1,4 @@
-// lib/hll_impl.h: HyperLogLog kernels over a register array in shared memory,
+// lib/structures/hll_impl.h: HyperLogLog kernels over a register array in shared memory,
 // and Redis's HLL string encodings (dense and sparse). Stateless functions;
 // the handle is lib/hll.cpp. Design and sources: docs/hll.md.
 //

@@ -1,4 +1,4 @@
-// lib/roaring_set.cpp: RoaringSet, the handle over lib/roaring_impl.h.
+// lib/structures/roaring.cpp: RoaringSet, the handle over lib/roaring_impl.h.
 // Protocol (who writes what, and why nothing acknowledged is lost): docs/roaring.md.
 #include "shmfilter/roaring_set.hpp"
 
@@ -20,9 +20,9 @@
 #include <mutex>
 #include <thread>
 
-#include "checkers.h"
-#include "kill_point.h"
-#include "roaring_impl.h"
+#include "check/checkers.h"
+#include "base/kill_point.h"
+#include "structures/roaring_impl.h"
 
 // ---- kernels of roaring_impl.h (no Segment, no CRoaring) ---------------------------
 namespace shmfilter::internal::roaring {

@@ -1,4 +1,4 @@
-// lib/roaring_impl.h: shared layout and stateless kernels of RoaringSet.
+// lib/structures/roaring_impl.h: shared layout and stateless kernels of RoaringSet.
 //
 // A RoaringSet lives in three kinds of extents of the segment:
 //   * the region (directory entry): RoaringHeader + the reader table;

@@ -1,4 +1,4 @@
-// shmtool/command.h: how a subcommand plugs into shmtool.
+// shmtool/cli/command.h: how a subcommand plugs into shmtool.
 //
 // Each shmtool/<cmd>.cpp defines its commands and registers them with a
 // static CommandRegistrar; main.cpp dispatches on argv[1] (and, for

@@ -1,4 +1,4 @@
-// shmtool/segment_util.h: helpers shared by shmtool's commands: opening the
+// shmtool/cli/segment_util.h: helpers shared by shmtool's commands: opening the
 // segment named on the command line (with --file), parsing sizes and counts
 // into UsageErrors, and rendering a describer's object on one line.
 #pragma once
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "command.h"
+#include "cli/command.h"
 #include "shmfilter/error.hpp"
 #include "shmfilter/segment.hpp"
 

@@ -1,4 +1,4 @@
-// shmtool/bloom.cpp: shmtool bloom create|add|check|info, and the Bloom describer.
+// shmtool/commands/bloom.cpp: shmtool bloom create|add|check|info, and the Bloom describer.
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "command.h"
-#include "segment_util.h"
+#include "cli/command.h"
+#include "cli/segment_util.h"
 #include "shmfilter/bloom.hpp"
 
 namespace shmtool {

@@ -1,9 +1,9 @@
-// shmtool/check.cpp: `shmtool check NAME [--repair]`: integrity check.
+// shmtool/commands/check.cpp: `shmtool check NAME [--repair]`: integrity check.
 #include <cstdio>
 #include <string>
 
-#include "command.h"
-#include "segment_util.h"
+#include "cli/command.h"
+#include "cli/segment_util.h"
 
 namespace shmtool {
 namespace {

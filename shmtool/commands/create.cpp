@@ -1,11 +1,11 @@
-// shmtool/create.cpp: `shmtool create NAME`: makes a new, empty segment.
+// shmtool/commands/create.cpp: `shmtool create NAME`: makes a new, empty segment.
 #include <grp.h>
 
 #include <cstdio>
 #include <string>
 
-#include "command.h"
-#include "segment_util.h"
+#include "cli/command.h"
+#include "cli/segment_util.h"
 
 namespace shmtool {
 namespace {

@@ -1,12 +1,12 @@
-// shmtool/cuckoo.cpp: shmtool cuckoo create|add|add-unique|check|del|info.
+// shmtool/commands/cuckoo.cpp: shmtool cuckoo create|add|add-unique|check|del|info.
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "command.h"
-#include "segment_util.h"
+#include "cli/command.h"
+#include "cli/segment_util.h"
 #include "shmfilter/cuckoo.hpp"
 
 namespace shmtool {

@@ -1,10 +1,10 @@
-// shmtool/dump.cpp: `shmtool dump NAME`: everything about a segment.
+// shmtool/commands/dump.cpp: `shmtool dump NAME`: everything about a segment.
 #include <cstdio>
 #include <ctime>
 #include <string>
 
-#include "command.h"
-#include "segment_util.h"
+#include "cli/command.h"
+#include "cli/segment_util.h"
 
 namespace shmtool {
 namespace {

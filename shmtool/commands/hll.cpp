@@ -1,12 +1,12 @@
-// shmtool/hll.cpp: `shmtool hll create|add|count|merge|export|import|clear|info`.
+// shmtool/commands/hll.cpp: `shmtool hll create|add|count|merge|export|import|clear|info`.
 #include <unistd.h>
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "command.h"
-#include "segment_util.h"
+#include "cli/command.h"
+#include "cli/segment_util.h"
 #include "shmfilter/hll.hpp"
 
 namespace shmtool {

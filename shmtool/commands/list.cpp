@@ -1,10 +1,10 @@
-// shmtool/list.cpp: `shmtool list NAME`: the structures in a segment.
+// shmtool/commands/list.cpp: `shmtool list NAME`: the structures in a segment.
 #include <algorithm>
 #include <cstdio>
 #include <string>
 
-#include "command.h"
-#include "segment_util.h"
+#include "cli/command.h"
+#include "cli/segment_util.h"
 
 namespace shmtool {
 namespace {

@@ -1,9 +1,9 @@
-// shmtool/remove.cpp: `shmtool remove NAME`: removes a segment's name.
+// shmtool/commands/remove.cpp: `shmtool remove NAME`: removes a segment's name.
 #include <cstdio>
 #include <string>
 
-#include "command.h"
-#include "segment_util.h"
+#include "cli/command.h"
+#include "cli/segment_util.h"
 
 namespace shmtool {
 namespace {

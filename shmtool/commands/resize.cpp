@@ -1,9 +1,9 @@
-// shmtool/resize.cpp: `shmtool resize NAME --size SIZE`: grows or shrinks the backing object.
+// shmtool/commands/resize.cpp: `shmtool resize NAME --size SIZE`: grows or shrinks the backing object.
 #include <cstdio>
 #include <string>
 
-#include "command.h"
-#include "segment_util.h"
+#include "cli/command.h"
+#include "cli/segment_util.h"
 
 namespace shmtool {
 namespace {

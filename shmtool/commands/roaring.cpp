@@ -1,4 +1,4 @@
-// shmtool/roaring.cpp: `shmtool roaring ...`, exact sets of 32-bit ids on CRoaring.
+// shmtool/commands/roaring.cpp: `shmtool roaring ...`, exact sets of 32-bit ids on CRoaring.
 #include <roaring/roaring.h>
 #include <sys/stat.h>
 
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "command.h"
-#include "segment_util.h"
+#include "cli/command.h"
+#include "cli/segment_util.h"
 #include "shmfilter/roaring_set.hpp"
 
 namespace shmtool {

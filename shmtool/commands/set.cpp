@@ -1,12 +1,12 @@
-// shmtool/set.cpp: `shmtool set create|add|check|del|info SEG NAME ...` (ExactSet).
+// shmtool/commands/set.cpp: `shmtool set create|add|check|del|info SEG NAME ...` (ExactSet).
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
 
-#include "command.h"
-#include "segment_util.h"
+#include "cli/command.h"
+#include "cli/segment_util.h"
 #include "shmfilter/exact_set.hpp"
 
 namespace shmtool {

@@ -1,4 +1,4 @@
-// tests/test_cuckoo_crash.cpp: a writer SIGKILLed at every named kill point of
+// tests/multiprocess/test_cuckoo_crash.cpp: a writer SIGKILLed at every named kill point of
 // insert, move, erase, expansion and repair. After each death: another
 // process's reads and writes finish within a bound (alarm), every key
 // acknowledged before the death is still present, every acknowledged erase
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kill_point.h"
+#include "base/kill_point.h"
 #include "shmfilter/cuckoo.hpp"
 #include "test_util.h"
 #include "workload.h"

@@ -1,4 +1,4 @@
-// tests/test_cuckoo_multiprocess.cpp: several processes insert, insert_unique, erase
+// tests/multiprocess/test_cuckoo_multiprocess.cpp: several processes insert, insert_unique, erase
 // and look up overlapping keys in one filter at ~89% load (so inserts move
 // items along cuckoo paths while readers read); an oracle outside the segment
 // (a separate anonymous shared mapping) records what each process was told.

@@ -1,4 +1,4 @@
-// tests/test_exact_set_crash.cpp: children SIGKILLed at every kill point of
+// tests/multiprocess/test_exact_set_crash.cpp: children SIGKILLed at every kill point of
 // insert and erase. Oracle outside the set (a blob region): per key, whether
 // its insert or erase was acknowledged. After each kill: every acknowledged
 // insert present, every acknowledged erase gone, size() exact, the dead
@@ -8,7 +8,7 @@
 #include <atomic>
 #include <vector>
 
-#include "kill_point.h"
+#include "base/kill_point.h"
 #include "shmfilter/exact_set.hpp"
 #include "test_util.h"
 #include "workload.h"

@@ -1,5 +1,5 @@
-// tests/test_roaring_crash.cpp: SIGKILL at every named kill point of RoaringSet
-// (lib/roaring_set.cpp), with an oracle outside the segment: a forked child
+// tests/multiprocess/test_roaring_crash.cpp: SIGKILL at every named kill point of RoaringSet
+// (lib/structures/roaring.cpp), with an oracle outside the segment: a forked child
 // reports each acknowledged write through a pipe before it is killed; the
 // parent then checks that every acknowledged change is there, that the set
 // stays readable, that the next compaction finishes or discards the dead
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "kill_point.h"
+#include "base/kill_point.h"
 #include "shmfilter/roaring_set.hpp"
 #include "shmfilter/segment.hpp"
 #include "test_util.h"

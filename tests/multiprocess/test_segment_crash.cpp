@@ -1,11 +1,11 @@
-// tests/test_segment_crash.cpp: real processes, SIGKILLed at named kill points
+// tests/multiprocess/test_segment_crash.cpp: real processes, SIGKILLed at named kill points
 // of the control plane; the survivors must proceed, consistent and leak-free.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstring>
 
-#include "kill_point.h"
+#include "base/kill_point.h"
 #include "shmfilter/segment.hpp"
 #include "test_util.h"
 

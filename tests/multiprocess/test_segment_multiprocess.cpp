@@ -1,4 +1,4 @@
-// tests/test_segment_multiprocess.cpp: several real processes on one segment:
+// tests/multiprocess/test_segment_multiprocess.cpp: several real processes on one segment:
 // growth under load, liveness that pid reuse cannot fool, quarantine of freed
 // memory, fork rules, death inside recovery, and a full /dev/shm.
 #include <gtest/gtest.h>
@@ -13,8 +13,8 @@
 #include <random>
 #include <thread>
 
-#include "kill_point.h"
-#include "layout.h"
+#include "base/kill_point.h"
+#include "segment/layout.h"
 #include "shmfilter/segment.hpp"
 #include "test_util.h"
 

@@ -1,4 +1,4 @@
-// tests/test_bloom_tool.cpp: shmtool bloom create|add|check|info through the real binary.
+// tests/shmtool/test_shmtool_bloom.cpp: shmtool bloom create|add|check|info through the real binary.
 #include <gtest/gtest.h>
 
 #include <string>

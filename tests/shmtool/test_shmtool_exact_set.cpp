@@ -1,4 +1,4 @@
-// tests/test_exact_set_shmtool.cpp: `shmtool set ...` end to end.
+// tests/shmtool/test_shmtool_exact_set.cpp: `shmtool set ...` end to end.
 #include <gtest/gtest.h>
 
 #include <string>

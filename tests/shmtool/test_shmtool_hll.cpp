@@ -1,4 +1,4 @@
-// tests/test_hll_shmtool.cpp: `shmtool hll ...` end to end (segment made through the API).
+// tests/shmtool/test_shmtool_hll.cpp: `shmtool hll ...` end to end (segment made through the API).
 #include <gtest/gtest.h>
 
 #include <cstdio>

@@ -1,4 +1,4 @@
-// tests/test_roaring_tool.cpp: `shmtool roaring ...` end to end (exit codes,
+// tests/shmtool/test_shmtool_roaring.cpp: `shmtool roaring ...` end to end (exit codes,
 // messages, stdin counts, rejected lines, import/export, info).
 #include <gtest/gtest.h>
 #include <roaring/roaring.h>

@@ -1,4 +1,4 @@
-// tests/test_shmtool_segment.cpp: shmtool's segment commands (create, list,
+// tests/shmtool/test_shmtool_segment.cpp: shmtool's segment commands (create, list,
 // dump, resize, remove, check) run as a real program: output, --json
 // validity, exit codes 0/1/2, and that failed commands leave nothing behind.
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-// tests/test_util.h: helpers shared by every test program.
+// tests/support/test_util.h: helpers shared by every test program.
 #pragma once
 
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-// bench/workload.h: the one workload generator, shared by the demo, the
+// tests/support/workload.h: the one workload generator, shared by the demo, the
 // tests and the benchmarks. Header-only, deterministic by seed.
 //
 // The mission (shared/mission/SEED-SUMMARY.md): 1.2e8 device IDs a day over

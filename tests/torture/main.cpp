@@ -1,4 +1,4 @@
-// tests/torture.cpp: shmfilter_torture, the crash-recovery torture program.
+// tests/torture/main.cpp: shmfilter_torture, the crash-recovery torture program.
 //
 // N worker processes share one segment and run a mixed workload on every
 // structure kind compiled in (tests/torture/targets.cpp) plus control-plane
@@ -36,8 +36,8 @@
 #include <string>
 #include <vector>
 
-#include "kill_point.h"
-#include "torture/torture.h"
+#include "base/kill_point.h"
+#include "torture.h"
 
 namespace torture {
 namespace {

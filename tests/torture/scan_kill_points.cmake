@@ -1,9 +1,9 @@
 # tests/torture/scan_kill_points.cmake: run at build time (cmake -P) by
-# tests/torture.cmake. Collects every SHMF_KILL_POINT("name") in lib/ (comment
+# tests/torture/CMakeLists.txt. Collects every SHMF_KILL_POINT("name") in lib/ (comment
 # lines and kill_point.* excluded) into OUT as C string literals, sorted and
 # unique, so the torture sweep always covers the library's current points.
 #   cmake -DLIB_DIR=... -DOUT=... -P scan_kill_points.cmake
-file(GLOB _sources ${LIB_DIR}/*.cpp ${LIB_DIR}/*.h ${LIB_DIR}/*.hpp)
+file(GLOB_RECURSE _sources ${LIB_DIR}/*.cpp ${LIB_DIR}/*.h ${LIB_DIR}/*.hpp)
 set(_names "")
 foreach(_f ${_sources})
   get_filename_component(_base ${_f} NAME)

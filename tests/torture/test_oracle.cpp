@@ -21,7 +21,7 @@
 
 namespace torture {
 
-// The program's definitions used by targets.cpp (tests/torture.cpp is not linked here).
+// The program's definitions used by targets.cpp (tests/torture/main.cpp is not linked here).
 uint64_t now_ns() noexcept { return 0; }
 Outcome Worker::logged(Target, Op, uint64_t, uint32_t, const std::function<Outcome()>& fn) { return fn(); }
 

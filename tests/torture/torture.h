@@ -1,4 +1,4 @@
-// tests/torture/torture.h: shared types of shmfilter_torture (see tests/torture.cpp).
+// tests/torture/torture.h: shared types of shmfilter_torture (see tests/torture/main.cpp).
 #pragma once
 
 #include <atomic>
@@ -9,7 +9,7 @@
 
 #include "oracle.h"
 #include "shmfilter/segment.hpp"
-#include "workload.h"  // bench/workload.h: Rng, mix64
+#include "workload.h"  // tests/support/workload.h: Rng, mix64
 
 namespace torture {
 

@@ -1,4 +1,4 @@
-// tests/test_bloom.cpp: the Bloom handle in a real segment: create/open/drop,
+// tests/unit/test_bloom.cpp: the Bloom handle in a real segment: create/open/drop,
 // no false negatives with and without scaling, the scaling bound p/(1-r),
 // over capacity, bad input leaving the segment unchanged, dropped handles,
 // forked writers, the header's golden bytes, integrity checks and kill points.
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "bloom_impl.h"
-#include "kill_point.h"
+#include "structures/bloom_impl.h"
+#include "base/kill_point.h"
 #include "shmfilter/bloom.hpp"
 #include "test_util.h"
 #include "workload.h"
@@ -331,7 +331,7 @@ TEST(Bloom, GoldenHeaderAndBits) {
     BloomStats st = f.stats();
     const std::byte* bits = region + b::header_bytes(1) + b::kStripeBytes;
     uint64_t h = shmfilter::internal::hash_bytes(bits, (st.bits + 63) / 64 * 8, 0);
-    // Same constants as tests/test_bloom_kernel.cpp GoldenBits: the handle adds nothing to the bits.
+    // Same constants as tests/unit/test_bloom_kernel.cpp GoldenBits: the handle adds nothing to the bits.
     EXPECT_EQ(h, l == BloomLayout::kBlocked ? 0x6d8fad18c42293b9ull : 0x10a16686930ce90cull);
   }
 }

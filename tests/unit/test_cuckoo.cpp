@@ -1,4 +1,4 @@
-// tests/test_cuckoo.cpp: the Cuckoo handle in a Segment: parameters, no false
+// tests/unit/test_cuckoo.cpp: the Cuckoo handle in a Segment: parameters, no false
 // negatives, erase, false-positive band, insert_unique, full/expansion, drop,
 // batched lookups, check, and shmtool cuckoo.
 #include <gtest/gtest.h>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kill_point.h"
+#include "base/kill_point.h"
 #include "shmfilter/cuckoo.hpp"
 #include "test_util.h"
 #include "workload.h"

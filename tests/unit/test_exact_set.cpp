@@ -1,4 +1,4 @@
-// tests/test_exact_set.cpp: ExactSet semantics, capacity, tombstone reuse,
+// tests/unit/test_exact_set.cpp: ExactSet semantics, capacity, tombstone reuse,
 // special keys, check, and exactly-once insert/erase across processes.
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "exact_set_impl.h"
+#include "structures/exact_set_impl.h"
 #include "shmfilter/exact_set.hpp"
 #include "test_util.h"
 #include "workload.h"

@@ -1,4 +1,4 @@
-// tests/test_hll.cpp: the Hll handle in a segment: multi-process adds, merge
+// tests/unit/test_hll.cpp: the Hll handle in a segment: multi-process adds, merge
 // into a named HLL and into a count, clear, drop, kill points, check.
 #include <gtest/gtest.h>
 
@@ -8,8 +8,8 @@
 #include <cmath>
 #include <vector>
 
-#include "hll_impl.h"
-#include "kill_point.h"
+#include "structures/hll_impl.h"
+#include "base/kill_point.h"
 #include "shmfilter/hll.hpp"
 #include "test_util.h"
 #include "workload.h"

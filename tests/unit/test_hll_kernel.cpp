@@ -1,4 +1,4 @@
-// tests/test_hll_kernel.cpp: HLL kernels over plain memory: accuracy, duplication,
+// tests/unit/test_hll_kernel.cpp: HLL kernels over plain memory: accuracy, duplication,
 // merge, the Redis string format (golden bytes), register packing.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "hll_impl.h"
+#include "structures/hll_impl.h"
 #include "workload.h"
 
 using namespace shmfilter::internal;

@@ -1,4 +1,4 @@
-// tests/test_hll_redis.cpp: interoperability with a real redis-server.
+// tests/unit/test_hll_redis.cpp: interoperability with a real redis-server.
 //
 // The test starts its own `redis-server --port <free> --bind 127.0.0.1
 // --save '' --appendonly no`, talks RESP over a plain socket, and checks that
@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "hll_impl.h"
+#include "structures/hll_impl.h"
 #include "shmfilter/hll.hpp"
 #include "test_util.h"
 #include "workload.h"

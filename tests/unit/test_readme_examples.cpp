@@ -1,4 +1,4 @@
-// tests/test_readme_examples.cpp: the README's API examples, compiled and run
+// tests/unit/test_readme_examples.cpp: the README's API examples, compiled and run
 // (with small capacities), so the README cannot drift from the headers.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// tests/test_roaring.cpp: RoaringSet in a real segment: exactness against a
+// tests/unit/test_roaring.cpp: RoaringSet in a real segment: exactness against a
 // std::set oracle (one and several processes, across compactions), memory
 // against the mission's figures, set algebra, import/export, drop, check.
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// tests/test_roaring_kernels.cpp: the Segment-free kernels of lib/roaring_impl.h:
+// tests/unit/test_roaring_kernels.cpp: the Segment-free kernels of lib/structures/roaring_impl.h:
 // the delta table across forked processes over an anonymous MAP_SHARED
 // mapping, frozen-snapshot alignment, and portable-format validation.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "roaring_impl.h"
+#include "structures/roaring_impl.h"
 #include "shmfilter/error.hpp"
 #include "shmfilter/roaring_set.hpp"
 #include "test_util.h"

@@ -1,4 +1,4 @@
-// tests/test_segment.cpp: single-process behaviour of the segment API.
+// tests/unit/test_segment.cpp: single-process behaviour of the segment API.
 #include <gtest/gtest.h>
 
 #include <cstring>

@@ -1,4 +1,4 @@
-// tests/test_segment_format.cpp: opening bad segments gives a specific error
+// tests/unit/test_segment_format.cpp: opening bad segments gives a specific error
 // naming the file, never a crash or a misread. The bad files are generated
 // here from a good segment (no binary test data in the repository).
 #include <gtest/gtest.h>
@@ -11,8 +11,8 @@
 #include <cstring>
 #include <random>
 
-#include "hash.h"
-#include "layout.h"
+#include "base/hash.h"
+#include "segment/layout.h"
 #include "shmfilter/segment.hpp"
 #include "test_util.h"
 
