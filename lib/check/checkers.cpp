@@ -3,6 +3,7 @@
 
 #include "structures/bloom_impl.h"   // bloom::check_bloom
 #include "structures/cuckoo_impl.h"  // check_cuckoo
+#include "structures/window_impl.h"  // check_window
 
 namespace shmfilter::internal {
 
@@ -17,6 +18,7 @@ CheckerFn checker_for(Kind kind) noexcept {
     case Kind::kRoaring: return &check_roaring;
     case Kind::kHll: return &check_hll;
     case Kind::kExactSet: return &check_exact_set;
+    case Kind::kWindow: return &check_window;
     default:
       return nullptr;
   }
