@@ -41,6 +41,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -206,10 +207,27 @@ inline bool line_has(const uint64_t* line, const Masks& m) noexcept {
   for (int i = 0; i < 8; ++i) missing |= m.w[i] & ~bloom::load_word(line + i);
   return missing == 0;
 }
+// Snapshot first, then fetch_or: the missing bits of ALL words are loaded before
+// the first RMW. This makes `raced` a sound bound: if two callers both set a bit
+// of one key's mask, at least one of them finds a bit of its snapshot set by the
+// other at its fetch_or (proof in docs/window.md), so of n callers answering kNew
+// for one pair at least n - 1 report raced. (Loading each word just before its
+// own RMW, as bloom::or_word does, lets both miss the race: A sets word 0, B sees
+// word 0 set and sets word 1, A then sees word 1 set and skips it.)
 inline bloom::AddResult line_add(uint64_t* line, const Masks& m) noexcept {
+  uint64_t miss[8];
+  uint64_t any = 0;
+  for (int i = 0; i < 8; ++i) any |= miss[i] = m.w[i] & ~bloom::load_word(line + i);
   bloom::AddResult r;
-  for (int i = 0; i < 8; ++i)
-    if (m.w[i] != 0) bloom::or_word(line + i, m.w[i], r);
+  if (any == 0) return r;  // present: no RMW, no cache-line ownership transfer
+  for (int i = 0; i < 8; ++i) {
+    if (miss[i] == 0) continue;
+    // relaxed: the RMW alone guarantees no lost bits; nothing else is published.
+    uint64_t prev = std::atomic_ref<uint64_t>(line[i]).fetch_or(miss[i], std::memory_order_relaxed);
+    uint64_t mine = miss[i] & ~prev;
+    r.newly_set += static_cast<uint32_t>(std::popcount(mine));
+    r.raced |= mine != miss[i];
+  }
   return r;
 }
 
