@@ -592,18 +592,22 @@ struct WindowOps {
     return win;
   }
 
-  static bool seen_h(const Window& w, uint64_t hv, uint32_t win) noexcept {
+  // Answers over resolved tables ts[0..win) (ts[0] the newest bucket; null = empty bucket).
+  static bool seen_in(const Window& w, TableHead* const* ts, uint32_t win, uint64_t hv, bool prefetched) noexcept {
     WindowHeader* h = hdr(w);
-    TableHead* ts[wi::kMaxRetention];
-    int64_t e = read_epoch(w);
-    win = clamp_w(w, win);
-    tables(w, e, win, ts);
-    for (uint32_t i = 0; i < win; ++i)
-      if (ts[i]) prefetch(w, ts[i], hv);  // the w lines are fetched in parallel (memory-level parallelism)
+    if (!prefetched)
+      for (uint32_t i = 0; i < win; ++i)
+        if (ts[i]) prefetch(w, ts[i], hv);  // the w lines are fetched in parallel (memory-level parallelism)
     wi::Masks mm = wi::masks_of(hv, h->k_main);
     for (uint32_t i = 0; i < win; ++i)
       if (ts[i] && has(w, ts[i], hv, mm)) return true;
     return false;
+  }
+  static bool seen_h(const Window& w, uint64_t hv, uint32_t win) noexcept {
+    TableHead* ts[wi::kMaxRetention];
+    win = clamp_w(w, win);
+    tables(w, read_epoch(w), win, ts);
+    return seen_in(w, ts, win, hv, false);
   }
 
   static WindowStatus mark_h(const Window& w, uint64_t space, uint64_t hv) noexcept {
@@ -613,21 +617,17 @@ struct WindowOps {
     return mark_in(w, t, space, hv, wi::masks_of(hv, hdr(w)->k_main));
   }
 
-  static WindowStatus mark_if_unseen_h(const Window& w, uint64_t space, uint64_t hv, uint32_t win) noexcept {
+  // ts[0] is the writer's current table of bucket e.
+  static WindowStatus mark_if_unseen_in(const Window& w, TableHead* const* ts, int64_t e, uint32_t win, uint64_t space,
+                                        uint64_t hv, bool prefetched) noexcept {
     WindowHeader* h = hdr(w);
-    int64_t e;
-    TableHead* cur = current(w, e);
-    if (cur == nullptr) return WindowStatus::kDropped;
-    win = clamp_w(w, win);
-    TableHead* ts[wi::kMaxRetention];
-    ts[0] = cur;
-    for (uint32_t i = 1; i < win; ++i) ts[i] = table_for(w.base_, h, e - static_cast<int64_t>(i));
-    for (uint32_t i = 0; i < win; ++i)
-      if (ts[i]) prefetch(w, ts[i], hv);
+    if (!prefetched)
+      for (uint32_t i = 0; i < win; ++i)
+        if (ts[i]) prefetch(w, ts[i], hv);
     wi::Masks mm = wi::masks_of(hv, h->k_main);
     for (uint32_t i = 1; i < win; ++i)
       if (ts[i] && has(w, ts[i], hv, mm)) return WindowStatus::kSeen;
-    WindowStatus st = mark_in(w, cur, space, hv, mm);
+    WindowStatus st = mark_in(w, ts[0], space, hv, mm);
     if (st == WindowStatus::kNew && h->variant == wi::kVariantCuckoo) {
       // A caller that saw the next bucket checked ours before we inserted: it may have answered kNew too.
       uint64_t g = h->epoch.load(std::memory_order_acquire);  // acquire: pairs with raise_epoch
@@ -637,6 +637,20 @@ struct WindowOps {
       }
     }
     return st;
+  }
+  static bool writer_tables(const Window& w, uint32_t win, TableHead** ts, int64_t& e) noexcept {
+    TableHead* cur = current(w, e);
+    if (cur == nullptr) return false;
+    ts[0] = cur;
+    for (uint32_t i = 1; i < win; ++i) ts[i] = table_for(w.base_, hdr(w), e - static_cast<int64_t>(i));
+    return true;
+  }
+  static WindowStatus mark_if_unseen_h(const Window& w, uint64_t space, uint64_t hv, uint32_t win) noexcept {
+    win = clamp_w(w, win);
+    TableHead* ts[wi::kMaxRetention];
+    int64_t e;
+    if (!writer_tables(w, win, ts, e)) return WindowStatus::kDropped;
+    return mark_if_unseen_in(w, ts, e, win, space, hv, false);
   }
 
   static WindowStatus forget_h(const Window& w, uint64_t hv) noexcept {
@@ -657,26 +671,36 @@ struct WindowOps {
     return removed ? WindowStatus::kRemoved : WindowStatus::kAbsent;
   }
 
-  // Batched forms: hash a round, prefetch every line of the round, then answer.
+  // Batched forms: per round of kBatch pairs, resolve the tables once, hash and
+  // prefetch every line of the round, then answer. writer: ts[0] is the current
+  // bucket by the writer's rules (rotating if due). answer(i, hv, ts, e) -> counted.
   template <class Fn>
   static size_t batch(const Window& w, std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t win,
-                      bool current_too, Fn&& answer) noexcept {
+                      bool writer, Fn&& answer) noexcept {
     WindowHeader* h = hdr(w);
     const size_t n = std::min(spaces.size(), items.size());
     win = clamp_w(w, win);
     size_t count = 0;
     uint64_t hs[kBatch];
+    TableHead* ts[wi::kMaxRetention];
     for (size_t at = 0; at < n; at += kBatch) {
       const size_t m = std::min(kBatch, n - at);
-      TableHead* ts[wi::kMaxRetention];
-      int64_t e = read_epoch(w);
-      tables(w, e, win, ts);
+      int64_t e = 0;
+      if (writer) {
+        if (!writer_tables(w, win, ts, e)) {
+          for (size_t j = 0; j < m; ++j) answer(at + j, 0, nullptr, e);
+          continue;
+        }
+      } else {
+        e = read_epoch(w);
+        tables(w, e, win, ts);
+      }
       for (size_t j = 0; j < m; ++j) {
         hs[j] = wi::pair_hash(h->seed, spaces[at + j], items[at + j]);
-        for (uint32_t i = current_too ? 0 : 1; i < win; ++i)
+        for (uint32_t i = 0; i < win; ++i)
           if (ts[i]) prefetch(w, ts[i], hs[j]);
       }
-      for (size_t j = 0; j < m; ++j) count += answer(at + j, hs[j]);
+      for (size_t j = 0; j < m; ++j) count += answer(at + j, hs[j], ts, e);
     }
     return count;
   }
@@ -1023,8 +1047,9 @@ size_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const uint6
     return 0;
   }
   WindowOps::tick(*this);
-  return WindowOps::batch(*this, spaces, items, 1, true, [&](size_t i, uint64_t hv) -> size_t {
-    WindowStatus st = WindowOps::mark_h(*this, spaces[i], hv);
+  return WindowOps::batch(*this, spaces, items, 1, true, [&](size_t i, uint64_t hv, TableHead* const* ts, int64_t) -> size_t {
+    WindowStatus st = ts ? WindowOps::mark_in(*this, ts[0], spaces[i], hv, wi::masks_of(hv, WindowOps::hdr(*this)->k_main))
+                         : WindowStatus::kDropped;
     if (want) out[i] = st;
     return st == WindowStatus::kNew;
   });
@@ -1038,8 +1063,9 @@ size_t Window::mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<c
     return 0;
   }
   WindowOps::tick(*this);
-  return WindowOps::batch(*this, spaces, items, w, true, [&](size_t i, uint64_t hv) -> size_t {
-    WindowStatus st = WindowOps::mark_if_unseen_h(*this, spaces[i], hv, w);
+  const uint32_t win = WindowOps::clamp_w(*this, w);
+  return WindowOps::batch(*this, spaces, items, win, true, [&](size_t i, uint64_t hv, TableHead* const* ts, int64_t e) -> size_t {
+    WindowStatus st = ts ? WindowOps::mark_if_unseen_in(*this, ts, e, win, spaces[i], hv, true) : WindowStatus::kDropped;
     if (want) out[i] = st;
     return st == WindowStatus::kNew;
   });
@@ -1053,8 +1079,9 @@ size_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uint6
     return 0;
   }
   WindowOps::tick(*this);
-  return WindowOps::batch(*this, spaces, items, w, true, [&](size_t i, uint64_t hv) -> size_t {
-    bool s = WindowOps::seen_h(*this, hv, w);
+  const uint32_t win = WindowOps::clamp_w(*this, w);
+  return WindowOps::batch(*this, spaces, items, win, false, [&](size_t i, uint64_t hv, TableHead* const* ts, int64_t) -> size_t {
+    bool s = WindowOps::seen_in(*this, ts, win, hv, true);
     if (want) out[i] = s;
     return s;
   });
