@@ -195,7 +195,11 @@ int main(int argc, char** argv) {
   std::vector<uint64_t> sp(1 << 16), it(1 << 16);
   for (int d = 0; d < 7; ++d) {
     win.set_now(kT0 + d * kDay + 3600);
+    uint64_t m0 = shmf_bench::mono_ns();
     win.maintain();
+    uint64_t m1 = shmf_bench::mono_ns();
+    std::printf("day %d: maintain() (retire expired, prepare today's and tomorrow's tables) %.2f ms\n", d,
+                static_cast<double>(m1 - m0) / 1e6);
     uint64_t t0 = shmf_bench::mono_ns();
     for (uint64_t at = 0; at < o.pairs; at += sp.size()) {
       size_t n = static_cast<size_t>(std::min<uint64_t>(sp.size(), o.pairs - at));
@@ -437,13 +441,21 @@ int main(int argc, char** argv) {
     Window m = Window::open(seg, "window");
     m.set_clock([](void* c) { return static_cast<Shared*>(c)->now.load(std::memory_order_relaxed); }, sh);
     int rotations = 0;
+    shmf_bench::Samples rot, mnt;
     for (int i = 0; i < 30; ++i) {  // 30 rotations in 3 s; each followed by a maintain (retire + prepare)
       sh->now.fetch_add(kDay);
+      uint64_t t0 = clock.now();
       m.mark(1, uint64_t(i));  // the rotating call
+      uint64_t t1 = clock.now();
       m.maintain();
+      uint64_t t2 = clock.now();
+      rot.add(clock.ns_of(t0, t1));
+      mnt.add(clock.ns_of(t1, t2));
       ++rotations;
       usleep(100000);
     }
+    std::printf("\nthe rotating mark: p50 %.1f ns, max %.1f ns; maintain(): p50 %.2f ms, max %.2f ms\n", rot.pct(0.5),
+                rot.pct(1.0), mnt.pct(0.5) / 1e6, mnt.pct(1.0) / 1e6);
     sh->phase.store(3);
     for (pid_t k : kids) waitpid(k, nullptr, 0);
     std::printf("\n## Rotation under load: 2 reader processes, seen(w=7) at full speed (ns)\n\n");

@@ -398,6 +398,10 @@ struct WindowOps {
     for (int attempt = 0; attempt < 4; ++attempt) {
       int64_t e = read_epoch(w);
       if (TableHead* t = table_for(w.base_, h, e)) {
+        // A claimer killed before its epoch CAS left the tag claimed: raise it for it, so
+        // handles whose clocks are behind still find what we mark here.
+        if (h->epoch.load(std::memory_order_relaxed) < static_cast<uint64_t>(e) + 1)  // relaxed: raise_epoch decides
+          raise_epoch(h, static_cast<uint64_t>(e) + 1);
         e_out = e;
         return t;
       }
