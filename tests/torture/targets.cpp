@@ -677,7 +677,7 @@ int64_t virtual_clock(void*) {
 void create(Segment& seg, const Config&) {
   shmfilter::WindowOptions o;
   o.variant = shmfilter::WindowVariant::kCuckoo;
-  o.expected_per_bucket = 128;  // small: busy buckets overflow into a second table
+  o.expected_per_bucket = 32;  // small (16 cuckoo buckets): busy buckets overflow into a second table
   o.error = 0.05;
   o.bucket_seconds = 1;
   o.retention = 64;
