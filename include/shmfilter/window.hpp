@@ -25,8 +25,9 @@
 // capacity gets an overflow table (p1 is split 2/3 main, 1/3 overflow), so
 // the FP of one bucket stays <= p1 up to 2x its capacity; stats() shows, per
 // bucket, distinct pairs, capacity, FP now and over-capacity beyond that.
-// maintain() sizes the next bucket from the measured distinct count of the
-// previous ones x 1.5.
+// maintain() sizes the next bucket from the measured distinct counts of the
+// buckets in the window: 1.5 x the count of a bucket that outgrew its table
+// (the mission's headroom), else the size that held, else expected.
 //
 // mark_if_unseen answers kNew or kSeen in one call. kCuckoo: exactly one of
 // racing callers with the same pair gets kNew (insert_unique under the
@@ -184,7 +185,7 @@ class Window {
 
   // Control plane, takes the segment lock: rotates by the clock if due, frees the
   // tables of expired buckets, and prepares the next bucket's table sized from the
-  // measured distinct counts (x 1.5). Call it from a housekeeping thread (any period
+  // measured distinct counts (see the top). Call it from a housekeeping thread (any period
   // well under bucket_seconds). Throws Error (kNoSpace, kDropped).
   void maintain();
   // Lock-free snapshot. Throws kDropped.

@@ -320,13 +320,24 @@ struct WindowOps {
     return e;
   }
 
+  // Capacity of the next bucket's table, from the buckets in the window (docs/window.md):
+  // a bucket that outgrew its table (its overflow carried it) asks for 1.5 x its distinct
+  // count (the mission's headroom); a bucket above `expected` that fit its grown table asks
+  // to keep that size (no oscillation while traffic stays high); otherwise `expected`. So a
+  // normal day costs one table of `expected`, and the table shrinks back once 7 quiet days passed.
   static uint64_t desired_capacity(const Window& w, int64_t e) noexcept {
     WindowHeader* h = hdr(w);
-    uint64_t best = 0;
-    for (uint32_t age = 0; age < h->retention; ++age)
-      if (TableHead* t = table_for(w.base_, h, e - static_cast<int64_t>(age))) best = std::max(best, table_distinct(t));
-    uint64_t want = static_cast<uint64_t>(std::ceil(static_cast<double>(best) * wi::kHeadroom));
-    return std::max(h->expected, want);
+    uint64_t want = h->expected;
+    for (uint32_t age = 0; age < h->retention; ++age) {
+      TableHead* t = table_for(w.base_, h, e - static_cast<int64_t>(age));
+      if (t == nullptr) continue;
+      const uint64_t d = table_distinct(t);
+      if (d > t->capacity)
+        want = std::max(want, static_cast<uint64_t>(std::ceil(static_cast<double>(d) * wi::kHeadroom)));
+      else if (d > h->expected)
+        want = std::max(want, t->capacity);
+    }
+    return want;
   }
 
   // Under the lock: make slot s hold a fresh table (tag 0), freeing what it held.

@@ -61,7 +61,7 @@ inline constexpr uint32_t kMaxSpaces = 1u << 20;
 inline constexpr uint64_t kRetired = ~uint64_t{0};
 inline constexpr uint32_t kStripes = 8;
 inline constexpr double kMainShare = 2.0 / 3.0;  // of p1, for the main table
-inline constexpr double kHeadroom = 1.5;         // next bucket = 1.5 x measured distinct (the mission's rule)
+inline constexpr double kHeadroom = 1.5;         // a bucket that outgrew its table: next = 1.5 x its distinct count
 enum : uint32_t { kVariantBloom = 0, kVariantCuckoo = 1 };
 enum : uint32_t { kTableOverflowFailed = 1u };
 
