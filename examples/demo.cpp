@@ -772,7 +772,7 @@ void worker(Ctx& ctx) {
           mission::aref(day.forgetting).store(1, std::memory_order_relaxed);
           c[kForgetNs] = now_ns();
         }
-        for (int k = 0; k < 16 && next_forget < g_week->forgets; ++k, ++next_forget) {
+        for (int k = 0; k < 1 && next_forget < g_week->forgets; ++k, ++next_forget) {
           if (win.forget(prev.plan_of(next_forget), prev.device_of(next_forget)) == shmfilter::WindowStatus::kRemoved)
             mission::aref(day.forgot_ok).fetch_add(1, std::memory_order_relaxed);
           ++c[kForgot];
