@@ -4,15 +4,17 @@
 #include <string>
 
 #include "cli/command.h"
-#include "cli/segment_util.h"
+#include "cli/describe.h"
+#include "cli/json.h"
+#include "cli/report.h"
+#include "cli/segment.h"
 
 namespace shmtool {
 namespace {
 
 int run_list(const Args& args) {
-  args.allow({"--json", "--file"});
   const std::string name = args.at(0, "segment NAME");
-  no_extra_positionals(args, 1);
+  args.no_more_than(1);
   const bool json = args.has("--json");
   shmfilter::Segment seg = open_segment(name, args);
   const auto st = seg.stats();
@@ -54,26 +56,23 @@ int run_list(const Args& args) {
   return 0;
 }
 
-const CommandRegistrar reg_list(Command{
-    "", "list", "shmtool list NAME [--json] [--file PATH]",
-    "list the structures in a segment: name, kind, size, usage",
-    "Lists every named structure in segment NAME, one per line: its name, kind\n"
-    "(bloom, cuckoo, roaring, hll, set, blob), the bytes it occupies and a one-line\n"
-    "summary of its state from its kind (fill, load, count...). The first line says\n"
-    "how much of the segment is used. Lookups take no lock: safe while others work.\n"
-    "\n"
-    "Options:\n"
-    "  --json           one JSON object: segment totals and an \"items\" array\n" +
-        std::string(kFileOptionHelp) +
-        "\n"
-        "Example:\n"
-        "  $ shmtool list freqcap\n"
-        "  segment 'freqcap': 2 of 4096 structures, 137.00 MiB used of 2.00 GiB (may grow to 64.00 GiB)\n"
-        "  NAME               KIND          SIZE  SUMMARY\n"
-        "  freq:17:2026-11-30 bloom   137.00 MiB  layout=blocked capacity=120000000 ...\n"
-        "  uv:17:2026-11-30   hll      12.06 KiB  count=48211 ...\n",
-    {"--json"},
-    run_list});
+SHMTOOL_COMMAND("list", run_list, R"(list the structures in a segment: name, kind, size, usage
+Usage: shmtool list NAME [--json]
+
+Lists every named structure in segment NAME, one per line: its name, kind
+(bloom, cuckoo, roaring, hll, set, blob), the bytes it occupies and a one-line
+summary of its state from its kind (fill, load, count...). The first line says
+how much of the segment is used. Lookups take no lock: safe while others work.
+
+Options:
+  --json           one JSON object: segment totals and an "items" array
+Example:
+  $ shmtool list freqcap
+  segment 'freqcap': 2 of 4096 structures, 137.00 MiB used of 2.00 GiB (may grow to 64.00 GiB)
+  NAME               KIND          SIZE  SUMMARY
+  freq:17:2026-11-30 bloom   137.00 MiB  layout=blocked capacity=120000000 ...
+  uv:17:2026-11-30   hll      12.06 KiB  count=48211 ...
+)");
 
 }  // namespace
 }  // namespace shmtool
