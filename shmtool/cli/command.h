@@ -23,6 +23,7 @@
 // `check` found problems; 2 bad command-line arguments (UsageError).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,7 +32,8 @@
 
 namespace shmtool {
 
-using RunFn = int (*)(const Args&);
+// A command file passes its named `int run_x(const Args&)`.
+using RunFn = std::function<int(const Args&)>;
 
 struct Command {
   std::string group;            // "" for segment commands (create, list...), else "bloom", "cuckoo", ...

@@ -21,6 +21,11 @@ class Json {
   }
   Json& add(const std::string& key, const Json& v) { return raw(key, v.str()); }
   Json& add_array(const std::string& key, const std::vector<Json>& items);
+  // Appends other's members after this object's.
+  Json& append(const Json& other) {
+    members_.insert(members_.end(), other.members_.begin(), other.members_.end());
+    return *this;
+  }
   Json& raw(const std::string& key, std::string json_value) {
     members_.emplace_back(key, std::move(json_value));
     return *this;

@@ -44,6 +44,14 @@ double parse_rate(const std::string& opt, const std::string& text) {
   return v;
 }
 
+uint64_t count_option(const Args& args, const std::string& opt, uint64_t fallback) {
+  return args.has(opt) ? parse_count(opt, args.get(opt)) : fallback;
+}
+
+double real_option(const Args& args, const std::string& opt, double fallback) {
+  return args.has(opt) ? parse_real(opt, args.get(opt)) : fallback;
+}
+
 uint64_t size_option(const Args& args, const std::string& opt, uint64_t fallback) {
   if (!args.has(opt)) return fallback;
   try {

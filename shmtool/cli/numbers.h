@@ -21,6 +21,10 @@ double parse_rate(const std::string& opt, const std::string& text);
 // --opt SIZE parsed with shmfilter::parse_size (bytes, KiB/MiB/GiB/TiB, k/M/G/T: powers of 1024).
 uint64_t size_option(const Args& args, const std::string& opt, uint64_t fallback);
 
+// --opt N as parse_count / parse_real would read it, or fallback when absent.
+uint64_t count_option(const Args& args, const std::string& opt, uint64_t fallback);
+double real_option(const Args& args, const std::string& opt, double fallback);
+
 // --opt N: an integer in [lo, hi] (decimal; octal with base 8).
 uint64_t uint_option(const Args& args, const std::string& opt, uint64_t fallback, uint64_t lo, uint64_t hi,
                      int base = 10);

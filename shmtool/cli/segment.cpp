@@ -3,6 +3,11 @@
 
 namespace shmtool {
 
+const std::string& segment_name(const Args& args) {
+  args.no_more_than(1);
+  return args.at(0, "segment NAME");
+}
+
 shmfilter::OpenOptions open_options(const Args& args) {
   shmfilter::OpenOptions o;
   o.file = args.get("--file");

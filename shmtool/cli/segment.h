@@ -10,6 +10,9 @@
 
 namespace shmtool {
 
+// A segment command's one positional, NAME (create, list, dump, resize, remove, check).
+const std::string& segment_name(const Args& args);
+
 // --file PATH as OpenOptions (empty: /dev/shm/NAME).
 shmfilter::OpenOptions open_options(const Args& args);
 

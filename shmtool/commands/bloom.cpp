@@ -32,9 +32,8 @@ std::string fmt(double v, const char* f = "%.6g") {
   return buf;
 }
 
-Json describe(const std::string& name, const BloomStats& st) {
+Json describe(const BloomStats& st) {
   Json j;
-  j.add("name", name).add("kind", "bloom");
   j.add("layout", std::string(shmfilter::bloom_layout_name(st.layout)));
   j.add("capacity", st.capacity);
   j.add("error", st.error);
@@ -80,18 +79,13 @@ void warn_if_over(const std::string& name, const BloomStats& st) {
                fmt(100 * st.fp_rate_now, "%.3g%%").c_str(), fmt(100 * st.error, "%.3g%%").c_str());
 }
 
-Json describe_region(Segment& seg, const shmfilter::RegionInfo& r) {
-  return describe(r.name, Bloom::open(seg, r.name).stats());
-}
+Json describe_fields(Segment& seg, const shmfilter::RegionInfo& r) { return describe(Bloom::open(seg, r.name).stats()); }
 
 int run_create(const Args& a) {
-  const std::string& seg_name = a.at(0, "SEG");
-  const std::string& name = a.at(1, "NAME");
-  a.no_more_than(2);
   if (!a.has("--capacity")) throw UsageError("missing --capacity (keys the filter must hold, e.g. 150M)");
   BloomOptions o;
   o.capacity = parse_count("--capacity", a.get("--capacity"));
-  o.error = parse_real("--error", a.get("--error", "0.01"));
+  o.error = real_option(a, "--error", 0.01);
   std::string layout = a.get("--layout", "blocked");
   if (layout == "blocked")
     o.layout = BloomLayout::kBlocked;
@@ -99,15 +93,14 @@ int run_create(const Args& a) {
     o.layout = BloomLayout::kClassic;
   else
     throw UsageError("unknown layout '" + layout + "': use blocked or classic");
-  if (a.has("--growth")) o.growth = parse_real("--growth", a.get("--growth"));
-  if (a.has("--tightening")) o.tightening = parse_real("--tightening", a.get("--tightening"));
-  if (a.has("--max-layers")) o.max_layers = static_cast<uint32_t>(parse_count("--max-layers", a.get("--max-layers")));
-  if (a.has("--seed")) o.seed = parse_count("--seed", a.get("--seed"));
+  o.growth = real_option(a, "--growth", o.growth);
+  o.tightening = real_option(a, "--tightening", o.tightening);
+  o.max_layers = static_cast<uint32_t>(uint_option(a, "--max-layers", o.max_layers, 1, UINT32_MAX));
+  if (a.has("--seed")) o.seed = count_option(a, "--seed", 0);
   Bloom::plan(o);  // parameter errors before touching the segment
-  Segment seg = open_segment(seg_name, a);
-  Bloom b = Bloom::create(seg, name, o);
-  print_report(describe(name, b.stats()), a.has("--json"));
-  return 0;
+  return create_and_show(a, shmfilter::Kind::kBloom, [&](Segment& seg, const std::string& name) {
+    Bloom::create(seg, name, o);
+  });
 }
 
 // KEY arguments: one line each; stdin: batches of 8192 lines and the totals.
@@ -144,15 +137,10 @@ int run_add(const Args& a) { return add_or_check(a, true); }
 int run_check(const Args& a) { return add_or_check(a, false); }
 
 int run_info(const Args& a) {
-  a.no_more_than(2);
-  Bloom b = open_structure<Bloom>(a);
-  const BloomStats st = b.stats();
-  print_report(describe(b.name(), st), a.has("--json"));
-  warn_if_over(b.name(), st);
+  show_info(a, shmfilter::Kind::kBloom);
+  warn_if_over(a.at(1, "NAME"), open_structure<Bloom>(a).stats());
   return 0;
 }
-
-SHMTOOL_DESCRIBER(shmfilter::Kind::kBloom, describe_region);
 
 SHMTOOL_COMMAND("bloom create", run_create, R"(create a Bloom filter
 Usage: shmtool bloom create SEG NAME --capacity N [--error P] [--layout blocked|classic] [--growth G] [--tightening R] [--json]
@@ -196,17 +184,11 @@ Example:
   shmtool bloom check freq plan42 0123456789abcdef
 )");
 
-SHMTOOL_COMMAND("bloom info", run_info, R"(show a Bloom filter's parameters and fill
-Usage: shmtool bloom info SEG NAME [--json]
-
-Prints layout, capacity, layers, bits, k, inserted estimate, fill ratio, the false-positive
-rate estimated from the fill right now, memory, bits per element and the over-capacity flag.
-
-Options:
-  --json           one JSON object
-Example:
-  shmtool bloom info freq plan42 --json
-)");
+SHMTOOL_STRUCTURE(shmfilter::Kind::kBloom, describe_fields, "show a Bloom filter's parameters and fill",
+                  "Prints layout, capacity, layers, bits, k, inserted estimate, fill ratio, the false-positive\n"
+                  "rate estimated from the fill right now, memory, bits per element and the over-capacity\n"
+                  "flag, and warns on stderr when the filter is over capacity.",
+                  "freq plan42", run_info);
 
 }  // namespace
 }  // namespace shmtool

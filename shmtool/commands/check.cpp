@@ -10,8 +10,7 @@ namespace shmtool {
 namespace {
 
 int run_check(const Args& args) {
-  const std::string name = args.at(0, "segment NAME");
-  args.no_more_than(1);
+  const std::string& name = segment_name(args);
   const bool repair = args.has("--repair"), json = args.has("--json");
   shmfilter::Segment seg = open_segment(name, args);
   shmfilter::CheckReport report;

@@ -24,8 +24,7 @@ int64_t parse_group(const std::string& text) {
 }
 
 int run_create(const Args& args) {
-  const std::string name = args.at(0, "segment NAME");
-  args.no_more_than(1);
+  const std::string& name = segment_name(args);
 
   shmfilter::CreateOptions o;
   o.size = size_option(args, "--size", o.size);

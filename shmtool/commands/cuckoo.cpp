@@ -22,43 +22,20 @@ using shmfilter::CuckooStatus;
 
 constexpr size_t kBatch = 4096;  // stdin keys per contains_many call
 
-Json describe(const Cuckoo& c) {
-  shmfilter::CuckooStats s = c.stats();
+Json describe_fields(shmfilter::Segment& seg, const shmfilter::RegionInfo& r) {
+  const shmfilter::CuckooStats s = Cuckoo::open(seg, r.name).stats();
   Json j;
-  j.add("name", c.name())
-      .add("kind", "cuckoo")
-      .add("capacity", s.capacity)
-      .add("slots", s.slots)
-      .add("items", s.size)
-      .add("load", s.load_factor)
-      .add("fingerprint_bits", s.fingerprint_bits)
-      .add("slot_bits", s.lane_bits)
-      .add("bits_per_item", s.bits_per_item)
-      .add("bits_per_item_at_95pct_load", s.bits_per_item_at_95)
-      .add("target_error", s.target_error)
-      .add("fp_rate_estimate", s.fp_rate_estimate)
-      .add("fp_rate_when_full", s.fp_rate_bound)
-      .add("failures", s.failures)
-      .add("longest_path", s.longest_path)
-      .add("max_path", s.max_path)
-      .add("moves", s.moves)
-      .add("inserts", s.inserts)
-      .add("erases", s.erases)
-      .add("repairs", s.repairs)
-      .add("subfilters", s.subfilters)
-      .add("expansion", s.expansion)
-      .add("bytes", s.bytes);
+  j.add("capacity", s.capacity).add("slots", s.slots).add("items", s.size).add("load", s.load_factor);
+  j.add("fingerprint_bits", s.fingerprint_bits).add("slot_bits", s.lane_bits).add("bits_per_item", s.bits_per_item);
+  j.add("bits_per_item_at_95pct_load", s.bits_per_item_at_95).add("target_error", s.target_error);
+  j.add("fp_rate_estimate", s.fp_rate_estimate).add("fp_rate_when_full", s.fp_rate_bound);
+  j.add("failures", s.failures).add("longest_path", s.longest_path).add("max_path", s.max_path);
+  j.add("moves", s.moves).add("inserts", s.inserts).add("erases", s.erases).add("repairs", s.repairs);
+  j.add("subfilters", s.subfilters).add("expansion", s.expansion).add("bytes", s.bytes);
   return j;
 }
 
-Json describe_region(shmfilter::Segment& seg, const shmfilter::RegionInfo& r) {
-  return describe(Cuckoo::open(seg, r.name));
-}
-
 int run_create(const Args& a) {
-  const std::string& seg_name = a.at(0, "SEG");
-  const std::string& name = a.at(1, "NAME");
-  a.no_more_than(2);
   if (!a.has("--capacity")) throw UsageError("missing --capacity N");
   shmfilter::CuckooOptions o;
   o.capacity = parse_count("--capacity", a.get("--capacity"));
@@ -71,14 +48,12 @@ int run_create(const Args& a) {
     o.fingerprint_bits = static_cast<uint32_t>(std::stoul(b));
   }
   if (a.has("--error")) o.error = parse_rate("--error", a.get("--error"));
-  if (a.has("--expansion")) o.expansion = static_cast<uint32_t>(parse_count("--expansion", a.get("--expansion")));
-  if (a.has("--max-path")) o.max_path = static_cast<uint32_t>(parse_count("--max-path", a.get("--max-path")));
-  if (a.has("--max-subfilters"))
-    o.max_subfilters = static_cast<uint32_t>(parse_count("--max-subfilters", a.get("--max-subfilters")));
-  auto seg = open_segment(seg_name, a);
-  Cuckoo c = Cuckoo::create(seg, name, o);
-  print_report(describe(c), a.has("--json"));
-  return 0;
+  o.expansion = static_cast<uint32_t>(uint_option(a, "--expansion", o.expansion, 0, UINT32_MAX));
+  o.max_path = static_cast<uint32_t>(uint_option(a, "--max-path", o.max_path, 0, UINT32_MAX));
+  o.max_subfilters = static_cast<uint32_t>(uint_option(a, "--max-subfilters", o.max_subfilters, 0, UINT32_MAX));
+  return create_and_show(a, shmfilter::Kind::kCuckoo, [&](shmfilter::Segment& seg, const std::string& name) {
+    Cuckoo::create(seg, name, o);
+  });
 }
 
 int add(const Args& a, bool unique) {
@@ -164,10 +139,6 @@ int run_del(const Args& a) {
   return c.valid() ? 0 : 1;
 }
 
-int run_info(const Args& a) { return show_info(a, shmfilter::Kind::kCuckoo); }
-
-SHMTOOL_DESCRIBER(shmfilter::Kind::kCuckoo, describe_region);
-
 SHMTOOL_COMMAND("cuckoo create", run_create, R"(create a cuckoo filter (membership with deletion)
 Usage: shmtool cuckoo create SEG NAME --capacity N [--fingerprint-bits 8|12|16 | --error P] [--expansion K] [--max-path 1..6] [--max-subfilters 1..16] [--json]
 
@@ -228,17 +199,10 @@ Example:
   shmtool cuckoo del ads today 3f9a0c1b2d4e5f60
 )");
 
-SHMTOOL_COMMAND("cuckoo info", run_info, R"(slots, load, bits/item, FP estimate, failures
-Usage: shmtool cuckoo info SEG NAME [--json]
-
-Prints slots, items, load, fingerprint and slot bits, bits per item, false-positive
-estimate, failed inserts, longest cuckoo path and sub-filters.
-
-Options:
-  --json           one JSON object
-Example:
-  shmtool cuckoo info ads today --json
-)");
+SHMTOOL_STRUCTURE(shmfilter::Kind::kCuckoo, describe_fields, "slots, load, bits/item, FP estimate, failures",
+                  "Prints slots, items, load, fingerprint and slot bits, bits per item, false-positive\n"
+                  "estimate, failed inserts, longest cuckoo path and sub-filters.",
+                  "ads today");
 
 }  // namespace
 }  // namespace shmtool

@@ -30,8 +30,7 @@ double fragmentation(const shmfilter::SegmentStats& st) {
 }
 
 int run_dump(const Args& args) {
-  const std::string name = args.at(0, "segment NAME");
-  args.no_more_than(1);
+  const std::string& name = segment_name(args);
   const bool json = args.has("--json");
   shmfilter::Segment seg = open_segment(name, args);
   const auto st = seg.stats();
@@ -50,13 +49,7 @@ int run_dump(const Args& args) {
         .add("quarantined_bytes", st.quarantined_bytes).add("largest_free", st.largest_free)
         .add("free_extents", st.free_extents).add("fragmentation", fragmentation(st));
     std::vector<Json> dir, ps;
-    for (const auto& r : regions) {
-      Json j;
-      j.add("name", r.name).add("kind", std::string(shmfilter::kind_name(r.kind))).add("slot", r.slot)
-          .add("generation", r.generation).add("offset", r.offset).add("size", r.size);
-      if (describer_for(r.kind) != nullptr) j.add("stats", describe_region(seg, r));
-      dir.push_back(j);
-    }
+    for (const auto& r : regions) dir.push_back(directory_entry(seg, r));
     for (const auto& p : procs) {
       Json j;
       j.add("slot", p.slot).add("pid", p.pid).add("token", p.token).add("alive", p.alive)

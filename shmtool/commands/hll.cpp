@@ -18,19 +18,13 @@ namespace {
 using shmfilter::Hll;
 using shmfilter::Segment;
 
-Json describe_region(Segment& seg, const shmfilter::RegionInfo& info) {
+Json describe_fields(Segment& seg, const shmfilter::RegionInfo& info) {
   shmfilter::HllStats s = Hll::open(seg, info.name).stats();
   Json j;
-  j.add("name", info.name)
-      .add("kind", "hll")
-      .add("estimate", s.estimate)
-      .add("registers", s.registers)
-      .add("nonzero_registers", s.nonzero_registers)
-      .add("max_register", s.max_register)
-      .add("standard_error", s.standard_error)
-      .add("bytes", s.bytes)
-      .add("hash", "MurmurHash64A seed 0xadc83b19 (Redis-compatible)")
-      .add("note", "distinct count only: an HLL is not a membership test");
+  j.add("estimate", s.estimate).add("registers", s.registers).add("nonzero_registers", s.nonzero_registers);
+  j.add("max_register", s.max_register).add("standard_error", s.standard_error).add("bytes", s.bytes);
+  j.add("hash", "MurmurHash64A seed 0xadc83b19 (Redis-compatible)");
+  j.add("note", "distinct count only: an HLL is not a membership test");
   return j;
 }
 
@@ -44,11 +38,7 @@ std::vector<Hll> open_all(Segment& seg, const Args& a, size_t first) {
 void print_count(uint64_t n) { printf("%llu\n", static_cast<unsigned long long>(n)); }
 
 int run_create(const Args& a) {
-  a.no_more_than(2);
-  Segment seg = open_segment(a.at(0, "SEG"), a);
-  Hll::create(seg, a.at(1, "NAME"));
-  show_info(seg, a.at(1, "NAME"), shmfilter::Kind::kHll, a.has("--json"));
-  return 0;
+  return create_and_show(a, shmfilter::Kind::kHll, [](Segment& seg, const std::string& name) { Hll::create(seg, name); });
 }
 
 int run_add(const Args& a) {
@@ -122,10 +112,6 @@ int run_clear(const Args& a) {
   open_structure<Hll>(a).clear();
   return 0;
 }
-
-int run_info(const Args& a) { return show_info(a, shmfilter::Kind::kHll); }
-
-SHMTOOL_DESCRIBER(shmfilter::Kind::kHll, describe_region);
 
 SHMTOOL_COMMAND("hll create", run_create, R"(create a HyperLogLog (distinct counter, 13 KB, 0.81% error)
 Usage: shmtool hll create SEG NAME [--json]
@@ -204,16 +190,10 @@ Example:
   shmtool hll clear ads uv:p42
 )");
 
-SHMTOOL_COMMAND("hll info", run_info, R"(estimate, registers used, bytes
-Usage: shmtool hll info SEG NAME [--json]
-
-Prints the HLL's description (as `shmtool dump` does).
-
-Options:
-  --json           one JSON object
-Example:
-  shmtool hll info ads uv:p42 --json
-)");
+SHMTOOL_STRUCTURE(shmfilter::Kind::kHll, describe_fields, "estimate, registers used, bytes",
+                  "Prints the estimate, registers in use, the largest register, the standard error\n"
+                  "(0.81%) and the bytes used.",
+                  "ads uv:p42");
 
 }  // namespace
 }  // namespace shmtool

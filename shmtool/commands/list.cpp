@@ -13,22 +13,14 @@ namespace shmtool {
 namespace {
 
 int run_list(const Args& args) {
-  const std::string name = args.at(0, "segment NAME");
-  args.no_more_than(1);
-  const bool json = args.has("--json");
+  const std::string& name = segment_name(args);
   shmfilter::Segment seg = open_segment(name, args);
   const auto st = seg.stats();
   const auto regions = seg.list();
 
-  if (json) {
+  if (args.has("--json")) {
     std::vector<Json> items;
-    for (const auto& r : regions) {
-      Json j;
-      j.add("name", r.name).add("kind", std::string(shmfilter::kind_name(r.kind))).add("offset", r.offset)
-          .add("size", r.size).add("slot", r.slot).add("generation", r.generation);
-      if (describer_for(r.kind) != nullptr) j.add("info", describe_region(seg, r));
-      items.push_back(j);
-    }
+    for (const auto& r : regions) items.push_back(directory_entry(seg, r));
     Json out;
     out.add("segment", name).add("size", st.size).add("max_size", st.max_size).add("used_bytes", st.used_bytes)
         .add("free_bytes", st.free_bytes).add("structures", st.structures)

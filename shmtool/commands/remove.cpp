@@ -9,8 +9,7 @@ namespace shmtool {
 namespace {
 
 int run_remove(const Args& args) {
-  const std::string name = args.at(0, "segment NAME");
-  args.no_more_than(1);
+  const std::string& name = segment_name(args);
   bool removed = false;
   try {
     removed = shmfilter::Segment::remove(name, open_options(args));

@@ -10,8 +10,7 @@ namespace shmtool {
 namespace {
 
 int run_resize(const Args& args) {
-  const std::string name = args.at(0, "segment NAME");
-  args.no_more_than(1);
+  const std::string& name = segment_name(args);
   if (!args.has("--size")) throw UsageError("missing --size SIZE (the new backing size)");
   const uint64_t size = size_option(args, "--size", 0);
   if (size == 0) throw UsageError("--size 0 is invalid: pass the new size, such as 4GiB");

@@ -146,11 +146,10 @@ int write_or_query(const Args& a, Mode mode) {
   return (rej.count && a.has("--strict")) ? 1 : 0;
 }
 
-Json describe_region(Segment& seg, const shmfilter::RegionInfo& info) {
+Json describe_fields(Segment& seg, const shmfilter::RegionInfo& info) {
   RoaringSet rs = RoaringSet::open(seg, info.name);
   auto st = rs.stats();
   Json j;
-  j.add("name", info.name).add("kind", "roaring");
   j.add("cardinality", st.cardinality).add("snapshot_cardinality", st.snapshot_cardinality);
   j.add("snapshot_bytes", st.snapshot_bytes).add("snapshot_generation", st.snapshot_generation);
   j.add("bytes_per_value", st.cardinality ? static_cast<double>(st.snapshot_bytes) / static_cast<double>(st.cardinality) : 0.0);
@@ -303,11 +302,10 @@ RoaringOptions create_options(const Args& a) {
 }
 
 int run_create(const Args& a) {
-  a.no_more_than(2);
-  Segment seg = open_segment(a.at(0, "SEG"), a);
-  RoaringSet::create(seg, a.at(1, "NAME"), create_options(a));
-  show_info(seg, a.at(1, "NAME"), shmfilter::Kind::kRoaring, a.has("--json"));
-  return 0;
+  const RoaringOptions o = create_options(a);
+  return create_and_show(a, shmfilter::Kind::kRoaring, [&](Segment& seg, const std::string& name) {
+    RoaringSet::create(seg, name, o);
+  });
 }
 
 int run_add(const Args& a) { return write_or_query(a, kAdd); }
@@ -346,15 +344,11 @@ int run_any(const Args& a) {
   return 0;
 }
 
-int run_info(const Args& a) { return show_info(a, shmfilter::Kind::kRoaring); }
-
 int run_compact(const Args& a) {
   bool done = open_structure<RoaringSet>(a).compact();
   printf("%s\n", done ? "compacted" : "another process is compacting; try again");
   return done ? 0 : 1;
 }
-
-SHMTOOL_DESCRIBER(shmfilter::Kind::kRoaring, describe_region);
 
 SHMTOOL_COMMAND("roaring create", run_create, R"(create an empty exact set of 32-bit ids
 Usage: shmtool roaring create SEG NAME [--delta-capacity N] [--readers N] [--compact-at F] [--no-auto-compact] [--json]
@@ -382,8 +376,9 @@ end (fast on 1e8 lines) and prints counts. Lines that are not a
 truncated.
 
 Options:
-  --strict         exit 1 when any line was rejected
-  --json           one JSON object per id, or one for the counts
+  --strict         exit 1 when any line was rejected (the valid ids are added
+                   all the same)
+  --json           {"id":N,"added":true} per id, or one object for the counts
 Example:
   seq 1 1000000 | shmtool roaring add ads orders
 )");
@@ -391,11 +386,12 @@ Example:
 SHMTOOL_COMMAND("roaring remove", run_remove, R"(remove ids (arguments, or one per line on stdin)
 Usage: shmtool roaring remove SEG NAME [ID...] [--strict] [--json]
 
-Removes decimal ids; input rules as for 'roaring add'.
+Removes decimal ids; input rules as for 'roaring add'. Removing an id the set
+does not hold is not an error.
 
 Options:
   --strict         exit 1 when any line was rejected
-  --json           one JSON object per id, or one for the counts
+  --json           {"id":N,"removed":true} per id, or one object for the counts
 Example:
   shmtool roaring remove ads freq:17:2026-11-30 123456
 )");
@@ -408,8 +404,9 @@ without, reads stdin and prints checked/present/absent counts.
 (Integrity of the structure: 'shmtool check SEG'.)
 
 Options:
+  --json           {"id":N,"present":true|false} per id, or one object for the
+                   counts: checked, present, absent, rejected
   --strict         exit 1 when any line was rejected
-  --json           one JSON object per id, or one for the counts
 Example:
   shmtool roaring check ads freq:17:2026-11-30 123456
 )");
@@ -476,17 +473,10 @@ Example:
   shmtool roaring export ads orders orders.roaring
 )");
 
-SHMTOOL_COMMAND("roaring info", run_info, R"(snapshot bytes, delta fill, container counts by kind
-Usage: shmtool roaring info SEG NAME [--json]
-
-Prints cardinality, snapshot bytes and generation, delta fill, container counts
-(array/bitmap/run), retired snapshots not yet freed, readers, compaction claim.
-
-Options:
-  --json           one JSON object
-Example:
-  shmtool roaring info ads orders --json
-)");
+SHMTOOL_STRUCTURE(shmfilter::Kind::kRoaring, describe_fields, "snapshot bytes, delta fill, container counts by kind",
+                  "Prints cardinality, snapshot bytes and generation, delta fill, container counts\n"
+                  "(array/bitmap/run), retired snapshots not yet freed, readers, compaction claim.",
+                  "ads orders");
 
 SHMTOOL_COMMAND("roaring compact", run_compact, R"(fold the delta into a new snapshot now
 Usage: shmtool roaring compact SEG NAME

@@ -53,21 +53,12 @@ uint64_t to_key(const ExactSet& s, KeyFormat f, std::string_view text, uint64_t 
   return v;
 }
 
-Json describe_region(Segment& seg, const shmfilter::RegionInfo& info) {
-  ExactSet s = ExactSet::open(seg, info.name);
-  shmfilter::ExactSetStats st = s.stats();
+Json describe_fields(Segment& seg, const shmfilter::RegionInfo& info) {
+  const shmfilter::ExactSetStats st = ExactSet::open(seg, info.name).stats();
   Json j;
-  j.add("name", info.name)
-      .add("kind", "set")
-      .add("size", st.size)
-      .add("capacity", st.capacity)
-      .add("slots", st.slots)
-      .add("load", st.load)
-      .add("max_load", st.max_load)
-      .add("used_slots", st.used_slots)
-      .add("stripes", st.stripes)
-      .add("bytes", st.bytes)
-      .add("bytes_per_key_at_capacity", st.bytes_per_key_at_capacity);
+  j.add("size", st.size).add("capacity", st.capacity).add("slots", st.slots).add("load", st.load);
+  j.add("max_load", st.max_load).add("used_slots", st.used_slots).add("stripes", st.stripes).add("bytes", st.bytes);
+  j.add("bytes_per_key_at_capacity", st.bytes_per_key_at_capacity);
   return j;
 }
 
@@ -94,15 +85,13 @@ int run_keys(const Args& a, const ExactSet& s, PerKey per_key, Batch batch) {
 }
 
 int run_create(const Args& a) {
-  a.no_more_than(2);
   if (!a.has("--capacity")) throw UsageError("missing --capacity N");
-  Segment seg = open_segment(a.at(0, "SEG"), a);
   shmfilter::ExactSetOptions o;
   o.capacity = parse_count("--capacity", a.get("--capacity"));
-  if (a.has("--max-load")) o.max_load = parse_real("--max-load", a.get("--max-load"));
-  ExactSet::create(seg, a.at(1, "NAME"), o);
-  show_info(seg, a.at(1, "NAME"), shmfilter::Kind::kExactSet, a.has("--json"));
-  return 0;
+  o.max_load = real_option(a, "--max-load", o.max_load);
+  return create_and_show(a, shmfilter::Kind::kExactSet, [&](Segment& seg, const std::string& name) {
+    ExactSet::create(seg, name, o);
+  });
 }
 
 int run_add(const Args& a) {
@@ -167,10 +156,6 @@ int run_del(const Args& a) {
   return 0;
 }
 
-int run_info(const Args& a) { return show_info(a, shmfilter::Kind::kExactSet); }
-
-SHMTOOL_DESCRIBER(shmfilter::Kind::kExactSet, describe_region);
-
 SHMTOOL_COMMAND("set create", run_create, R"(create an exact set of up to N keys (~10 bytes/key)
 Usage: shmtool set create SEG NAME --capacity N [--max-load F] [--json]
 
@@ -223,16 +208,10 @@ Example:
   shmtool set del ads small:plan7 00ab34cd56ef7890 --keys hex
 )");
 
-SHMTOOL_COMMAND("set info", run_info, R"(size, capacity, load, bytes per key
-Usage: shmtool set info SEG NAME [--json]
-
-Prints the set's description (as `shmtool dump` does).
-
-Options:
-  --json           one JSON object
-Example:
-  shmtool set info ads small:plan7 --json
-)");
+SHMTOOL_STRUCTURE(shmfilter::Kind::kExactSet, describe_fields, "size, capacity, load, bytes per key",
+                  "Prints size, capacity, slots and load (against the maximum), stripes, bytes and\n"
+                  "bytes per key at capacity.",
+                  "ads small:plan7");
 
 }  // namespace
 }  // namespace shmtool
