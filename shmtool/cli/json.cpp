@@ -3,12 +3,18 @@
 
 #include <cstdio>
 
+#include "shmfilter/segment.hpp"  // format_size
+
 namespace shmtool {
 
 Json& Json::add(const std::string& key, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.10g", v);
   return raw(key, buf);
+}
+
+Json& Json::add_size(const std::string& key, uint64_t bytes) {
+  return raw(key, std::to_string(bytes), shmfilter::format_size(bytes));
 }
 
 Json& Json::add_array(const std::string& key, const std::vector<Json>& items) {
@@ -26,9 +32,9 @@ std::string Json::str() const {
   std::string s = "{";
   for (size_t i = 0; i < members_.size(); ++i) {
     if (i) s += ',';
-    s += quote(members_[i].first);
+    s += quote(members_[i].key);
     s += ':';
-    s += members_[i].second;
+    s += members_[i].json;
   }
   s += '}';
   return s;

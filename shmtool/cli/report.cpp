@@ -7,11 +7,14 @@
 namespace shmtool {
 namespace {
 
-// A JSON string value without its quotes when that loses nothing (no escapes).
-std::string plain(const std::string& value, bool keep_if_space) {
-  if (value.size() < 2 || value.front() != '"' || value.find('\\') != std::string::npos) return value;
-  if (keep_if_space && value.find(' ') != std::string::npos) return value;
-  return value.substr(1, value.size() - 2);
+// How a member reads in text: its text form, else its JSON without the quotes
+// of a string when that loses nothing (no escapes; with `one_word`, no spaces).
+std::string plain(const Json::Member& m, bool one_word) {
+  if (!m.text.empty()) return one_word && m.text.find(' ') != std::string::npos ? Json::quote(m.text) : m.text;
+  const std::string& v = m.json;
+  if (v.size() < 2 || v.front() != '"' || v.find('\\') != std::string::npos) return v;
+  if (one_word && v.find(' ') != std::string::npos) return v;
+  return v.substr(1, v.size() - 2);
 }
 
 }  // namespace
@@ -22,19 +25,19 @@ void print_report(const Json& obj, bool json) {
     return;
   }
   size_t width = 0;
-  for (const auto& [key, value] : obj.members()) width = std::max(width, key.size());
-  for (const auto& [key, value] : obj.members())
-    std::printf("%-*s  %s\n", static_cast<int>(width), key.c_str(), plain(value, false).c_str());
+  for (const auto& m : obj.members()) width = std::max(width, m.key.size());
+  for (const auto& m : obj.members())
+    std::printf("%-*s  %s\n", static_cast<int>(width), m.key.c_str(), plain(m, false).c_str());
 }
 
 std::string one_line(const Json& obj) {
   std::string out;
-  for (const auto& [key, value] : obj.members()) {
-    if (key == "name" || key == "kind") continue;  // the list/dump row shows them already
+  for (const auto& m : obj.members()) {
+    if (m.key == "name" || m.key == "kind") continue;  // the list/dump row shows them already
     if (!out.empty()) out += ' ';
-    out += key;
+    out += m.key;
     out += '=';
-    out += plain(value, true);
+    out += plain(m, true);
   }
   return out;
 }

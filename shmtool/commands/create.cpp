@@ -5,7 +5,9 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/json.h"
 #include "cli/numbers.h"
+#include "cli/report.h"
 #include "cli/segment.h"
 
 namespace shmtool {
@@ -48,22 +50,25 @@ int run_create(const Args& args) {
   } catch (const shmfilter::Error& e) {
     rethrow_naming(e, name);
   }
-  auto st = seg.stats();
-  printf("created segment '%s' (%s): size %s, may grow to %s, directory of %u structures, mode 0%o%s\n",
-         name.c_str(), backing_path(name, args).c_str(),
-         shmfilter::format_size(st.size).c_str(), shmfilter::format_size(st.max_size).c_str(),
-         st.directory_capacity, o.mode,
-         o.group >= 0 ? (", group " + std::to_string(o.group)).c_str() : "");
+  const auto st = seg.stats();
+  char mode[16];
+  snprintf(mode, sizeof mode, "0%o", o.mode);
+  Json report;
+  report.add("segment", name).add("backing", backing_path(name, args)).add_size("size", st.size);
+  report.add_size("max_size", st.max_size).add("directory_capacity", st.directory_capacity).add("mode", mode);
+  if (o.group >= 0) report.add("group", o.group);
+  print_report(report, args.has("--json"));
   return 0;
 }
 
 SHMTOOL_COMMAND("create", run_create, R"(create a new, empty segment
-Usage: shmtool create NAME [--size SIZE] [--max-size SIZE] [--directory N] [--mode MODE] [--group GID]
+Usage: shmtool create NAME [--size SIZE] [--max-size SIZE] [--directory N] [--mode MODE] [--group GID] [--json]
 
 Creates the segment NAME: a POSIX shared-memory object /dev/shm/NAME (or the
 file given with --file) holding a header, the process registry, a directory
 of named structures and the region allocator. Fails if NAME exists already;
-a failed create leaves nothing behind.
+a failed create leaves nothing behind. Prints what it made: backing, size,
+maximum size, directory capacity, mode (and group).
 
 The segment reserves --max-size of address space once, in every process, and
 its backing object grows on demand up to it (offsets never move). Space is
@@ -81,6 +86,7 @@ Options:
                    0660 with --group)
   --group GID      group id or name that owns it (every process of that group
                    may then attach; implies --mode 0660 unless --mode is given)
+  --json           print what was made as one JSON object
 Example:
   shmtool create freqcap --size 2GiB --max-size 64GiB --directory 65536
   shmtool create freqcap-disk --file /var/lib/freqcap.seg --size 1GiB
