@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 namespace shmtool {
 namespace {
@@ -12,9 +13,10 @@ std::vector<Command>& table() {
   return t;
 }
 
-// Every command takes --file; its help is the same everywhere.
-const char* kFileOption = "--file";
-const char* kFileOptionLines =
+// Every command takes --file; its help is the same everywhere. (constexpr:
+// registrars in other files run during static initialisation.)
+constexpr const char* kFileOption = "--file";
+constexpr const char* kFileOptionLines =
     "  --file PATH      the segment is backed by this regular file (persistent across\n"
     "                   restarts) instead of /dev/shm/NAME; pass the same PATH to every command\n";
 
@@ -44,7 +46,7 @@ const std::vector<Command>& commands() { return table(); }
 
 CommandRegistrar::CommandRegistrar(std::string_view path, RunFn run, std::string_view spec) {
   Command c;
-  c.run = run;
+  c.run = std::move(run);
   if (auto sp = path.find(' '); sp != std::string_view::npos) {
     c.group = std::string(path.substr(0, sp));
     c.name = std::string(path.substr(sp + 1));

@@ -1,8 +1,6 @@
 // shmtool/commands/bloom.cpp: shmtool bloom create|add|check|info, and the Bloom describer.
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -11,7 +9,6 @@
 #include "cli/input.h"
 #include "cli/json.h"
 #include "cli/numbers.h"
-#include "cli/report.h"
 #include "cli/segment.h"
 #include "shmfilter/bloom.hpp"
 

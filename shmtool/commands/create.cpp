@@ -1,7 +1,9 @@
 // shmtool/commands/create.cpp: `shmtool create NAME`: makes a new, empty segment.
 #include <grp.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "cli/command.h"

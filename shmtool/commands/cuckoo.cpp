@@ -1,7 +1,4 @@
 // shmtool/commands/cuckoo.cpp: shmtool cuckoo create|add|add-unique|check|del|info.
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -10,7 +7,6 @@
 #include "cli/input.h"
 #include "cli/json.h"
 #include "cli/numbers.h"
-#include "cli/report.h"
 #include "cli/segment.h"
 #include "shmfilter/cuckoo.hpp"
 

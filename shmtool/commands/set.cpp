@@ -1,7 +1,5 @@
 // shmtool/commands/set.cpp: `shmtool set create|add|check|del|info SEG NAME ...` (ExactSet).
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
