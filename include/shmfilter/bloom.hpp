@@ -106,10 +106,10 @@ class Bloom {
   bool contains(uint64_t key) const noexcept;
   // Batches with software prefetching. out (optional for add, sized like keys)
   // gets 1/0 per key. Return: keys newly added / keys present. Lock-free.
-  size_t add_many(std::span<const uint64_t> keys, std::span<uint8_t> out = {}) noexcept;
-  size_t add_many(std::span<const std::string_view> keys, std::span<uint8_t> out = {}) noexcept;
-  size_t contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept;
-  size_t contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept;
+  uint64_t add_many(std::span<const uint64_t> keys, std::span<uint8_t> out = {}) noexcept;
+  uint64_t add_many(std::span<const std::string_view> keys, std::span<uint8_t> out = {}) noexcept;
+  uint64_t contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept;
+  uint64_t contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept;
 
   // Zeroes every layer and the counters (layers stay allocated). Lock-free but
   // not atomic: adds running concurrently may survive partially. Throws kDropped.
@@ -126,9 +126,9 @@ class Bloom {
   template <class K>
   bool contains_one(const K& key) const noexcept;
   template <class K>
-  size_t add_batch(std::span<const K> keys, std::span<uint8_t> out) noexcept;
+  uint64_t add_batch(std::span<const K> keys, std::span<uint8_t> out) noexcept;
   template <class K>
-  size_t contains_batch(std::span<const K> keys, std::span<uint8_t> out) const noexcept;
+  uint64_t contains_batch(std::span<const K> keys, std::span<uint8_t> out) const noexcept;
   bool after_add(uint32_t layer, uint32_t newly) noexcept;
   void grow(uint64_t seen_count) noexcept;
 

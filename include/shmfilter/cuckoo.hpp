@@ -95,9 +95,10 @@ class Cuckoo {
   // Lock-free reader (seqlock; retries while a move is in flight). False once dropped.
   bool contains(std::string_view key) const noexcept;
   bool contains(uint64_t key) const noexcept;
-  // Lock-free reader, batched with prefetch; out.size() must be >= keys.size(). All 0 once dropped.
-  void contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept;
-  void contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept;
+  // Lock-free reader, batched with prefetch: out[i] = contains(keys[i]) for i < min(keys, out) sizes.
+  // Returns how many are present (0, and out all 0, once dropped).
+  uint64_t contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept;
+  uint64_t contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept;
   // Writer: removes ONE copy. Never-inserted keys may remove another key's fingerprint (see top).
   bool erase(std::string_view key) noexcept;
   bool erase(uint64_t key) noexcept;

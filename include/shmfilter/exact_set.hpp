@@ -78,9 +78,10 @@ class ExactSet {
   // Lock-free, any process. False when dropped.
   bool contains(uint64_t key) const noexcept;
   bool contains(std::string_view key) const noexcept;
-  // Lock-free; out[i] = 1 when keys[i] is present (all 0 when dropped).
-  void contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept;
-  void contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept;
+  // Lock-free; out[i] = 1 when keys[i] is present, for i < min(keys, out) sizes.
+  // Returns how many are present (0, and out all 0, when dropped).
+  uint64_t contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept;
+  uint64_t contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept;
   // Any process; true exactly once per present key. False when absent or dropped.
   bool erase(uint64_t key) noexcept;
   bool erase(std::string_view key) noexcept;

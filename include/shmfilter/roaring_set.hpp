@@ -100,9 +100,10 @@ class RoaringSet {
   RoaringStatus add_many(std::span<const uint32_t> values) noexcept;
   RoaringStatus add_many(std::span<const uint64_t> values) noexcept;
   RoaringStatus remove_many(std::span<const uint32_t> values) noexcept;
-  // Lock-free; out[i] = contains(values[i]) (0 for uint64 values >= 2^32). out.size() >= values.size().
-  void contains_many(std::span<const uint32_t> values, std::span<uint8_t> out) const noexcept;
-  void contains_many(std::span<const uint64_t> values, std::span<uint8_t> out) const noexcept;
+  // Lock-free; out[i] = contains(values[i]) (0 for uint64 values >= 2^32), for i < min(values, out)
+  // sizes. Returns how many are present (0, and out all 0, once dropped).
+  uint64_t contains_many(std::span<const uint32_t> values, std::span<uint8_t> out) const noexcept;
+  uint64_t contains_many(std::span<const uint64_t> values, std::span<uint8_t> out) const noexcept;
   // Any thread/process: adds [lo, hi), hi <= 2^32 (kOutOfRange otherwise).
   // Large ranges go straight into a new snapshot (a compaction), small ones via the delta.
   RoaringStatus add_range(uint64_t lo, uint64_t hi) noexcept;

@@ -99,12 +99,6 @@ std::vector<std::string_view> views(const void* const* keys, const size_t* lens,
   return v;
 }
 
-int count_ones(const uint8_t* out, size_t n) {
-  int c = 0;
-  for (size_t i = 0; i < n; ++i) c += out[i] != 0;
-  return c;
-}
-
 template <class H, class Make>
 int make_handle(H** out, const char* fn, Make&& make) {
   need(out, fn, "out");
@@ -122,28 +116,24 @@ const char* shmf_version(void) { return "0.1.0"; }
 static_assert(SHMF_VERSION_MAJOR == 0 && SHMF_VERSION_MINOR == 1 && SHMF_VERSION_PATCH == 0,
               "keep shmf_version() and the SHMF_VERSION_* macros in step with project(VERSION)");
 
+// Every C SHMF_E* code shared with the C++ API equals its ErrorCode (the table in
+// shmfilter/error.hpp names the macro of each row), and there are as many.
+#define SHMF_X_SAME_VALUE(e, v, name, c, msg)                               \
+  static_assert((c) == static_cast<int>(ErrorCode::e) && (c) == (v),        \
+                #c " differs from ErrorCode::" #e ": fix shmfilter.h or the " \
+                "SHMFILTER_ERROR_CODES table in error.hpp");
+SHMFILTER_ERROR_CODES(SHMF_X_SAME_VALUE)
+#undef SHMF_X_SAME_VALUE
+static_assert(SHMF_ELAST + 1 == kErrorCodeCount,
+              "shmfilter.h's SHMF_ELAST and the SHMFILTER_ERROR_CODES table in error.hpp disagree on the count: "
+              "add the code to both");
+static_assert(SHMF_ENOMEM > SHMF_ELAST && SHMF_EINTERNAL > SHMF_ELAST,
+              "the C-only codes must not collide with the shared ones");
+
 const char* shmf_strerror(int code) {
   if (code < 0) code = -code;
+  if (code <= SHMF_ELAST) return error_code_message(static_cast<ErrorCode>(code)).data();  // static, NUL-terminated
   switch (code) {
-    case SHMF_OK: return "success";
-    case SHMF_EINVAL: return "invalid argument";
-    case SHMF_ENAMETOOLONG: return "name too long";
-    case SHMF_ENOTFOUND: return "no such segment or structure";
-    case SHMF_EEXISTS: return "segment or structure already exists";
-    case SHMF_EWRONGKIND: return "the name holds another kind of structure";
-    case SHMF_ENOTSEGMENT: return "not a shmfilter segment";
-    case SHMF_EBYTEORDER: return "segment of the other byte order";
-    case SHMF_EVERSION: return "segment format version mismatch";
-    case SHMF_EABI: return "segment written by a build with other struct layouts";
-    case SHMF_ETRUNCATED: return "segment backing object is truncated";
-    case SHMF_ECORRUPT: return "segment or structure is corrupt";
-    case SHMF_ENOSPACE: return "no space left in the backing store or reservation";
-    case SHMF_EFULL: return "structure is full";
-    case SHMF_EDROPPED: return "structure was dropped";
-    case SHMF_EIO: return "system call failed";
-    case SHMF_EPERM: return "permission denied";
-    case SHMF_EBUSY: return "resource busy";
-    case SHMF_EBADINPUT: return "malformed input";
     case SHMF_ENOMEM: return "out of memory";
     case SHMF_EINTERNAL: return "internal error";
     default: return "unknown error code";
@@ -490,8 +480,7 @@ int shmf_cuckoo_contains_many_u64(const shmf_cuckoo* c, const uint64_t* keys, si
     need(keys, "shmf_cuckoo_contains_many_u64", "keys");
     need(out, "shmf_cuckoo_contains_many_u64", "out");
     if (!c->h.valid()) return dropped("shmf_cuckoo_contains_many_u64");
-    c->h.contains_many(std::span<const uint64_t>(keys, n), std::span<uint8_t>(out, n));
-    return count_ones(out, n);
+    return static_cast<int>(c->h.contains_many(std::span<const uint64_t>(keys, n), std::span<uint8_t>(out, n)));
   });
 }
 
@@ -506,8 +495,7 @@ int shmf_cuckoo_contains_many(const shmf_cuckoo* c, const void* const* keys, con
     need(out, "shmf_cuckoo_contains_many", "out");
     if (!c->h.valid()) return dropped("shmf_cuckoo_contains_many");
     auto v = views(keys, lens, n);
-    c->h.contains_many(std::span<const std::string_view>(v), std::span<uint8_t>(out, n));
-    return count_ones(out, n);
+    return static_cast<int>(c->h.contains_many(std::span<const std::string_view>(v), std::span<uint8_t>(out, n)));
   });
 }
 
@@ -679,8 +667,7 @@ int shmf_roaring_contains_many(const shmf_roaring* r, const uint32_t* values, si
     need(values, "shmf_roaring_contains_many", "values");
     need(out, "shmf_roaring_contains_many", "out");
     if (!r->h.valid()) return dropped("shmf_roaring_contains_many");
-    r->h.contains_many(std::span<const uint32_t>(values, n), std::span<uint8_t>(out, n));
-    return count_ones(out, n);
+    return static_cast<int>(r->h.contains_many(std::span<const uint32_t>(values, n), std::span<uint8_t>(out, n)));
   });
 }
 
@@ -692,8 +679,7 @@ int shmf_roaring_contains_many_u64(const shmf_roaring* r, const uint64_t* values
     need(values, "shmf_roaring_contains_many_u64", "values");
     need(out, "shmf_roaring_contains_many_u64", "out");
     if (!r->h.valid()) return dropped("shmf_roaring_contains_many_u64");
-    r->h.contains_many(std::span<const uint64_t>(values, n), std::span<uint8_t>(out, n));
-    return count_ones(out, n);
+    return static_cast<int>(r->h.contains_many(std::span<const uint64_t>(values, n), std::span<uint8_t>(out, n)));
   });
 }
 
@@ -783,10 +769,11 @@ int shmf_hll_add_u64(shmf_hll* h, uint64_t key) {
 int shmf_hll_add_many_u64(shmf_hll* h, const uint64_t* keys, size_t n) {
   return guard([&] {
     need(h, "shmf_hll_add_many_u64", "h");
+    need_batch(n, "shmf_hll_add_many_u64");
     if (n == 0) return 0;
     need(keys, "shmf_hll_add_many_u64", "keys");
     if (!h->h.valid()) return dropped("shmf_hll_add_many_u64");
-    return h->h.add_many(std::span<const uint64_t>(keys, n)) > 0 ? 1 : 0;
+    return static_cast<int>(h->h.add_many(std::span<const uint64_t>(keys, n)));  // <= n <= INT_MAX
   });
 }
 
@@ -895,8 +882,7 @@ int shmf_set_contains_many_u64(const shmf_set* s, const uint64_t* keys, size_t n
     need(keys, "shmf_set_contains_many_u64", "keys");
     need(out, "shmf_set_contains_many_u64", "out");
     if (!s->h.valid()) return dropped("shmf_set_contains_many_u64");
-    s->h.contains_many(std::span<const uint64_t>(keys, n), std::span<uint8_t>(out, n));
-    return count_ones(out, n);
+    return static_cast<int>(s->h.contains_many(std::span<const uint64_t>(keys, n), std::span<uint8_t>(out, n)));
   });
 }
 
@@ -910,8 +896,7 @@ int shmf_set_contains_many(const shmf_set* s, const void* const* keys, const siz
     need(out, "shmf_set_contains_many", "out");
     if (!s->h.valid()) return dropped("shmf_set_contains_many");
     auto v = views(keys, lens, n);
-    s->h.contains_many(std::span<const std::string_view>(v), std::span<uint8_t>(out, n));
-    return count_ones(out, n);
+    return static_cast<int>(s->h.contains_many(std::span<const std::string_view>(v), std::span<uint8_t>(out, n)));
   });
 }
 

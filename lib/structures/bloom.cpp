@@ -385,7 +385,7 @@ bool Bloom::contains_one(const K& key) const noexcept {
 }
 
 template <class K>
-size_t Bloom::add_batch(std::span<const K> keys, std::span<uint8_t> out) noexcept {
+uint64_t Bloom::add_batch(std::span<const K> keys, std::span<uint8_t> out) noexcept {
   const bool want_out = out.size() >= keys.size();
   if (!valid()) {
     if (want_out) std::fill(out.begin(), out.begin() + static_cast<ptrdiff_t>(keys.size()), uint8_t{0});
@@ -433,7 +433,7 @@ size_t Bloom::add_batch(std::span<const K> keys, std::span<uint8_t> out) noexcep
 }
 
 template <class K>
-size_t Bloom::contains_batch(std::span<const K> keys, std::span<uint8_t> out) const noexcept {
+uint64_t Bloom::contains_batch(std::span<const K> keys, std::span<uint8_t> out) const noexcept {
   const bool want_out = out.size() >= keys.size();
   if (!valid()) {
     if (want_out) std::fill(out.begin(), out.begin() + static_cast<ptrdiff_t>(keys.size()), uint8_t{0});
@@ -466,14 +466,14 @@ bool Bloom::add(std::string_view key) noexcept { return add_one(key); }
 bool Bloom::add(uint64_t key) noexcept { return add_one(key); }
 bool Bloom::contains(std::string_view key) const noexcept { return contains_one(key); }
 bool Bloom::contains(uint64_t key) const noexcept { return contains_one(key); }
-size_t Bloom::add_many(std::span<const uint64_t> keys, std::span<uint8_t> out) noexcept { return add_batch(keys, out); }
-size_t Bloom::add_many(std::span<const std::string_view> keys, std::span<uint8_t> out) noexcept {
+uint64_t Bloom::add_many(std::span<const uint64_t> keys, std::span<uint8_t> out) noexcept { return add_batch(keys, out); }
+uint64_t Bloom::add_many(std::span<const std::string_view> keys, std::span<uint8_t> out) noexcept {
   return add_batch(keys, out);
 }
-size_t Bloom::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept {
+uint64_t Bloom::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept {
   return contains_batch(keys, out);
 }
-size_t Bloom::contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept {
+uint64_t Bloom::contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept {
   return contains_batch(keys, out);
 }
 

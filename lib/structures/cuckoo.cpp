@@ -269,7 +269,7 @@ bool Cuckoo::erase(uint64_t key) noexcept {
 }
 
 template <class K>
-static void contains_many_impl(const Cuckoo& c, bool lane16, const ck::Header* h, std::span<const K> keys,
+static uint64_t contains_many_impl(const Cuckoo& c, bool lane16, const ck::Header* h, std::span<const K> keys,
                                std::span<uint8_t> out) noexcept {
   constexpr size_t kChunk = 256;
   ck::KeyHash ks[kChunk];
@@ -281,22 +281,25 @@ static void contains_many_impl(const Cuckoo& c, bool lane16, const ck::Header* h
     else
       CuckooOps<ck::Lanes8>::contains_batch(c, ks, m, out.data() + g);
   }
+  uint64_t present = 0;
+  for (size_t i = 0; i < keys.size(); ++i) present += out[i] != 0;
+  return present;
 }
-void Cuckoo::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept {
+uint64_t Cuckoo::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept {
   size_t n = std::min(keys.size(), out.size());
   if (!valid()) {
     std::fill(out.begin(), out.begin() + static_cast<long>(n), uint8_t{0});
-    return;
+    return 0;
   }
-  contains_many_impl(*this, lane16_, hdr_, keys.first(n), out);
+  return contains_many_impl(*this, lane16_, hdr_, keys.first(n), out);
 }
-void Cuckoo::contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept {
+uint64_t Cuckoo::contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept {
   size_t n = std::min(keys.size(), out.size());
   if (!valid()) {
     std::fill(out.begin(), out.begin() + static_cast<long>(n), uint8_t{0});
-    return;
+    return 0;
   }
-  contains_many_impl(*this, lane16_, hdr_, keys.first(n), out);
+  return contains_many_impl(*this, lane16_, hdr_, keys.first(n), out);
 }
 
 uint64_t Cuckoo::size() const noexcept {

@@ -164,13 +164,14 @@ bool ExactSet::contains(uint64_t key) const noexcept {
 }
 bool ExactSet::contains(std::string_view key) const noexcept { return contains(key_of(key)); }
 
-void ExactSet::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept {
+uint64_t ExactSet::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept {
   size_t n = std::min(keys.size(), out.size());
   if (!valid()) {
     std::fill(out.begin(), out.begin() + static_cast<long>(n), uint8_t{0});
-    return;
+    return 0;
   }
   SHMF_SET_VIEW(v);
+  uint64_t present = 0;
   // Hash a block of keys and prefetch their home slots before probing.
   constexpr size_t kBlock = 16;
   uint64_t homes[kBlock];
@@ -183,15 +184,17 @@ void ExactSet::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> 
     for (size_t j = 0; j < m; ++j) {
       uint64_t k = keys[base + j];
       out[base + j] = is_special(k) ? set_contains(v, k) : set_find(v, k, homes[j]) != kNoSlot;
+      present += out[base + j];
     }
   }
+  return present;
 }
 
-void ExactSet::contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept {
+uint64_t ExactSet::contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept {
   size_t n = std::min(keys.size(), out.size());
   std::vector<uint64_t> ks(n);
   for (size_t i = 0; i < n; ++i) ks[i] = key_of(keys[i]);
-  contains_many(std::span<const uint64_t>(ks), out.first(n));
+  return contains_many(std::span<const uint64_t>(ks), out.first(n));
 }
 
 bool ExactSet::erase(uint64_t key) noexcept {

@@ -853,24 +853,28 @@ RoaringStatus RoaringSet::remove_many(std::span<const uint32_t> values) noexcept
   return RoaringStatus::kOk;
 }
 
-void RoaringSet::contains_many(std::span<const uint32_t> values, std::span<uint8_t> out) const noexcept {
+uint64_t RoaringSet::contains_many(std::span<const uint32_t> values, std::span<uint8_t> out) const noexcept {
   size_t n = std::min(values.size(), out.size());
   if (!local_ || !local_->live_region()) {
     std::fill(out.begin(), out.begin() + static_cast<long>(n), 0);
-    return;
+    return 0;
   }
   View* view = internal::current_view(local_);
-  for (size_t i = 0; i < n; ++i) out[i] = view && view->contains(values[i]);
+  uint64_t present = 0;
+  for (size_t i = 0; i < n; ++i) present += out[i] = view && view->contains(values[i]);
+  return present;
 }
-void RoaringSet::contains_many(std::span<const uint64_t> values, std::span<uint8_t> out) const noexcept {
+uint64_t RoaringSet::contains_many(std::span<const uint64_t> values, std::span<uint8_t> out) const noexcept {
   size_t n = std::min(values.size(), out.size());
   if (!local_ || !local_->live_region()) {
     std::fill(out.begin(), out.begin() + static_cast<long>(n), 0);
-    return;
+    return 0;
   }
   View* view = internal::current_view(local_);
+  uint64_t present = 0;
   for (size_t i = 0; i < n; ++i)
-    out[i] = view && values[i] <= UINT32_MAX && view->contains(static_cast<uint32_t>(values[i]));
+    present += out[i] = view && values[i] <= UINT32_MAX && view->contains(static_cast<uint32_t>(values[i]));
+  return present;
 }
 
 RoaringStatus RoaringSet::add_range(uint64_t lo, uint64_t hi) noexcept {

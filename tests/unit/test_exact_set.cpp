@@ -51,7 +51,7 @@ TEST(ExactSet, InsertContainsEraseSize) {
   EXPECT_EQ(s.size(), 5000u);
   for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(s.contains(keys[i]), i % 2 == 1) << i;
   std::vector<uint8_t> out(keys.size());
-  s.contains_many(keys, out);
+  EXPECT_EQ(s.contains_many(keys, out), keys.size() / 2);
   for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(out[i], i % 2) << i;
   expect_clean(seg);
 }
@@ -121,6 +121,10 @@ TEST(ExactSet, StringKeysAndBadParameters) {
   EXPECT_FALSE(s.valid());
   EXPECT_EQ(s.insert(uint64_t{5}), InsertResult::kDropped);
   EXPECT_FALSE(s.contains(std::string_view("12:00ab34cd56ef7890")));
+  std::vector<uint64_t> ks{5, 6};
+  std::vector<uint8_t> outs{7, 7};
+  EXPECT_EQ(s.contains_many(ks, outs), 0u) << "a dropped set reports nothing present";
+  EXPECT_EQ(outs, (std::vector<uint8_t>{0, 0}));
   EXPECT_THROW(ExactSet::open(seg, "s"), Error);
 }
 
