@@ -105,8 +105,8 @@ void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std
     problems.push_back("bad magic (not a Bloom filter region)");
     return;
   }
-  if (h->version != kVersion) {
-    problems.push_back("layout version " + std::to_string(h->version) + ", this build reads " + std::to_string(kVersion));
+  if (h->version != kLayoutVersion) {
+    problems.push_back("layout version " + std::to_string(h->version) + ", this build reads " + std::to_string(kLayoutVersion));
     return;
   }
   if (h->layout != kLayoutBlocked && h->layout != kLayoutClassic) problems.push_back("unknown layout code");
@@ -211,7 +211,7 @@ Bloom Bloom::create(Segment& seg, std::string_view name, const BloomOptions& opt
         // Fresh zeroed region, unpublished until init returns: plain stores.
         auto* h = new (region) BloomHeader{};
         h->magic = kMagic;
-        h->version = kVersion;
+        h->version = kLayoutVersion;
         h->layout = layout;
         h->max_layers = max_layers;
         h->seed = seed;

@@ -354,7 +354,7 @@ CuckooStats Cuckoo::stats() const {
 }
 
 // ---- check -------------------------------------------------------------------------
-namespace internal {
+namespace internal::cuckoo {
 
 template <class LT>
 static void check_body(Segment& seg, ck::Header* h, const std::string& where, bool repair, CheckReport& report) {
@@ -454,5 +454,5 @@ void check_cuckoo(Segment& seg, const RegionInfo& region, bool repair, CheckRepo
     check_body<ck::Lanes8>(seg, h, where, repair, report);
 }
 
-}  // namespace internal
+}  // namespace internal::cuckoo
 }  // namespace shmfilter

@@ -734,9 +734,9 @@ inline uint64_t count_occupied(std::byte* base, const Header* h, uint32_t fp_bit
   return n;
 }
 
-}  // namespace shmfilter::internal::cuckoo
-
-namespace shmfilter::internal {
-// lib/structures/cuckoo.cpp: Segment::check's checker for Kind::kCuckoo (lib/check/checkers.cpp).
+// The integrity checker of this kind (lib/structures/cuckoo.cpp), what Segment::check
+// runs for every region of Kind::kCuckoo; listed in the kind -> checker table of
+// lib/check/checkers.cpp. Declared alike for every structure.
 void check_cuckoo(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);
-}  // namespace shmfilter::internal
+
+}  // namespace shmfilter::internal::cuckoo

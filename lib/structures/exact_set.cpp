@@ -10,7 +10,9 @@
 
 namespace shmfilter {
 
-using namespace internal;
+using namespace internal::exact_set;
+using internal::hash_key;
+using internal::random_seed;
 
 std::string_view insert_result_name(InsertResult r) noexcept {
   switch (r) {
@@ -39,11 +41,11 @@ void validate(const RegionInfo& info, std::byte* region, uint64_t segment_size) 
   if (info.size < sizeof(ExactSetHeader)) fail("region too small for its header");
   if (info.offset + info.size > segment_size) fail("region lies outside the segment");
   const ExactSetHeader* h = header_of(region);
-  if (h->magic != kExactSetMagic) fail("bad magic");
-  if (h->version != kExactSetLayoutVersion)
+  if (h->magic != kMagic) fail("bad magic");
+  if (h->version != kLayoutVersion)
     throw Error(ErrorCode::kVersionMismatch, "exact set '" + info.name + "' has layout version " +
                                                  std::to_string(h->version) + ", this build reads " +
-                                                 std::to_string(kExactSetLayoutVersion) + ": use a matching shmfilter");
+                                                 std::to_string(kLayoutVersion) + ": use a matching shmfilter");
   if (h->stripes == 0 || (h->stripes & (h->stripes - 1)) != 0) fail("stripe count is not a power of two");
   if (h->slots < 8 || h->capacity == 0 || h->capacity > h->slots || h->used_limit >= h->slots ||
       h->used_limit < h->capacity)
@@ -78,8 +80,8 @@ ExactSet ExactSet::create(Segment& seg, std::string_view name, const ExactSetOpt
   uint64_t seed = random_seed();
   seg.create_region(name, Kind::kExactSet, l.bytes, [&](std::byte* region, uint64_t, ControlTxn&) {
     ExactSetHeader* h = header_of(region);
-    h->magic = kExactSetMagic;
-    h->version = kExactSetLayoutVersion;
+    h->magic = kMagic;
+    h->version = kLayoutVersion;
     h->seed = seed;
     h->capacity = opts.capacity;
     h->slots = l.slots;
@@ -229,7 +231,7 @@ ExactSetStats ExactSet::stats() const {
   return s;
 }
 
-namespace internal {
+namespace internal::exact_set {
 
 // Probe chains intact (every key reachable from its home slot: no EMPTY between
 // home and the key), no key stored twice, per-stripe counts equal the keys
@@ -349,5 +351,5 @@ void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckRep
     report.findings.push_back({where, std::to_string(keys.size()) + " keys exceed capacity " + std::to_string(v.h->capacity), false});
 }
 
-}  // namespace internal
+}  // namespace internal::exact_set
 }  // namespace shmfilter

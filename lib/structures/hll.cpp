@@ -11,7 +11,7 @@
 
 namespace shmfilter {
 
-using namespace internal;
+using namespace internal::hll;
 
 namespace {
 
@@ -26,11 +26,11 @@ void validate(const RegionInfo& info, std::byte* region, uint64_t segment_size) 
   if (info.size < kHllRegionBytes) fail("region of " + std::to_string(info.size) + " bytes is too small");
   if (info.offset + info.size > segment_size) fail("region lies outside the segment");
   const HllHeader* h = header_of(region);
-  if (h->magic != kHllMagic) fail("bad magic");
-  if (h->version != kHllLayoutVersion)
+  if (h->magic != kMagic) fail("bad magic");
+  if (h->version != kLayoutVersion)
     throw Error(ErrorCode::kVersionMismatch, "HyperLogLog '" + info.name + "' has layout version " +
                                                  std::to_string(h->version) + ", this build reads " +
-                                                 std::to_string(kHllLayoutVersion) + ": use a matching shmfilter");
+                                                 std::to_string(kLayoutVersion) + ": use a matching shmfilter");
   if (h->precision != kHllP || h->register_bits != kHllBits || h->registers_per_word != kHllPerWord ||
       h->words != kHllWords || h->registers_offset != sizeof(HllHeader) || h->hash_seed != kRedisHllSeed)
     fail("parameters are not p=14, 6-bit, 10 per word");
@@ -38,8 +38,8 @@ void validate(const RegionInfo& info, std::byte* region, uint64_t segment_size) 
 
 void init_header(std::byte* region) {
   HllHeader* h = header_of(region);
-  h->magic = kHllMagic;
-  h->version = kHllLayoutVersion;
+  h->magic = kMagic;
+  h->version = kLayoutVersion;
   h->precision = kHllP;
   h->register_bits = kHllBits;
   h->registers_per_word = kHllPerWord;
@@ -231,7 +231,7 @@ HllStats Hll::stats() const {
   return s;
 }
 
-namespace internal {
+namespace internal::hll {
 
 // Registers <= 51, the 4 spare bits of every word zero, no clear left half done.
 void check_hll(Segment& seg, const RegionInfo& info, bool repair, CheckReport& report) {
@@ -274,5 +274,5 @@ void check_hll(Segment& seg, const RegionInfo& info, bool repair, CheckReport& r
   }
 }
 
-}  // namespace internal
+}  // namespace internal::hll
 }  // namespace shmfilter

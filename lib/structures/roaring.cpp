@@ -403,7 +403,7 @@ RoaringHeader* checked_header(Segment& seg, const RegionInfo& info) {
   };
   if (info.size < sizeof(RoaringHeader)) throw corrupt("region of " + std::to_string(info.size) + " bytes is too small");
   auto* h = reinterpret_cast<RoaringHeader*>(seg.base() + info.offset);
-  if (h->magic != kRegionMagic) throw corrupt("bad magic");
+  if (h->magic != kMagic) throw corrupt("bad magic");
   if (h->version != kLayoutVersion)
     throw Error(ErrorCode::kVersionMismatch, "Roaring set " + quoted(info.name) + " has layout version " +
                                                  std::to_string(h->version) + ", this build reads " +
@@ -713,7 +713,7 @@ RoaringSet RoaringSet::create_from(Segment& seg, std::string_view name, const ro
   RegionInfo info = seg.create_region(
       name, Kind::kRoaring, region_bytes(opts.reader_slots), [&](std::byte* region, uint64_t, ControlTxn& txn) {
         auto* h = reinterpret_cast<RoaringHeader*>(region);
-        h->magic = kRegionMagic;
+        h->magic = kMagic;
         h->version = kLayoutVersion;
         h->delta_capacity = opts.delta_capacity;
         h->reader_slots = opts.reader_slots;
@@ -743,7 +743,7 @@ bool RoaringSet::drop(Segment& seg, std::string_view name) {
   return seg.drop(name, [](std::byte* region, uint64_t bytes, ControlTxn& txn) {
     if (bytes < sizeof(RoaringHeader)) return;
     auto* h = reinterpret_cast<RoaringHeader*>(region);
-    if (h->magic != kRegionMagic) return;
+    if (h->magic != kMagic) return;
     std::byte* base = txn.base();
     uint64_t size = txn.segment().size();
     std::vector<uint64_t> offs;
@@ -1095,7 +1095,7 @@ bool RoaringSet::contains_any(std::span<const RoaringSet> sets, uint32_t x) noex
 
 // ---- integrity -------------------------------------------------------------------------
 
-namespace internal {
+namespace internal::roaring {
 
 void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report) {
   std::string where = "roaring '" + region.name + "'";
@@ -1150,5 +1150,5 @@ void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckRep
   }
 }
 
-}  // namespace internal
+}  // namespace internal::roaring
 }  // namespace shmfilter

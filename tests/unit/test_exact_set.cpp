@@ -229,7 +229,7 @@ TEST(ExactSet, ConcurrentChurnNeverDuplicates) {
 // check_exact_set finds what it promises: a broken probe chain (an EMPTY
 // written between a key and its home), a key stored twice, a wrong count.
 TEST(ExactSet, CheckFindsBrokenChainsDuplicatesAndBadCounts) {
-  using namespace shmfilter::internal;
+  using namespace shmfilter::internal::exact_set;
   SegmentGuard g(unique_name("set"));
   Segment seg = Segment::create(g.name);
   ExactSet s = ExactSet::create(seg, "s", {.capacity = 1000, .max_load = 0.9});
@@ -295,7 +295,7 @@ TEST(ExactSet, ThreadsOfOneProcessExactlyOnce) {
 
 // A damaged header is a kCorrupt error at open(), never a crash.
 TEST(ExactSet, CorruptHeaderIsAnErrorNotACrash) {
-  using namespace shmfilter::internal;
+  using namespace shmfilter::internal::exact_set;
   SegmentGuard g(unique_name("set"));
   Segment seg = Segment::create(g.name);
   ExactSet::create(seg, "s", {.capacity = 100});
@@ -317,7 +317,7 @@ TEST(ExactSet, CorruptHeaderIsAnErrorNotACrash) {
   h->stripes = 8;
   h->version = 99;
   expect_code(ErrorCode::kVersionMismatch);
-  h->version = kExactSetLayoutVersion;
+  h->version = kLayoutVersion;
   h->magic = 0;
   expect_code(ErrorCode::kCorrupt);
   CheckReport r = seg.check(false);
