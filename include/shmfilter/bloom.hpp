@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shmfilter/region_handle.hpp"
 #include "shmfilter/segment.hpp"
 
 namespace shmfilter {
@@ -83,7 +84,7 @@ struct BloomStats {
   std::vector<BloomLayerStats> layer;
 };
 
-class Bloom {
+class Bloom : public internal::RegionHandle {
  public:
   // Control plane (throws Error): validates options, sizes, creates the region.
   // Bad options throw kInvalidArgument and leave the segment unchanged.
@@ -116,9 +117,7 @@ class Bloom {
   void clear();
   // Lock-free snapshot (counters may be slightly stale). Throws kDropped.
   BloomStats stats() const;
-  // Lock-free: false once some process dropped the filter.
-  bool valid() const noexcept;
-  const std::string& name() const noexcept { return name_; }
+  // valid(), name(): from RegionHandle (lock-free; false once some process dropped it).
 
  private:
   template <class K>
@@ -132,12 +131,9 @@ class Bloom {
   bool after_add(uint32_t layer, uint32_t newly) noexcept;
   void grow(uint64_t seen_count) noexcept;
 
-  Segment seg_;
-  std::byte* base_ = nullptr;
-  uint64_t offset_ = 0;  // region offset
-  uint32_t slot_ = 0, generation_ = 0;
-  uint32_t stripe_ = 0;  // this attachment's counter stripe
-  std::string name_;
+  std::byte* base_ = nullptr;  // seg_.base(): layers are addressed from it
+  uint64_t offset_ = 0;        // the region's offset (region_ == base_ + offset_)
+  uint32_t stripe_ = 0;        // this attachment's counter stripe
 };
 
 }  // namespace shmfilter

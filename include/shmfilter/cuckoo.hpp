@@ -18,6 +18,7 @@
 #include <span>
 #include <string_view>
 
+#include "shmfilter/region_handle.hpp"
 #include "shmfilter/segment.hpp"
 
 namespace shmfilter {
@@ -71,7 +72,7 @@ struct CuckooStats {
 
 // Thin copyable handle. Data-plane calls are noexcept and safe from any
 // thread of any attached process.
-class Cuckoo {
+class Cuckoo : public internal::RegionHandle {
  public:
   // Control plane, takes the segment lock. Throws Error (kInvalidArgument, kExists, kNoSpace...).
   static Cuckoo create(Segment& seg, std::string_view name, const CuckooOptions& opts);
@@ -110,20 +111,14 @@ class Cuckoo {
   double load_factor() const noexcept;
   // Lock-free, racy snapshot of the header counters.
   CuckooStats stats() const;
-  bool valid() const noexcept;  // false once dropped
-
-  const std::string& name() const noexcept { return name_; }
+  // valid(), name(): from RegionHandle (lock-free; false once some process dropped it).
 
  private:
   template <class LT>
   friend struct CuckooOps;
-  Segment seg_;
-  std::byte* base_ = nullptr;
-  internal::cuckoo::Header* hdr_ = nullptr;
-  uint32_t slot_ = 0;
-  uint32_t generation_ = 0;
+  std::byte* base_ = nullptr;                 // seg_.base(): the kernels address sub-filters from it
+  internal::cuckoo::Header* hdr_ = nullptr;   // region_ as the filter's header
   bool lane16_ = true;
-  std::string name_;
 };
 
 }  // namespace shmfilter

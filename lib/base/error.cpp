@@ -16,27 +16,30 @@ constexpr bool error_codes_in_order() {
 }
 static_assert(error_codes_in_order(), "SHMFILTER_ERROR_CODES rows must have values 0, 1, 2, ... in order");
 
-// Both derived from SHMFILTER_ERROR_CODES (shmfilter/error.hpp): one row per code.
+// Both derived from SHMFILTER_ERROR_CODES: one row per code, indexed by value.
+namespace {
+struct ErrorRow {
+  std::string_view name, message;
+};
+constexpr ErrorRow kErrorRows[] = {
+#define SHMFILTER_X_ROW(e, v, name, c, msg) {name, msg},
+    SHMFILTER_ERROR_CODES(SHMFILTER_X_ROW)
+#undef SHMFILTER_X_ROW
+};
+const ErrorRow* row_of(ErrorCode code) noexcept {
+  auto i = static_cast<int32_t>(code);
+  return i >= 0 && i < kErrorCodeCount ? &kErrorRows[i] : nullptr;
+}
+}  // namespace
+
 std::string_view error_code_name(ErrorCode code) noexcept {
-  switch (code) {
-#define SHMFILTER_X_NAME(e, v, name, c, msg) \
-  case ErrorCode::e:                         \
-    return name;
-    SHMFILTER_ERROR_CODES(SHMFILTER_X_NAME)
-#undef SHMFILTER_X_NAME
-  }
-  return "unknown";
+  const ErrorRow* r = row_of(code);
+  return r ? r->name : "unknown";
 }
 
 std::string_view error_code_message(ErrorCode code) noexcept {
-  switch (code) {
-#define SHMFILTER_X_MESSAGE(e, v, name, c, msg) \
-  case ErrorCode::e:                            \
-    return msg;
-    SHMFILTER_ERROR_CODES(SHMFILTER_X_MESSAGE)
-#undef SHMFILTER_X_MESSAGE
-  }
-  return "unknown error code";
+  const ErrorRow* r = row_of(code);
+  return r ? r->message : "unknown error code";
 }
 
 std::string_view kind_name(Kind kind) noexcept {

@@ -38,11 +38,7 @@
 #include "base/hash.h"
 #include "base/kill_point.h"
 
-namespace shmfilter {
-class Segment;
-struct RegionInfo;
-struct CheckReport;
-}  // namespace shmfilter
+#include "shmfilter/segment.hpp"  // Segment, RegionInfo, CheckReport: the checker's signature
 
 namespace shmfilter::internal::exact_set {
 

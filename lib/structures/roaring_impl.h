@@ -19,11 +19,7 @@
 #include <string>
 #include <string_view>
 
-namespace shmfilter {
-class Segment;
-struct RegionInfo;
-struct CheckReport;
-}  // namespace shmfilter
+#include "shmfilter/segment.hpp"  // Segment, RegionInfo, CheckReport: the checker's signature
 
 namespace shmfilter::internal::roaring {
 
