@@ -242,8 +242,8 @@ void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckRep
       set_unlock(s);
     }
     scope.add("stripe " + std::to_string(i) + " locked by a dead process" +
-                                          (aref(s.intent_op).load() != kIntentNone || repair ? " (intent replayed)" : ""),
-                               repair);
+                  (aref(s.intent_op).load() != kIntentNone || repair ? " (intent replayed)" : ""),
+              repair);
   }
 
   std::vector<uint64_t> counted(v.h->stripes, 0);
@@ -259,7 +259,7 @@ void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckRep
       break;
     }
   if (start == n) {
-    scope.add("no EMPTY slot left: probe loops cannot terminate early", false);
+    scope.add("no EMPTY slot left: probe loops cannot terminate early");
     start = 0;
   }
   uint64_t last_empty = start;  // position (unwrapped) of the last EMPTY seen
@@ -290,12 +290,11 @@ void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckRep
     }
   if (unreachable != 0)
     scope.add(std::to_string(unreachable) + " keys unreachable from their home slot (e.g. " +
-                                          std::to_string(example) + "): the probe chain is broken",
-                               false);
+              std::to_string(example) + "): the probe chain is broken");
   std::sort(keys.begin(), keys.end());
   uint64_t dups = 0;
   for (size_t i = 1; i < keys.size(); ++i) dups += keys[i] == keys[i - 1];
-  if (dups != 0) scope.add(std::to_string(dups) + " keys stored twice", false);
+  if (dups != 0) scope.add(std::to_string(dups) + " keys stored twice");
   uint64_t mismatched = 0;
   for (uint32_t i = 0; i < v.h->stripes; ++i) {
     ExactSetStripe& s = v.stripes[i];
@@ -325,7 +324,7 @@ void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckRep
   if (mismatched != 0)
     scope.add(std::to_string(mismatched) + " stripes whose count differs from the keys stored (size() wrong)", repair);
   if (keys.size() > v.h->capacity)
-    scope.add(std::to_string(keys.size()) + " keys exceed capacity " + std::to_string(v.h->capacity), false);
+    scope.add(std::to_string(keys.size()) + " keys exceed capacity " + std::to_string(v.h->capacity));
 }
 
 }  // namespace internal::exact_set
