@@ -45,6 +45,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shmfilter/region_handle.hpp"
 #include "shmfilter/segment.hpp"
 
 namespace shmfilter {
@@ -128,7 +129,7 @@ struct WindowStats {
   double window_fp_bound(uint32_t w) const noexcept;
 };
 
-class Window {
+class Window : public internal::RegionHandle {
  public:
   // Control plane (throws Error): validates options, sizes, creates the region
   // and the first bucket's table. Bad options throw kInvalidArgument and leave
@@ -190,16 +191,12 @@ class Window {
   void maintain();
   // Lock-free snapshot. Throws kDropped.
   WindowStats stats() const;
-  bool valid() const noexcept;
-  const std::string& name() const noexcept { return name_; }
+  // valid(), name(): from RegionHandle (lock-free; false once some process dropped it).
 
  private:
   friend struct WindowOps;
-  Segment seg_;
-  std::byte* base_ = nullptr;
-  uint64_t offset_ = 0;
-  uint32_t slot_ = 0, generation_ = 0;
-  std::string name_;
+  std::byte* base_ = nullptr;  // seg_.base(): tables are addressed from it
+  uint64_t offset_ = 0;        // the region's offset (region_ == base_ + offset_)
   int64_t (*clock_)(void*) = nullptr;
   void* clock_ctx_ = nullptr;
   int64_t fixed_now_ = 0;

@@ -29,6 +29,7 @@
 #include "base/hash.h"
 #include "base/kill_point.h"
 #include "segment/layout.h"
+#include "structures/region_handle.h"
 #include "structures/window_impl.h"
 
 namespace shmfilter {
@@ -344,10 +345,7 @@ struct WindowOps {
   // Only for slots whose tag is retired or expired data (never a live bucket).
   static void prepare_locked(const Window& w, ControlTxn& txn, BucketSlot& s, uint64_t capacity) {
     WindowHeader* h = hdr(w);
-    RegionInfo me;
-    me.slot = w.slot_;
-    me.generation = w.generation_;
-    txn.charge_to(me);  // check() reports the tables as leaked if the window is dropped without them
+    txn.charge_to(w.identity());  // check() reports the tables as leaked if the window is dropped without them
     if (s.tag.load(std::memory_order_relaxed) != wi::kRetired) {  // relaxed: we hold the lock; only rotators CAS 0
       txn.store_u64(as_u64(&s.tag), wi::kRetired);
       std::atomic_thread_fence(std::memory_order_release);  // the retired tag is visible before the table changes
@@ -390,23 +388,38 @@ struct WindowOps {
     if (t != wi::kRetired && t != 0 && t > want) return false;  // the slot holds a newer bucket: our clock is behind
     // No fresh table here: expired data or retired. Prepare it ourselves (rare: maintain() did not run).
     uint64_t cap = desired_capacity(w, e - 1);
+    bool claimed = false;
     try {
       const_cast<Segment&>(w.seg_).transact([&](ControlTxn& txn) {
         uint64_t t2 = s.tag.load(std::memory_order_relaxed);  // relaxed: under the lock (rotators only CAS 0)
-        if (t2 == 0 || t2 == want || (t2 != wi::kRetired && t2 > want)) return;
-        prepare_locked(w, txn, s, cap);
-        h->inline_allocations.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistic
+        if (t2 == want || (t2 != 0 && t2 != wi::kRetired && t2 > want)) return;
+        if (t2 != 0) {
+          prepare_locked(w, txn, s, cap);
+          h->inline_allocations.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistic
+        }
+        // Claim under the lock, so that maintain() (which may take back a fresh spare, also
+        // under the lock) cannot take it between our preparation and our claim. A CAS, not
+        // a logged store: lock-free rotators may claim too, and a claim is never undone.
+        uint64_t zero = 0;
+        if (s.tag.compare_exchange_strong(zero, want, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+          h->rotations.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistic
+          claimed = true;
+        }
       });
     } catch (...) {
       return false;  // kNoSpace or a dead segment
     }
-    return true;  // the caller retries the claim
+    if (claimed) {
+      SHMF_KILL_POINT("window.rotate.after_claim");
+      raise_epoch(h, want);
+    }
+    return true;  // the caller (re)reads the slot
   }
 
   // The current bucket's table for a writer (rotating if the clock says so).
   static TableHead* current(const Window& w, int64_t& e_out) noexcept {
     WindowHeader* h = hdr(w);
-    for (int attempt = 0; attempt < 4; ++attempt) {
+    for (int attempt = 0; attempt < 8; ++attempt) {
       int64_t e = read_epoch(w);
       if (TableHead* t = table_for(w.base_, h, e)) {
         // A claimer killed before its epoch CAS left the tag claimed: raise it for it, so
@@ -447,10 +460,7 @@ struct WindowOps {
         if (got != 0) return;  // committed by an allocator that died before publishing
         bl::Sizing z;
         if (!bl::size_blocked(t->capacity, h->overflow_error, z)) throw Error(ErrorCode::kInvalidArgument, "overflow size");
-        RegionInfo me;
-        me.slot = w.slot_;
-        me.generation = w.generation_;
-        txn.charge_to(me);
+        txn.charge_to(w.identity());
         got = txn.allocate(z.bits / 8);
         SHMF_KILL_POINT("window.overflow.after_allocate");
         txn.store_u64(&t->overflow_geometry, z.bits / bl::kBlockBits);
@@ -526,10 +536,7 @@ struct WindowOps {
       const_cast<Segment&>(w.seg_).transact([&](ControlTxn& txn) {
         got = t->pending_overflow;
         if (got != 0) return;  // committed by an expander that died before publishing (never used: fresh)
-        RegionInfo me;
-        me.slot = w.slot_;
-        me.generation = w.generation_;
-        txn.charge_to(me);
+        txn.charge_to(w.identity());
         got = txn.allocate(bytes);
         SHMF_KILL_POINT("window.overflow.after_allocate");
         txn.store_u64(&t->pending_overflow, got);
@@ -900,29 +907,19 @@ void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std
 }  // namespace
 
 Window Window::open(Segment& seg, std::string_view name) {
-  RegionInfo r = seg.open_region(name, Kind::kWindow);
+  Window w;
+  RegionInfo r = w.bind(seg, name, Kind::kWindow);
+  internal::validate_prefix(r, seg.base() + r.offset, sizeof(WindowHeader), seg.size(), wi::kMagic, wi::kVersion);
   std::vector<std::string> problems;
   validate(seg.base(), seg.size(), r, problems);
-  if (!problems.empty())
-    throw Error(ErrorCode::kCorrupt, "window '" + std::string(name) + "' is corrupt: " + problems.front() +
-                                         " (run 'shmtool check " + seg.name() + "' for details)");
-  Window w;
-  w.seg_ = seg;
+  if (!problems.empty()) throw internal::corrupt_error(Kind::kWindow, name, problems.front());
   w.base_ = seg.base();
   w.offset_ = r.offset;
-  w.slot_ = r.slot;
-  w.generation_ = r.generation;
-  w.name_ = std::string(name);
   return w;
 }
 
 bool Window::drop(Segment& seg, std::string_view name) {
-  auto found = seg.find(name);
-  if (!found) return false;
-  if (found->kind != Kind::kWindow)
-    throw Error(ErrorCode::kWrongKind, "'" + std::string(name) + "' is a " + std::string(kind_name(found->kind)) +
-                                           ", not a window: drop it with its own command");
-  return seg.drop(name, [&](std::byte* region, uint64_t bytes, ControlTxn& txn) {
+  return drop_region(seg, name, Kind::kWindow, [&](std::byte* region, uint64_t bytes, ControlTxn& txn) {
     auto* h = reinterpret_cast<WindowHeader*>(region);
     if (bytes < sizeof(WindowHeader) || h->magic != wi::kMagic || h->slots < 2 || h->slots > wi::kMaxRetention + 1) return;
     if (wi::region_bytes(h->slots, h->space_table) > bytes) return;
@@ -936,7 +933,7 @@ bool Window::drop(Segment& seg, std::string_view name) {
 }
 
 void Window::maintain() {
-  if (!valid()) throw Error(ErrorCode::kDropped, "window '" + name_ + "' was dropped: open it again or recreate it");
+  require_valid();
   seg_.quiesce();
   WindowHeader* h = WindowOps::hdr(*this);
   const int64_t e = WindowOps::read_epoch(*this);
@@ -966,8 +963,9 @@ void Window::maintain() {
         WindowOps::prepare_locked(*this, txn, b, cap);
         continue;
       }
-      // A fresh spare sized far from what the last buckets measured: take it back (CAS: a rotator
-      // may claim it right now) and allocate one of the right size.
+      // A fresh spare sized far (> 1/3) from what the buckets measured: take it back (CAS: a
+      // lock-free rotator may claim it right now) and allocate one of the right size. While a
+      // bad day's count still grows this happens once per 1/3 of growth, not per call.
       if (t == 0 && x == e + 1 && b.table != 0) {
         uint64_t have = reinterpret_cast<TableHead*>(base_ + b.table)->capacity;
         if (have * 4 < cap * 3 || have * 3 > cap * 4) {
@@ -1012,8 +1010,6 @@ int64_t Window::bucket_of(int64_t unix_seconds) const noexcept {
 
 // ---------------------------------------------------------------------------
 // Data plane.
-
-bool Window::valid() const noexcept { return base_ != nullptr && seg_.region_live(slot_, generation_); }
 
 #define SHMF_WINDOW_ENTER(fail)           \
   if (!valid()) return fail;              \
@@ -1126,7 +1122,7 @@ uint64_t Window::new_count(uint64_t space, uint32_t age) const noexcept {
 }
 
 WindowStats Window::stats() const {
-  if (!valid()) throw Error(ErrorCode::kDropped, "window '" + name_ + "' was dropped: open it again or recreate it");
+  require_valid();
   WindowHeader* h = WindowOps::hdr(*this);
   WindowStats st;
   st.variant = h->variant == wi::kVariantCuckoo ? WindowVariant::kCuckoo : WindowVariant::kBloom;
@@ -1184,13 +1180,17 @@ WindowStats Window::stats() const {
 // ---------------------------------------------------------------------------
 // Integrity.
 
-namespace internal {
+namespace internal::window {
 
 void check_window(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report) {
-  const std::string where = "window '" + region.name + "'";
+  CheckScope scope = check_scope(region, report);
+  if (!scope.validated([&] {
+        validate_prefix(region, seg.base() + region.offset, sizeof(WindowHeader), seg.size(), kMagic, kVersion);
+      }))
+    return;
   std::vector<std::string> problems;
   validate(seg.base(), seg.size(), region, problems);
-  for (auto& p : problems) report.findings.push_back({where, p, false});
+  for (auto& p : problems) scope.add(p);
   if (!problems.empty()) return;
   // The claimed-space counter against the key table (a claimer killed between its CAS
   // and its increment leaves it one short; only the soft limit depends on it).
@@ -1201,19 +1201,14 @@ void check_window(Segment& seg, const RegionInfo& region, bool repair, CheckRepo
     claimed += std::atomic_ref<uint64_t>(keys[i]).load(std::memory_order_relaxed) != 0;  // relaxed: snapshot
   uint32_t counted = h->spaces_claimed.load(std::memory_order_relaxed);                  // relaxed: snapshot
   if (claimed > h->space_table / 2 + 64)
-    report.findings.push_back({where, "space table holds " + std::to_string(claimed) + " keys, more than half its " +
-                                          std::to_string(h->space_table) + " rows", false});
+    scope.add("space table holds " + std::to_string(claimed) + " keys, more than half its " +
+              std::to_string(h->space_table) + " rows");
   if (counted != claimed) {
-    CheckFinding f{where, "spaces counter says " + std::to_string(counted) + ", the key table holds " + std::to_string(claimed),
-                   false};
-    if (repair) {
-      h->spaces_claimed.store(claimed, std::memory_order_relaxed);  // relaxed: statistic / soft limit
-      f.repaired = true;
-    }
-    report.findings.push_back(f);
+    if (repair) h->spaces_claimed.store(claimed, std::memory_order_relaxed);  // relaxed: statistic / soft limit
+    scope.add("spaces counter says " + std::to_string(counted) + ", the key table holds " + std::to_string(claimed), repair);
   }
 }
 
-}  // namespace internal
+}  // namespace internal::window
 
 }  // namespace shmfilter

@@ -108,6 +108,8 @@ struct alignas(64) WindowHeader {
   uint8_t pad3[16];
 };
 static_assert(sizeof(WindowHeader) == 256, "WindowHeader is part of the format: 4 cache lines");
+static_assert(offsetof(WindowHeader, magic) == 0 && offsetof(WindowHeader, version) == 4,
+              "every region header starts with magic + layout version (region_handle.h RegionPrefix)");
 static_assert(offsetof(WindowHeader, epoch) == 128, "the epoch word has its own (read-mostly) line");
 static_assert(offsetof(WindowHeader, rotations) == 192, "statistics on the fourth line");
 
@@ -249,9 +251,7 @@ inline int64_t bucket_number(int64_t unix_s, int64_t utc_offset, uint64_t bucket
   return static_cast<int64_t>(static_cast<uint64_t>(t) / bucket_seconds);
 }
 
-}  // namespace shmfilter::internal::window
-
-namespace shmfilter::internal {
-// lib/structures/window.cpp: Segment::check's checker for Kind::kWindow (lib/check/checkers.cpp).
+// Integrity checker (lib/structures/window.cpp), registered in lib/check/checkers.cpp.
 void check_window(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);
-}  // namespace shmfilter::internal
+
+}  // namespace shmfilter::internal::window

@@ -147,7 +147,10 @@ TEST_P(WindowMP, RotationAtTheBoundaryBySeveralProcessesLosesNothing) {
         orc->ready.fetch_add(1);
         for (uint64_t i = 0; orc->stop.load() == 0 && i < 60000; ++i) {
           WindowStatus st = w.mark(uint64_t(p), own_item(p, i));
-          if (st != WindowStatus::kNew && st != WindowStatus::kSeen) return 10;
+          if (st != WindowStatus::kNew && st != WindowStatus::kSeen) {
+            std::fprintf(stderr, "child %d: mark answered %s\n", p, std::string(window_status_name(st)).c_str());
+            return 10;
+          }
           orc->acked[p].store(i + 1, std::memory_order_release);
           if (!w.seen(uint64_t(p), own_item(p, i), 7)) return 11;  // read-your-write across rotations
         }
@@ -182,7 +185,11 @@ TEST_P(WindowMP, RotationAtTheBoundaryBySeveralProcessesLosesNothing) {
     }
     usleep(20000);
     orc->stop.store(1);
-    for (pid_t k : kids) EXPECT_TRUE(shmf_test::exited_ok(shmf_test::wait_status(k)));
+    for (pid_t k : kids) {
+      int status = shmf_test::wait_status(k);
+      // 10: a mark answered neither kNew nor kSeen; 11: a marked pair not seen right after
+      EXPECT_TRUE(shmf_test::exited_ok(status)) << "child status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
     if (maint > 0) {
       EXPECT_TRUE(shmf_test::exited_ok(shmf_test::wait_status(maint)));
     }
