@@ -13,6 +13,7 @@ T_PIDS=()          # pids to kill at exit (masters, servers)
 T_SEG_PREFIX="shmf-test-$$-" # every /dev/shm object of this test; removed at exit
 T_NGINX_PREFIXES=() # nginx prefixes whose master to stop at exit
 PY=${SHMF_PYTHON:-/usr/bin/python3}
+export PYTHONPATH=${SHMF_SOURCE_DIR:-}/python${PYTHONPATH:+:$PYTHONPATH}
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 note() { echo "--- $*"; }
