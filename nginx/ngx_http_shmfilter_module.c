@@ -898,9 +898,18 @@ static int shmf_ngx_apply(ngx_uint_t op, ngx_uint_t kind, void *h, ngx_str_t *k,
     ngx_str_t key = *k;
     switch (op) {
     case OP_MARK:
-        rc = kind == K_BLOOM    ? shmf_bloom_add(h, key.data, key.len)
-             : kind == K_CUCKOO ? shmf_cuckoo_insert_unique(h, key.data, key.len)
-                                    : shmf_set_insert_unique(h, key.data, key.len);
+        /* Bloom: lock-free add, 1 when it set a bit. Set: insert_unique answers
+         * a present key lock-free. Cuckoo: the lock-free contains answers the
+         * common "seen" first; only an absent key takes the stripe lock, and
+         * insert_unique decides among racers. */
+        if (kind == K_BLOOM) {
+            rc = shmf_bloom_add(h, key.data, key.len);
+        } else if (kind == K_CUCKOO) {
+            rc = shmf_cuckoo_contains(h, key.data, key.len);
+            rc = rc == 1 ? 0 : rc < 0 ? rc : shmf_cuckoo_insert_unique(h, key.data, key.len);
+        } else {
+            rc = shmf_set_insert_unique(h, key.data, key.len);
+        }
         break;
     case OP_SEEN:
         rc = kind == K_BLOOM    ? shmf_bloom_contains(h, key.data, key.len)

@@ -123,7 +123,8 @@ nginx_test_conf() { nginx -p "$1" -c "$1/nginx.conf" -e "$1/error.log" -t 2>&1; 
 nginx_start() {
   local p=$1 port=$2
   T_NGINX_PREFIXES+=("$p")
-  nginx -p "$p" -c "$p/nginx.conf" -e "$p/error.log" || fail "nginx did not start (see $p/error.log)"
+  # by absolute path: the binary upgrade (USR2) re-executes argv[0]
+  "$(command -v nginx)" -p "$p" -c "$p/nginx.conf" -e "$p/error.log" || fail "nginx did not start (see $p/error.log)"
   for _ in $(seq 100); do
     if curl -s -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null; then return 0; fi
     sleep 0.05

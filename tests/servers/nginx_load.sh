@@ -6,6 +6,9 @@
 #   kill    a worker is SIGKILLed mid-load: the master respawns it, nothing
 #           acknowledged is lost, unanswered marks bounded by the connections
 #   reload  `nginx -s reload` twice mid-load: new workers attach, exact oracle
+#   upgrade the binary upgrade mid-load (USR2: a new master and its workers
+#           start beside the old ones, then QUIT to the old master): the
+#           segment and its contents carry over, exact oracle
 source "$(dirname "$0")/lib.sh"
 MODE=${1:?plain, kill or reload}
 require nginx nginx; require curl curl; require wrk wrk
@@ -53,6 +56,18 @@ case $MODE in
     sleep 1
     nginx -p "$p" -c "$p/nginx.conf" -e "$p/error.log" -s reload
     ;;
+  upgrade)
+    old=$(nginx_master "$p")
+    note "binary upgrade under load: USR2 to master $old"
+    kill -USR2 "$old"
+    for _ in $(seq 100); do [[ -f $p/nginx.pid.oldbin && -s $p/nginx.pid ]] && break; sleep 0.05; done
+    [[ -f $p/nginx.pid.oldbin ]] || fail "USR2 did not start a new master"
+    new=$(nginx_master "$p")
+    [[ $new != "$old" ]] || fail "nginx.pid still names the old master"
+    wait_workers "$p" 4
+    sleep 0.5
+    kill -QUIT "$old"
+    ;;
   *) fail "unknown mode $MODE" ;;
 esac
 wait "$WRK" || fail "wrk failed: $(cat "$T_DIR/wrk.out")"
@@ -66,7 +81,7 @@ case $MODE in
     # the respawned worker attached by itself and answers
     for i in $(seq 1 8); do expect_eq "after respawn" "$(get "http://127.0.0.1:$port/fc?plan=9&device=after$i")" "new"; done
     ;;
-  reload)
+  reload|upgrade)
     wait_workers "$p" 4
     after=$(nginx_workers "$p" | tr '\n' ' ')
     [[ "$before" != "$after" ]] || fail "reload did not replace the workers ($before)"
