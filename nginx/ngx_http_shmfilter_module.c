@@ -16,6 +16,9 @@
  *                                       inserted estimate (bloom)
  *   shmfilter_fail     open | closed;   the answer when the structure cannot answer
  *   shmfilter_status;                   (location) Prometheus text
+ *   shmfilter_answer TEXT;              (location) 200 text/plain TEXT (variables
+ *                                       allowed), in the content phase: unlike
+ *                                       `return` it runs after allow/deny/auth
  *
  * KEY...: up to 8 parts (each may hold variables) joined by ':' into the key;
  * when any part is empty in a request the variable is empty and nothing is
@@ -128,6 +131,13 @@ static char *shmf_ngx_segment(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *shmf_ngx_structure(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *shmf_ngx_variable(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *shmf_ngx_status(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *shmf_ngx_answer(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static void *shmf_ngx_create_loc_conf(ngx_conf_t *cf);
+static char *shmf_ngx_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child);
+
+typedef struct {
+    ngx_http_complex_value_t *answer; /* shmfilter_answer TEXT */
+} shmf_ngx_loc_conf_t;
 static ngx_int_t shmf_ngx_init_module(ngx_cycle_t *cycle);
 static ngx_int_t shmf_ngx_init_process(ngx_cycle_t *cycle);
 static void shmf_ngx_exit_process(ngx_cycle_t *cycle);
@@ -156,6 +166,8 @@ static ngx_command_t shmf_ngx_commands[] = {
     {ngx_string("shmfilter_fail"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_conf_set_enum_slot,
      NGX_HTTP_MAIN_CONF_OFFSET, offsetof(shmf_ngx_main_conf_t, fail_closed), &shmf_ngx_fail_modes},
     {ngx_string("shmfilter_status"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, shmf_ngx_status, 0, 0, NULL},
+    {ngx_string("shmfilter_answer"), NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1, shmf_ngx_answer, NGX_HTTP_LOC_CONF_OFFSET, 0,
+     NULL},
     ngx_null_command};
 
 static ngx_http_module_t shmf_ngx_module_ctx = {
@@ -164,7 +176,8 @@ static ngx_http_module_t shmf_ngx_module_ctx = {
     shmf_ngx_create_main_conf, /* create main configuration */
     shmf_ngx_init_main_conf,   /* init main configuration */
     NULL, NULL,                /* server */
-    NULL, NULL                 /* location */
+    shmf_ngx_create_loc_conf,  /* create location configuration */
+    shmf_ngx_merge_loc_conf    /* merge location configuration */
 };
 
 ngx_module_t ngx_http_shmfilter_module = {
@@ -520,6 +533,46 @@ static char *shmf_ngx_status(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     (void)cmd;
     (void)conf;
     clcf->handler = shmf_ngx_status_handler;
+    return NGX_CONF_OK;
+}
+
+static void *shmf_ngx_create_loc_conf(ngx_conf_t *cf) { return ngx_pcalloc(cf->pool, sizeof(shmf_ngx_loc_conf_t)); }
+
+static char *shmf_ngx_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child) {
+    (void)cf;
+    (void)parent;
+    (void)child; /* shmfilter_answer belongs to its own location: not inherited */
+    return NGX_CONF_OK;
+}
+
+static ngx_int_t shmf_ngx_answer_handler(ngx_http_request_t *r) {
+    shmf_ngx_loc_conf_t *lcf = ngx_http_get_module_loc_conf(r, ngx_http_shmfilter_module);
+    ngx_http_complex_value_t cv;
+    ngx_str_t ct = ngx_string("text/plain");
+    ngx_int_t rc;
+    if (!(r->method & (NGX_HTTP_GET | NGX_HTTP_HEAD | NGX_HTTP_POST))) return NGX_HTTP_NOT_ALLOWED;
+    rc = ngx_http_discard_request_body(r);
+    if (rc != NGX_OK) return rc;
+    cv = *lcf->answer;
+    return ngx_http_send_response(r, NGX_HTTP_OK, &ct, &cv);
+}
+
+static char *shmf_ngx_answer(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
+    shmf_ngx_loc_conf_t *lcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    ngx_http_compile_complex_value_t ccv;
+    ngx_http_core_loc_conf_t *clcf;
+    (void)cmd;
+    if (lcf->answer != NULL) return "is duplicate";
+    lcf->answer = ngx_pcalloc(cf->pool, sizeof(ngx_http_complex_value_t));
+    if (lcf->answer == NULL) return NGX_CONF_ERROR;
+    ngx_memzero(&ccv, sizeof(ccv));
+    ccv.cf = cf;
+    ccv.value = &value[1];
+    ccv.complex_value = lcf->answer;
+    if (ngx_http_compile_complex_value(&ccv) != NGX_OK) return NGX_CONF_ERROR;
+    clcf = ngx_http_conf_get_module_loc_conf(cf, ngx_http_core_module);
+    clcf->handler = shmf_ngx_answer_handler;
     return NGX_CONF_OK;
 }
 

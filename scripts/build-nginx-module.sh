@@ -59,7 +59,7 @@ if [[ ! -f $WORK/objs/Makefile || "$(cat "$WORK/.shmf-stamp" 2>/dev/null)" != "$
   fi
   echo "$stamp" >"$WORK/.shmf-stamp"
 fi
-make -C "$WORK" -f objs/Makefile modules >"$WORK/make.log" 2>&1 || {
+env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -C "$WORK" -f objs/Makefile modules >"$WORK/make.log" 2>&1 || {
   cat "$WORK/make.log" >&2; echo "build-nginx-module: make modules failed" >&2; exit 1; }
 grep -E "warning|error" "$WORK/make.log" >&2 || true
 cp "$WORK/objs/ngx_http_shmfilter_module.so" "$OUT/ngx_http_shmfilter_module.so.tmp"

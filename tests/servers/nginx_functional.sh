@@ -37,11 +37,12 @@ HTTP="
         location = /uv_add { return 200 \"\$uv_add\n\"; }
         location /admin/ {
             allow 127.0.0.1; deny all;
-            location = /admin/forget { return 200 \"\$fc_forget\n\"; }
-            location = /admin/cuckoo_forget { return 200 \"\$fc_cuckoo_forget\n\"; }
+            location = /admin/forget { shmfilter_answer \"\$fc_forget\n\"; }
+            location = /admin/cuckoo_forget { shmfilter_answer \"\$fc_cuckoo_forget\n\"; }
             location = /admin/uv { return 200 \"\$uv\n\"; }
             location = /admin/pairs { return 200 \"\$pairs_n\n\"; }
         }
+        location = /denied/forget { deny all; shmfilter_answer \"\$fc_forget\n\"; }
         location = /status { shmfilter_status; }
     }"
 nginx_conf "$p" 4 "$HTTP"
@@ -61,6 +62,8 @@ expect_eq "unseen (read-only)" "$(get "$U/seen?plan=7&device=bb")" "unseen"
 expect_eq "read-only did not mark" "$(get "$U/seen?plan=7&device=bb")" "unseen"
 expect_eq "if: first" "$(get -o /dev/null -w '%{http_code}' "$U/ad?plan=9&device=cc")" "200"
 expect_eq "if: again" "$(get -o /dev/null -w '%{http_code}' "$U/ad?plan=9&device=cc")" "204"
+expect_eq "denied forget" "$(get -o /dev/null -w '%{http_code}' "$U/denied/forget?plan=7&device=aa")" "403"
+expect_eq "denied forget forgot nothing" "$(get "$U/seen?plan=7&device=aa")" "seen"
 expect_eq "forget" "$(get "$U/admin/forget?plan=7&device=aa")" "forgotten"
 expect_eq "forget again" "$(get "$U/admin/forget?plan=7&device=aa")" "absent"
 expect_eq "new after forget" "$(get "$U/fc?plan=7&device=aa")" "new 200"
