@@ -39,7 +39,7 @@ cleanup() {
   rm -rf "$W"
 }
 trap cleanup EXIT
-port() { echo $((20000 + RANDOM % 30000)); }
+port() { echo $((10000 + RANDOM % 20000)); }  # below the ephemeral range (32768+)
 
 NPORT=$(port); RPORT=$(port); GPORT=$(port)
 mkdir -p "$W/ngx/tmp"

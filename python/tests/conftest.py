@@ -1,6 +1,7 @@
 """python/tests/conftest.py: shared fixtures: the package on sys.path, unique
 /dev/shm names removed after each test, a free loopback port."""
 import os
+import random
 import socket
 import sys
 import uuid
@@ -30,6 +31,20 @@ def seg(segname):
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A free loopback port below the ephemeral range (where no client
+    connection of a parallel test can be holding it)."""
+    try:
+        lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        lo = 32768
+    lo = lo if lo > 12000 else 32768
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(10000, lo)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port below the ephemeral range")

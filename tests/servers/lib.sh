@@ -70,11 +70,15 @@ require_built() {
   [[ -n ${SHMF_SHMTOOL:-} && -x $SHMF_SHMTOOL ]] || fail "SHMF_SHMTOOL='${SHMF_SHMTOOL:-}' is not a built shmtool"
 }
 
-# free_port: a loopback TCP port nothing listens on (random, checked).
+# free_port: a loopback TCP port nothing listens on (random, checked), below
+# the kernel's ephemeral range: a port there may be the local end of some
+# client connection (wrk's), and then nginx's bind() fails.
 free_port() {
-  local port
+  local port lo
+  lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  [[ $lo -gt 12000 ]] || lo=32768
   for _ in $(seq 100); do
-    port=$((20000 + RANDOM % 30000))
+    port=$((10000 + RANDOM % (lo - 10000)))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port"; return 0; fi
   done
   fail "no free loopback port found"
