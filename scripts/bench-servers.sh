@@ -13,12 +13,14 @@
 #   ./scripts/bench-servers.sh [BUILD_DIR]   # default build/dev (needs target nginx_module)
 #
 # Prints markdown; writes it to bench/results/servers.md when BENCH_WRITE=1.
-# Environment: DURATION (wrk seconds per run, default 10), CONNS (default 32).
+# Environment: DURATION (wrk seconds per run, default 5), PAIRS (alternating
+# static/module run pairs, default 6), CONNS (default 32).
 set -euo pipefail
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 export REPO
 BUILD=$(cd "${1:-build/dev}" && pwd)
-DURATION=${DURATION:-10}
+DURATION=${DURATION:-5}
+PAIRS=${PAIRS:-6}
 CONNS=${CONNS:-32}
 MODULE=$BUILD/nginx/ngx_http_shmfilter_module.so
 LIB=$BUILD/shared/libshmfilter.so
@@ -69,17 +71,23 @@ sleep 0.5
 
 wrkrun() { # wrkrun URL PATH -> "rps p99_ms"
   wrk -t2 -c"$CONNS" -d"${DURATION}s" --latency -s "$REPO/tests/servers/stream.lua" "$1" -- "$2" >"$W/wrk.out" 2>&1
+  if grep -q "Non-2xx" "$W/wrk.out"; then echo "bench-servers: errors from $1$2: $(cat "$W/wrk.out")" >&2; exit 1; fi
   local rps p99
   rps=$(awk '/Requests\/sec/ {print $2}' "$W/wrk.out")
   p99=$(awk '$1=="99%" {v=$2; if (v ~ /us$/) {sub(/us/,"",v); v/=1000} else if (v ~ /ms$/) {sub(/ms/,"",v)} else if (v ~ /s$/) {sub(/s/,"",v); v*=1000}; print v}' "$W/wrk.out")
   echo "$rps $p99"
 }
-# warm-up, then alternate static/fc twice to spread the shared machine's noise
+# Warm-up, then PAIRS pairs of runs alternating which path goes first: the
+# shared machine's load drifts over seconds, so only close-in-time pairs
+# compare; the table gives every pair and the median of the ratios.
 wrk -t2 -c"$CONNS" -d2s -s "$REPO/tests/servers/stream.lua" "http://127.0.0.1:$NPORT" -- /fc >/dev/null
 declare -a S F
-for r in 1 2; do
-  S[$r]=$(wrkrun "http://127.0.0.1:$NPORT" /static)
-  F[$r]=$(wrkrun "http://127.0.0.1:$NPORT" /fc)
+for r in $(seq 1 "$PAIRS"); do
+  if (( r % 2 )); then
+    S[$r]=$(wrkrun "http://127.0.0.1:$NPORT" /static); F[$r]=$(wrkrun "http://127.0.0.1:$NPORT" /fc)
+  else
+    F[$r]=$(wrkrun "http://127.0.0.1:$NPORT" /fc); S[$r]=$(wrkrun "http://127.0.0.1:$NPORT" /static)
+  fi
 done
 kill -QUIT "$(cat "$W/ngx/nginx.pid")"
 
@@ -125,13 +133,24 @@ for _ in $(seq 50); do curl -s "http://127.0.0.1:$GPORT/noop" >/dev/null && brea
 # so latency is the request's cost, not queueing.
 GD=$((DURATION / 2)); [[ $GD -ge 3 ]] || GD=3
 CONNS_SAVE=$CONNS; CONNS=2
+wrk -t2 -c2 -d2s -s "$REPO/tests/servers/stream.lua" "http://127.0.0.1:$GPORT" -- /fc >/dev/null   # each worker attaches
+wrk -t2 -c2 -d1s -s "$REPO/tests/servers/stream.lua" "http://127.0.0.1:$GPORT" -- /redis >/dev/null
 G_NOOP=$(DURATION=$GD wrkrun "http://127.0.0.1:$GPORT" /noop)
 G_FC=$(DURATION=$GD wrkrun "http://127.0.0.1:$GPORT" /fc)
 G_REDIS=$(DURATION=$GD wrkrun "http://127.0.0.1:$GPORT" /redis)
 CONNS=$CONNS_SAVE
 
 f() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", a / b}'; }
-s1=(${S[1]}); s2=(${S[2]}); f1=(${F[1]}); f2=(${F[2]}); gn=($G_NOOP); gf=($G_FC); gr=($G_REDIS)
+median() { sort -g | awk '{v[NR]=$1} END {if (NR % 2) print v[(NR+1)/2]; else printf "%.3f\n", (v[NR/2]+v[NR/2+1])/2}'; }
+ROWS=""; TR=""; PR=""
+for r in $(seq 1 "$PAIRS"); do
+  s_=(${S[$r]}); f_=(${F[$r]})
+  tr=$(f "${f_[0]}" "${s_[0]}"); pr=$(f "${f_[1]}" "${s_[1]}")
+  ROWS+="| $r | ${s_[0]} | ${s_[1]} | ${f_[0]} | ${f_[1]} | $tr | $pr |"$'\n'
+  TR+="$tr"$'\n'; PR+="$pr"$'\n'
+done
+TR_MED=$(printf '%s' "$TR" | median); PR_MED=$(printf '%s' "$PR" | median)
+gn=($G_NOOP); gf=($G_FC); gr=($G_REDIS)
 cpu=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
 cat >"$W/servers.md" <<MD
 ## nginx module and gunicorn (scripts/bench-servers.sh)
@@ -141,17 +160,16 @@ wrk 4.1, Redis $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/'), Python $
 at start: $(cut -d' ' -f1-3 /proc/loadavg) (the machine is shared with other builds: expect +-20%).
 Client and servers share the same $(nproc) cores, so these are ratios on one box, not capacity numbers.
 
-Command: \`DURATION=$DURATION CONNS=$CONNS scripts/bench-servers.sh $1\` ($(date -u '+%Y-%m-%d %H:%M UTC'))
+Command: \`DURATION=$DURATION PAIRS=$PAIRS CONNS=$CONNS scripts/bench-servers.sh $1\` (build: $(grep -m1 CMAKE_BUILD_TYPE "$BUILD/CMakeCache.txt" | cut -d= -f2), kill points $(grep -m1 SHMFILTER_KILL_POINTS "$BUILD/CMakeCache.txt" | cut -d= -f2)) ($(date -u '+%Y-%m-%d %H:%M UTC'))
 
-### nginx: the module's frequency-capping answer vs \`return 204\` (2 workers, wrk -t2 -c$CONNS, ${DURATION} s each)
+### nginx: the module's frequency-capping answer vs \`return 204\` (2 workers, wrk -t2 -c$CONNS, $PAIRS pairs of ${DURATION} s runs)
 
 Same nginx, same connections, same query strings (tests/servers/stream.lua: 15,000 distinct
 (plan, device) pairs, each repeated); /fc marks the pair in an exact set and sends X-FC: new|seen.
 
-| run | return 204: req/s | p99 ms | module /fc: req/s | p99 ms | throughput ratio | p99 ratio |
+| pair | return 204: req/s | p99 ms | module /fc: req/s | p99 ms | throughput ratio | p99 ratio |
 |---|---|---|---|---|---|---|
-| 1 | ${s1[0]} | ${s1[1]} | ${f1[0]} | ${f1[1]} | $(f "${f1[0]}" "${s1[0]}") | $(f "${f1[1]}" "${s1[1]}") |
-| 2 | ${s2[0]} | ${s2[1]} | ${f2[0]} | ${f2[1]} | $(f "${f2[0]}" "${s2[0]}") | $(f "${f2[1]}" "${s2[1]}") |
+${ROWS}| **median** | | | | | **$TR_MED** | **$PR_MED** |
 
 Target: throughput within 10% (ratio >= 0.90) and p99 within 1.2x.
 
