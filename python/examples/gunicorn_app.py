@@ -9,6 +9,8 @@ GET /forget?plan=P&device=D  "forgotten" / "absent" (the operator's un-serve)
 GET /redis?plan=P&device=D   the same question answered by Redis (SET NX) on
                           SHMF_REDIS_PORT: the per-request cost beside it
 GET /noop                 nothing: the baseline of the framework itself
+GET /metrics              Prometheus text: the set's numbers (shared by all
+                          workers) and the answering worker's counters
 
 Each gunicorn worker attaches after fork, on its first request (Segment
 handles belong to the process that opened them, docs/python.md); the first
@@ -24,6 +26,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import shmfilter  # noqa: E402
 
 _state = {"pid": None}
+_counts = {"new": 0, "seen": 0, "forgotten": 0, "absent": 0, "failed": 0}
 
 
 def _pairs():
@@ -38,7 +41,26 @@ def _pairs():
             import redis
             _state["redis"] = redis.Redis(host="127.0.0.1", port=int(os.environ["SHMF_REDIS_PORT"]))
         _state["pid"] = os.getpid()
+        for k in _counts:
+            _counts[k] = 0
     return _state["set"]
+
+
+def _metrics():
+    st = _pairs().stats()
+    name = os.environ.get("SHMF_SET", "pairs")
+    lab = f'structure="{name}",kind="set"'
+    out = []
+    for metric, help_, value in (
+            ("shmfilter_structure_items", "Keys held by the exact set.", st["size"]),
+            ("shmfilter_structure_capacity", "Keys the set was sized for.", st["capacity"]),
+            ("shmfilter_structure_fill_ratio", "size / capacity.", st["size"] / max(st["capacity"], 1)),
+            ("shmfilter_structure_bytes", "Segment bytes the set uses.", st["bytes"])):
+        out += [f"# HELP {metric} {help_}", f"# TYPE {metric} gauge", f"{metric}{{{lab}}} {value}"]
+    out += ["# HELP shmfilter_answers_total Answers given by the worker that served this scrape.",
+            "# TYPE shmfilter_answers_total counter"]
+    out += [f'shmfilter_answers_total{{worker="{os.getpid()}",answer="{a}"}} {n}' for a, n in _counts.items()]
+    return "\n".join(out) + "\n"
 
 
 def _reply(start_response, status, body):
@@ -51,6 +73,8 @@ def app(environ, start_response):
     path = environ.get("PATH_INFO", "")
     if path == "/noop":
         return _reply(start_response, "200 OK", "ok\n")
+    if path == "/metrics":
+        return _reply(start_response, "200 OK", _metrics())
     q = parse_qs(environ.get("QUERY_STRING", ""))
     plan, device = q.get("plan", [""])[0], q.get("device", [""])[0]
     if not plan or not device:
@@ -59,13 +83,18 @@ def app(environ, start_response):
     try:
         pairs = _pairs()
         if path == "/fc":
-            return _reply(start_response, "200 OK", "new\n" if pairs.mark(key) else "seen\n")
+            answer = "new" if pairs.mark(key) else "seen"
+            _counts[answer] += 1
+            return _reply(start_response, "200 OK", answer + "\n")
         if path == "/forget":
-            return _reply(start_response, "200 OK", "forgotten\n" if pairs.forget(key) else "absent\n")
+            answer = "forgotten" if pairs.forget(key) else "absent"
+            _counts[answer] += 1
+            return _reply(start_response, "200 OK", answer + "\n")
         if path == "/redis" and _state["redis"] is not None:
             fresh = _state["redis"].set("fc:" + key, 1, nx=True)
             return _reply(start_response, "200 OK", "new\n" if fresh else "seen\n")
     except shmfilter.Error as e:  # fail open: serve, and say why in the log
+        _counts["failed"] += 1
         print(f"shmfilter: {e}", file=sys.stderr, flush=True)
         return _reply(start_response, "200 OK", "new\n")
     return _reply(start_response, "404 Not Found", "unknown path\n")

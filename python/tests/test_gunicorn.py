@@ -4,6 +4,7 @@ requests from 16 client threads; an exact oracle on the answers."""
 import http.client
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -165,3 +166,28 @@ def test_gunicorn_hup_reload_under_load(gunicorn, segname):
     while (set(_children(proc.pid)) & set(before) or len(_children(proc.pid)) < WORKERS) and time.time() < deadline:
         time.sleep(0.1)
     assert not set(_children(proc.pid)) & set(before), "SIGHUP did not replace the workers"
+
+
+def _get(port, path):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    c.request("GET", path)
+    r = c.getresponse()
+    return r.status, r.read().decode()
+
+
+def test_gunicorn_functional_and_metrics(gunicorn, tmp_path):
+    proc, port = gunicorn
+    assert _get(port, "/fc?plan=1&device=a") == (200, "new\n")
+    assert _get(port, "/fc?plan=1&device=a") == (200, "seen\n")
+    assert _get(port, "/forget?plan=1&device=a") == (200, "forgotten\n")
+    assert _get(port, "/forget?plan=1&device=a") == (200, "absent\n")
+    assert _get(port, "/fc?plan=1&device=a") == (200, "new\n")
+    assert _get(port, "/fc?plan=1")[0] == 400
+    status, text = _get(port, "/metrics")
+    assert status == 200
+    assert 'shmfilter_structure_items{structure="pairs",kind="set"} 1\n' in text
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail("promtool not found: install Debian package prometheus")
+    p = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=20)
+    assert p.returncode == 0, p.stdout + p.stderr
