@@ -29,8 +29,8 @@ import glob
 import os
 from typing import Iterable, Optional, Sequence, Union
 
-__all__ = ["Error", "ForkedHandleError", "Segment", "Bloom", "Cuckoo", "ExactSet", "Hll", "library_path",
-           "version"]
+__all__ = ["Error", "ForkedHandleError", "Segment", "Bloom", "Cuckoo", "ExactSet", "Hll", "RoaringSet",
+           "library_path", "version"]
 
 Key = Union[bytes, bytearray, memoryview, str, int]
 
@@ -133,6 +133,20 @@ class _SetStats(C.Structure):
                 + [(n, C.c_uint32) for n in ("stripes", "reserved")])
 
 
+class _RoaringOpts(C.Structure):
+    _fields_ = [("delta_capacity", C.c_uint32), ("reader_slots", C.c_uint32), ("compact_at", C.c_double),
+                ("auto_compact", C.c_uint32), ("reserved", C.c_uint32)]
+
+
+class _RoaringStats(C.Structure):
+    _fields_ = ([(n, C.c_uint64) for n in ("cardinality", "snapshot_cardinality", "snapshot_bytes",
+                                           "snapshot_generation", "delta_capacity", "delta_fill", "prev_delta_fill",
+                                           "delta_bytes", "total_bytes", "pending_free", "compactions",
+                                           "claim_owner")]
+                + [(n, C.c_uint32) for n in ("containers", "array_containers", "bitmap_containers",
+                                             "run_containers", "readers", "reserved")])
+
+
 class _HllStats(C.Structure):
     _fields_ = ([(n, C.c_uint64) for n in ("estimate", "bytes")] + [("standard_error", C.c_double)]
                 + [(n, C.c_uint32) for n in ("registers", "nonzero_registers", "max_register", "reserved")])
@@ -161,6 +175,7 @@ _KINDS = {
     "cuckoo": (_CuckooOpts, _CuckooStats),
     "set": (_SetOpts, _SetStats),
     "hll": (None, _HllStats),
+    "roaring": (_RoaringOpts, _RoaringStats),
 }
 for _k, (_o, _s) in _KINDS.items():
     if _o is not None:
@@ -187,6 +202,13 @@ for _n in ("shmf_bloom_contains_many_u64", "shmf_cuckoo_contains_many_u64", "shm
            "shmf_bloom_add_many_u64"):
     _proto(_n, C.c_int, _vp, C.POINTER(_u64), _sz, _u8p)
 _proto("shmf_hll_add_many_u64", C.c_int, _vp, C.POINTER(_u64), _sz)
+_u32 = C.c_uint32
+for _n in ("shmf_roaring_add", "shmf_roaring_remove", "shmf_roaring_contains"):
+    _proto(_n, C.c_int, _vp, _u32)
+_proto("shmf_roaring_add_many", C.c_int, _vp, C.POINTER(_u32), _sz)
+_proto("shmf_roaring_contains_many", C.c_int, _vp, C.POINTER(_u32), _sz, _u8p)
+_proto("shmf_roaring_cardinality", C.c_int, _vp, C.POINTER(_u64))
+_proto("shmf_roaring_compact", C.c_int, _vp)
 _proto("shmf_hll_count", C.c_int, _vp, C.POINTER(_u64))
 _proto("shmf_set_size", C.c_int, _vp, C.POINTER(_u64))
 _proto("shmf_cuckoo_size", C.c_int, _vp, C.POINTER(_u64))
@@ -409,6 +431,55 @@ class Hll(_Handle):
     __len__ = count
 
 
+class RoaringSet(_Handle):
+    """Exact set of uint32 ids (CRoaring snapshot + shared delta; lock-free readers)."""
+    _kind = "roaring"
+
+    @staticmethod
+    def _id(v: int) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError("a RoaringSet holds ints in [0, 2**32)")
+        if not 0 <= v < 1 << 32:
+            raise ValueError(f"{v} is outside [0, 2**32)")
+        return v
+
+    def add(self, value: int) -> None:
+        """Visible to all processes on return; Error(EFULL) means retry later (delta full)."""
+        _check(_lib.shmf_roaring_add(self._p(), self._id(value)), "roaring.add")
+
+    def add_many(self, values: Sequence[int]) -> None:
+        vals = [self._id(v) for v in values]
+        if vals:
+            _check(_lib.shmf_roaring_add_many(self._p(), (C.c_uint32 * len(vals))(*vals), len(vals)),
+                   "roaring.add_many")
+
+    def remove(self, value: int) -> None:
+        _check(_lib.shmf_roaring_remove(self._p(), self._id(value)), "roaring.remove")
+
+    def contains(self, value: int) -> bool:
+        return _check(_lib.shmf_roaring_contains(self._p(), self._id(value)), "roaring.contains") == 1
+
+    __contains__ = contains
+
+    def contains_many(self, values: Sequence[int]) -> list:
+        vals = [self._id(v) for v in values]
+        if not vals:
+            return []
+        out = (C.c_uint8 * len(vals))()
+        _check(_lib.shmf_roaring_contains_many(self._p(), (C.c_uint32 * len(vals))(*vals), len(vals), out),
+               "roaring.contains_many")
+        return [bool(x) for x in out]
+
+    def __len__(self) -> int:
+        n = C.c_uint64()
+        _check(_lib.shmf_roaring_cardinality(self._p(), C.byref(n)), "roaring.cardinality")
+        return n.value
+
+    def compact(self) -> bool:
+        """True compacted; False another process holds the compaction claim."""
+        return _check(_lib.shmf_roaring_compact(self._p()), "roaring.compact") == 1
+
+
 class Segment:
     """One attached shmfilter segment (process-local: reopen after fork)."""
 
@@ -524,6 +595,13 @@ class Segment:
     def hll(self, name: str, *, create: bool = False) -> Hll:
         return self._get("hll", Hll, name, create, None)
 
+    def roaring(self, name: str, *, create: bool = False, delta_capacity: Optional[int] = None) -> RoaringSet:
+        o = _RoaringOpts()
+        _lib.shmf_roaring_options_init(C.byref(o))
+        if delta_capacity is not None:
+            o.delta_capacity = delta_capacity
+        return self._get("roaring", RoaringSet, name, create, o)
+
     def drop(self, name: str, kind: Optional[str] = None) -> int:
         """Control plane: drops NAME (1 dropped, 0 absent). KIND None: whichever kind it is."""
         kinds = [kind] if kind else list(_KINDS)
@@ -532,4 +610,4 @@ class Segment:
             if rc == -EWRONGKIND and kind is None:
                 continue
             return _check(rc, f"Segment.drop({name!r})")
-        raise Error(EWRONGKIND, f"{name!r} is not a bloom, cuckoo, set or hll", "Segment.drop")
+        raise Error(EWRONGKIND, f"{name!r} is of no kind this binding knows", "Segment.drop")

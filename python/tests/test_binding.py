@@ -150,3 +150,18 @@ def test_forked_workers_exact_oracle(seg, segname):
     for pid in pids:
         assert os.WEXITSTATUS(os.waitpid(pid, 0)[1]) == 0
     assert sorted(wins) == list(range(keys))
+
+
+def test_roaring(seg):
+    with seg.roaring("ids", create=True) as r:
+        r.add(5)
+        r.add_many(range(100, 200))
+        assert 5 in r and 150 in r and 99 not in r
+        assert r.contains_many([5, 6, 199]) == [True, False, True]
+        r.remove(5)
+        assert 5 not in r
+        assert len(r) == 100
+        assert r.compact() in (True, False)
+        assert len(r) == 100 and r.stats()["cardinality"] == 100
+        with pytest.raises(ValueError):
+            r.add(2**32)
