@@ -169,4 +169,16 @@ bad "declared kind differs" '"pairs_bloom".*is a bloom, not a set' \
   "shmfilter_segment $seg; shmfilter_structure pairs_bloom set; shmfilter_mark \$a pairs_bloom \$arg_a;"
 bad "no segment" 'needs a segment' "shmfilter_mark \$a x \$arg_a;"
 bad "bad parameter" 'unknown parameter "sise=1m"' "shmfilter_segment $seg sise=1m;"
+note "a removed segment: attached workers keep it; a respawned worker cannot attach, logs once, fails open"
+"$SHMF_SHMTOOL" remove "$seg" >/dev/null || fail "shmtool remove failed"
+expect_eq "attached after remove" "$(get "$U/bloom?plan=77&device=r")" "new"
+victim=$(nginx_workers "$p" | head -1)
+kill -KILL "$victim"
+wait_workers "$p" 4
+for i in $(seq 1 40); do
+  a=$(get -o /dev/null -w '%{http_code}' "$U/fc?plan=78&device=r$i")
+  expect_eq "answer after respawn without segment ($i)" "$a" "200"
+done
+n=$(grep -c 'worker cannot attach segment' "$p/error.log" || true)
+expect_eq "'cannot attach' log lines (the respawned worker, once)" "$n" "1"
 echo "PASS nginx_functional"
