@@ -36,6 +36,8 @@
 #include <ngx_http.h>
 
 #include <grp.h>
+#include <pwd.h>
+#include <sys/stat.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -588,6 +590,42 @@ static ngx_flag_t shmf_ngx_op_fits(ngx_uint_t op, ngx_uint_t kind) {
     return 0;
 }
 
+/* A root master whose workers run as `user`: warn at start-up (not per worker
+ * at run time) when that user cannot open the segment read-write. The
+ * backing path is /dev/shm/NAME (glibc's shm_open) or the file= path. */
+static void shmf_ngx_check_worker_access(ngx_cycle_t *cycle, shmf_ngx_main_conf_t *mcf, ngx_core_conf_t *ccf) {
+    char path[512];
+    struct stat sb;
+    struct passwd *pw;
+    gid_t groups[64];
+    int ngroups = 64, k, ok = 0;
+    if (geteuid() != 0 || ccf->user == (uid_t)NGX_CONF_UNSET_UINT || ccf->user == 0) return;
+    if (mcf->file.len) {
+        ngx_cpystrn((u_char *)path, mcf->file.data, sizeof(path));
+    } else {
+        ngx_snprintf((u_char *)path, sizeof(path) - 1, "/dev/shm/%V%Z", &mcf->segment);
+    }
+    if (stat(path, &sb) != 0) return;
+    if (sb.st_uid == ccf->user) {
+        ok = (sb.st_mode & 0600) == 0600;
+    } else {
+        pw = getpwuid(ccf->user);
+        if (pw == NULL || getgrouplist(pw->pw_name, ccf->group, groups, &ngroups) < 0) ngroups = 0;
+        for (k = 0; k < ngroups && !ok; k++) ok = groups[k] == sb.st_gid && (sb.st_mode & 0060) == 0060;
+        if (!ok && ngroups == 0) ok = sb.st_gid == ccf->group && (sb.st_mode & 0060) == 0060;
+        if (!ok) ok = (sb.st_mode & 0006) == 0006;
+    }
+    if (!ok) {
+        char mode[8];
+        snprintf(mode, sizeof(mode), "%04o", (unsigned)(sb.st_mode & 07777)); /* ngx_log_error has no %o */
+        ngx_log_error(NGX_LOG_WARN, cycle->log, 0,
+                      "shmfilter_segment \"%V\": %s (uid %d gid %d mode %s) is not read-write for the workers' "
+                      "user (uid %d gid %d): they will answer per shmfilter_fail; give it to their group (chgrp, "
+                      "chmod 0660) or recreate it with the create parameter (docs/nginx.md, Users)",
+                      &mcf->segment, path, (int)sb.st_uid, (int)sb.st_gid, mode, (int)ccf->user, (int)ccf->group);
+    }
+}
+
 static ngx_int_t shmf_ngx_init_module(ngx_cycle_t *cycle) {
     shmf_ngx_main_conf_t *mcf;
     shmf_segment *seg = NULL;
@@ -634,6 +672,8 @@ static ngx_int_t shmf_ngx_init_module(ngx_cycle_t *cycle) {
                       rc == -SHMF_ENOTFOUND ? " (or add the create parameter to shmfilter_segment)" : "");
         return NGX_ERROR;
     }
+
+    if (!absent) shmf_ngx_check_worker_access(cycle, mcf, ccf);
 
     st = mcf->structs.elts;
     for (i = 0; i < mcf->structs.nelts; i++) {

@@ -181,4 +181,20 @@ for i in $(seq 1 40); do
 done
 n=$(grep -c 'worker cannot attach segment' "$p/error.log" || true)
 expect_eq "'cannot attach' log lines (the respawned worker, once)" "$n" "1"
+if [[ $(id -u) -eq 0 ]]; then
+  note "root master, a root-only segment made by shmtool: warned at start-up, workers fail open"
+  seg3=$(segment_name ngxperm)
+  "$SHMF_SHMTOOL" create "$seg3" --size 8MiB >/dev/null || fail "shmtool create failed"
+  "$SHMF_SHMTOOL" set create "$seg3" pairs --capacity 100 >/dev/null || fail "shmtool set create failed"
+  port3=$(free_port); r3=$(nginx_prefix perm)
+  nginx_conf "$r3" 1 "
+    shmfilter_segment $seg3;
+    shmfilter_mark \$fc pairs \$arg_plan \$arg_device;
+    server { listen 127.0.0.1:$port3; location = / { return 200 up; } location = /fc { return 200 \"\$fc\n\"; } }"
+  nginx_start "$r3" "$port3"
+  grep -q "is not read-write for the workers' user" "$r3/error.log" || fail "no start-up warning about the segment's mode"
+  expect_eq "fail open without permission" "$(get "http://127.0.0.1:$port3/fc?plan=1&device=a")" "new"
+  expect_eq "fail open without permission (again)" "$(get "http://127.0.0.1:$port3/fc?plan=1&device=a")" "new"
+  grep -q "no permission to open" "$r3/error.log" || fail "the worker did not log the permission error"
+fi
 echo "PASS nginx_functional"
