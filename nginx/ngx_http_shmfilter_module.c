@@ -518,7 +518,7 @@ static char *shmf_ngx_variable(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     }
     vname.len = value[1].len - 1;
     vname.data = value[1].data + 1;
-    var = ngx_http_add_variable(cf, &vname, NGX_HTTP_VAR_CHANGEABLE);
+    var = ngx_http_add_variable(cf, &vname, 0); /* a second definition: "the duplicate variable" */
     if (var == NULL) return NGX_CONF_ERROR;
     var->get_handler = shmf_ngx_variable_get;
     var->data = (uintptr_t)sv;

@@ -168,6 +168,8 @@ bad "wrong kind" 'shmfilter_forget \$a .*"pairs_bloom" is a bloom; shmfilter_for
 bad "declared kind differs" '"pairs_bloom".*is a bloom, not a set' \
   "shmfilter_segment $seg; shmfilter_structure pairs_bloom set; shmfilter_mark \$a pairs_bloom \$arg_a;"
 bad "no segment" 'needs a segment' "shmfilter_mark \$a x \$arg_a;"
+bad "variable defined twice" 'duplicate "a" variable' \
+  "shmfilter_segment $seg; shmfilter_mark \$a pairs_bloom \$arg_a; shmfilter_seen \$a pairs_bloom \$arg_a;"
 bad "bad parameter" 'unknown parameter "sise=1m"' "shmfilter_segment $seg sise=1m;"
 note "a removed segment: attached workers keep it; a respawned worker cannot attach, logs once, fails open"
 "$SHMF_SHMTOOL" remove "$seg" >/dev/null || fail "shmtool remove failed"
