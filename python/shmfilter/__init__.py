@@ -421,7 +421,7 @@ class Hll(_Handle):
         if not keys:
             return False
         arr = (C.c_uint64 * len(keys))(*keys)
-        return _check(_lib.shmf_hll_add_many_u64(self._p(), arr, len(keys)), "hll.add_many") == 1
+        return _check(_lib.shmf_hll_add_many_u64(self._p(), arr, len(keys)), "hll.add_many") > 0
 
     def count(self) -> int:
         n = C.c_uint64()
