@@ -15,6 +15,8 @@ HTTP="
     shmfilter_structure pairs set capacity=100000 create;
     shmfilter_structure pairs_bloom bloom capacity=100000 error=0.001 create;
     shmfilter_structure pairs_cuckoo cuckoo capacity=100000 create;
+    shmfilter_structure tiny set capacity=2 create;
+    shmfilter_mark   \$fc_tiny   tiny \$arg_device;
     shmfilter_mark   \$fc        pairs \$arg_plan \$arg_device;
     shmfilter_seen   \$fc_seen   pairs \$arg_plan \$arg_device;
     shmfilter_forget \$fc_forget pairs \$arg_plan \$arg_device;
@@ -35,6 +37,7 @@ HTTP="
         location = /bloom { return 200 \"\$fc_bloom\n\"; }
         location = /cuckoo { return 200 \"\$fc_cuckoo\n\"; }
         location = /uv_add { return 200 \"\$uv_add\n\"; }
+        location = /tiny { return 200 \"\$fc_tiny\n\"; }
         location /admin/ {
             allow 127.0.0.1; deny all;
             location = /admin/forget { shmfilter_answer \"\$fc_forget\n\"; }
@@ -86,13 +89,21 @@ n=$(get "$U/admin/uv?plan=42")
 expect_eq "HLL of an unknown plan" "$(get "$U/admin/uv?plan=999")" "0"
 expect_eq "HLL: seen device adds nothing" "$(get "$U/uv_add?plan=42&device=d1")" "0"
 
+note "a full set: fail open, logged once per worker, counted"
+expect_eq "tiny 1" "$(get "$U/tiny?device=t1")" "new"
+expect_eq "tiny 2" "$(get "$U/tiny?device=t2")" "new"
+for i in $(seq 3 12); do expect_eq "tiny full ($i): fail open" "$(get "$U/tiny?device=t$i")" "new"; done
+expect_eq "tiny: the stored keys still answer" "$(get "$U/tiny?device=t1")" "seen"
+full=$(grep -c 'set "tiny" .*failed: .*full' "$p/error.log" || true)
+[[ $full -ge 1 && $full -le 4 ]] || fail "a full set was logged $full times, expected once per worker (1..4)"
+
 note "status endpoint: promtool check metrics"
 get "$U/status" >"$T_DIR/status.txt"
 promtool check metrics <"$T_DIR/status.txt" || fail "promtool check metrics rejected the status text ($(cat "$T_DIR/status.txt"))"
 grep -q '^shmfilter_structure_items{structure="pairs",kind="set"} 3$' "$T_DIR/status.txt" ||
   fail "status lacks items of pairs = 3: $(grep items "$T_DIR/status.txt")"
 news=$(awk '/^shmfilter_answers_total\{.*answer="new"\}/ {s+=$2} END {print s}' "$T_DIR/status.txt")
-expect_eq "new answers summed over the workers" "$news" 7
+expect_eq "new answers summed over the workers" "$news" 9
 
 if [[ $(id -u) -eq 0 ]]; then
   note "root master: workers run as nobody; the created segment belongs to their group, mode 0660"
