@@ -38,10 +38,12 @@
 #include "base/hash.h"
 #include "base/kill_point.h"
 
-namespace shmfilter::internal {
+#include "shmfilter/segment.hpp"  // Segment, RegionInfo, CheckReport: the checker's signature
 
-inline constexpr uint32_t kExactSetMagic = 0x31535845;  // "EXS1" little-endian
-inline constexpr uint32_t kExactSetLayoutVersion = 1;
+namespace shmfilter::internal::exact_set {
+
+inline constexpr uint32_t kMagic = 0x31535845;  // "EXS1" little-endian
+inline constexpr uint32_t kLayoutVersion = 1;
 inline constexpr uint64_t kSlotEmpty = 0;
 inline constexpr uint64_t kSlotTomb = ~0ull;
 inline constexpr uint64_t kSpecialSlotBase = ~0ull - 2;  // intent_slot for key 0: base, for key ~0: base+1
@@ -51,8 +53,8 @@ enum : uint64_t { kIntentNone = 0, kIntentInsert = 1, kIntentErase = 2 };
 
 struct alignas(64) ExactSetHeader {
   // ---- line 0: parameters, written once by create() under the segment lock before publication; read-only after
-  uint32_t magic;           // kExactSetMagic
-  uint32_t version;         // kExactSetLayoutVersion
+  uint32_t magic;           // kMagic
+  uint32_t version;         // kLayoutVersion
   uint64_t seed;            // XXH3 seed: home slot, stripe, and string keys -> uint64
   uint64_t capacity;        // most live keys; insert of a new key beyond it returns kFull
   uint64_t slots;           // slot words (capacity / max_load, >= 8)
@@ -367,4 +369,9 @@ inline SetLayout set_layout(uint64_t capacity, double max_load) noexcept {
   return l;
 }
 
-}  // namespace shmfilter::internal
+// The integrity checker of this kind (lib/structures/exact_set.cpp), what Segment::check
+// runs for every region of Kind::kExactSet; listed in the kind -> checker table of
+// lib/check/checkers.cpp. Declared alike for every structure.
+void check_exact_set(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);
+
+}  // namespace shmfilter::internal::exact_set
