@@ -180,10 +180,10 @@ Advice advise(std::span<const uint64_t> ids, const AdviseOptions& o) {
     }
   }
 
-  internal::SetLayout sl = internal::set_layout(a.capacity, 0.8);
+  internal::exact_set::SetLayout sl = internal::exact_set::set_layout(a.capacity, 0.8);
   Candidate set{"set", true, sl.bytes, 0, true, true, "exact 64-bit keys, 10 bytes/ID at 80% load; deletes"};
 
-  Candidate hll{"hll", true, internal::kHllRegionBytes, 0.0081, false, false,
+  Candidate hll{"hll", true, internal::hll::kHllRegionBytes, 0.0081, false, false,
                 "counts distinct IDs only (+-0.81%): NOT a membership test"};
 
   Candidate window{"window", o.window_days > 0, 0, 0, false, true, ""};

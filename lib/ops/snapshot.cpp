@@ -45,7 +45,7 @@ namespace {
 
 namespace bl = internal::bloom;
 
-constexpr char kMagic[8] = {'S', 'H', 'M', 'F', 'S', 'A', 'V', 'E'};
+constexpr char kFileMagic[8] = {'S', 'H', 'M', 'F', 'S', 'A', 'V', 'E'};
 constexpr char kTrailerMagic[8] = {'S', 'H', 'M', 'F', 'E', 'N', 'D', '!'};
 constexpr uint32_t kEntryMagic = 0x52544e45;  // "ENTR"
 constexpr uint32_t kByteOrderMark = 0x01020304;
@@ -136,13 +136,13 @@ std::string save_hll(Segment& seg, const RegionInfo& r) {
 
 void restore_hll(Segment& seg, const std::string& name, In in) {
   uint64_t size = in.u64();
-  if (size != internal::kHllRegionBytes)
+  if (size != internal::hll::kHllRegionBytes)
     fail(ErrorCode::kBadInput, in.what + ": an HLL region of " + std::to_string(size) + " bytes (this build's are " +
-                                   std::to_string(internal::kHllRegionBytes) + ")");
+                                   std::to_string(internal::hll::kHllRegionBytes) + ")");
   const unsigned char* bytes = in.take(size);
   seg.create_region(name, Kind::kHll, size, [&](std::byte* region, uint64_t, ControlTxn&) {
     std::memcpy(region, bytes, size);
-    reinterpret_cast<internal::HllHeader*>(region)->clear_token = 0;  // the source's clear, if any, is not ours
+    reinterpret_cast<internal::hll::HllHeader*>(region)->clear_token = 0;  // the source's clear, if any, is not ours
   });
 }
 
@@ -156,14 +156,14 @@ std::string save_set(Segment& seg, const RegionInfo& r) {
 }
 
 void restore_set(Segment& seg, const std::string& name, In in) {
-  using namespace internal;
+  using namespace internal::exact_set;
   uint64_t size = in.u64();
   if (size < sizeof(ExactSetHeader)) fail(ErrorCode::kBadInput, in.what + ": a set region shorter than its header");
   const unsigned char* bytes = in.take(size);
   ExactSetHeader h;
   std::memcpy(&h, bytes, sizeof h);
-  if (h.magic != kExactSetMagic || h.version != kExactSetLayoutVersion)
-    fail(ErrorCode::kBadInput, in.what + ": not an exact set of layout version " + std::to_string(kExactSetLayoutVersion));
+  if (h.magic != internal::exact_set::kMagic || h.version != kLayoutVersion)
+    fail(ErrorCode::kBadInput, in.what + ": not an exact set of layout version " + std::to_string(kLayoutVersion));
   if (h.stripes == 0 || (h.stripes & (h.stripes - 1)) != 0 || h.stripes_offset < sizeof(ExactSetHeader) ||
       h.slots < 8 || h.stripes_offset + uint64_t{h.stripes} * sizeof(ExactSetStripe) > h.slots_offset ||
       h.slots > (size - h.slots_offset) / 8 || h.slots_offset + h.slots * 8 != size)
@@ -225,8 +225,8 @@ void restore_bloom(Segment& seg, const std::string& name, In in) {
   std::memcpy(static_cast<void*>(&h0), bytes, sizeof h0);
   uint64_t count = 0;
   std::memcpy(&count, bytes + offsetof(bl::BloomHeader, layer_count), 8);
-  if (h0.magic != bl::kMagic || h0.version != bl::kVersion)
-    fail(ErrorCode::kBadInput, in.what + ": not a Bloom filter of layout version " + std::to_string(bl::kVersion));
+  if (h0.magic != bl::kMagic || h0.version != bl::kLayoutVersion)
+    fail(ErrorCode::kBadInput, in.what + ": not a Bloom filter of layout version " + std::to_string(bl::kLayoutVersion));
   if (h0.max_layers < 1 || h0.max_layers > bl::kMaxLayersLimit || count < 1 || count > h0.max_layers ||
       bl::header_bytes(h0.max_layers) > size)
     fail(ErrorCode::kBadInput, in.what + ": the Bloom header's layer counts are out of range");
@@ -341,7 +341,7 @@ void map_file(const std::string& path, Mapped& m) {
 Parsed parse(const std::string& path, const unsigned char* p, size_t n) {
   Parsed out;
   const std::string file = "save file '" + path + "'";
-  if (n < 8 || std::memcmp(p, kMagic, 8) != 0)
+  if (n < 8 || std::memcmp(p, kFileMagic, 8) != 0)
     fail(ErrorCode::kBadInput, file + " is not a shmfilter save (no SHMFSAVE magic): pass a file written by 'shmtool save'");
   if (n < kHeaderBytes) fail(ErrorCode::kBadInput, file + " is truncated inside its header");
   uint32_t version = get32(p + 8);
@@ -432,7 +432,7 @@ SnapshotInfo save(Segment& seg, const std::string& path, const SaveOptions& opts
   }
   SegmentStats st = seg.stats();
   Out o;
-  o.bytes(kMagic, 8);
+  o.bytes(kFileMagic, 8);
   o.u32(kSnapshotFormatVersion);
   o.u32(kByteOrderMark);
   o.u64(static_cast<uint64_t>(
