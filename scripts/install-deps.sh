@@ -17,6 +17,10 @@ PACKAGES=(
   libbenchmark-dev            # Google Benchmark
   libhiredis-dev              # Redis client for the side-by-side benchmarks
   redis-server                # real Redis for the HLL interoperability test
+  help2man                    # shmtool's man page, generated from its --help
+  prometheus                  # promtool: tests check `shmtool stats --prometheus`
+  python3                     # tests parse shmtool advise's SVG (xml.etree)
+  chromium                    # tests render the SVG headless (a real browser opens it)
 )
 
 missing=()
