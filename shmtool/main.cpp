@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/progress.h"
 #include "shmfilter/error.hpp"
 
 namespace shmtool {
@@ -159,6 +160,7 @@ int main(int argc, char** argv) {
       return 0;
     }
   }
+  set_progress_label(group.empty() ? name : group + " " + name);
   try {
     Args parsed(rest, cmd->options);
     return cmd->run(parsed);

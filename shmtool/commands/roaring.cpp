@@ -216,7 +216,7 @@ int run_import(const Args& a) {
           roaring_bitmap_add_many(b, batch.size(), batch.data());
           ids += batch.size();
           batch.clear();
-          prog.update(nl);
+          prog.update(nl, lines);
         }
       }
       pos = nl + 1;

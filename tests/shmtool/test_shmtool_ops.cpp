@@ -284,3 +284,41 @@ TEST(ShmtoolSaveRestore, RoundTripAndEveryBadFileIsOneError) {
   std::remove(file.c_str());
   std::remove(bad.c_str());
 }
+
+// ---- progress ------------------------------------------------------------------------
+
+// `script` (util-linux) runs the command on a pseudo-terminal, so stderr is a tty;
+// SHMTOOL_PROGRESS_AFTER_MS=0 shows the line at once instead of after 0.5 s.
+TEST(ShmtoolProgress, RateAndEtaOnATerminalAndSilentOtherwise) {
+  ASSERT_TRUE(have("script")) << "script (util-linux) gives the command a terminal: run scripts/install-deps.sh";
+  SegmentGuard g(unique_name("progress"));
+  ASSERT_EQ(run_shmtool({"create", g.name, "--size", "8MiB"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"bloom", "create", g.name, "b", "--capacity", "1M"}).exit_code, 0);
+  const std::string ids = tmp_path("progress-ids");
+  spit(ids, dense_ids(300'000));  // 1.9 MB: two reads of the 1 MiB buffer
+  const std::string tool = SHMTOOL_PATH;
+  std::string out;
+  ASSERT_EQ(sh("SHMTOOL_PROGRESS_AFTER_MS=0 script -qec '" + tool + " bloom add " + g.name + " b < " + ids +
+                   "' /dev/null",
+               &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("bloom add: "), std::string::npos) << out;
+  EXPECT_NE(out.find("lines/s"), std::string::npos) << out;
+  EXPECT_NE(out.find("ETA "), std::string::npos) << out;  // a file: the total is known
+  EXPECT_NE(out.find("300k lines"), std::string::npos) << out;
+  EXPECT_NE(out.find("100%"), std::string::npos) << out;
+  // A pipe: no total, so a rate and no percentage.
+  ASSERT_EQ(sh("SHMTOOL_PROGRESS_AFTER_MS=0 script -qec 'cat " + ids + " | " + tool + " bloom check " + g.name +
+                   " b' /dev/null",
+               &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("bloom check: 300k lines"), std::string::npos) << out;
+  EXPECT_EQ(out.find('%'), std::string::npos) << out;
+  // Not a terminal: nothing on stderr.
+  ToolResult r = run_shmtool({"bloom", "add", g.name, "b"}, slurp(ids));
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.err, "");
+  std::remove(ids.c_str());
+}
