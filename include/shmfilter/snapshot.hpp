@@ -4,8 +4,9 @@
 //
 // save() runs while workers keep writing. "Consistent" means, per kind: every
 // operation acknowledged before save() began is in the file (Bloom: its bits;
-// HLL: its registers; ExactSet: its keys, and acknowledged erases are absent;
-// Roaring: snapshot + delta as one bitmap). Operations running concurrently
+// HLL: its registers; ExactSet and Cuckoo: their keys, and acknowledged erases
+// are absent; Roaring: snapshot + delta as one bitmap). A cuckoo filter is
+// copied under its writer lock (its writers wait; readers never do). Operations running concurrently
 // with the save may or may not be in it. Structures created after the save
 // began are not in it.
 //
@@ -50,7 +51,7 @@ struct SnapshotInfo {
   std::vector<std::string> skipped;  // save(): structures left out (kind not saveable), with why
 };
 
-// Control plane (reads structures lock-free; Cuckoo... see docs). Writes PATH
+// Control plane (reads structures lock-free, except a cuckoo filter's writer lock). Writes PATH
 // atomically (a temporary file in the same folder, fsync, rename): a crash
 // mid-save leaves the old file or none, never a partial one. Throws kIo,
 // kNotFound (a named structure is absent), kDropped (dropped during the save).

@@ -8,10 +8,9 @@
 // until complete), relocates the offsets the layout stores, resets what
 // belongs to the source's processes (lock words, intents, clear tokens), and
 // then opens the structure, whose open() validates every field as untrusted.
-// Roaring: the portable serialization, restored with create_from (published
-// complete). Cuckoo is not saved yet (items move between buckets while
-// writers run; a consistent copy needs its writer lock): save() lists it in
-// `skipped`, and naming it is an error.
+// Cuckoo: the same raw copy, taken under the filter's writer lock (items move
+// between buckets). Roaring: the portable serialization, restored with
+// create_from (published complete). Blobs are not saved (listed in `skipped`).
 #include "shmfilter/snapshot.hpp"
 
 #include <fcntl.h>
@@ -36,7 +35,9 @@
 #include "shmfilter/exact_set.hpp"
 #include "shmfilter/hll.hpp"
 #include "shmfilter/roaring_set.hpp"
+#include "shmfilter/cuckoo.hpp"
 #include "structures/bloom_impl.h"
+#include "structures/cuckoo_impl.h"
 #include "structures/exact_set_impl.h"
 #include "structures/hll_impl.h"
 
@@ -44,6 +45,7 @@ namespace shmfilter {
 namespace {
 
 namespace bl = internal::bloom;
+namespace ck = internal::cuckoo;
 
 constexpr char kFileMagic[8] = {'S', 'H', 'M', 'F', 'S', 'A', 'V', 'E'};
 constexpr char kTrailerMagic[8] = {'S', 'H', 'M', 'F', 'E', 'N', 'D', '!'};
@@ -285,14 +287,94 @@ void restore_roaring(Segment& seg, const std::string& name, In in) {
   RoaringSet::create_from(seg, name, b, ro);
 }
 
+// Cuckoo: region (header + sub-filter 0) then sub-filters 1.. as extents, copied
+// under the filter's writer lock (items move between buckets while writers run:
+// a lock-free copy could miss one that moved from an uncopied bucket to a copied
+// one). Writers wait for the copy; readers do not. A saver that dies holding the
+// lock is taken over like any dead writer (owner token + liveness).
+template <class LT>
+std::string save_cuckoo_locked(Segment& seg, const RegionInfo& r) {
+  auto* h = reinterpret_cast<ck::Header*>(seg.base() + r.offset);
+  ck::Liveness lv{seg.owner_token(), &seg,
+                  [](const void* ctx, uint64_t t) { return static_cast<const Segment*>(ctx)->token_alive(t); }, nullptr};
+  ck::lock<LT>(seg.base(), h, lv);
+  Out o;
+  try {
+    const uint32_t count = ck::A(h->sub_count).load(std::memory_order_acquire);  // acquire: subs[] it publishes
+    o.u64(r.size);
+    copy_live(o.b, seg.base() + r.offset, r.size);
+    o.u32(count - 1);
+    for (uint32_t i = 1; i < count; ++i) {
+      const ck::SubDesc d = h->subs[i];
+      uint64_t len = ck::sub_bytes(d.log2_buckets, d.log2_stripes, h->lane_bits);
+      o.u64(len);
+      copy_live(o.b, seg.base() + d.offset, len);
+    }
+  } catch (...) {
+    ck::unlock(h);
+    throw;
+  }
+  ck::unlock(h);
+  return o.b;
+}
+
+std::string save_cuckoo(Segment& seg, const RegionInfo& r) {
+  Cuckoo::open(seg, r.name);  // validates the header and the sub-filter table
+  const auto* h = reinterpret_cast<const ck::Header*>(seg.base() + r.offset);
+  return h->lane_bits == 8 ? save_cuckoo_locked<ck::Lanes8>(seg, r) : save_cuckoo_locked<ck::Lanes16>(seg, r);
+}
+
+void restore_cuckoo(Segment& seg, const std::string& name, In in) {
+  uint64_t size = in.u64();
+  if (size < sizeof(ck::Header)) fail(ErrorCode::kBadInput, in.what + ": a cuckoo region shorter than its header");
+  const unsigned char* bytes = in.take(size);
+  ck::Header h0;
+  std::memcpy(static_cast<void*>(&h0), bytes, sizeof h0);
+  if (h0.magic != ck::kMagic || h0.layout_version != ck::kLayoutVersion)
+    fail(ErrorCode::kBadInput, in.what + ": not a cuckoo filter of layout version " + std::to_string(ck::kLayoutVersion));
+  if ((h0.lane_bits != 8 && h0.lane_bits != 16) || h0.max_subs < 1 || h0.max_subs > ck::kMaxSubs ||
+      h0.sub_count < 1 || h0.sub_count > h0.max_subs)
+    fail(ErrorCode::kBadInput, in.what + ": the cuckoo header's sub-filter counts are out of range");
+  for (uint32_t i = 0; i < h0.sub_count; ++i)
+    if (h0.subs[i].log2_buckets < 1 || h0.subs[i].log2_buckets > 32 || h0.subs[i].log2_stripes > h0.subs[i].log2_buckets)
+      fail(ErrorCode::kBadInput, in.what + ": cuckoo sub-filter " + std::to_string(i) + " has a bad size");
+  if (sizeof(ck::Header) + ck::sub_bytes(h0.subs[0].log2_buckets, h0.subs[0].log2_stripes, h0.lane_bits) > size)
+    fail(ErrorCode::kBadInput, in.what + ": the cuckoo region does not hold its first sub-filter");
+  uint32_t extents = in.u32();
+  if (extents != h0.sub_count - 1) fail(ErrorCode::kBadInput, in.what + ": the sub-filter count does not match its extents");
+  std::vector<std::pair<uint64_t, const unsigned char*>> ext;
+  for (uint32_t i = 1; i <= extents; ++i) {
+    uint64_t len = in.u64();
+    if (len != ck::sub_bytes(h0.subs[i].log2_buckets, h0.subs[i].log2_stripes, h0.lane_bits))
+      fail(ErrorCode::kBadInput, in.what + ": cuckoo sub-filter " + std::to_string(i) + " has the wrong size");
+    ext.emplace_back(len, in.take(len));
+  }
+  seg.create_region(name, Kind::kCuckoo, size, [&](std::byte* region, uint64_t got, ControlTxn& txn) {
+    std::memcpy(region, bytes, size);
+    auto* h = reinterpret_cast<ck::Header*>(region);
+    h->region_bytes = got;
+    h->subs[0].offset = static_cast<uint64_t>(region - txn.base()) + sizeof(ck::Header);
+    for (uint32_t i = 1; i <= extents; ++i) {
+      uint64_t off = txn.allocate(ext[i - 1].first);  // fresh: unpublished until the directory store
+      std::memcpy(txn.base() + off, ext[i - 1].second, ext[i - 1].first);
+      h->subs[i].offset = off;
+    }
+    for (uint32_t i = h->sub_count; i < ck::kMaxSubs; ++i) h->subs[i] = ck::SubDesc{};
+    h->pending_extent = 0;  // the source's unpublished extent is not ours
+    h->lock_owner = 0;      // copied under the saver's lock: no step was in flight
+    h->intent = ck::Intent{};
+  });
+}
+
 struct KindOps {
   Kind kind;
   SaveFn save;
   RestoreFn restore;
 };
-// One line per kind that can be saved. A kind not listed (cuckoo, blob) is skipped by save().
+// One line per kind that can be saved. A kind not listed (blob) is skipped by save().
 constexpr KindOps kKinds[] = {
     {Kind::kBloom, &save_bloom, &restore_bloom},
+    {Kind::kCuckoo, &save_cuckoo, &restore_cuckoo},
     {Kind::kRoaring, &save_roaring, &restore_roaring},
     {Kind::kHll, &save_hll, &restore_hll},
     {Kind::kExactSet, &save_set, &restore_set},
@@ -520,6 +602,7 @@ SnapshotInfo restore(const std::string& path, std::string_view segment_name, con
       if (e.kind == Kind::kBloom) Bloom::open(seg, e.name);
       if (e.kind == Kind::kHll) Hll::open(seg, e.name);
       if (e.kind == Kind::kExactSet) ExactSet::open(seg, e.name);
+      if (e.kind == Kind::kCuckoo) Cuckoo::open(seg, e.name);
     } catch (const Error& err) {
       fail(ErrorCode::kBadInput, in.what + " does not validate: " + err.what());
     }
@@ -544,9 +627,14 @@ SnapshotInfo restore(const std::string& path, std::string_view segment_name, con
         auto r = seg.find(n);
         if (!r) continue;
         try {
-          if (r->kind == Kind::kBloom) Bloom::drop(seg, n);
-          else if (r->kind == Kind::kRoaring) RoaringSet::drop(seg, n);
-          else seg.drop(n);
+          switch (r->kind) {  // each kind's drop frees its extents too
+            case Kind::kBloom: Bloom::drop(seg, n); break;
+            case Kind::kCuckoo: Cuckoo::drop(seg, n); break;
+            case Kind::kRoaring: RoaringSet::drop(seg, n); break;
+            case Kind::kHll: Hll::drop(seg, n); break;
+            case Kind::kExactSet: ExactSet::drop(seg, n); break;
+            default: seg.drop(n);
+          }
         } catch (const Error&) {
           // keep the first error; check() reports what is left
         }

@@ -103,8 +103,8 @@ Usage: shmtool save NAME FILE [--structures a,b] [--json]
 Writes a checksummed, versioned copy of segment NAME (or of the chosen
 structures) to FILE, atomically (a temporary file, fsync, rename). Consistent
 per structure: every operation acknowledged before the save began is in the
-file. Bloom, Roaring, HyperLogLog and exact sets are saved; a kind this build
-cannot save (cuckoo, blob) is listed as skipped. With restore, this is how a
+file (a cuckoo filter is copied under its writer lock: its writers wait for the
+copy). Blobs are listed as skipped. With restore, this is how a
 host is warmed after a reboot and how a day is archived (docs/save-restore.md).
 
 Options:

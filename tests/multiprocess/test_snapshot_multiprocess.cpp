@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "shmfilter/bloom.hpp"
+#include "shmfilter/cuckoo.hpp"
 #include "shmfilter/exact_set.hpp"
 #include "shmfilter/hll.hpp"
 #include "shmfilter/roaring_set.hpp"
@@ -33,8 +34,10 @@ constexpr int kWriters = 3;
 constexpr uint64_t kKeySpace = 1'000'000;  // writer w's keys: w * kKeySpace + j
 
 uint64_t key(int w, uint64_t j) { return static_cast<uint64_t>(w) * kKeySpace + j; }
-// Op j inserts key j everywhere; when j % 4 == 3 it then erases key j - 3 (set, roaring).
-bool erased_by(uint64_t j) { return j % 4 == 3; }
+// Op j inserts key j everywhere; when j % 4 == 3 it then erases key j - 3 (set, roaring, cuckoo).
+// (Never key 0, which no op inserts: erasing a never-inserted key may remove
+// another key's cuckoo fingerprint, docs/cuckoo.md.)
+bool erased_by(uint64_t j) { return j % 4 == 3 && j >= 7; }
 
 }  // namespace
 
@@ -55,6 +58,11 @@ TEST(SnapshotMultiProcess, SaveUnderConcurrentWritersKeepsEveryAcknowledgedOpera
     RoaringOptions ro;
     ro.delta_capacity = 1024;  // compactions run during the save
     RoaringSet::create(seg, "roaring", ro);
+    CuckooOptions co;
+    co.capacity = 20'000;
+    co.expansion = 2;  // sub-filters are added while the save may run
+    co.max_subfilters = 12;
+    Cuckoo::create(seg, "cuckoo", co);
   }
   auto* acked = static_cast<std::atomic<uint64_t>*>(
       mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
@@ -69,15 +77,18 @@ TEST(SnapshotMultiProcess, SaveUnderConcurrentWritersKeepsEveryAcknowledgedOpera
       ExactSet s = ExactSet::open(seg, "set");
       Hll h = Hll::open(seg, "hll");
       RoaringSet r = RoaringSet::open(seg, "roaring");
+      Cuckoo c = Cuckoo::open(seg, "cuckoo");
       for (uint64_t j = 1; j < kKeySpace; ++j) {
         const uint64_t k = key(w, j);
         b.add(k);
         if (s.insert(k) == InsertResult::kFull) return 3;
         h.add(k);
         if (r.add(static_cast<uint32_t>(k)) != RoaringStatus::kOk) return 4;
+        if (c.insert(k) != CuckooStatus::kInserted) return 5;
         if (erased_by(j)) {
           s.erase(key(w, j - 3));
           r.remove(static_cast<uint32_t>(key(w, j - 3)));
+          c.erase(key(w, j - 3));
         }
         acked[w].store(j, std::memory_order_release);  // release: op j returned before this store
       }
@@ -98,7 +109,7 @@ TEST(SnapshotMultiProcess, SaveUnderConcurrentWritersKeepsEveryAcknowledgedOpera
   for (int w = 0; w < kWriters; ++w) after[w] = acked[w].load(std::memory_order_acquire);
   for (pid_t p : pids) kill(p, SIGKILL);
   for (pid_t p : pids) wait_status(p);
-  ASSERT_EQ(info.entries.size(), 4u);
+  ASSERT_EQ(info.entries.size(), 5u);
   bool concurrent = false;
   for (int w = 0; w < kWriters; ++w) concurrent = concurrent || after[w] > mark[w];
   EXPECT_TRUE(concurrent) << "the writers made no progress during the save: the test proved nothing";
@@ -110,6 +121,7 @@ TEST(SnapshotMultiProcess, SaveUnderConcurrentWritersKeepsEveryAcknowledgedOpera
   Bloom b = Bloom::open(out, "bloom");
   ExactSet s = ExactSet::open(out, "set");
   RoaringSet r = RoaringSet::open(out, "roaring");
+  Cuckoo c = Cuckoo::open(out, "cuckoo");
   // The HLL's registers only grow: the restored registers dominate those of the acknowledged keys alone.
   SegmentGuard scratch(unique_name("snapmp-hll"));
   Segment ss = Segment::create(scratch.name, shmf_test::small_options());
@@ -119,8 +131,9 @@ TEST(SnapshotMultiProcess, SaveUnderConcurrentWritersKeepsEveryAcknowledgedOpera
     for (uint64_t j = 1; j <= mark[w]; ++j) {
       const uint64_t k = key(w, j);
       ref.add(k);
-      const bool erased_before = j % 4 == 0 && j + 3 <= mark[w];  // its erase (op j+3) was acknowledged
+      const bool erased_before = j % 4 == 0 && erased_by(j + 3) && j + 3 <= mark[w];  // its erase (op j+3) was acknowledged
       missing += !b.contains(k);
+      if (j % 4 != 0) missing += !c.contains(k);
       if (erased_before) {
         resurrected += s.contains(k) + r.contains(static_cast<uint32_t>(k));
       } else if (j % 4 != 0) {  // never erased
@@ -129,6 +142,11 @@ TEST(SnapshotMultiProcess, SaveUnderConcurrentWritersKeepsEveryAcknowledgedOpera
     }
   }
   EXPECT_EQ(missing, 0u);
+  // Cuckoo: the restored item count is the source's count at some instant after the
+  // watermark: at least the acknowledged inserts minus the acknowledged erases.
+  uint64_t least = 0;
+  for (int w = 0; w < kWriters; ++w) least += mark[w] - (mark[w] >= 7 ? (mark[w] - 7) / 4 + 1 : 0);
+  EXPECT_GE(c.size(), least);
   EXPECT_EQ(resurrected, 0u);
   std::vector<uint8_t> got = Hll::open(out, "hll").registers(), want = ref.registers();
   uint64_t lower = 0;

@@ -37,8 +37,9 @@ std::string slurp(const std::string& p) {
 }
 void spit(const std::string& p, const std::string& b) { std::ofstream(p, std::ios::binary | std::ios::trunc) << b; }
 
-// A segment with one of every saveable kind (a scaled Bloom with 3 layers,
-// a set with erases, a Roaring set with values in snapshot and delta) and a cuckoo.
+// A segment with one of every kind (a scaled Bloom with 3 layers, a set with
+// erases, a Roaring set with values in snapshot and delta, a cuckoo filter
+// that expanded, with erases) and a blob, which cannot be saved.
 void fill(Segment& seg) {
   BloomOptions bo;
   bo.capacity = 200;
@@ -61,26 +62,31 @@ void fill(Segment& seg) {
   r.remove(7);
   CuckooOptions co;
   co.capacity = 100;
-  Cuckoo::create(seg, "cuckoo", co).insert(uint64_t{1});
+  co.expansion = 2;
+  co.seed = 3;
+  Cuckoo c = Cuckoo::create(seg, "cuckoo", co);
+  for (uint64_t i = 0; i < 400; ++i) c.insert(i);
+  for (uint64_t i = 0; i < 400; i += 5) c.erase(i);
+  seg.create_region("blob", Kind::kBlob, 64, [](std::byte*, uint64_t, ControlTxn&) {});
 }
 
 }  // namespace
 
-TEST(Snapshot, RoundTripKeepsEveryKindsContentsAndSkipsCuckoo) {
+TEST(Snapshot, RoundTripKeepsEveryKindsContentsAndSkipsBlobs) {
   SegmentGuard src(unique_name("snap-src")), dst(unique_name("snap-dst"));
   TempFile f;
   Segment seg = Segment::create(src.name, shmf_test::small_options());
   fill(seg);
   SnapshotInfo saved = save(seg, f.path);
-  ASSERT_EQ(saved.entries.size(), 4u);
+  ASSERT_EQ(saved.entries.size(), 5u);
   ASSERT_EQ(saved.skipped.size(), 1u);
-  EXPECT_NE(saved.skipped[0].find("cuckoo"), std::string::npos);
+  EXPECT_NE(saved.skipped[0].find("blob"), std::string::npos);
 
   SnapshotInfo info = restore(f.path, dst.name);
   EXPECT_EQ(info.source_segment, src.name);
   Segment out = Segment::open(dst.name);
   EXPECT_TRUE(out.check().consistent());
-  EXPECT_FALSE(out.find("cuckoo"));
+  EXPECT_FALSE(out.find("blob"));
 
   Bloom b = Bloom::open(out, "bloom");
   EXPECT_EQ(b.stats().layers, Bloom::open(seg, "bloom").stats().layers);
@@ -95,6 +101,15 @@ TEST(Snapshot, RoundTripKeepsEveryKindsContentsAndSkipsCuckoo) {
   EXPECT_TRUE(s.contains(std::string_view("device-a")));  // the seed came along
   EXPECT_EQ(s.insert(uint64_t{3}), InsertResult::kInserted);
   EXPECT_TRUE(s.erase(uint64_t{4}));
+
+  Cuckoo c = Cuckoo::open(out, "cuckoo");
+  EXPECT_GE(c.stats().subfilters, 2u);
+  EXPECT_EQ(c.size(), Cuckoo::open(seg, "cuckoo").size());
+  for (uint64_t i = 0; i < 400; ++i) {
+    if (i % 5 != 0) ASSERT_TRUE(c.contains(i)) << i;  // no false negatives; erased keys may be FPs
+  }
+  EXPECT_TRUE(c.erase(uint64_t{1}));
+  EXPECT_EQ(c.insert(uint64_t{100000}), CuckooStatus::kInserted);
 
   EXPECT_EQ(Hll::open(out, "hll").count(), Hll::open(seg, "hll").count());
   RoaringSet r = RoaringSet::open(out, "roaring");
@@ -121,7 +136,7 @@ TEST(Snapshot, IntoExistingAddsAndRefusesNameClashesBeforeCreatingAnything) {
   EXPECT_EQ(Hll::open(out, "hll").count(), Hll::open(seg, "hll").count());
   // A new segment under an existing name is refused too.
   EXPECT_EQ(code_of([&] { restore(f.path, dst.name); }), ErrorCode::kExists);
-  EXPECT_EQ(code_of([&] { save(seg, f.path, {{"cuckoo"}}); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { save(seg, f.path, {{"blob"}}); }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(code_of([&] { save(seg, f.path, {{"absent"}}); }), ErrorCode::kNotFound);
 }
 
@@ -162,5 +177,5 @@ TEST(Snapshot, BadFilesAreOneErrorAndCreateNothing) {
   }
   EXPECT_FALSE(Segment::exists(dst.name));
   EXPECT_EQ(code_of([&] { read_snapshot_info("/nonexistent/x.save"); }), ErrorCode::kIo);
-  EXPECT_EQ(read_snapshot_info(f.path).entries.size(), 4u);
+  EXPECT_EQ(read_snapshot_info(f.path).entries.size(), 5u);
 }
