@@ -200,8 +200,17 @@ void svg_panel(std::string& s, double x0, double y0, double w, double h, const s
                const std::vector<uint64_t>& bins, const std::vector<std::string>& xlabels, const std::string& xtitle,
                const std::string& ytitle, int marker_bin, const std::string& marker_text) {
   char buf[512];
-  uint64_t top = 1;
-  for (uint64_t b : bins) top = std::max(top, b);
+  uint64_t most = 1;
+  for (uint64_t b : bins) most = std::max(most, b);
+  // The y axis ends at 4 x a round step (1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 x 10^k) so tick labels are exact.
+  double step = 1;
+  for (double decade = 1; step * 4 < static_cast<double>(most); decade *= 10)
+    for (double m : {1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 6.0, 8.0}) {
+      if (decade == 1 && m != static_cast<int>(m)) continue;  // whole counts: no 1.5 or 2.5 steps
+      step = m * decade;
+      if (step * 4 >= static_cast<double>(most)) break;
+    }
+  const uint64_t top = static_cast<uint64_t>(step * 4);
   std::snprintf(buf, sizeof buf, "<text x=\"%.1f\" y=\"%.1f\" class=\"title\">%s</text>\n", x0, y0 - 14,
                 xml_escape(title).c_str());
   s += buf;
@@ -225,8 +234,8 @@ void svg_panel(std::string& s, double x0, double y0, double w, double h, const s
                   xml_escape(xlabels[i]).c_str(), static_cast<unsigned long long>(bins[i]));
     s += buf;
   }
-  const size_t step = bins.size() > 20 ? bins.size() / 8 : 1;  // at most ~9 x labels
-  for (size_t i = 0; i < bins.size(); i += step) {
+  const size_t label_every = bins.size() > 20 ? bins.size() / 8 : 1;  // at most ~9 x labels
+  for (size_t i = 0; i < bins.size(); i += label_every) {
     std::snprintf(buf, sizeof buf, "<text x=\"%.1f\" y=\"%.1f\" class=\"xtick\">%s</text>\n",
                   x0 + bw * (static_cast<double>(i) + 0.5), y0 + h + 16, xml_escape(xlabels[i]).c_str());
     s += buf;
@@ -235,8 +244,8 @@ void svg_panel(std::string& s, double x0, double y0, double w, double h, const s
     double x = x0 + bw * marker_bin;
     std::snprintf(buf, sizeof buf,
                   "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"marker\"/>\n"
-                  "<text x=\"%.1f\" y=\"%.1f\" class=\"marker-text\">%s</text>\n",
-                  x, y0, x, y0 + h, x + 4, y0 + 14, xml_escape(marker_text).c_str());
+                  "<text x=\"%.1f\" y=\"%.1f\" class=\"marker-text\" text-anchor=\"end\">%s</text>\n",
+                  x, y0, x, y0 + h, x - 5, y0 + 14, xml_escape(marker_text).c_str());
     s += buf;
   }
   std::snprintf(buf, sizeof buf,
