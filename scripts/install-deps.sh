@@ -17,10 +17,14 @@ PACKAGES=(
   libbenchmark-dev            # Google Benchmark
   libhiredis-dev              # Redis client for the side-by-side benchmarks
   redis-server                # real Redis for the HLL interoperability test
-  help2man                    # shmtool's man page, generated from its --help
-  prometheus                  # promtool: tests check `shmtool stats --prometheus`
-  python3                     # tests parse shmtool advise's SVG (xml.etree)
-  chromium                    # tests render the SVG headless (a real browser opens it)
+  # the real servers of tests/servers (nginx module, Python binding, fleet)
+  nginx nginx-dev             # Debian's nginx 1.22 and its module build kit
+  libpcre2-dev libssl-dev zlib1g-dev  # what nginx's configure checks for the module build
+  curl wrk procps             # functional and load clients; pgrep
+  prometheus                  # promtool check metrics on the status endpoint
+  python3 python3-pytest python3-gunicorn python3-redis
+  help2man                    # shmtool's man page, generated from its --help (also: promtool above checks stats --prometheus)
+  chromium                    # tests render shmtool advise's SVG headless (python3 above parses it)
 )
 
 missing=()
