@@ -23,6 +23,8 @@ PACKAGES=(
   curl wrk procps             # functional and load clients; pgrep
   prometheus                  # promtool check metrics on the status endpoint
   python3 python3-pytest python3-gunicorn python3-redis
+  help2man                    # shmtool's man page, generated from its --help (also: promtool above checks stats --prometheus)
+  chromium                    # tests render shmtool advise's SVG headless (python3 above parses it)
 )
 
 missing=()

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/progress.h"
 #include "shmfilter/error.hpp"
 
 namespace shmtool {
@@ -24,7 +25,8 @@ const char* kOverview =
     "Every command takes --file PATH for a segment backed by a regular file\n"
     "(persistent across restarts) instead of /dev/shm/NAME.\n"
     "Exit codes: 0 ok; 1 missing or bad segment/structure, or check found problems;\n"
-    "2 bad arguments.\n";
+    "2 bad arguments.\n"
+    "shmtool help --commands lists every command, one per line (bash completion).\n";
 
 void print_overview(FILE* out) {
   fputs(kOverview, out);
@@ -64,6 +66,36 @@ void print_group(FILE* out, const std::string& g) {
 
 void print_command(FILE* out, const Command& c) { fputs(c.help.c_str(), out); }
 
+std::string full_name(const Command& c) { return c.group.empty() ? c.name : c.group + " " + c.name; }
+
+// `shmtool help --commands`: one command per line (bash completion reads it).
+void print_command_names(FILE* out) {
+  for (const auto& c : commands()) fprintf(out, "%s\n", full_name(c).c_str());
+}
+
+// `shmtool help --man`: every command's help as a help2man include file
+// ([COMMANDS] section, one .SS per command, the help text kept as is), so the
+// man page is generated from the same text as --help (shmtool/man.cmake).
+void print_man_include(FILE* out) {
+  fputs("[COMMANDS]\n", out);
+  for (const auto& c : commands()) {
+    fprintf(out, ".SS \"shmtool %s\"\n%s\n.nf\n", full_name(c).c_str(), c.summary.c_str());
+    size_t start = 0;
+    while (start < c.help.size()) {
+      size_t nl = c.help.find('\n', start);
+      std::string line = c.help.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+      std::string esc;
+      for (char ch : line) esc += ch == '\\' ? std::string("\\e") : std::string(1, ch);
+      if (!esc.empty() && (esc[0] == '.' || esc[0] == '\'')) esc = "\\&" + esc;
+      fprintf(out, "%s\n", esc.c_str());
+      if (nl == std::string::npos) break;
+      start = nl + 1;
+    }
+    fputs(".fi\n", out);
+  }
+  fputs("[SEE ALSO]\nThe documents under docs/ of the source: shmtool.md, metrics.md, save-restore.md, advise.md.\n", out);
+}
+
 }  // namespace
 }  // namespace shmtool
 
@@ -75,6 +107,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    if (args.size() == 2 && args[1] == "--commands") {
+      print_command_names(stdout);
+      return 0;
+    }
+    if (args.size() == 2 && args[1] == "--man") {
+      print_man_include(stdout);
+      return 0;
+    }
     if (args.size() >= 2) {
       std::string g = is_group(args[1]) ? args[1] : "";
       std::string n = g.empty() ? args[1] : (args.size() >= 3 ? args[2] : "");
@@ -120,6 +160,7 @@ int main(int argc, char** argv) {
       return 0;
     }
   }
+  set_progress_label(group.empty() ? name : group + " " + name);
   try {
     Args parsed(rest, cmd->options);
     return cmd->run(parsed);

@@ -313,6 +313,14 @@ int shmf_set_stats_get(const shmf_set *s, shmf_set_stats *out);
 /* Control plane, takes the segment lock: 1 dropped, 0 absent. */
 int shmf_set_drop(shmf_segment *seg, const char *name);
 
+/* ---- operating: metrics (docs/metrics.md) ------------------------------- */
+/* Lock-free: the segment's Prometheus text (shmfilter::prometheus_text), what a
+ * /metrics endpoint serves. *NEEDED gets its length + 1 (the NUL). When BUF holds
+ * CAP >= *NEEDED bytes the text is copied there, NUL-terminated, and 0 returned;
+ * otherwise nothing is copied and -SHMF_EFULL returned: call again with a buffer
+ * of *NEEDED bytes (BUF may be NULL with CAP 0 to ask the size). */
+int shmf_segment_prometheus_text(shmf_segment *seg, char *buf, size_t cap, size_t *needed);
+
 /* ---- window: (space, item) pairs over time buckets (shmfilter/window.hpp) --
  * One structure for every space (plan) and every bucket (day): mark, seen over
  * the last W buckets, mark_if_unseen, forget (deletable variant), per-space

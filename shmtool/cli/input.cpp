@@ -1,6 +1,7 @@
 // shmtool/cli/input.cpp: stdin and file input.
 #include "cli/input.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -8,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "cli/progress.h"
 #include "shmfilter/error.hpp"
 
 namespace shmtool {
@@ -15,7 +17,15 @@ namespace shmtool {
 void for_each_stdin_line(const std::function<void(std::string_view, uint64_t)>& fn) {
   static char buf[1 << 20];
   std::string carry;
-  uint64_t line_no = 0;
+  uint64_t line_no = 0, bytes = 0;
+  // Rate and ETA on a terminal; the total is known when stdin is a regular file.
+  struct stat st{};
+  uint64_t total = 0;
+  if (fstat(0, &st) == 0 && S_ISREG(st.st_mode)) {
+    off_t at = lseek(0, 0, SEEK_CUR);
+    total = static_cast<uint64_t>(st.st_size) - static_cast<uint64_t>(at > 0 ? at : 0);
+  }
+  Progress progress(progress_label(), total);
   auto emit = [&](std::string_view line) {
     ++line_no;
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
@@ -23,6 +33,7 @@ void for_each_stdin_line(const std::function<void(std::string_view, uint64_t)>& 
   };
   ssize_t n;
   while ((n = read(0, buf, sizeof buf)) > 0) {
+    bytes += static_cast<uint64_t>(n);
     std::string_view chunk(buf, static_cast<size_t>(n));
     size_t start = 0;
     while (true) {
@@ -40,8 +51,11 @@ void for_each_stdin_line(const std::function<void(std::string_view, uint64_t)>& 
       }
       start = nl + 1;
     }
+    progress.update(bytes, line_no);
   }
   if (!carry.empty()) emit(carry);
+  progress.update(bytes, line_no);
+  progress.finish();
 }
 
 void for_each_stdin_batch(size_t batch, const std::function<void(std::span<const std::string_view>)>& fn) {

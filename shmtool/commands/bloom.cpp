@@ -48,8 +48,7 @@ Json describe(const BloomStats& st) {
   j.add("inserted_estimate", static_cast<uint64_t>(std::llround(st.inserted_estimate)));
   j.add("fill_ratio", st.fill_ratio);
   j.add("fp_rate_now", st.fp_rate_now);
-  j.add("memory_bytes", st.memory_bytes);
-  j.add("memory", shmfilter::format_size(st.memory_bytes));
+  j.add_size("bytes", st.memory_bytes);  // every describer: "bytes", the structure's whole footprint
   j.add("bits_per_element", st.bits_per_element);
   j.add("over_capacity", st.over_capacity);
   j.add("racing_adds", st.racing_adds);

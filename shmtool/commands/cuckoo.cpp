@@ -27,7 +27,7 @@ Json describe_fields(shmfilter::Segment& seg, const shmfilter::RegionInfo& r) {
   j.add("fp_rate_estimate", s.fp_rate_estimate).add("fp_rate_when_full", s.fp_rate_bound);
   j.add("failures", s.failures).add("longest_path", s.longest_path).add("max_path", s.max_path);
   j.add("moves", s.moves).add("inserts", s.inserts).add("erases", s.erases).add("repairs", s.repairs);
-  j.add("subfilters", s.subfilters).add("expansion", s.expansion).add("bytes", s.bytes);
+  j.add("subfilters", s.subfilters).add("expansion", s.expansion).add_size("bytes", s.bytes);
   return j;
 }
 

@@ -22,7 +22,7 @@ Json describe_fields(Segment& seg, const shmfilter::RegionInfo& info) {
   shmfilter::HllStats s = Hll::open(seg, info.name).stats();
   Json j;
   j.add("estimate", s.estimate).add("registers", s.registers).add("nonzero_registers", s.nonzero_registers);
-  j.add("max_register", s.max_register).add("standard_error", s.standard_error).add("bytes", s.bytes);
+  j.add("max_register", s.max_register).add("standard_error", s.standard_error).add_size("bytes", s.bytes);
   j.add("hash", "MurmurHash64A seed 0xadc83b19 (Redis-compatible)");
   j.add("note", "distinct count only: an HLL is not a membership test");
   return j;

@@ -158,7 +158,7 @@ Json describe_fields(Segment& seg, const shmfilter::RegionInfo& info) {
   j.add("prev_delta_fill", st.prev_delta_fill);
   j.add("containers", st.containers).add("array_containers", st.array_containers);
   j.add("bitmap_containers", st.bitmap_containers).add("run_containers", st.run_containers);
-  j.add("total_bytes", st.total_bytes).add("pending_free", st.pending_free);
+  j.add_size("bytes", st.total_bytes).add("pending_free", st.pending_free);
   j.add("compactions", st.compactions).add("readers", st.readers).add("compaction_claim", st.claim_owner);
   return j;
 }
@@ -216,7 +216,7 @@ int run_import(const Args& a) {
           roaring_bitmap_add_many(b, batch.size(), batch.data());
           ids += batch.size();
           batch.clear();
-          prog.update(nl);
+          prog.update(nl, lines);
         }
       }
       pos = nl + 1;

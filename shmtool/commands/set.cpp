@@ -55,7 +55,7 @@ Json describe_fields(Segment& seg, const shmfilter::RegionInfo& info) {
   const shmfilter::ExactSetStats st = ExactSet::open(seg, info.name).stats();
   Json j;
   j.add("size", st.size).add("capacity", st.capacity).add("slots", st.slots).add("load", st.load);
-  j.add("max_load", st.max_load).add("used_slots", st.used_slots).add("stripes", st.stripes).add("bytes", st.bytes);
+  j.add("max_load", st.max_load).add("used_slots", st.used_slots).add("stripes", st.stripes).add_size("bytes", st.bytes);
   j.add("bytes_per_key_at_capacity", st.bytes_per_key_at_capacity);
   return j;
 }

@@ -50,7 +50,7 @@ TEST(BloomTool, CreateAddCheckInfo) {
   r = run_shmtool({"bloom", "info", S, "plan42", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* field : {"\"layout\":\"blocked\"", "\"capacity\":100000", "\"layers\":1", "\"k\":6", "\"inserted_estimate\":",
-                            "\"fill_ratio\":", "\"fp_rate_now\":", "\"memory_bytes\":", "\"bits_per_element\":",
+                            "\"fill_ratio\":", "\"fp_rate_now\":", "\"bytes\":", "\"bits_per_element\":",
                             "\"over_capacity\":false", "\"bits\":"})
     EXPECT_TRUE(has(r.out, field)) << field << " in " << r.out;
   r = run_shmtool({"bloom", "info", S, "plan42"});

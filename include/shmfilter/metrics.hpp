@@ -1,0 +1,42 @@
+// shmfilter/metrics.hpp: a segment's numbers as Prometheus text, for any process to serve.
+//
+// prometheus_text(seg) is what `shmtool stats SEG --prometheus` prints and what
+// an nginx module or sidecar returns on /metrics: the segment's size, use,
+// quarantine, processes alive and dead attachments, then every structure's
+// bytes, capacity, fill, FP estimate, over-capacity flag and the kind's own
+// counters, each family with HELP and TYPE lines (text exposition format
+// 0.0.4). Metric names and labels are stable: docs/metrics.md lists them.
+//
+// Concurrency: lock-free reads of the directory and of each structure's
+// stats() (numbers may be slightly stale); takes no segment lock, so a
+// scrape never waits for a control-plane operation. A structure that fails
+// to open (dropped meanwhile, corrupt) is reported by
+// shmfilter_structure_error{...} 1 instead of its numbers.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shmfilter/segment.hpp"
+
+namespace shmfilter {
+
+// The whole exposition text for one segment (ends with a newline).
+std::string prometheus_text(Segment& seg);
+
+// The shared numbers of one structure, as the shmfilter_structure_* families show them.
+struct StructureMetrics {
+  RegionInfo region;
+  uint64_t bytes = 0;             // region + extents
+  uint64_t capacity = 0;          // items sized for; 0 when unbounded (roaring, hll)
+  double items = 0;               // exact, or estimated (bloom from its fill, hll)
+  double fill_ratio = 0;          // bloom set bits/bits; cuckoo, set: load; roaring: delta fill; hll: registers touched
+  double fp_rate_estimate = 0;    // from the fill right now; 0 for exact kinds
+  bool over_capacity = false;
+  std::string error;              // non-empty: the structure could not be read (the numbers are 0)
+};
+// One entry per directory entry, in directory order. Lock-free, like prometheus_text.
+std::vector<StructureMetrics> structure_metrics(Segment& seg);
+
+}  // namespace shmfilter

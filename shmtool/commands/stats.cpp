@@ -1,0 +1,116 @@
+// shmtool/commands/stats.cpp: `shmtool stats NAME [--prometheus|--json]`: the
+// segment's and every structure's numbers (the library's shmfilter::prometheus_text
+// and structure_metrics, so the CLI and any /metrics endpoint agree).
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "cli/json.h"
+#include "cli/report.h"
+#include "cli/segment.h"
+#include "shmfilter/metrics.hpp"
+
+namespace shmtool {
+namespace {
+
+std::string pct(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g%%", 100 * v);
+  return buf;
+}
+
+std::string count(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
+
+int run_stats(const Args& args) {
+  const std::string& name = segment_name(args);
+  shmfilter::Segment seg = open_segment(name, args);
+  if (args.has("--prometheus") && args.has("--json")) throw UsageError("--prometheus and --json exclude each other");
+  if (args.has("--prometheus")) {
+    std::fputs(shmfilter::prometheus_text(seg).c_str(), stdout);
+    return 0;
+  }
+  const auto st = seg.stats();
+  uint32_t dead = 0;
+  for (const auto& p : seg.processes()) dead += p.alive ? 0 : 1;
+  const auto items = shmfilter::structure_metrics(seg);
+
+  Json j;
+  j.add("segment", name).add_size("size_bytes", st.size).add_size("max_size_bytes", st.max_size);
+  j.add_size("used_bytes", st.used_bytes).add_size("free_bytes", st.free_bytes);
+  j.add_size("quarantined_bytes", st.quarantined_bytes).add_size("largest_free_bytes", st.largest_free);
+  j.add("free_extents", st.free_extents).add("structures", st.structures);
+  j.add("directory_capacity", st.directory_capacity).add("processes_alive", st.processes_alive);
+  j.add("dead_attachments", dead);
+  if (args.has("--json")) {
+    std::vector<Json> rows;
+    for (const auto& m : items) {
+      Json r;
+      r.add("name", m.region.name).add("kind", std::string(shmfilter::kind_name(m.region.kind)));
+      r.add("bytes", m.bytes).add("capacity", m.capacity).add("items", m.items).add("fill_ratio", m.fill_ratio);
+      r.add("fp_rate_estimate", m.fp_rate_estimate).add("over_capacity", m.over_capacity);
+      if (!m.error.empty()) r.add("error", m.error);
+      rows.push_back(r);
+    }
+    j.add_array("items", rows);
+    print_report(j, true);
+    return 0;
+  }
+  print_report(j, false);
+  if (items.empty()) return 0;
+  // One row per structure; columns sized to their widest cell.
+  std::vector<std::vector<std::string>> table = {{"NAME", "KIND", "ITEMS", "CAPACITY", "FILL", "FP-NOW", "OVER", "BYTES"}};
+  for (const auto& m : items) {
+    if (!m.error.empty()) {
+      table.push_back({m.region.name, std::string(shmfilter::kind_name(m.region.kind)), "-", "-", "-", "-", "-",
+                       "error: " + m.error});
+      continue;
+    }
+    table.push_back({m.region.name, std::string(shmfilter::kind_name(m.region.kind)), count(m.items),
+                     m.capacity ? count(static_cast<double>(m.capacity)) : "-", pct(m.fill_ratio),
+                     m.fp_rate_estimate > 0 ? pct(m.fp_rate_estimate) : "exact", m.over_capacity ? "OVER" : "no",
+                     shmfilter::format_size(m.bytes)});
+  }
+  std::vector<size_t> w(table[0].size(), 0);
+  for (const auto& row : table)
+    for (size_t i = 0; i < row.size(); ++i) w[i] = std::max(w[i], row[i].size());
+  std::printf("\n");
+  for (const auto& row : table) {
+    std::string line;
+    for (size_t i = 0; i < row.size(); ++i) {
+      bool right = i >= 2 && i != 6 && row[i].rfind("error", 0) != 0;  // numbers right-aligned
+      std::string cell = row[i];
+      std::string pad(w[i] - std::min(w[i], cell.size()), ' ');
+      if (i) line += "  ";
+      line += right ? pad + cell : (i + 1 == row.size() ? cell : cell + pad);
+    }
+    std::printf("%s\n", line.c_str());
+  }
+  return 0;
+}
+
+SHMTOOL_COMMAND("stats", run_stats, R"(the segment's and every structure's numbers; Prometheus text with --prometheus
+Usage: shmtool stats NAME [--prometheus | --json]
+
+Prints segment NAME's size, use, free and quarantined bytes, processes alive and
+dead attachments, then one row per structure: items (estimated for bloom and
+hll), capacity, fill, the false-positive rate estimated from the fill right now,
+the over-capacity flag and bytes. --prometheus prints the same numbers and each
+kind's counters in the Prometheus text format (metric names in docs/metrics.md);
+the library's shmfilter::prometheus_text() returns the same text, for any process
+to serve on /metrics. Takes no lock: safe while others work.
+
+Options:
+  --prometheus     Prometheus text exposition format (HELP and TYPE lines)
+  --json           one JSON object: segment numbers and an "items" array
+Example:
+  shmtool stats freqcap --prometheus > /var/lib/node_exporter/textfile/shmfilter.prom
+)");
+
+}  // namespace
+}  // namespace shmtool

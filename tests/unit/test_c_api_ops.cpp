@@ -1,0 +1,40 @@
+// tests/unit/test_c_api_ops.cpp: shmf_segment_prometheus_text, the C entry to
+// lib/ops's metrics (what a C /metrics endpoint such as the nginx module serves).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "shmfilter/metrics.hpp"
+#include "shmfilter/segment.hpp"
+#include "shmfilter/shmfilter.h"
+#include "test_util.h"
+
+TEST(CApiOps, PrometheusTextAsksItsSizeThenFillsTheBuffer) {
+  shmf_test::SegmentGuard g(shmf_test::unique_name("capi-ops"));
+  shmf_segment_options o;
+  shmf_segment_options_init(&o);
+  o.size = 8u << 20;
+  o.max_size = 64u << 20;
+  shmf_segment* seg = nullptr;
+  ASSERT_EQ(shmf_segment_create(g.name.c_str(), &o, &seg), 0) << shmf_last_error_message();
+  shmf_hll* h = nullptr;
+  ASSERT_EQ(shmf_hll_create(seg, "uv", &h), 0) << shmf_last_error_message();
+  shmfilter::Segment cpp = shmfilter::Segment::open(g.name);  // attached first: processes_alive counts it
+  size_t need = 0;
+  EXPECT_EQ(shmf_segment_prometheus_text(seg, nullptr, 0, &need), -SHMF_EFULL);
+  EXPECT_NE(std::string(shmf_last_error_message()).find("call again"), std::string::npos);
+  ASSERT_GT(need, 100u);
+  std::vector<char> small(need - 1);
+  EXPECT_EQ(shmf_segment_prometheus_text(seg, small.data(), small.size(), &need), -SHMF_EFULL);
+  std::vector<char> buf(need);
+  ASSERT_EQ(shmf_segment_prometheus_text(seg, buf.data(), buf.size(), &need), 0) << shmf_last_error_message();
+  std::string text(buf.data());
+  EXPECT_EQ(text.size() + 1, need);
+  EXPECT_EQ(text, shmfilter::prometheus_text(cpp));
+  EXPECT_NE(text.find("name=\"uv\",kind=\"hll\""), std::string::npos) << text;
+  EXPECT_EQ(shmf_segment_prometheus_text(nullptr, buf.data(), buf.size(), &need), -SHMF_EINVAL);
+  EXPECT_EQ(shmf_segment_prometheus_text(seg, buf.data(), buf.size(), nullptr), -SHMF_EINVAL);
+  shmf_hll_close(h);
+  shmf_segment_close(seg);
+}
