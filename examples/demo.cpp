@@ -39,6 +39,7 @@
 #include "shmfilter/exact_set.hpp"
 #include "shmfilter/hll.hpp"
 #include "shmfilter/segment.hpp"
+#include "shmfilter/window.hpp"
 #include "workload.h"
 
 namespace {
@@ -672,6 +673,215 @@ void report(Ctx& ctx) {
 
 }  // namespace mission
 
+// ---- the mission's week: one Window for every plan and every day -----------------
+// The frequency-capping week through ONE structure (include/shmfilter/window.hpp):
+// 8 simulated days at local midnight UTC+8 (the injectable clock: a week in
+// seconds), retention 7. Every day is a fresh stream of the generator (a seed per
+// day: Zipf plan sizes, 30% repeats); worker w answers every N-th event with
+// mark_if_unseen(plan, device, w=1) ("served by this plan today? if not, it is
+// now"). Worker 0 is also the housekeeper (maintain() after its share of a day:
+// the next day's table is prepared, sized from the measured day x 1.5, and
+// expired days are freed) and, on day 4, the operator who forgets day 3's first
+// pairs while the other workers keep serving. Per-plan served counts
+// (new_count) are checked against the generator's truth.
+namespace week {
+
+constexpr int kDays = 8;
+constexpr int64_t kDay = 86400;
+constexpr int64_t kMonday = 1764518400;  // 2025-12-01 00:00 at UTC+8 (16:00 UTC the day before)
+constexpr int kForgetDay = 4;            // the operator's day; it forgets pairs of the day before
+enum Counter { kEvents, kNew, kSeen, kOther, kNs, kForgot, kForgetNs, kLookupsDuring, kNewDay0 };
+const char* kName = "week:window";
+
+struct Day {
+  uint64_t done;         // workers done with the day (fetch_add)
+  uint64_t ready;        // the housekeeper's maintain for the day is done (release)
+  uint64_t forgetting;   // 1 while the operator forgets (other workers count lookups)
+  uint64_t forgot_ok;    // forget() answers kRemoved
+  uint64_t renewed;      // forgotten pairs that answered kNew again afterwards
+};
+struct Week {
+  Day day[kDays];
+  uint64_t forgets;  // how many pairs the operator forgets
+};
+Week* g_week = nullptr;
+shmf_bench::WorkloadOptions day_options(const Options& o, int d) {
+  shmf_bench::WorkloadOptions w;
+  w.scale = o.scale;
+  w.seed = o.seed * 1000 + static_cast<uint64_t>(d);
+  return w;
+}
+
+void setup(Ctx& ctx) {
+  make_counters(ctx, "week");
+  g_week = mission::shared_array<Week>(1);
+  shmfilter::WindowOptions o;
+  o.variant = shmfilter::WindowVariant::kCuckoo;  // deletable: the operator's forget
+  o.expected_per_bucket = static_cast<uint64_t>(ctx.opt.scale * 1.2e8);
+  o.error = 0.01;
+  o.error_window = 1;  // "served today?" at 1%
+  o.utc_offset = 8 * 3600;
+  o.retention = 7;
+  o.max_spaces = 8192;
+  o.seed = ctx.opt.seed;
+  shmfilter::Window::create(ctx.seg, kName, o);
+  g_week->forgets = std::clamp<uint64_t>(o.expected_per_bucket / 1000, 50, 100000);
+}
+
+void wait_for(uint64_t& word, uint64_t target) {
+  while (mission::aref(word).load(std::memory_order_acquire) < target) {
+    if (getppid() == 1) _exit(3);
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+void worker(Ctx& ctx) {
+  uint64_t* c = counters_of(ctx, "week", ctx.worker);
+  auto win = shmfilter::Window::open(ctx.seg, kName);
+  const uint64_t n = static_cast<uint64_t>(ctx.opt.workers);
+  const uint64_t t0 = now_ns();
+  for (int d = 0; d < kDays; ++d) {
+    Day& day = g_week->day[d];
+    win.set_now(kMonday + d * kDay + 9 * 3600);  // 09:00 local on day d
+    if (ctx.worker != 0) wait_for(day.ready, 1);
+    if (ctx.worker == 0) {
+      if (d == 0) win.maintain();  // the housekeeper prepares the first simulated day (and its spare)
+      mission::aref(day.ready).store(1, std::memory_order_release);
+    }
+    shmf_bench::Workload wl(day_options(ctx.opt, d));
+    const uint64_t distinct = wl.target_distinct();
+    shmf_bench::Workload prev(day_options(ctx.opt, d - 1));
+    uint64_t pos = 0, next_forget = 0;
+    const uint64_t forget_from = distinct / 4;  // the operator starts a quarter into its day
+    while (wl.distinct_so_far() < distinct) {
+      const auto e = wl.next();
+      if (pos++ % n != static_cast<uint64_t>(ctx.worker)) continue;
+      const auto st = win.mark_if_unseen(e.plan, e.device, 1);
+      ++c[kEvents];
+      if (st == shmfilter::WindowStatus::kNew) {
+        ++c[kNew];
+        if (d == 0) ++c[kNewDay0];
+      }
+      else if (st == shmfilter::WindowStatus::kSeen) ++c[kSeen];
+      else ++c[kOther];
+      if (d == kForgetDay && ctx.worker != 0 && mission::aref(day.forgetting).load(std::memory_order_relaxed))
+        ++c[kLookupsDuring];
+      // The operator: forgets the previous day's first pairs, one by one, while the others serve.
+      if (d == kForgetDay && ctx.worker == 0 && wl.distinct_so_far() >= forget_from && next_forget < g_week->forgets) {
+        if (next_forget == 0) {
+          mission::aref(day.forgetting).store(1, std::memory_order_relaxed);
+          c[kForgetNs] = now_ns();
+        }
+        for (int k = 0; k < 1 && next_forget < g_week->forgets; ++k, ++next_forget) {
+          if (win.forget(prev.plan_of(next_forget), prev.device_of(next_forget)) == shmfilter::WindowStatus::kRemoved)
+            mission::aref(day.forgot_ok).fetch_add(1, std::memory_order_relaxed);
+          ++c[kForgot];
+        }
+        if (next_forget == g_week->forgets) {
+          c[kForgetNs] = now_ns() - c[kForgetNs];
+          mission::aref(day.forgetting).store(0, std::memory_order_relaxed);
+          // Un-served: the next request for such a pair is served again (and counted again).
+          for (uint64_t i = 0; i < g_week->forgets; ++i)
+            if (!win.seen(prev.plan_of(i), prev.device_of(i), 7) &&
+                win.mark_if_unseen(prev.plan_of(i), prev.device_of(i), 7) == shmfilter::WindowStatus::kNew) {
+              mission::aref(day.renewed).fetch_add(1, std::memory_order_relaxed);
+              ++c[kNew];
+            }
+        }
+      }
+    }
+    if (ctx.worker == 0) win.maintain();  // housekeeping: tomorrow's table, sized from today; expired days freed
+    mission::aref(day.done).fetch_add(1, std::memory_order_acq_rel);
+    wait_for(day.done, n);
+  }
+  c[kNs] = now_ns() - t0;
+}
+
+void report(Ctx& ctx) {
+  auto win = shmfilter::Window::open(ctx.seg, kName);
+  win.set_now(kMonday + (kDays - 1) * kDay + 23 * 3600);
+  const auto st = win.stats();
+  // Truth per plan per day (the generator knows every day's distinct pairs).
+  std::vector<std::vector<uint64_t>> truth(kDays, std::vector<uint64_t>(8000, 0));
+  uint64_t week_pairs = 0;
+  for (int d = 0; d < kDays; ++d) {
+    shmf_bench::Workload wl(day_options(ctx.opt, d));
+    for (uint64_t i = 0; i < wl.target_distinct(); ++i) ++truth[d][wl.plan_of(i)];
+    week_pairs += wl.target_distinct();
+  }
+  printf("  %d days x %s distinct (plan, device) pairs over 8,000 Zipf plans, %s events; retention 7 buckets of one day\n",
+         kDays, mission::big(static_cast<double>(st.expected_per_bucket)).c_str(), mission::big(static_cast<double>(total(ctx, "week", kEvents))).c_str());
+  printf("  day  distinct  served (kNew)  capacity  overflow  FP bound  per-plan counts exact\n");
+  uint64_t served_total = 0, exact_plans = 0, plans_total = 0, undercount = 0, overcount = 0;
+  for (uint32_t age = 0; age < st.retention; ++age) {
+    const int d = kDays - 1 - static_cast<int>(age);
+    const auto& b = st.buckets[age];
+    uint64_t served = 0, exact = 0, nonempty = 0;
+    for (uint32_t p = 0; p < 8000; ++p) {
+      const uint64_t got = win.new_count(p, age), want = truth[d][p];
+      served += got;
+      if (want == 0 && got == 0) continue;
+      ++nonempty;
+      if (got == want) ++exact;
+      if (got < want) undercount += want - got;
+      if (got > want) overcount += got - want;
+    }
+    served_total += served;
+    exact_plans += exact;
+    plans_total += nonempty;
+    printf("  %3d  %8s  %13s  %8s  %8s  %7.3f%%  %" PRIu64 " of %" PRIu64 " plans\n", d, mission::big(static_cast<double>(b.distinct)).c_str(),
+           mission::big(static_cast<double>(served)).c_str(), mission::big(static_cast<double>(b.capacity)).c_str(), b.overflow ? "yes" : "no",
+           100 * b.fp_bound, exact, nonempty);
+  }
+  printf("  day 0 left the window: %s (its table was freed by maintain)\n",
+         st.buckets.size() == 7 && st.buckets[6].bucket == win.bucket_of(kMonday + 1 * kDay) ? "yes" : "NO");
+  printf("  per-plan served counts against the truth: %" PRIu64 " of %" PRIu64
+         " (plan, day) counts exact; %" PRIu64 " pairs not served (false positives: \"seen\" on first sight, <= 1%%),\n"
+         "    %" PRIu64 " served twice (the operator's forgotten pairs, served again)\n",
+         exact_plans, plans_total, undercount, overcount);
+  const Day& fday = g_week->day[kForgetDay];
+  printf("  operator: forgot %" PRIu64 " of day %d's pairs during day %d's traffic in %.1f ms (%" PRIu64
+         " removed; %" PRIu64 " lookups by the other workers meanwhile: dedup never stopped);\n"
+         "    %" PRIu64 " of them answered \"new\" again afterwards\n",
+         g_week->forgets, kForgetDay - 1, kForgetDay, static_cast<double>(max_of(ctx, "week", kForgetNs)) / 1e6, fday.forgot_ok,
+         total(ctx, "week", kLookupsDuring), fday.renewed);
+  const double secs = static_cast<double>(max_of(ctx, "week", kNs)) / 1e9;
+  printf("  throughput: %s mark_if_unseen calls in %.2f s = %s/s over %d workers; rotations %" PRIu64
+         " (one CAS each), inline allocations %" PRIu64 "\n",
+         mission::big(static_cast<double>(total(ctx, "week", kEvents))).c_str(), secs,
+         mission::big(secs > 0 ? static_cast<double>(total(ctx, "week", kEvents)) / secs : 0).c_str(), ctx.opt.workers, st.rotations,
+         st.inline_allocations);
+  // Memory: this window, and what the same week costs elsewhere.
+  const double n = static_cast<double>(st.expected_per_bucket);
+  shmfilter::WindowOptions bo;
+  bo.expected_per_bucket = st.expected_per_bucket;
+  bo.error = 0.01;
+  bo.error_window = 1;
+  const auto bloom_plan = shmfilter::Window::plan(bo);
+  bo.expected_per_bucket = 120000000;
+  const auto mission_plan = shmfilter::Window::plan(bo);
+  printf("  memory: this window (deletable) %s for 7 days + the spare; one bucket %s;\n"
+         "    the insert-only variant would need %s per bucket (%.2f bits/pair); at the mission's 1.2e8 pairs a day: %s per bucket\n"
+         "    vs per day: 8,000 per-plan filters %s (the deployed 380 MB x scale), one ideal filter %s (137 MiB x scale),\n"
+         "    a Redis SET %s (~90 B/member)\n",
+         shmfilter::format_size(st.memory_bytes).c_str(), shmfilter::format_size(st.buckets[0].bytes).c_str(),
+         shmfilter::format_size(bloom_plan.table_bytes).c_str(), bloom_plan.bits_per_pair,
+         shmfilter::format_size(mission_plan.table_bytes).c_str(),
+         shmfilter::format_size(static_cast<uint64_t>(380e6 * ctx.opt.scale)).c_str(),
+         shmfilter::format_size(static_cast<uint64_t>(137.0 * 1048576 * ctx.opt.scale)).c_str(),
+         shmfilter::format_size(static_cast<uint64_t>(90 * n)).c_str());
+  const uint64_t served_answers = total(ctx, "week", kNew) - total(ctx, "week", kNewDay0);
+  const bool ok = total(ctx, "week", kOther) == 0 && fday.forgot_ok == g_week->forgets && fday.renewed == g_week->forgets &&
+                  undercount <= static_cast<uint64_t>(0.01 * static_cast<double>(week_pairs)) + 10 &&
+                  overcount <= g_week->forgets && st.inline_allocations == 0 && served_answers == served_total;
+  printf("  %s: kNew answers of the last 7 days %" PRIu64 " = sum of per-plan counts %" PRIu64
+         "; no kFull/kDropped answers (%" PRIu64 ")\n",
+         ok ? "OK" : "FAILED", served_answers, served_total, total(ctx, "week", kOther));
+  if (!ok) throw std::runtime_error("week stage: the window's answers do not add up");
+}
+
+}  // namespace week
+
 // ---- the stage list --------------------------------------------------------------
 
 struct Stage {
@@ -685,6 +895,9 @@ struct Stage {
 const Stage kStages[] = {
     {"regions", "workers create, find and drop named regions from one pool of names", regions::setup,
      regions::worker, regions::report},
+    {"week", "the mission's week: frequency capping for 8,000 plans over 7-day buckets in ONE Window "
+             "(day rollover, an operator's forget during traffic, per-plan served counts)",
+     week::setup, week::worker, week::report},
     {"bloom", "frequency capping: N workers deduplicate one stream of \"plan:device\" keys through one Bloom filter",
      mission::bloom::setup, mission::bloom::worker, mission::bloom::report},
     {"cuckoo", "the same stream through today's Cuckoo filter; then an operator removes served pairs while traffic goes on",

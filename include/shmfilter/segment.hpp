@@ -45,6 +45,7 @@ enum class Kind : uint32_t {
   kHll = 4,
   kExactSet = 5,
   kBlob = 6,  // raw bytes (tests, the demo's bookkeeping)
+  kWindow = 7,  // (space, item) pairs over time buckets (window.hpp)
 };
 std::string_view kind_name(Kind kind) noexcept;  // "bloom", "cuckoo", ...
 

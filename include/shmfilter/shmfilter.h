@@ -321,6 +321,79 @@ int shmf_set_drop(shmf_segment *seg, const char *name);
  * of *NEEDED bytes (BUF may be NULL with CAP 0 to ask the size). */
 int shmf_segment_prometheus_text(shmf_segment *seg, char *buf, size_t cap, size_t *needed);
 
+/* ---- window: (space, item) pairs over time buckets (shmfilter/window.hpp) --
+ * One structure for every space (plan) and every bucket (day): mark, seen over
+ * the last W buckets, mark_if_unseen, forget (deletable variant), per-space
+ * "new" counts. Rotation happens by the clock inside whichever call first sees
+ * a new bucket; shmf_window_maintain() prepares the next bucket's table and
+ * frees expired ones (call it from a housekeeping thread). docs/window.md. */
+typedef struct shmf_window shmf_window;
+
+#define SHMF_WINDOW_BLOOM 0  /* insert-only, least memory */
+#define SHMF_WINDOW_CUCKOO 1 /* deletable: shmf_window_forget */
+
+typedef struct shmf_window_options {
+  uint32_t variant;             /* SHMF_WINDOW_BLOOM (default) or SHMF_WINDOW_CUCKOO */
+  uint32_t retention;           /* buckets kept, 1..64 (default 7) */
+  uint64_t expected_per_bucket; /* distinct pairs one bucket must hold at ERROR (>= 1; required) */
+  double error;                 /* FP rate of a query over ERROR_WINDOW buckets, in (0, 1) (default 0.01) */
+  uint32_t error_window;        /* the W the error is for; 0 = retention (default) */
+  uint32_t max_spaces;          /* spaces with their own counter row (default 8192) */
+  uint64_t bucket_seconds;      /* bucket length (default 86400) */
+  int64_t utc_offset;           /* seconds east of UTC where buckets start at local midnight (default 0) */
+  uint64_t seed;                /* hash seed; 0 = random */
+} shmf_window_options;
+
+typedef struct shmf_window_stats {
+  uint32_t variant, retention, spaces, max_spaces;
+  int64_t current_bucket;       /* -1 before the first rotation */
+  uint64_t memory_bytes, rotations, racing_marks, rotation_races, inline_allocations, overflow_failures, other_marks;
+  double one_bucket_error;      /* p1 = 1 - (1 - p)^(1/error_window) */
+  uint64_t today_distinct, today_capacity;
+  int32_t today_overflow, today_over_capacity;
+  double fp_now_1, fp_bound_1;  /* a query over the current bucket */
+  double fp_now_all, fp_bound_all; /* a query over all retention buckets */
+} shmf_window_stats;
+
+/* Pure: fills OPTS with the defaults (expected_per_bucket must be set). */
+void shmf_window_options_init(shmf_window_options *opts);
+/* Control plane, takes the segment lock. Bad options: -SHMF_EINVAL, segment unchanged. */
+int shmf_window_create(shmf_segment *seg, const char *name, const shmf_window_options *opts, shmf_window **out);
+/* Control plane, lock-free lookup. */
+int shmf_window_open(shmf_segment *seg, const char *name, shmf_window **out);
+/* Process-local: frees the handle. */
+int shmf_window_close(shmf_window *w);
+/* Process-local: this handle's clock. UNIX_SECONDS = INT64_MIN: the system clock (default). */
+int shmf_window_set_now(shmf_window *w, int64_t unix_seconds);
+/* Any process: 1 new (marked), 0 already in the current bucket, -SHMF_EFULL (cuckoo table
+ * and overflow full), -SHMF_EDROPPED. */
+int shmf_window_mark(shmf_window *w, uint64_t space, const void *item, size_t len);
+int shmf_window_mark_u64(shmf_window *w, uint64_t space, uint64_t item);
+/* Lock-free: 1 if the pair is in the last WINDOW buckets (1..retention), else 0. */
+int shmf_window_seen(const shmf_window *w, uint64_t space, const void *item, size_t len, uint32_t window);
+int shmf_window_seen_u64(const shmf_window *w, uint64_t space, uint64_t item, uint32_t window);
+/* Any process: 0 if the pair is in the last WINDOW buckets, else marks it and returns 1.
+ * Cuckoo: exactly one of racing callers gets 1 (except across a rotation, counted);
+ * bloom: racing callers may both get 1, counted in racing_marks. */
+int shmf_window_mark_if_unseen(shmf_window *w, uint64_t space, const void *item, size_t len, uint32_t window);
+int shmf_window_mark_if_unseen_u64(shmf_window *w, uint64_t space, uint64_t item, uint32_t window);
+/* Cuckoo variant: 1 removed from at least one bucket, 0 in none. Bloom: -SHMF_EINVAL. */
+int shmf_window_forget(shmf_window *w, uint64_t space, const void *item, size_t len);
+int shmf_window_forget_u64(shmf_window *w, uint64_t space, uint64_t item);
+/* Batches with prefetch. OUT (may be NULL) gets 1/0 per pair; returns how many are seen / new. */
+int shmf_window_seen_many_u64(const shmf_window *w, const uint64_t *spaces, const uint64_t *items, size_t n,
+                              uint32_t window, uint8_t *out);
+int shmf_window_mark_if_unseen_many_u64(shmf_window *w, const uint64_t *spaces, const uint64_t *items, size_t n,
+                                        uint32_t window, uint8_t *out);
+/* Lock-free: kNew answers for SPACE in the bucket AGE buckets ago (0 = current) into *OUT. */
+int shmf_window_new_count(const shmf_window *w, uint64_t space, uint32_t age, uint64_t *out);
+/* Control plane, takes the segment lock: rotate if due, free expired tables, prepare the next. */
+int shmf_window_maintain(shmf_window *w);
+/* Lock-free snapshot of the numbers. */
+int shmf_window_stats_get(const shmf_window *w, shmf_window_stats *out);
+/* Control plane, takes the segment lock: 1 dropped, 0 absent. */
+int shmf_window_drop(shmf_segment *seg, const char *name);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

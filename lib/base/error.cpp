@@ -51,6 +51,7 @@ std::string_view kind_name(Kind kind) noexcept {
     case Kind::kHll: return "hll";
     case Kind::kExactSet: return "set";
     case Kind::kBlob: return "blob";
+    case Kind::kWindow: return "window";
   }
   return "unknown";
 }

@@ -8,6 +8,7 @@
 #include "structures/exact_set_impl.h"
 #include "structures/hll_impl.h"
 #include "structures/roaring_impl.h"
+#include "structures/window_impl.h"
 
 namespace shmfilter::internal {
 
@@ -24,6 +25,7 @@ constexpr CheckerRow kCheckers[] = {
     {Kind::kRoaring, &roaring::check_roaring},
     {Kind::kHll, &hll::check_hll},
     {Kind::kExactSet, &exact_set::check_exact_set},
+    {Kind::kWindow, &window::check_window},
     // Kind::kBlob has no checker: raw bytes, only its region bounds are checked.
 };
 

@@ -13,6 +13,7 @@ std::string_view structure_noun(Kind kind) noexcept {
     case Kind::kHll: return "HyperLogLog";
     case Kind::kExactSet: return "exact set";
     case Kind::kBlob: return "blob";
+    case Kind::kWindow: return "window";
     case Kind::kNone: break;
   }
   return "structure";

@@ -22,6 +22,7 @@ const char* target_name(Target t) noexcept {
     case Target::kHll: return "hll";
     case Target::kScratch: return "scratch";
     case Target::kResize: return "resize";
+    case Target::kWindow: return "window";
   }
   return "?";
 }
@@ -77,7 +78,8 @@ Semantics semantics_of(Target t) {
     case Target::kHll: return Semantics::kFilterAdd;
     case Target::kExactSet:
     case Target::kRoaring: return Semantics::kExact;
-    case Target::kCuckoo: return Semantics::kCuckoo;
+    case Target::kCuckoo:
+    case Target::kWindow: return Semantics::kCuckoo;
     case Target::kScratch: return Semantics::kScratch;
     case Target::kResize: return Semantics::kResize;
   }

@@ -30,6 +30,10 @@
 #include "shmfilter/roaring_set.hpp"
 #define TORTURE_ROARING 1
 #endif
+#if __has_include("shmfilter/window.hpp")
+#include "shmfilter/window.hpp"
+#define TORTURE_WINDOW 1
+#endif
 #if __has_include("shmfilter/hll.hpp")
 #include "shmfilter/hll.hpp"
 #define TORTURE_HLL 1
@@ -651,6 +655,109 @@ void step(Worker& w) {
 }
 }  // namespace resize_target
 
+// ---- Window (deletable variant): mark_if_unseen / forget / seen, buckets rotating --
+// The clock is virtual: one bucket (1 s) per 8192 operations of all workers together,
+// capped at bucket 62, so buckets rotate (window.rotate.*, window.prepare.* when no
+// spare is ready, window.overflow.* on busy buckets) while nothing leaves the
+// 64-bucket window and every acknowledged mark must stay visible. A run longer than
+// ~500k operations (longer than the CI run: a soak) stops rotating at the cap. Expiry (maintain's retire,
+// window.maintain.after_retire) is killed in tests/multiprocess/test_window_multiprocess.cpp.
+#ifdef TORTURE_WINDOW
+namespace window_target {
+std::optional<shmfilter::Window> g_window;
+constexpr Target kT = Target::kWindow;
+SharedState* g_shared = nullptr;
+
+int64_t virtual_clock(void*) {
+  uint64_t ops = 0;
+  for (int i = 0; i <= kMaxWorkers; ++i) ops += g_shared->beat[i].ops.load(std::memory_order_relaxed);
+  return static_cast<int64_t>(std::min<uint64_t>(ops / 8192, 62));
+}
+
+void create(Segment& seg, const Config&) {
+  shmfilter::WindowOptions o;
+  o.variant = shmfilter::WindowVariant::kCuckoo;
+  o.expected_per_bucket = 32;  // small (16 cuckoo buckets): busy buckets overflow into a second table
+  o.error = 0.05;
+  o.bucket_seconds = 1;
+  o.retention = 64;
+  o.max_spaces = 4096;  // rows for the workers and the throwaway spaces below
+  o.seed = 13;
+  shmfilter::Window::create(seg, "t.window", o);
+}
+void attach(Worker& w) {
+  g_shared = w.shared;
+  g_window = shmfilter::Window::open(w.seg, "t.window");
+  g_window->set_clock(&virtual_clock, nullptr);
+}
+void step(Worker& w) {
+  shmfilter::Window& win = *g_window;
+  if (w.rng.below(100) == 0) {  // control plane, not keyed: the oracle has nothing to record
+    try {
+      win.maintain();
+    } catch (const shmfilter::Error&) {
+    }
+    return;
+  }
+  if (w.rng.below(500) == 0) {  // a pair of a never-seen space (window.space.*); outside the oracle's keys
+    win.mark(1000 + w.rng.below(1u << 30), w.rng.next());
+    return;
+  }
+  uint64_t idx = w.rng.below(w.cfg.keys);
+  uint64_t k = key64(kT, w.wid(), idx);
+  const uint64_t space = static_cast<uint64_t>(w.wid());
+  switch (w.model.state(kT, idx)) {
+    case kAbsent:
+    case kUnknown:
+      w.logged(kT, Op::kAdd, idx, 0, [&] {
+        auto s = win.mark_if_unseen(space, k, 64);
+        return s == shmfilter::WindowStatus::kNew    ? Outcome::kChanged
+               : s == shmfilter::WindowStatus::kSeen ? Outcome::kUnchanged
+                                                     : Outcome::kRejected;
+      });
+      return;
+    case kPresent:
+      if (w.rng.below(100) < 50) {
+        w.logged(kT, Op::kContains, idx, 0, [&] { return win.seen(space, k, 64) ? Outcome::kYes : Outcome::kNo; });
+      } else {
+        w.logged(kT, Op::kErase, idx, 0, [&] {
+          return win.forget(space, k) == shmfilter::WindowStatus::kRemoved ? Outcome::kChanged : Outcome::kUnchanged;
+        });
+      }
+      return;
+  }
+}
+void verify(Segment& seg, const Config&, const std::vector<WorkerModel>& models, Verdict& v) {
+  shmfilter::Window win = shmfilter::Window::open(seg, "t.window");
+  win.set_now(0);  // readers use the newest bucket any worker rotated to
+  auto probe = [&](int wid, std::span<const uint64_t> idx, std::span<uint8_t> out) {
+    for (size_t i = 0; i < idx.size(); ++i) out[i] = win.seen(static_cast<uint64_t>(wid), key64(kT, wid, idx[i]), 64);
+  };
+  auto& a = v.anomalies;
+  v.keys_verified += probe_state(models, kT, kPresent, true, probe, [&](int wid, uint64_t idx) {
+    a.note(a.lost, "LOST: acknowledged window mark absent: " + key_text(kT, wid, idx));
+  });
+  uint64_t fp = 0;
+  const uint64_t absent = probe_state(models, kT, kAbsent, false, probe, [&](int, uint64_t) { ++fp; });
+  v.keys_verified += absent;
+  shmfilter::WindowStats st = win.stats();
+  const double bound = 3.0 * double(absent) * st.window_fp_bound(64) + 10;
+  if (double(fp) > bound)
+    a.note(a.resurrected, "window: " + std::to_string(fp) + " forgotten pairs answer yes, above the FP bound " +
+                              std::to_string(bound));
+  uint32_t live = 0, overflowed = 0;
+  for (const auto& b : st.buckets) {
+    live += b.capacity != 0;
+    overflowed += b.overflow;
+  }
+  v.notes.push_back("window: bucket " + std::to_string(st.current_bucket) + ", rotations " + std::to_string(st.rotations) +
+                    ", inline allocations " + std::to_string(st.inline_allocations) + ", buckets with tables " +
+                    std::to_string(live) + ", overflowed " + std::to_string(overflowed) +
+                    ", forgotten pairs answering yes " + std::to_string(fp));
+}
+}  // namespace window_target
+#endif
+
 std::vector<shmfilter::Kind> scratch_kinds() {
   std::vector<shmfilter::Kind> k;
 #ifdef TORTURE_BLOOM
@@ -699,6 +806,10 @@ const std::vector<TargetDef>& targets() {
 #ifdef TORTURE_HLL
     t.push_back({Target::kHll, "hll", 10, hll_target::create, hll_target::attach, hll_target::step,
                  hll_target::verify});
+#endif
+#ifdef TORTURE_WINDOW
+    t.push_back({Target::kWindow, "window", 10, window_target::create, window_target::attach, window_target::step,
+                 window_target::verify});
 #endif
     t.push_back({Target::kScratch, "segment", 2, nothing_create, scratch_target::attach, scratch_target::step,
                  scratch_target::verify});

@@ -1,0 +1,207 @@
+// shmfilter/window.hpp: membership of (space, item) pairs over time buckets,
+// in ONE structure: frequency capping for thousands of plans and a sliding
+// window of day buckets (docs/window.md).
+//
+// A key is a pair: `space` (a plan id) and `item` (a device id, string or
+// uint64). Memory follows the total number of distinct pairs: there is no
+// per-space reservation. Time is cut into buckets of `bucket_seconds`
+// starting at local midnight (`utc_offset`); the window keeps `retention`
+// buckets. A query names its window: the last w buckets, w = 1 (the current
+// bucket only) ... retention.
+//
+// Rotation happens by the clock on whichever call first sees the new bucket:
+// one compare-and-swap on a bucket tag (one process wins, the others carry
+// on without waiting), into a spare table that maintain() prepared ahead (a
+// freshly allocated, zeroed extent). The expired bucket's memory is freed by
+// the next maintain(); no data-plane call clears a table. Without any
+// maintain() call the first caller to need a table allocates it itself
+// (docs/window.md says what that costs).
+//
+// Variants: kBloom (insert-only, least memory: one blocked-Bloom table per
+// bucket) and kCuckoo (deletable: one cuckoo table per bucket; forget()).
+// Sizing: expected distinct pairs per bucket and an error rate for the window
+// `error_window` (default: retention). The one-bucket rate is then
+// p1 = 1 - (1 - p)^(1/w) (about p / w). A bucket that receives more than its
+// capacity gets an overflow table (p1 is split 2/3 main, 1/3 overflow), so
+// the FP of one bucket stays <= p1 up to 2x its capacity; stats() shows, per
+// bucket, distinct pairs, capacity, FP now and over-capacity beyond that.
+// maintain() sizes the next bucket from the measured distinct counts of the
+// buckets in the window: 1.5 x the count of a bucket that outgrew its table
+// (the mission's headroom), else the size that held, else expected.
+//
+// mark_if_unseen answers kNew or kSeen in one call. kCuckoo: exactly one of
+// racing callers with the same pair gets kNew (insert_unique under the
+// bucket table's writer lock), except callers straddling a rotation, which
+// are counted (stats().rotation_races). kBloom: kNew iff this call set at
+// least one bit; two callers racing on one new pair may BOTH get kNew;
+// stats().racing_marks counts such answers (an upper bound on the double
+// counts). Per-space "new" counters count kNew answers exactly.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "shmfilter/region_handle.hpp"
+#include "shmfilter/segment.hpp"
+
+namespace shmfilter {
+
+enum class WindowVariant : uint32_t { kBloom = 0, kCuckoo = 1 };
+std::string_view window_variant_name(WindowVariant v) noexcept;  // "bloom" / "cuckoo"
+
+inline constexpr uint32_t kWindowMaxRetention = 64;       // buckets a window can keep
+inline constexpr uint32_t kWindowMaxSpaces = 1u << 20;    // per-space counter rows at most
+
+struct WindowOptions {
+  WindowVariant variant = WindowVariant::kBloom;
+  uint64_t expected_per_bucket = 0;  // distinct pairs a bucket must hold at `error` (>= 1)
+  double error = 0.01;               // false-positive rate of a query over `error_window` buckets, in (0, 1)
+  uint32_t error_window = 0;         // the w the error is for; 0 = retention (the widest window)
+  uint64_t bucket_seconds = 86400;   // bucket length (>= 1)
+  int64_t utc_offset = 0;            // seconds east of UTC where a bucket starts at local midnight (UTC+8: 28800)
+  uint32_t retention = 7;            // buckets kept (1..kWindowMaxRetention)
+  uint32_t max_spaces = 8192;        // spaces with their own counters (1..kWindowMaxSpaces); past it: one "other" row
+  std::optional<uint64_t> seed;      // XXH3 seed; default random (tests pin it)
+};
+
+// What a window of these options costs (no segment needed).
+struct WindowSizing {
+  double one_bucket_error = 0;    // p1 = 1 - (1 - p)^(1 / error_window)
+  double main_error = 0;          // p1 * 2/3: the main table's rate at capacity
+  double overflow_error = 0;      // p1 * 1/3: the overflow table's rate at capacity
+  uint64_t table_bytes = 0;       // one bucket's main table (with its counters)
+  double bits_per_pair = 0;       // main table bits / capacity
+  uint32_t k = 0;                 // kBloom: probes; kCuckoo: fingerprint bits
+  uint64_t region_bytes = 0;      // header + slot table + space keys
+  uint64_t full_window_bytes = 0; // region + (retention + 1) tables: all buckets and the spare
+};
+
+enum class WindowStatus : uint8_t {
+  kNew = 0,          // mark / mark_if_unseen: the pair was not in the window; it is now (acknowledged)
+  kSeen = 1,         // already there (or a false positive); nothing stored by mark_if_unseen
+  kRemoved = 2,      // forget: removed from at least one bucket
+  kAbsent = 3,       // forget: in no bucket of the window
+  kFull = 4,         // kCuckoo: the bucket table and its overflow are full; nothing stored
+  kUnsupported = 5,  // forget on the insert-only kBloom variant
+  kDropped = 6,      // the window was dropped, or a bucket table could not be allocated (kNoSpace)
+};
+std::string_view window_status_name(WindowStatus s) noexcept;
+
+struct WindowBucketStats {
+  int64_t bucket = 0;           // bucket number: floor((unix + utc_offset) / bucket_seconds)
+  uint32_t age = 0;             // 0 = current
+  uint64_t distinct = 0;        // kNew answers in this bucket (exact for kCuckoo; kBloom: see top)
+  uint64_t capacity = 0;        // main table's capacity
+  bool overflow = false;        // the overflow table is in use
+  double fp_rate_now = 0;       // model FP of this bucket at its load now
+  double fp_bound = 0;          // what the sizing guarantees at this load (p1 up to 2x capacity)
+  bool over_capacity = false;   // beyond 2x capacity (or no overflow could be allocated)
+  uint64_t bytes = 0;           // table extents of this bucket
+};
+
+struct WindowStats {
+  WindowVariant variant = WindowVariant::kBloom;
+  uint32_t retention = 0;
+  uint64_t bucket_seconds = 0;
+  int64_t utc_offset = 0;
+  uint64_t expected_per_bucket = 0;
+  double error = 0;
+  uint32_t error_window = 0;
+  double one_bucket_error = 0;
+  int64_t current_bucket = 0;    // -1 before the first call
+  uint32_t max_spaces = 0;
+  uint32_t spaces = 0;           // spaces with their own row
+  uint64_t other_marks = 0;      // kNew answers counted in the "other" row (spaces past max_spaces), all buckets
+  uint64_t rotations = 0;
+  uint64_t racing_marks = 0;     // kBloom: kNew answers that lost a race on one of their bits
+  uint64_t rotation_races = 0;   // kCuckoo: kNew answers whose pair a racing caller also got kNew for across a rotation
+  uint64_t inline_allocations = 0;  // tables the data plane had to allocate (no maintain() in time)
+  uint64_t overflow_failures = 0;   // overflow tables that could not be allocated
+  uint64_t memory_bytes = 0;     // region + every live table extent
+  uint64_t seed = 0;
+  std::vector<WindowBucketStats> buckets;  // current first, retention entries (empty buckets have distinct 0)
+  // FP of a query over w buckets from the buckets' rates now: 1 - prod(1 - fp_i), i < w.
+  double window_fp_now(uint32_t w) const noexcept;
+  double window_fp_bound(uint32_t w) const noexcept;
+};
+
+class Window : public internal::RegionHandle {
+ public:
+  // Control plane (throws Error): validates options, sizes, creates the region
+  // and the first bucket's table. Bad options throw kInvalidArgument and leave
+  // the segment unchanged.
+  static Window create(Segment& seg, std::string_view name, const WindowOptions& opts);
+  // Control plane (throws kNotFound, kWrongKind, kCorrupt).
+  static Window open(Segment& seg, std::string_view name);
+  // Control plane, takes the segment lock: frees every table; false if absent.
+  static bool drop(Segment& seg, std::string_view name);
+  // Pure: sizing for these options (throws kInvalidArgument).
+  static WindowSizing plan(const WindowOptions& opts);
+
+  Window() = default;
+
+  // Clock (this handle only; default: the system clock). Tests and shmtool
+  // --now inject one. fn returns Unix seconds.
+  void set_clock(int64_t (*fn)(void* ctx), void* ctx) noexcept;
+  void set_now(int64_t unix_seconds) noexcept;  // a fixed clock
+  void use_system_clock() noexcept;
+  int64_t now() const noexcept;
+  // The bucket number `unix_seconds` falls in.
+  int64_t bucket_of(int64_t unix_seconds) const noexcept;
+
+  // Data plane, any process/thread. Rotation happens inside whichever call first
+  // sees a new bucket. mark: adds the pair to the current bucket (kNew / kSeen).
+  WindowStatus mark(uint64_t space, std::string_view item) noexcept;
+  WindowStatus mark(uint64_t space, uint64_t item) noexcept;
+  // Lock-free reads: is the pair in any of the last w buckets (1 <= w <= retention;
+  // other w are clamped into range)? False when dropped.
+  bool seen(uint64_t space, std::string_view item, uint32_t w = 1) const noexcept;
+  bool seen(uint64_t space, uint64_t item, uint32_t w = 1) const noexcept;
+  // kSeen if the pair is in the last w buckets, else marks it and answers kNew.
+  WindowStatus mark_if_unseen(uint64_t space, std::string_view item, uint32_t w = 0) noexcept;  // w 0: retention
+  WindowStatus mark_if_unseen(uint64_t space, uint64_t item, uint32_t w = 0) noexcept;
+  // kCuckoo: removes the pair from every bucket of the window (kRemoved / kAbsent).
+  // kBloom: kUnsupported. Like Cuckoo::erase: forget only pairs that were marked.
+  WindowStatus forget(uint64_t space, std::string_view item) noexcept;
+  WindowStatus forget(uint64_t space, uint64_t item) noexcept;
+
+  // Batches with software prefetch (spaces and items of equal length; out, if
+  // not empty, gets one answer per pair). Return: pairs answered kNew / seen / kRemoved.
+  size_t mark_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+                   std::span<WindowStatus> out = {}) noexcept;
+  size_t mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
+                             std::span<WindowStatus> out = {}) noexcept;
+  size_t seen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
+                   std::span<uint8_t> out = {}) const noexcept;
+  size_t forget_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+                     std::span<WindowStatus> out = {}) noexcept;
+
+  // Lock-free: kNew answers for `space` in the bucket `age` buckets ago (0 = current):
+  // "distinct devices served by plan P today". Spaces past max_spaces share one row.
+  uint64_t new_count(uint64_t space, uint32_t age = 0) const noexcept;
+
+  // Control plane, takes the segment lock: rotates by the clock if due, frees the
+  // tables of expired buckets, and prepares the next bucket's table sized from the
+  // measured distinct counts (see the top). Call it from a housekeeping thread (any period
+  // well under bucket_seconds). Throws Error (kNoSpace, kDropped).
+  void maintain();
+  // Lock-free snapshot. Throws kDropped.
+  WindowStats stats() const;
+  // valid(), name(): from RegionHandle (lock-free; false once some process dropped it).
+
+ private:
+  friend struct WindowOps;
+  std::byte* base_ = nullptr;  // seg_.base(): tables are addressed from it
+  uint64_t offset_ = 0;        // the region's offset (region_ == base_ + offset_)
+  int64_t (*clock_)(void*) = nullptr;
+  void* clock_ctx_ = nullptr;
+  int64_t fixed_now_ = 0;
+  bool fixed_ = false;
+  mutable uint32_t ops_ = 0;  // handle-local op counter (periodic quiescent points)
+};
+
+}  // namespace shmfilter

@@ -1,0 +1,254 @@
+// lib/capi/c_api_window.cpp: the C API of the Window (include/shmfilter/shmfilter.h,
+// "window" block) over shmfilter::Window. Same shapes as c_api.cpp: guard() turns
+// every exception into a negative SHMF_E* code and a thread-local message.
+#include <climits>
+
+#include "capi/c_api_internal.h"
+#include "shmfilter/window.hpp"
+
+struct shmf_window {
+  shmfilter::Window h;
+};
+
+using namespace shmfilter;
+using namespace shmfilter::capi;
+
+namespace {
+
+int window_arg(const shmf_window* w, uint32_t window, const char* fn) {
+  WindowStats st = w->h.stats();  // throws kDropped
+  if (window == 0 || window > st.retention)
+    throw Error(ErrorCode::kInvalidArgument, std::string(fn) + ": window " + std::to_string(window) +
+                                                 " is outside [1, " + std::to_string(st.retention) +
+                                                 "]: pass how many buckets the query covers (1 = the current one)");
+  return 0;
+}
+
+int mark_status(WindowStatus s, const char* fn) {
+  switch (s) {
+    case WindowStatus::kNew: return 1;
+    case WindowStatus::kSeen: return 0;
+    case WindowStatus::kRemoved: return 1;
+    case WindowStatus::kAbsent: return 0;
+    case WindowStatus::kFull:
+      return fail(SHMF_EFULL, std::string(fn) +
+                                  ": the current bucket's cuckoo table and its overflow are full: create the window "
+                                  "with a larger expected_per_bucket");
+    case WindowStatus::kUnsupported:
+      return fail(SHMF_EINVAL, std::string(fn) +
+                                   ": forget needs the deletable variant: create the window with variant "
+                                   "SHMF_WINDOW_CUCKOO");
+    case WindowStatus::kDropped:
+      return fail(SHMF_EDROPPED, std::string(fn) +
+                                     ": the window was dropped by some process, or no bucket table could be "
+                                     "allocated (segment full): check the segment, then reopen or recreate it");
+  }
+  return fail(SHMF_EINTERNAL, std::string(fn) + ": unknown window status (please report it)");
+}
+
+}  // namespace
+
+extern "C" {
+
+void shmf_window_options_init(shmf_window_options* opts) {
+  if (opts == nullptr) return;
+  WindowOptions d;
+  *opts = shmf_window_options{};
+  opts->variant = SHMF_WINDOW_BLOOM;
+  opts->retention = d.retention;
+  opts->expected_per_bucket = 0;
+  opts->error = d.error;
+  opts->error_window = 0;
+  opts->max_spaces = d.max_spaces;
+  opts->bucket_seconds = d.bucket_seconds;
+  opts->utc_offset = d.utc_offset;
+  opts->seed = 0;
+}
+
+int shmf_window_create(shmf_segment* seg, const char* name, const shmf_window_options* opts, shmf_window** out) {
+  return guard([&] {
+    need(seg, "shmf_window_create", "seg");
+    need(name, "shmf_window_create", "name");
+    need(opts, "shmf_window_create", "opts");
+    if (opts->variant != SHMF_WINDOW_BLOOM && opts->variant != SHMF_WINDOW_CUCKOO)
+      throw Error(ErrorCode::kInvalidArgument, "shmf_window_create: variant " + std::to_string(opts->variant) +
+                                                   " is unknown: pass SHMF_WINDOW_BLOOM or SHMF_WINDOW_CUCKOO");
+    WindowOptions o;
+    o.variant = opts->variant == SHMF_WINDOW_CUCKOO ? WindowVariant::kCuckoo : WindowVariant::kBloom;
+    o.retention = opts->retention;
+    o.expected_per_bucket = opts->expected_per_bucket;
+    o.error = opts->error;
+    o.error_window = opts->error_window;
+    o.max_spaces = opts->max_spaces;
+    o.bucket_seconds = opts->bucket_seconds;
+    o.utc_offset = opts->utc_offset;
+    if (opts->seed != 0) o.seed = opts->seed;
+    return make_handle(out, "shmf_window_create", [&] { return Window::create(seg->seg, name, o); });
+  });
+}
+
+SHMF_OPEN_FN(shmf_window_open, shmf_window, Window)
+SHMF_CLOSE_FN(shmf_window_close, shmf_window)
+SHMF_DROP_FN(shmf_window_drop, Window)
+
+int shmf_window_set_now(shmf_window* w, int64_t unix_seconds) {
+  return guard([&] {
+    need(w, "shmf_window_set_now", "w");
+    if (unix_seconds == INT64_MIN)
+      w->h.use_system_clock();
+    else
+      w->h.set_now(unix_seconds);
+    return 0;
+  });
+}
+
+int shmf_window_mark(shmf_window* w, uint64_t space, const void* item, size_t len) {
+  return guard([&] {
+    need(w, "shmf_window_mark", "w");
+    if (len) need(item, "shmf_window_mark", "item");
+    return mark_status(w->h.mark(space, sv(item, len)), "shmf_window_mark");
+  });
+}
+int shmf_window_mark_u64(shmf_window* w, uint64_t space, uint64_t item) {
+  return guard([&] {
+    need(w, "shmf_window_mark_u64", "w");
+    return mark_status(w->h.mark(space, item), "shmf_window_mark_u64");
+  });
+}
+
+int shmf_window_seen(const shmf_window* w, uint64_t space, const void* item, size_t len, uint32_t window) {
+  return guard([&] {
+    need(w, "shmf_window_seen", "w");
+    if (len) need(item, "shmf_window_seen", "item");
+    window_arg(w, window, "shmf_window_seen");
+    return w->h.seen(space, sv(item, len), window) ? 1 : 0;
+  });
+}
+int shmf_window_seen_u64(const shmf_window* w, uint64_t space, uint64_t item, uint32_t window) {
+  return guard([&] {
+    need(w, "shmf_window_seen_u64", "w");
+    window_arg(w, window, "shmf_window_seen_u64");
+    return w->h.seen(space, item, window) ? 1 : 0;
+  });
+}
+
+int shmf_window_mark_if_unseen(shmf_window* w, uint64_t space, const void* item, size_t len, uint32_t window) {
+  return guard([&] {
+    need(w, "shmf_window_mark_if_unseen", "w");
+    if (len) need(item, "shmf_window_mark_if_unseen", "item");
+    window_arg(w, window, "shmf_window_mark_if_unseen");
+    return mark_status(w->h.mark_if_unseen(space, sv(item, len), window), "shmf_window_mark_if_unseen");
+  });
+}
+int shmf_window_mark_if_unseen_u64(shmf_window* w, uint64_t space, uint64_t item, uint32_t window) {
+  return guard([&] {
+    need(w, "shmf_window_mark_if_unseen_u64", "w");
+    window_arg(w, window, "shmf_window_mark_if_unseen_u64");
+    return mark_status(w->h.mark_if_unseen(space, item, window), "shmf_window_mark_if_unseen_u64");
+  });
+}
+
+int shmf_window_forget(shmf_window* w, uint64_t space, const void* item, size_t len) {
+  return guard([&] {
+    need(w, "shmf_window_forget", "w");
+    if (len) need(item, "shmf_window_forget", "item");
+    return mark_status(w->h.forget(space, sv(item, len)), "shmf_window_forget");
+  });
+}
+int shmf_window_forget_u64(shmf_window* w, uint64_t space, uint64_t item) {
+  return guard([&] {
+    need(w, "shmf_window_forget_u64", "w");
+    return mark_status(w->h.forget(space, item), "shmf_window_forget_u64");
+  });
+}
+
+int shmf_window_seen_many_u64(const shmf_window* w, const uint64_t* spaces, const uint64_t* items, size_t n,
+                              uint32_t window, uint8_t* out) {
+  return guard([&] {
+    need(w, "shmf_window_seen_many_u64", "w");
+    need_batch(n, "shmf_window_seen_many_u64");
+    if (n) {
+      need(spaces, "shmf_window_seen_many_u64", "spaces");
+      need(items, "shmf_window_seen_many_u64", "items");
+    }
+    window_arg(w, window, "shmf_window_seen_many_u64");
+    std::vector<uint8_t> tmp;
+    if (out == nullptr) tmp.resize(n);
+    size_t k = w->h.seen_many({spaces, n}, {items, n}, window, {out ? out : tmp.data(), n});
+    return static_cast<int>(k);
+  });
+}
+
+int shmf_window_mark_if_unseen_many_u64(shmf_window* w, const uint64_t* spaces, const uint64_t* items, size_t n,
+                                        uint32_t window, uint8_t* out) {
+  return guard([&] {
+    need(w, "shmf_window_mark_if_unseen_many_u64", "w");
+    need_batch(n, "shmf_window_mark_if_unseen_many_u64");
+    if (n) {
+      need(spaces, "shmf_window_mark_if_unseen_many_u64", "spaces");
+      need(items, "shmf_window_mark_if_unseen_many_u64", "items");
+    }
+    window_arg(w, window, "shmf_window_mark_if_unseen_many_u64");
+    std::vector<WindowStatus> st(n);
+    size_t k = w->h.mark_if_unseen_many({spaces, n}, {items, n}, window, st);
+    for (size_t i = 0; i < n; ++i) {
+      if (st[i] != WindowStatus::kNew && st[i] != WindowStatus::kSeen)
+        return mark_status(st[i], "shmf_window_mark_if_unseen_many_u64");
+      if (out) out[i] = st[i] == WindowStatus::kNew;
+    }
+    return static_cast<int>(k);
+  });
+}
+
+int shmf_window_new_count(const shmf_window* w, uint64_t space, uint32_t age, uint64_t* out) {
+  return guard([&] {
+    need(w, "shmf_window_new_count", "w");
+    need(out, "shmf_window_new_count", "out");
+    if (!w->h.valid()) return dropped("shmf_window_new_count");
+    *out = w->h.new_count(space, age);
+    return 0;
+  });
+}
+
+int shmf_window_maintain(shmf_window* w) {
+  return guard([&] {
+    need(w, "shmf_window_maintain", "w");
+    w->h.maintain();
+    return 0;
+  });
+}
+
+int shmf_window_stats_get(const shmf_window* w, shmf_window_stats* out) {
+  return guard([&] {
+    need(w, "shmf_window_stats_get", "w");
+    need(out, "shmf_window_stats_get", "out");
+    WindowStats st = w->h.stats();
+    *out = shmf_window_stats{};
+    out->variant = st.variant == WindowVariant::kCuckoo ? SHMF_WINDOW_CUCKOO : SHMF_WINDOW_BLOOM;
+    out->retention = st.retention;
+    out->spaces = st.spaces;
+    out->max_spaces = st.max_spaces;
+    out->current_bucket = st.current_bucket;
+    out->memory_bytes = st.memory_bytes;
+    out->rotations = st.rotations;
+    out->racing_marks = st.racing_marks;
+    out->rotation_races = st.rotation_races;
+    out->inline_allocations = st.inline_allocations;
+    out->overflow_failures = st.overflow_failures;
+    out->other_marks = st.other_marks;
+    out->one_bucket_error = st.one_bucket_error;
+    if (!st.buckets.empty()) {
+      out->today_distinct = st.buckets[0].distinct;
+      out->today_capacity = st.buckets[0].capacity;
+      out->today_overflow = st.buckets[0].overflow;
+      out->today_over_capacity = st.buckets[0].over_capacity;
+    }
+    out->fp_now_1 = st.window_fp_now(1);
+    out->fp_bound_1 = st.window_fp_bound(1);
+    out->fp_now_all = st.window_fp_now(st.retention);
+    out->fp_bound_all = st.window_fp_bound(st.retention);
+    return 0;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,326 @@
+// tests/multiprocess/test_window_multiprocess.cpp: several processes on one Window.
+//  - mark_if_unseen races on the same pairs: kCuckoo answers kNew exactly once per
+//    pair; kBloom's double answers are bounded by stats().racing_marks.
+//  - rotation at a bucket boundary reached by several processes at once (a shared
+//    injected clock): one claim per bucket, no acknowledged mark lost.
+//  - SIGKILL at every window kill point (rotation, table preparation, overflow,
+//    maintain, space claim, forget): the segment stays consistent, acknowledged
+//    marks stay, acknowledged forgets stay forgotten, the work can be redone.
+// The oracle lives outside the segment (an anonymous shared mapping).
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "base/kill_point.h"
+#include "shmfilter/window.hpp"
+#include "test_util.h"
+#include "workload.h"
+
+using namespace shmfilter;
+
+namespace {
+
+constexpr int64_t kDay = 86400;
+constexpr int64_t kT0 = 1764547200;  // 2025-12-01 00:00:00 UTC
+constexpr int kProcs = 3;
+constexpr uint64_t kPairs = 20000;
+
+template <class T>
+T* shared_oracle() {
+  void* p = mmap(nullptr, sizeof(T), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  return new (p) T{};
+}
+
+WindowOptions opts(WindowVariant v, uint64_t n) {
+  WindowOptions o;
+  o.variant = v;
+  o.expected_per_bucket = n;
+  o.error = 0.01;
+  o.retention = 7;
+  o.max_spaces = 256;
+  o.seed = 5;
+  return o;
+}
+
+void expect_check_clean(Segment& seg) {
+  CheckReport r = seg.check(false);
+  for (const auto& f : r.findings) ADD_FAILURE() << f.where << ": " << f.problem;
+  EXPECT_TRUE(r.consistent());
+}
+
+struct RaceOracle {
+  std::atomic<uint32_t> news[kPairs];
+  std::atomic<int> ready;
+};
+
+struct ClockOracle {
+  std::atomic<int64_t> now;
+  std::atomic<uint64_t> acked[kProcs];  // pairs [0, acked) of process p were acknowledged
+  std::atomic<int> ready;
+  std::atomic<int> stop;
+};
+
+int64_t shared_clock(void* ctx) { return static_cast<ClockOracle*>(ctx)->now.load(std::memory_order_acquire); }
+
+uint64_t own_item(int p, uint64_t i) { return shmf_bench::mix64((uint64_t(p + 1) << 40) + i); }
+
+class WindowMP : public ::testing::TestWithParam<WindowVariant> {};
+
+}  // namespace
+
+TEST_P(WindowMP, MarkIfUnseenRacesAnswerNewOnceOrWithinTheCountedBound) {
+  shmf_test::SegmentGuard guard(shmf_test::unique_name("wrace"));
+  Segment seg = Segment::create(guard.name, shmf_test::small_options());
+  Window::create(seg, "w", opts(GetParam(), 2 * kPairs));
+  auto* orc = shared_oracle<RaceOracle>();
+  ASSERT_NE(orc, nullptr);
+  std::string name = guard.name;
+  std::vector<pid_t> kids;
+  for (int p = 0; p < kProcs; ++p) {
+    kids.push_back(shmf_test::fork_child([&, p] {
+      Segment s = Segment::open(name);
+      Window w = Window::open(s, "w");
+      w.set_now(kT0 + 100);
+      std::vector<uint64_t> order(kPairs);
+      for (uint64_t i = 0; i < kPairs; ++i) order[i] = i;
+      shmf_bench::Rng rng(static_cast<uint64_t>(p) + 1);
+      for (uint64_t i = kPairs; i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
+      orc->ready.fetch_add(1);
+      while (orc->ready.load() < kProcs) {
+      }
+      for (uint64_t i : order) {
+        WindowStatus st = w.mark_if_unseen(i % 17, shmf_bench::mix64(i), 7);
+        if (st == WindowStatus::kNew) orc->news[i].fetch_add(1);
+        else if (st != WindowStatus::kSeen) return 10;
+      }
+      return 0;
+    }));
+  }
+  for (pid_t k : kids) EXPECT_TRUE(shmf_test::exited_ok(shmf_test::wait_status(k)));
+  Window w = Window::open(seg, "w");
+  w.set_now(kT0 + 100);
+  uint64_t zero = 0, extra = 0, total = 0;
+  for (uint64_t i = 0; i < kPairs; ++i) {
+    uint32_t n = orc->news[i].load();
+    total += n;
+    if (n == 0) ++zero;
+    if (n > 1) extra += n - 1;
+    ASSERT_TRUE(w.seen(i % 17, shmf_bench::mix64(i), 1)) << "pair " << i << " lost";
+  }
+  WindowStats st = w.stats();
+  uint64_t counted = 0;
+  for (uint64_t s = 0; s < 17; ++s) counted += w.new_count(s, 0);
+  EXPECT_EQ(counted, total);  // per-space counters count kNew answers exactly
+  // A pair answers kSeen to all only when it was a false positive before anyone marked it: <= p1 x pairs.
+  EXPECT_LE(zero, static_cast<uint64_t>(kPairs * st.one_bucket_error * 3 + 10));
+  std::printf("%s: %llu pairs, %llu answered kNew twice or more (extra %llu), racing_marks %llu, rotation_races %llu\n",
+              std::string(window_variant_name(GetParam())).c_str(), (unsigned long long)kPairs,
+              (unsigned long long)extra, (unsigned long long)extra, (unsigned long long)st.racing_marks,
+              (unsigned long long)st.rotation_races);
+  if (GetParam() == WindowVariant::kCuckoo)
+    EXPECT_EQ(extra, 0u);  // exactly once (no rotation in this run)
+  else
+    EXPECT_LE(extra, st.racing_marks);  // every double answer was counted
+  expect_check_clean(seg);
+  munmap(orc, sizeof(RaceOracle));
+}
+
+TEST_P(WindowMP, RotationAtTheBoundaryBySeveralProcessesLosesNothing) {
+  for (bool with_maintainer : {false, true}) {
+    shmf_test::SegmentGuard guard(shmf_test::unique_name("wrot"));
+    Segment seg = Segment::create(guard.name, shmf_test::small_options());
+    Window::create(seg, "w", opts(GetParam(), 20000));
+    auto* orc = shared_oracle<ClockOracle>();
+    ASSERT_NE(orc, nullptr);
+    orc->now.store(kT0 + kDay - 1);
+    std::string name = guard.name;
+    std::vector<pid_t> kids;
+    for (int p = 0; p < kProcs; ++p) {
+      kids.push_back(shmf_test::fork_child([&, p] {
+        Segment s = Segment::open(name);
+        Window w = Window::open(s, "w");
+        w.set_clock(&shared_clock, orc);
+        orc->ready.fetch_add(1);
+        for (uint64_t i = 0; orc->stop.load() == 0 && i < 60000; ++i) {
+          WindowStatus st = w.mark(uint64_t(p), own_item(p, i));
+          if (st != WindowStatus::kNew && st != WindowStatus::kSeen) {
+            std::fprintf(stderr, "child %d: mark answered %s\n", p, std::string(window_status_name(st)).c_str());
+            return 10;
+          }
+          orc->acked[p].store(i + 1, std::memory_order_release);
+          if (!w.seen(uint64_t(p), own_item(p, i), 7)) return 11;  // read-your-write across rotations
+        }
+        return 0;
+      }));
+    }
+    pid_t maint = -1;
+    if (with_maintainer) {
+      maint = shmf_test::fork_child([&] {
+        Segment s = Segment::open(name);
+        Window w = Window::open(s, "w");
+        w.set_clock(&shared_clock, orc);
+        while (orc->stop.load() == 0) {
+          w.maintain();
+          usleep(2000);
+        }
+        return 0;
+      });
+    }
+    while (orc->ready.load() < kProcs) usleep(100);
+    // Five day boundaries, each reached by every process at once (one store of the shared clock).
+    for (int d = 1; d <= 5; ++d) {
+      uint64_t before = 0;
+      for (int p = 0; p < kProcs; ++p) before += orc->acked[p].load();
+      while (true) {
+        uint64_t now = 0;
+        for (int p = 0; p < kProcs; ++p) now += orc->acked[p].load();
+        if (now >= before + 3000 || now >= kProcs * 60000ull - 10) break;
+        usleep(200);
+      }
+      orc->now.store(kT0 + d * kDay);
+    }
+    usleep(20000);
+    orc->stop.store(1);
+    for (pid_t k : kids) {
+      int status = shmf_test::wait_status(k);
+      // 10: a mark answered neither kNew nor kSeen; 11: a marked pair not seen right after
+      EXPECT_TRUE(shmf_test::exited_ok(status)) << "child status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    }
+    if (maint > 0) {
+      EXPECT_TRUE(shmf_test::exited_ok(shmf_test::wait_status(maint)));
+    }
+    Window w = Window::open(seg, "w");
+    w.set_now(kT0 + 5 * kDay);
+    for (int p = 0; p < kProcs; ++p) {
+      uint64_t n = orc->acked[p].load();
+      for (uint64_t i = 0; i < n; ++i) ASSERT_TRUE(w.seen(uint64_t(p), own_item(p, i), 7)) << "lost p" << p << " i" << i;
+    }
+    WindowStats st = w.stats();
+    // Buckets of days 0..5: one claim each (the ones create() did not pre-claim: all six).
+    EXPECT_EQ(st.rotations, 6u) << "maintainer " << with_maintainer;
+    EXPECT_EQ(st.current_bucket, w.bucket_of(kT0 + 5 * kDay));
+    if (with_maintainer) {
+      std::printf("with a maintainer: %llu inline allocations\n", (unsigned long long)st.inline_allocations);
+    } else {
+      EXPECT_GE(st.inline_allocations, 4u);
+    }
+    expect_check_clean(seg);
+    munmap(orc, sizeof(ClockOracle));
+  }
+}
+
+// ---- kill points -----------------------------------------------------------
+namespace {
+struct KillCase {
+  const char* point;
+  int action;  // 0 rotate (next day, no maintain), 1 overflow (over capacity), 2 maintain, 3 new space, 4 forget
+};
+}  // namespace
+
+TEST_P(WindowMP, KilledAtEveryKillPointLeavesAConsistentWindow) {
+  const KillCase cases[] = {
+      {"window.rotate.after_claim", 0},     {"window.prepare.after_free", 0}, {"window.prepare.before_ready", 0},
+      {"window.table.after_allocate", 0},   {"window.overflow.after_allocate", 1},
+      {"window.overflow.after_commit", 1},  {"window.maintain.after_retire", 2}, {"window.prepare.before_ready", 2},
+      {"window.space.after_claim", 3},      {"window.forget.between_buckets", 4},
+  };
+  for (const KillCase& kc : cases) {
+    if (kc.action == 4 && GetParam() != WindowVariant::kCuckoo) continue;
+    SCOPED_TRACE(kc.point);
+    shmf_test::SegmentGuard guard(shmf_test::unique_name("wkill"));
+    Segment seg = Segment::create(guard.name, shmf_test::small_options());
+    Window w = Window::create(seg, "w", opts(GetParam(), 2000));
+    // Acknowledged state before the crash: days 0..2, 1000 pairs each, in space 1.
+    for (int d = 0; d < 3; ++d) {
+      w.set_now(kT0 + d * kDay);
+      w.maintain();
+      for (uint64_t i = 0; i < 1000; ++i) ASSERT_NE(w.mark(1, own_item(d, i)), WindowStatus::kDropped);
+    }
+    if (kc.action == 4) {
+      for (uint64_t i = 0; i < 10; ++i) ASSERT_EQ(w.forget(1, own_item(0, i)), WindowStatus::kRemoved);
+    }
+    if (kc.action == 2) {
+      w.set_now(kT0 + 9 * kDay);  // days 0..2 expire: maintain retires them
+    }
+    std::string name = guard.name;
+    pid_t kid = shmf_test::fork_child([&] {
+      Segment s = Segment::open(name);
+      Window c = Window::open(s, "w");
+      internal::arm_kill_point(kc.point, 1);
+      switch (kc.action) {
+        case 0:
+          c.set_now(kT0 + 4 * kDay);  // two days on: no spare there, the caller prepares one
+          c.mark(1, uint64_t{42});
+          break;
+        case 1:
+          c.set_now(kT0 + 2 * kDay);
+          for (uint64_t i = 0; i < 5000; ++i) c.mark(2, own_item(7, i));
+          break;
+        case 2:
+          c.set_now(kT0 + 9 * kDay);
+          c.maintain();
+          break;
+        case 3:
+          c.set_now(kT0 + 2 * kDay);
+          c.mark(99, uint64_t{1});
+          break;
+        case 4:
+          c.set_now(kT0 + 2 * kDay);
+          c.forget(1, own_item(1, 500));
+          break;
+      }
+      return 3;  // not killed: the point was not reached
+    });
+    int status = shmf_test::wait_status(kid);
+    EXPECT_TRUE(shmf_test::killed_by(status, SIGKILL)) << "kill point not reached: " << kc.point;
+    // Whatever the crash left: the next control-plane call repairs it; the window is consistent.
+    Window v = Window::open(seg, "w");
+    v.set_now(kc.action == 2 ? kT0 + 9 * kDay : kT0 + 2 * kDay);
+    v.maintain();  // takes the segment lock: rolls back what the dead child left half-done
+    // Repairs the dead child's registry slot (a segment finding) and, after a kill
+    // between a space claim and its counter increment, the claimed-space counter.
+    EXPECT_TRUE(seg.check(true).consistent());
+    expect_check_clean(seg);
+    if (kc.action != 2) {
+      for (int d = 0; d < 3; ++d)
+        for (uint64_t i = (d == 0 && kc.action == 4) ? 10 : 0; i < 1000; ++i)
+          ASSERT_TRUE(v.seen(1, own_item(d, i), 7)) << "acknowledged mark lost: day " << d << " i " << i;
+    }
+    if (kc.action == 4) {
+      for (uint64_t i = 0; i < 10; ++i) EXPECT_FALSE(v.seen(1, own_item(0, i), 7)) << "forgotten pair came back";
+    }
+    // The interrupted work can be redone.
+    v.set_now(kc.action == 0 ? kT0 + 4 * kDay : (kc.action == 2 ? kT0 + 9 * kDay : kT0 + 2 * kDay));
+    EXPECT_NE(v.mark(1, uint64_t{42}), WindowStatus::kDropped);
+    EXPECT_TRUE(v.seen(1, uint64_t{42}, 1));
+    if (kc.action == 0) {
+      // A handle whose clock is behind sees what a handle at the new bucket marked after the
+      // crash (the epoch the dead claimer did not raise is raised by the next writer).
+      Window behind = Window::open(seg, "w");
+      behind.set_now(kT0 + 2 * kDay);
+      EXPECT_EQ(v.mark(1, uint64_t{4242}), WindowStatus::kNew);
+      EXPECT_TRUE(behind.seen(1, uint64_t{4242}, 1));
+    }
+    if (kc.action == 1) {
+      for (uint64_t i = 0; i < 5000; ++i) ASSERT_NE(v.mark(2, own_item(7, i)), WindowStatus::kDropped);
+      for (uint64_t i = 0; i < 5000; ++i) ASSERT_TRUE(v.seen(2, own_item(7, i), 1));
+      EXPECT_TRUE(v.stats().buckets[0].overflow);
+    }
+    if (kc.action == 3) {
+      EXPECT_NE(v.mark(99, uint64_t{2}), WindowStatus::kDropped);
+      EXPECT_GE(v.new_count(99, 0), 1u);
+    }
+    v.maintain();
+    expect_check_clean(seg);
+    EXPECT_TRUE(Window::drop(seg, "w"));
+    seg.quiesce();
+    expect_check_clean(seg);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, WindowMP, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo),
+                         [](const auto& pi) { return std::string(window_variant_name(pi.param)); });

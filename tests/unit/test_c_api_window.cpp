@@ -1,0 +1,133 @@
+// tests/unit/test_c_api_window.cpp: the Window through the C API (shmfilter.h):
+// create/open/close/drop, bad options (-SHMF_EINVAL, segment unchanged), the
+// injected clock, mark / seen / mark_if_unseen over buckets, forget on the
+// deletable variant and -SHMF_EINVAL on the insert-only one, batches, per-space
+// counts, maintain, stats, and a dropped handle answering -SHMF_EDROPPED.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "shmfilter/shmfilter.h"
+#include "test_util.h"
+
+namespace {
+
+constexpr int64_t kDay = 86400;
+constexpr int64_t kT0 = 1764547200;  // 2025-12-01 00:00:00 UTC
+
+struct CSeg {
+  shmf_test::SegmentGuard guard{shmf_test::unique_name("capiwin")};
+  shmf_segment* seg = nullptr;
+  CSeg() {
+    shmf_segment_options o;
+    shmf_segment_options_init(&o);
+    o.size = 8ull << 20;
+    o.max_size = 1ull << 30;
+    EXPECT_EQ(shmf_segment_create(guard.name.c_str(), &o, &seg), 0) << shmf_last_error_message();
+  }
+  ~CSeg() { shmf_segment_close(seg); }
+};
+
+}  // namespace
+
+TEST(CApiWindow, BadOptionsAreInvalidAndLeaveTheSegmentUnchanged) {
+  CSeg s;
+  shmf_window_options o;
+  shmf_window_options_init(&o);
+  shmf_window* w = nullptr;
+  EXPECT_EQ(shmf_window_create(s.seg, "w", &o, &w), -SHMF_EINVAL);  // expected_per_bucket 0
+  EXPECT_NE(std::string(shmf_last_error_message()).find("expected_per_bucket"), std::string::npos) << shmf_last_error_message();
+  o.expected_per_bucket = 1000;
+  o.bucket_seconds = 0;
+  EXPECT_EQ(shmf_window_create(s.seg, "w", &o, &w), -SHMF_EINVAL);
+  o.bucket_seconds = 86400;
+  o.retention = 65;
+  EXPECT_EQ(shmf_window_create(s.seg, "w", &o, &w), -SHMF_EINVAL);
+  o.retention = 7;
+  o.error = 1.5;
+  EXPECT_EQ(shmf_window_create(s.seg, "w", &o, &w), -SHMF_EINVAL);
+  o.error = 0.01;
+  o.variant = 9;
+  EXPECT_EQ(shmf_window_create(s.seg, "w", &o, &w), -SHMF_EINVAL);
+  EXPECT_EQ(w, nullptr);
+  EXPECT_EQ(shmf_window_open(s.seg, "w", &w), -SHMF_ENOTFOUND);
+  EXPECT_EQ(shmf_window_drop(s.seg, "w"), 0);
+}
+
+TEST(CApiWindow, MarkSeenForgetCountsAndStats) {
+  CSeg s;
+  shmf_window_options o;
+  shmf_window_options_init(&o);
+  o.variant = SHMF_WINDOW_CUCKOO;
+  o.expected_per_bucket = 10000;
+  o.seed = 3;
+  shmf_window* w = nullptr;
+  ASSERT_EQ(shmf_window_create(s.seg, "w", &o, &w), 0) << shmf_last_error_message();
+  ASSERT_EQ(shmf_window_set_now(w, kT0), 0);
+  ASSERT_EQ(shmf_window_maintain(w), 0) << shmf_last_error_message();
+  EXPECT_EQ(shmf_window_mark(w, 7, "dev-1", 5), 1);
+  EXPECT_EQ(shmf_window_mark(w, 7, "dev-1", 5), 0);
+  EXPECT_EQ(shmf_window_seen(w, 7, "dev-1", 5, 1), 1);
+  EXPECT_EQ(shmf_window_seen(w, 8, "dev-1", 5, 1), 0);
+  EXPECT_EQ(shmf_window_seen(w, 7, "dev-1", 5, 0), -SHMF_EINVAL);
+  EXPECT_EQ(shmf_window_seen(w, 7, "dev-1", 5, 8), -SHMF_EINVAL);
+  for (uint64_t i = 0; i < 100; ++i) EXPECT_EQ(shmf_window_mark_if_unseen_u64(w, 7, i, 7), 1);
+  ASSERT_EQ(shmf_window_set_now(w, kT0 + kDay), 0);
+  for (uint64_t i = 0; i < 100; ++i) {
+    EXPECT_EQ(shmf_window_mark_if_unseen_u64(w, 7, i, 7), 0) << i;
+    EXPECT_EQ(shmf_window_seen_u64(w, 7, i, 1), 0) << i;
+  }
+  uint64_t n = 0;
+  ASSERT_EQ(shmf_window_new_count(w, 7, 1, &n), 0);
+  EXPECT_EQ(n, 101u);
+  ASSERT_EQ(shmf_window_new_count(w, 7, 0, &n), 0);
+  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(shmf_window_forget_u64(w, 7, 5), 1);
+  EXPECT_EQ(shmf_window_forget_u64(w, 7, 5), 0);
+  EXPECT_EQ(shmf_window_seen_u64(w, 7, 5, 7), 0);
+  EXPECT_EQ(shmf_window_mark_if_unseen_u64(w, 7, 5, 7), 1);
+  std::vector<uint64_t> sp(300, 9), it(300);
+  for (size_t i = 0; i < it.size(); ++i) it[i] = 1000 + i;
+  std::vector<uint8_t> out(300);
+  EXPECT_EQ(shmf_window_mark_if_unseen_many_u64(w, sp.data(), it.data(), 300, 7, out.data()), 300);
+  EXPECT_EQ(shmf_window_seen_many_u64(w, sp.data(), it.data(), 300, 1, out.data()), 300);
+  EXPECT_EQ(shmf_window_seen_many_u64(w, sp.data(), it.data(), 300, 1, nullptr), 300);
+  shmf_window_stats st;
+  ASSERT_EQ(shmf_window_stats_get(w, &st), 0);
+  EXPECT_EQ(st.variant, SHMF_WINDOW_CUCKOO);
+  EXPECT_EQ(st.retention, 7u);
+  EXPECT_EQ(st.today_distinct, 301u);
+  EXPECT_EQ(st.today_capacity, 10000u);
+  EXPECT_GT(st.memory_bytes, 0u);
+  EXPECT_LE(st.fp_bound_1, st.one_bucket_error + 1e-12);
+  EXPECT_GE(st.rotations, 2u);
+  // Another handle of the same window sees the same pairs.
+  shmf_window* w2 = nullptr;
+  ASSERT_EQ(shmf_window_open(s.seg, "w", &w2), 0);
+  ASSERT_EQ(shmf_window_set_now(w2, kT0 + kDay), 0);
+  EXPECT_EQ(shmf_window_seen_u64(w2, 9, 1000, 1), 1);
+  EXPECT_EQ(shmf_window_drop(s.seg, "w"), 1);
+  EXPECT_EQ(shmf_window_mark_u64(w2, 9, 1), -SHMF_EDROPPED);
+  EXPECT_EQ(shmf_window_seen_u64(w2, 9, 1, 1), -SHMF_EDROPPED);
+  EXPECT_EQ(shmf_window_new_count(w2, 9, 0, &n), -SHMF_EDROPPED);
+  EXPECT_EQ(shmf_window_close(w2), 0);
+  EXPECT_EQ(shmf_window_close(w), 0);
+}
+
+TEST(CApiWindow, ForgetOnTheInsertOnlyVariantIsInvalid) {
+  CSeg s;
+  shmf_window_options o;
+  shmf_window_options_init(&o);
+  o.expected_per_bucket = 1000;
+  shmf_window* w = nullptr;
+  ASSERT_EQ(shmf_window_create(s.seg, "w", &o, &w), 0) << shmf_last_error_message();
+  ASSERT_EQ(shmf_window_set_now(w, kT0), 0);
+  EXPECT_EQ(shmf_window_mark_u64(w, 1, 1), 1);
+  EXPECT_EQ(shmf_window_forget_u64(w, 1, 1), -SHMF_EINVAL);
+  EXPECT_NE(std::string(shmf_last_error_message()).find("SHMF_WINDOW_CUCKOO"), std::string::npos);
+  EXPECT_EQ(shmf_window_seen_u64(w, 1, 1, 1), 1);
+  EXPECT_EQ(shmf_window_set_now(w, INT64_MIN), 0);  // back to the system clock
+  EXPECT_EQ(shmf_window_close(w), 0);
+}

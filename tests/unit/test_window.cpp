@@ -1,0 +1,366 @@
+// tests/unit/test_window.cpp: the Window in one process: bad options leave the
+// segment unchanged; both variants answer mark/seen/mark_if_unseen over w
+// buckets with no false negatives; buckets rotate by the (injected) clock and
+// expire; forget; per-space counts and the "other" row; FP per window within
+// the bound stats() reports at the sized load and at 2x; sizing of the next
+// bucket from the measured one (x1.5); check() clean; drop frees everything.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "shmfilter/window.hpp"
+#include "test_util.h"
+#include "workload.h"
+
+using namespace shmfilter;
+using shmf_test::SegmentGuard;
+
+namespace {
+
+constexpr int64_t kDay = 86400;
+constexpr int64_t kT0 = 1764547200;  // 2025-12-01 00:00:00 UTC
+
+struct Fixture {
+  SegmentGuard guard;
+  Segment seg;
+  explicit Fixture(const std::string& tag) : guard(shmf_test::unique_name(tag)) {
+    CreateOptions o;
+    o.size = 16ull << 20;
+    o.max_size = 4ull << 30;
+    seg = Segment::create(guard.name, o);
+  }
+};
+
+WindowOptions opts(WindowVariant v, uint64_t n, double p = 0.01, uint32_t retention = 7) {
+  WindowOptions o;
+  o.variant = v;
+  o.expected_per_bucket = n;
+  o.error = p;
+  o.retention = retention;
+  o.max_spaces = 1024;
+  o.seed = 11;
+  return o;
+}
+
+void expect_check_clean(Segment& seg) {
+  CheckReport r = seg.check(false);
+  for (const auto& f : r.findings) ADD_FAILURE() << f.where << ": " << f.problem;
+  EXPECT_TRUE(r.consistent());
+}
+
+class WindowBoth : public ::testing::TestWithParam<WindowVariant> {};
+
+}  // namespace
+
+TEST(Window, BadOptionsAreClearErrorsAndLeaveTheSegmentUnchanged) {
+  Fixture f("wbad");
+  auto before = f.seg.stats();
+  auto expect_bad = [&](WindowOptions o, const char* what) {
+    try {
+      Window::create(f.seg, "w", o);
+      ADD_FAILURE() << what << ": no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << what;
+      EXPECT_GT(std::string(e.what()).size(), 30u) << what << ": message too short: " << e.what();
+    }
+  };
+  WindowOptions good = opts(WindowVariant::kBloom, 1000);
+  WindowOptions o = good;
+  o.bucket_seconds = 0;
+  expect_bad(o, "bucket_seconds 0");
+  o = good;
+  o.retention = 0;
+  expect_bad(o, "retention 0");
+  o = good;
+  o.retention = kWindowMaxRetention + 1;
+  expect_bad(o, "retention > max");
+  for (double p : {0.0, 1.0, -0.5, 2.0, std::nan("")}) {
+    o = good;
+    o.error = p;
+    expect_bad(o, "error outside (0,1)");
+  }
+  o = good;
+  o.error_window = 8;
+  expect_bad(o, "error_window > retention");
+  o = good;
+  o.expected_per_bucket = 0;
+  expect_bad(o, "expected 0");
+  o = good;
+  o.max_spaces = 0;
+  expect_bad(o, "max_spaces 0");
+  auto after = f.seg.stats();
+  EXPECT_EQ(after.structures, before.structures);
+  EXPECT_EQ(after.used_bytes, before.used_bytes);
+  EXPECT_TRUE(f.seg.list().empty());
+  EXPECT_EQ(shmf_test::code_of([&] { Window::open(f.seg, "w"); }), ErrorCode::kNotFound);
+}
+
+TEST(Window, OneBucketRateFormula) {
+  WindowOptions o = opts(WindowVariant::kBloom, 1000, 0.07, 7);
+  WindowSizing s = Window::plan(o);
+  // p1 = 1 - (1 - p)^(1/w): 1 - 0.93^(1/7) = 0.010314...
+  EXPECT_NEAR(s.one_bucket_error, 1 - std::pow(0.93, 1.0 / 7), 1e-12);
+  EXPECT_NEAR(s.main_error + s.overflow_error, s.one_bucket_error, 1e-12);
+  o.error_window = 1;
+  EXPECT_NEAR(Window::plan(o).one_bucket_error, 0.07, 1e-12);
+}
+
+TEST_P(WindowBoth, MarkSeenOverBucketsAndExpiry) {
+  Fixture f("wbasic");
+  Window w = Window::create(f.seg, "w", opts(GetParam(), 5000));
+  w.set_now(kT0 + 3600);
+  for (uint64_t i = 0; i < 2000; ++i) EXPECT_EQ(w.mark(i % 13, i), WindowStatus::kNew) << i;
+  for (uint64_t i = 0; i < 2000; ++i) EXPECT_EQ(w.mark(i % 13, i), WindowStatus::kSeen) << i;
+  for (uint64_t i = 0; i < 2000; ++i) ASSERT_TRUE(w.seen(i % 13, i, 1)) << i;
+  // Next day: only wider windows see day 0.
+  w.set_now(kT0 + kDay + 5);
+  uint64_t hits1 = 0;
+  for (uint64_t i = 0; i < 2000; ++i) {
+    ASSERT_TRUE(w.seen(i % 13, i, 2)) << i;
+    hits1 += w.seen(i % 13, i, 1);
+  }
+  EXPECT_LT(hits1, 20u);  // false positives of an empty bucket only
+  // mark_if_unseen over 7 days: seen; over 1 day: new (and marks today).
+  EXPECT_EQ(w.mark_if_unseen(0, uint64_t{0}, 7), WindowStatus::kSeen);
+  EXPECT_EQ(w.mark_if_unseen(0, uint64_t{0}, 1), WindowStatus::kNew);
+  EXPECT_EQ(w.mark_if_unseen(0, uint64_t{0}, 1), WindowStatus::kSeen);
+  EXPECT_TRUE(w.seen(0, uint64_t{0}, 1));
+  // Day 6: day 0 is the oldest of the 7-day window; day 7: gone.
+  w.set_now(kT0 + 6 * kDay);
+  for (uint64_t i = 1; i < 2000; ++i) ASSERT_TRUE(w.seen(i % 13, i, 7)) << i;
+  w.set_now(kT0 + 7 * kDay);
+  uint64_t hits7 = 0;
+  for (uint64_t i = 1; i < 2000; ++i) hits7 += w.seen(i % 13, i, 7);
+  EXPECT_LT(hits7, 40u);
+  // Strings and uint64 items are separate keys; spaces separate too.
+  EXPECT_EQ(w.mark(5, std::string_view("0123456789abcdef")), WindowStatus::kNew);
+  EXPECT_TRUE(w.seen(5, std::string_view("0123456789abcdef")));
+  EXPECT_FALSE(w.seen(6, std::string_view("0123456789abcdef")));
+  expect_check_clean(f.seg);
+}
+
+TEST_P(WindowBoth, ClockJumpsAndBackwardsClock) {
+  Fixture f("wjump");
+  Window w = Window::create(f.seg, "w", opts(GetParam(), 1000, 0.01, 3));
+  w.set_now(kT0);
+  for (uint64_t i = 0; i < 500; ++i) w.mark(1, i);
+  w.set_now(kT0 + 100 * kDay);  // far ahead: every slot it lands on holds old data
+  for (uint64_t i = 0; i < 500; ++i) EXPECT_EQ(w.mark(1, i), WindowStatus::kNew) << i;
+  // A handle whose clock is behind uses the newest bucket anyone rotated to.
+  Window w2 = Window::open(f.seg, "w");
+  w2.set_now(kT0 + 99 * kDay);
+  for (uint64_t i = 0; i < 500; ++i) ASSERT_TRUE(w2.seen(1, i, 1));
+  EXPECT_EQ(w2.mark(1, uint64_t{0}), WindowStatus::kSeen);
+  WindowStats st = w.stats();
+  EXPECT_EQ(st.current_bucket, w.bucket_of(kT0 + 100 * kDay));
+  EXPECT_EQ(st.buckets[0].distinct, 500u);
+  EXPECT_GE(st.inline_allocations, 1u);
+  expect_check_clean(f.seg);
+}
+
+TEST(Window, UtcOffsetMovesTheBoundary) {
+  Fixture f("wutc");
+  WindowOptions o = opts(WindowVariant::kBloom, 100);
+  o.utc_offset = 8 * 3600;
+  Window w = Window::create(f.seg, "w", o);
+  // 16:00 UTC is local midnight at UTC+8.
+  EXPECT_EQ(w.bucket_of(kT0 + 16 * 3600 - 1) + 1, w.bucket_of(kT0 + 16 * 3600));
+  EXPECT_EQ(w.bucket_of(kT0 + 16 * 3600), w.bucket_of(kT0 + 16 * 3600 + kDay - 1));
+  o.bucket_seconds = 3600;
+  o.utc_offset = 0;
+  Window h = Window::create(f.seg, "h", o);
+  EXPECT_EQ(h.bucket_of(kT0 + 3599) + 1, h.bucket_of(kT0 + 3600));
+}
+
+TEST(Window, ForgetOnCuckooRemovesFromEveryBucket) {
+  Fixture f("wforget");
+  Window w = Window::create(f.seg, "w", opts(WindowVariant::kCuckoo, 1000));
+  for (int d = 0; d < 3; ++d) {
+    w.set_now(kT0 + d * kDay);
+    for (uint64_t i = 0; i < 100; ++i) w.mark(7, i);
+  }
+  for (uint64_t i = 0; i < 50; ++i) EXPECT_EQ(w.forget(7, i), WindowStatus::kRemoved) << i;
+  for (uint64_t i = 0; i < 50; ++i) {
+    EXPECT_FALSE(w.seen(7, i, 7)) << i;
+    EXPECT_EQ(w.forget(7, i), WindowStatus::kAbsent);
+  }
+  for (uint64_t i = 50; i < 100; ++i) EXPECT_TRUE(w.seen(7, i, 7)) << i;
+  // Forget, then mark again: new again, counted again.
+  EXPECT_EQ(w.mark_if_unseen(7, uint64_t{3}, 7), WindowStatus::kNew);
+  EXPECT_TRUE(w.seen(7, uint64_t{3}, 1));
+  EXPECT_EQ(w.new_count(7, 0), 101u);
+  expect_check_clean(f.seg);
+}
+
+TEST(Window, ForgetOnBloomIsUnsupported) {
+  Fixture f("wforgetb");
+  Window w = Window::create(f.seg, "w", opts(WindowVariant::kBloom, 1000));
+  w.set_now(kT0);
+  w.mark(1, uint64_t{1});
+  EXPECT_EQ(w.forget(1, uint64_t{1}), WindowStatus::kUnsupported);
+  EXPECT_TRUE(w.seen(1, uint64_t{1}));
+}
+
+TEST_P(WindowBoth, PerSpaceCountsAreExactAndOtherRowPastMaxSpaces) {
+  Fixture f("wspaces");
+  WindowOptions o = opts(GetParam(), 20000);
+  o.max_spaces = 50;
+  Window w = Window::create(f.seg, "w", o);
+  w.set_now(kT0);
+  shmf_bench::WorkloadOptions wo;
+  wo.scale = 10000 / 1.2e8;
+  wo.plans = 80;  // 30 past max_spaces
+  shmf_bench::Workload wl(wo);
+  std::vector<uint64_t> news(80), answered(80);
+  for (int i = 0; i < 15000; ++i) {
+    auto e = wl.next();
+    WindowStatus s = w.mark_if_unseen(e.plan, e.device, 7);
+    news[e.plan] += e.is_new;
+    answered[e.plan] += s == WindowStatus::kNew;
+  }
+  // The counters count kNew answers exactly: a claimed space its own, the rest one shared "other" row.
+  WindowStats st = w.stats();
+  EXPECT_EQ(st.spaces, 50u);
+  uint64_t answered_total = 0, own_rows = 0, in_other = 0;
+  for (uint32_t p = 0; p < 80; ++p) answered_total += answered[p];
+  for (uint32_t p = 0; p < 80; ++p) {
+    uint64_t c = w.new_count(p, 0);
+    if (c == answered[p] && !(answered[p] == st.other_marks && answered[p] != 0)) {
+      own_rows += c;
+    } else {
+      EXPECT_EQ(c, st.other_marks) << "space " << p;  // an unclaimed space reports the shared row
+      ++in_other;
+    }
+  }
+  EXPECT_EQ(own_rows + st.other_marks, answered_total);
+  EXPECT_LE(in_other, 30u);
+  uint64_t truth = 0;
+  for (auto n : news) truth += n;
+  EXPECT_EQ(st.buckets[0].distinct, answered_total);
+  EXPECT_LE(answered_total, truth);
+  EXPECT_GE(answered_total, truth - truth / 100);
+}
+
+TEST_P(WindowBoth, FalsePositivesWithinTheReportedBoundAtSizedAndDoubleLoad) {
+  Fixture f("wfp");
+  const uint64_t n = 100000;
+  WindowOptions o = opts(GetParam(), n, 0.05, 7);  // 5% over 7 days -> p1 = 0.73%
+  Window w = Window::create(f.seg, "w", o);
+  auto absent = shmf_bench::absent_keys(400000, 999);
+  std::vector<uint64_t> sp(absent.size());
+  for (size_t i = 0; i < absent.size(); ++i) sp[i] = absent[i] % 997;
+  // Days 0..6 at the sized load (each bucket's own capacity), day 7 (the bad day) at 2x its capacity.
+  for (int d = 0; d < 8; ++d) {
+    w.set_now(kT0 + d * kDay);
+    w.maintain();
+    w.mark(0, ~uint64_t{0});
+    const uint64_t cap = w.stats().buckets[0].capacity;
+    const double load = d == 7 ? 2.0 : 1.0;
+    auto keys = shmf_bench::distinct_keys(static_cast<uint64_t>(static_cast<double>(cap) * load), 100 + d);
+    std::vector<uint64_t> spaces(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) spaces[i] = keys[i] % 997;
+    std::vector<WindowStatus> out(keys.size());
+    w.mark_many(spaces, keys, out);
+    size_t kfull = 0;
+    for (auto s : out) kfull += s == WindowStatus::kFull;
+    EXPECT_EQ(kfull, 0u) << "day " << d;
+    std::vector<uint8_t> hit(keys.size());
+    EXPECT_EQ(w.seen_many(spaces, keys, 1, hit), keys.size()) << "false negatives on day " << d;
+    if (d < 6) continue;
+    WindowStats st = w.stats();
+    for (uint32_t win : {1u, 7u}) {
+      std::vector<uint8_t> res(absent.size());
+      double fp = static_cast<double>(w.seen_many(sp, absent, win, res)) / static_cast<double>(absent.size());
+      double bound = st.window_fp_bound(win);
+      double sigma = std::sqrt(bound / static_cast<double>(absent.size()));
+      EXPECT_LE(fp, bound + 4 * sigma) << "w=" << win << " load " << load << " bound " << bound;
+      if (win == 7) {
+        EXPECT_LE(bound, 0.05 + 1e-9);  // the asked-for rate holds for the 7-day window, bad day included
+      }
+      std::printf("variant %s day %d load %.0fx w=%u: measured FP %.4f%%, reported bound %.4f%%, model now %.4f%%\n",
+                  std::string(window_variant_name(GetParam())).c_str(), d, load, win, 100 * fp, 100 * bound,
+                  100 * st.window_fp_now(win));
+    }
+    if (d == 7) {
+      EXPECT_FALSE(st.buckets[0].over_capacity);
+      if (GetParam() == WindowVariant::kBloom) {
+        EXPECT_TRUE(st.buckets[0].overflow);
+      }
+    }
+  }
+  expect_check_clean(f.seg);
+}
+
+TEST_P(WindowBoth, MaintainSizesTheNextBucketFromTheMeasuredOne) {
+  Fixture f("wsize");
+  WindowOptions o = opts(GetParam(), 1000);
+  Window w = Window::create(f.seg, "w", o);
+  w.set_now(kT0);
+  w.maintain();
+  for (uint64_t i = 0; i < 1800; ++i) w.mark(i % 5, i);
+  WindowStats st = w.stats();
+  const uint64_t measured = st.buckets[0].distinct;
+  EXPECT_GE(measured, 1790u);
+  EXPECT_LE(measured, 1800u);
+  EXPECT_EQ(st.buckets[0].capacity, 1000u);
+  EXPECT_FALSE(st.buckets[0].over_capacity);
+  w.maintain();  // the spare for tomorrow: 1.5 x measured
+  w.set_now(kT0 + kDay);
+  w.mark(1, uint64_t{1});
+  st = w.stats();
+  EXPECT_EQ(st.buckets[0].capacity, static_cast<uint64_t>(std::ceil(1.5 * static_cast<double>(measured))));
+  EXPECT_EQ(st.inline_allocations, 0u);
+  // Later days: expired tables are freed; never more than retention + 1 tables.
+  for (int d = 2; d < 12; ++d) {
+    w.set_now(kT0 + d * kDay);
+    w.maintain();
+  }
+  st = w.stats();
+  WindowOptions big = o;
+  big.expected_per_bucket = 2700;
+  EXPECT_LE(st.memory_bytes, Window::plan(big).region_bytes + 8 * Window::plan(big).table_bytes);
+  EXPECT_EQ(st.buckets[0].capacity, 1000u);  // the big day left the window: back to the expected size
+  expect_check_clean(f.seg);
+}
+
+TEST_P(WindowBoth, DropFreesEveryTable) {
+  Fixture f("wdrop");
+  uint64_t used0 = f.seg.stats().used_bytes;
+  {
+    Window w = Window::create(f.seg, "w", opts(GetParam(), 5000));
+    for (int d = 0; d < 9; ++d) {
+      w.set_now(kT0 + d * kDay);
+      for (uint64_t i = 0; i < 12000; ++i) w.mark(i % 3, i + d * 100000);  // overflow every day
+    }
+    EXPECT_GT(f.seg.stats().used_bytes, used0);
+    EXPECT_TRUE(Window::drop(f.seg, "w"));
+    EXPECT_FALSE(w.valid());
+    EXPECT_EQ(w.mark(1, uint64_t{1}), WindowStatus::kDropped);
+    EXPECT_FALSE(w.seen(1, uint64_t{1}));
+    EXPECT_EQ(shmf_test::code_of([&] { w.stats(); }), ErrorCode::kDropped);
+  }
+  f.seg.quiesce();
+  expect_check_clean(f.seg);
+  EXPECT_EQ(f.seg.stats().used_bytes, used0);
+}
+
+TEST(Window, OpenRejectsAnotherKindAndCorruptHeaders) {
+  Fixture f("wopen");
+  Window::create(f.seg, "w", opts(WindowVariant::kBloom, 100));
+  f.seg.create_region("blob", Kind::kBlob, 4096, {});
+  EXPECT_EQ(shmf_test::code_of([&] { Window::open(f.seg, "blob"); }), ErrorCode::kWrongKind);
+  auto r = f.seg.find("w");
+  ASSERT_TRUE(r);
+  uint32_t* retention = reinterpret_cast<uint32_t*>(f.seg.base() + r->offset + 12);
+  uint32_t saved = *retention;
+  *retention = 99;
+  EXPECT_EQ(shmf_test::code_of([&] { Window::open(f.seg, "w"); }), ErrorCode::kCorrupt);
+  EXPECT_FALSE(f.seg.check(false).consistent());
+  *retention = saved;
+  EXPECT_NO_THROW(Window::open(f.seg, "w"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, WindowBoth, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo),
+                         [](const auto& pi) { return std::string(window_variant_name(pi.param)); });
