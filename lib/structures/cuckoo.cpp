@@ -44,7 +44,7 @@ std::string hdr_problem(const ck::Header* h, const RegionInfo& r, uint64_t seg_s
   if (h->lane_bits != (h->fp_bits <= 8 ? 8u : 16u)) return "lane bits " + std::to_string(h->lane_bits);
   if (h->max_path < 1 || h->max_path > ck::kMaxPathLimit) return "max path " + std::to_string(h->max_path);
   if (h->max_subs < 1 || h->max_subs > ck::kMaxSubs) return "max sub-filters " + std::to_string(h->max_subs);
-  if (h->expansion == 1) return "expansion 1";
+  if (h->expansion == 1 || h->expansion > 1024) return "expansion " + std::to_string(h->expansion) + " (valid: 0 or 2..1024)";
   uint32_t n = ck::sub_count_acquire(h);
   if (n < 1 || n > h->max_subs) return "sub-filter count " + std::to_string(n);
   for (uint32_t j = 0; j < n; ++j) {

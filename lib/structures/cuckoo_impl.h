@@ -365,7 +365,20 @@ void repair_locked(std::byte* base, Header* h) noexcept {
 template <class LT>
 inline void reader_help(std::byte* base, Header* h, const Liveness& lv) noexcept {
   uint64_t owner = A(h->lock_owner).load(std::memory_order_relaxed);  // relaxed: only a hint for the CAS
-  if (owner != 0 && try_takeover<LT>(base, h, owner, lv)) unlock(h);
+  if (owner == 0) {
+    // An odd version with the lock free: left by a writer whose repairer never
+    // ran (or written into the segment's bytes). Take the free lock and repair:
+    // versions change only under the lock, so none of them is a live move.
+    const uint64_t self = lv.token();
+    uint64_t expect = 0;
+    // acquire: as in lock().
+    if (A(h->lock_owner).compare_exchange_strong(expect, self, std::memory_order_acquire, std::memory_order_relaxed)) {
+      repair_locked<LT>(base, h);
+      unlock(h);
+    }
+    return;
+  }
+  if (try_takeover<LT>(base, h, owner, lv)) unlock(h);
 }
 
 // ---- lookups (lock-free) ----------------------------------------------------------

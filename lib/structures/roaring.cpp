@@ -210,6 +210,19 @@ struct View;
 // (the child must Segment::open and RoaringSet::open itself).
 std::atomic<uint64_t> g_fork_epoch{0};
 
+// A snapshot extent that may be followed: 64-byte aligned, its header and
+// frozen bytes inside the segment's `size`, its magic, and its delta tables
+// (when named) 64-byte aligned and inside. Every offset read from the set's
+// header (current, staged_*, pending[]) passes this before it is dereferenced.
+bool version_ok(const std::byte* base, uint64_t size, uint64_t off, uint32_t capacity) noexcept {
+  auto inside = [&](uint64_t o, uint64_t len) { return o != 0 && o % 64 == 0 && o <= size && len <= size - o; };
+  if (!inside(off, sizeof(SnapHeader))) return false;
+  auto* sh = reinterpret_cast<const SnapHeader*>(base + off);
+  if (sh->magic != kSnapMagic || sh->frozen_bytes > size - off - sizeof(SnapHeader)) return false;
+  if (!inside(sh->delta_off, delta_bytes(capacity))) return false;
+  return sh->prev_delta_off == 0 || inside(sh->prev_delta_off, delta_bytes(capacity));
+}
+
 struct RoaringLocal : std::enable_shared_from_this<RoaringLocal> {
   uint64_t serial = 0;         // unique per RoaringLocal in this process (keys the thread caches)
   uint64_t fork_epoch = 0;     // g_fork_epoch when made
@@ -311,12 +324,8 @@ std::shared_ptr<View> RoaringLocal::make_view() {
     publish_pins_locked();
     return nullptr;
   };
-  if (!in_segment(cur, sizeof(SnapHeader))) return fail();
+  if (!version_ok(base, seg.size(), cur, capacity)) return fail();
   auto* sh = reinterpret_cast<const SnapHeader*>(base + cur);
-  if (sh->magic != kSnapMagic || !in_segment(cur + sizeof(SnapHeader), sh->frozen_bytes) ||
-      !in_segment(sh->delta_off, delta_bytes(capacity)) ||
-      (sh->prev_delta_off != 0 && !in_segment(sh->prev_delta_off, delta_bytes(capacity))))
-    return fail();
   auto v = std::make_shared<View>();
   v->snap_off = cur;
   v->gen = sh->generation;
@@ -414,7 +423,8 @@ RoaringHeader* checked_header(Segment& seg, const RegionInfo& info) {
   if (h->reader_slots == 0 || region_bytes(h->reader_slots) > info.size) throw corrupt("reader table out of bounds");
   if (h->compact_permille == 0 || h->compact_permille > 900) throw corrupt("compaction threshold");
   uint64_t cur = h->current.load();
-  if (cur == 0 || cur > seg.size() || seg.size() - cur < sizeof(SnapHeader)) throw corrupt("snapshot offset");
+  if (cur == 0 || cur % 64 != 0 || cur > seg.size() || seg.size() - cur < sizeof(SnapHeader))
+    throw corrupt("snapshot offset");
   return h;
 }
 
@@ -518,6 +528,15 @@ struct ClaimGuard {
   ~ClaimGuard() { release_claim(L); }
 };
 
+// A retired-snapshot entry whose offsets may be freed: aligned, inside, a snapshot header.
+bool pending_ok(const std::byte* base, uint64_t size, const PendingFree& p) noexcept {
+  auto inside = [&](uint64_t o, uint64_t len) { return o != 0 && o % 64 == 0 && o <= size && len <= size - o; };
+  if (!inside(p.snap_off, sizeof(SnapHeader))) return false;
+  auto* sh = reinterpret_cast<const SnapHeader*>(base + p.snap_off);
+  if (sh->magic != kSnapMagic || sh->frozen_bytes > size - p.snap_off - sizeof(SnapHeader)) return false;
+  return p.delta_off == 0 || inside(p.delta_off, sizeof(DeltaHeader));
+}
+
 // True if no live reader slot holds a generation in [lo_gen, hi_gen].
 bool unread(RoaringLocal& L, uint64_t lo_gen, uint64_t hi_gen) {
   ReaderSlot* slots = reader_table(L.hdr);
@@ -541,6 +560,7 @@ uint32_t reclaim_locked(RoaringLocal& L) {
   for (uint32_t i = 0; i < kPendingSlots; ++i) {
     PendingFree p = L.hdr->pending[i];
     if (p.snap_off == 0) continue;
+    if (!pending_ok(L.base, L.seg.size(), p)) continue;  // corrupt entry: never freed; check --repair clears it
     if (!unread(L, p.generation == 0 ? 0 : p.generation - 1, p.generation)) continue;
     L.seg.transact([&](ControlTxn& txn) {
       PendingFree& e = L.hdr->pending[i];
@@ -586,6 +606,16 @@ void publish_locked(RoaringLocal& L, uint64_t from, uint64_t staged) {
 void recover_locked(RoaringLocal& L) {
   uint64_t staged = L.hdr->staged_snap, from = L.hdr->staged_from;
   if (staged == 0) return;
+  const uint64_t size = L.seg.size();
+  if (!version_ok(L.base, size, staged, L.capacity) || !version_ok(L.base, size, from, L.capacity)) {
+    // Garbage in the staging words (a corrupt segment): never publish or free
+    // what they name; forget them (check reports the space as leaked).
+    L.seg.transact([&](ControlTxn& txn) {
+      txn.store_u64(&L.hdr->staged_snap, 0);
+      txn.store_u64(&L.hdr->staged_from, 0);
+    });
+    return;
+  }
   uint64_t cur = L.hdr->current.load();
   if (cur == from) {  // built and allocated, not published: finish it (it is built on `current`)
     publish_locked(L, from, staged);
@@ -747,27 +777,30 @@ bool RoaringSet::drop(Segment& seg, std::string_view name) {
     std::byte* base = txn.base();
     uint64_t size = txn.segment().size();
     std::vector<uint64_t> offs;
+    // A snapshot header at o, or nullptr when o is not an aligned offset with room for one.
+    auto snap_at = [&](uint64_t o) -> const SnapHeader* {
+      if (o == 0 || o % 64 != 0 || o >= size || size - o < sizeof(SnapHeader)) return nullptr;
+      auto* sh = reinterpret_cast<const SnapHeader*>(base + o);
+      return sh->magic == kSnapMagic ? sh : nullptr;
+    };
     auto add_version = [&](uint64_t snap) {
-      if (snap == 0 || snap >= size || size - snap < sizeof(SnapHeader)) return;
       offs.push_back(snap);
-      auto* sh = reinterpret_cast<const SnapHeader*>(base + snap);
-      if (sh->magic != kSnapMagic) return;
-      offs.push_back(sh->delta_off);
-      offs.push_back(sh->prev_delta_off);
+      if (const SnapHeader* sh = snap_at(snap)) {
+        offs.push_back(sh->delta_off);
+        offs.push_back(sh->prev_delta_off);
+      }
     };
     add_version(h->current.load());
     if (h->staged_snap != h->current.load()) {
       // A staged, unpublished version owns its snapshot and active delta only.
-      if (h->staged_snap != 0 && h->staged_snap < size) {
+      if (h->staged_snap != 0) {
         offs.push_back(h->staged_snap);
-        auto* sh = reinterpret_cast<const SnapHeader*>(base + h->staged_snap);
-        if (sh->magic == kSnapMagic) offs.push_back(sh->delta_off);
+        if (const SnapHeader* sh = snap_at(h->staged_snap)) offs.push_back(sh->delta_off);
       }
     } else if (h->staged_from != 0) {
       // Published but its predecessor not yet retired: the predecessor is garbage too.
       offs.push_back(h->staged_from);
-      auto* sh = reinterpret_cast<const SnapHeader*>(base + h->staged_from);
-      if (sh->magic == kSnapMagic) offs.push_back(sh->prev_delta_off);
+      if (const SnapHeader* sh = snap_at(h->staged_from)) offs.push_back(sh->prev_delta_off);
     }
     for (const auto& p : h->pending) {
       offs.push_back(p.snap_off);
@@ -775,8 +808,13 @@ bool RoaringSet::drop(Segment& seg, std::string_view name) {
     }
     std::sort(offs.begin(), offs.end());
     offs.erase(std::unique(offs.begin(), offs.end()), offs.end());
-    for (uint64_t o : offs)
-      if (o != 0 && o < size) txn.free(o);
+    for (uint64_t o : offs) {
+      if (o == 0 || o >= size || o % 64 != 0) continue;
+      try {
+        txn.free(o);  // validates the extent header before any store: a corrupt offset is skipped, not followed
+      } catch (const Error&) {
+      }
+    }
   });
 }
 
@@ -1027,6 +1065,7 @@ RoaringStats RoaringSet::stats() const {
   for (const auto& p : local_->hdr->pending)
     if (p.snap_off) {
       ++s.pending_free;
+      if (!internal::pending_ok(local_->base, local_->seg.size(), p)) continue;  // corrupt: check reports it
       auto* sh = reinterpret_cast<const SnapHeader*>(local_->base + p.snap_off);
       pending_bytes += sizeof(SnapHeader) + sh->frozen_bytes + (p.delta_off ? delta_bytes(local_->capacity) : 0);
     }
@@ -1109,8 +1148,10 @@ void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckRep
   uint64_t size = seg.size();
   auto inside = [&](uint64_t off, uint64_t len) { return off != 0 && off <= size && len <= size - off; };
   uint64_t cur = h->current.load();
+  if (!version_ok(base, size, cur, h->delta_capacity))
+    return finding("published snapshot offset " + std::to_string(cur) +
+                   " is misaligned, outside the segment, or not a snapshot (bad magic or delta offsets)");
   auto* sh = reinterpret_cast<const SnapHeader*>(base + cur);
-  if (sh->magic != kSnapMagic) return finding("published snapshot has a bad magic");
   if (!inside(cur + sizeof(SnapHeader), sh->frozen_bytes)) return finding("snapshot bytes run past the segment");
   if (((cur + sizeof(SnapHeader)) & 31) != 0) return finding("snapshot bytes are not 32-byte aligned");
   const roaring_bitmap_t* v = roaring_bitmap_frozen_view(frozen_bytes(sh), sh->frozen_bytes);
@@ -1134,9 +1175,32 @@ void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckRep
     std::string err = delta_validate(reinterpret_cast<DeltaHeader*>(base + d), h->delta_capacity, &claimed);
     if (!err.empty()) finding(err);
   }
-  for (const auto& p : h->pending)
-    if (p.snap_off && (!inside(p.snap_off, sizeof(SnapHeader)) || (p.delta_off && !inside(p.delta_off, 64))))
-      finding("retired-snapshot list holds an out-of-bounds offset");
+  for (auto& p : h->pending) {
+    if (p.snap_off == 0 || pending_ok(base, size, p)) continue;
+    bool fixed = false;
+    if (repair) {
+      seg.transact([&](ControlTxn& txn) {  // forget it: the space it named shows up as a leak, never freed blindly
+        txn.store_u64(&p.snap_off, 0);
+        txn.store_u64(&p.delta_off, 0);
+        txn.store_u64(&p.generation, 0);
+      });
+      fixed = true;
+    }
+    finding("retired-snapshot list holds a malformed offset " + std::to_string(p.snap_off), fixed);
+  }
+  uint64_t st = h->staged_snap, sf = h->staged_from;
+  if (st != 0 && (!version_ok(base, size, st, h->delta_capacity) || !version_ok(base, size, sf, h->delta_capacity))) {
+    bool fixed = false;
+    if (repair) {
+      seg.transact([&](ControlTxn& txn) {
+        txn.store_u64(&h->staged_snap, 0);
+        txn.store_u64(&h->staged_from, 0);
+      });
+      fixed = true;
+    }
+    finding("staged compaction names a malformed snapshot (" + std::to_string(st) + " from " + std::to_string(sf) + ")",
+            fixed);
+  }
   uint64_t c = h->claim.load();
   if (c != 0 && !seg.token_alive(c)) {
     bool fixed = repair && h->claim.compare_exchange_strong(c, 0);
