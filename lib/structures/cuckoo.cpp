@@ -36,6 +36,7 @@ ck::Liveness liveness_of(const Segment& seg) noexcept {
 
 std::string hdr_problem(const ck::Header* h, const RegionInfo& r, uint64_t seg_size) {
   if (r.size < sizeof(ck::Header)) return "region of " + std::to_string(r.size) + " bytes is smaller than the header";
+  if (r.offset % 64 != 0) return "region offset " + std::to_string(r.offset) + " is not 64-byte aligned";
   if (h->magic != ck::kMagic) return "bad magic";
   if (h->layout_version != ck::kLayoutVersion)
     return "layout version " + std::to_string(h->layout_version) + ", this build reads " +

@@ -37,7 +37,8 @@ void validate(const RegionInfo& info, std::byte* region, uint64_t segment_size) 
                                          ": the segment is damaged; run 'shmtool check SEG' and recreate the set");
   };
   if (info.size < sizeof(ExactSetHeader)) fail("region too small for its header");
-  if (info.offset + info.size > segment_size) fail("region lies outside the segment");
+  if (info.offset > segment_size || info.size > segment_size - info.offset) fail("region lies outside the segment");
+  if (info.offset % 64 != 0) fail("region offset " + std::to_string(info.offset) + " is not 64-byte aligned");
   const ExactSetHeader* h = header_of(region);
   if (h->magic != kExactSetMagic) fail("bad magic");
   if (h->version != kExactSetLayoutVersion)

@@ -24,7 +24,8 @@ void validate(const RegionInfo& info, std::byte* region, uint64_t segment_size) 
                                          ": the segment is damaged; run 'shmtool check SEG' and recreate the HLL");
   };
   if (info.size < kHllRegionBytes) fail("region of " + std::to_string(info.size) + " bytes is too small");
-  if (info.offset + info.size > segment_size) fail("region lies outside the segment");
+  if (info.offset > segment_size || info.size > segment_size - info.offset) fail("region lies outside the segment");
+  if (info.offset % 64 != 0) fail("region offset " + std::to_string(info.offset) + " is not 64-byte aligned");
   const HllHeader* h = header_of(region);
   if (h->magic != kHllMagic) fail("bad magic");
   if (h->version != kHllLayoutVersion)

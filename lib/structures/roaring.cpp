@@ -411,6 +411,7 @@ RoaringHeader* checked_header(Segment& seg, const RegionInfo& info) {
                                           " (run 'shmtool check' on the segment; drop and re-import the set)");
   };
   if (info.size < sizeof(RoaringHeader)) throw corrupt("region of " + std::to_string(info.size) + " bytes is too small");
+  if (info.offset % 64 != 0) throw corrupt("region offset " + std::to_string(info.offset) + " is not 64-byte aligned");
   auto* h = reinterpret_cast<RoaringHeader*>(seg.base() + info.offset);
   if (h->magic != kRegionMagic) throw corrupt("bad magic");
   if (h->version != kLayoutVersion)
