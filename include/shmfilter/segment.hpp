@@ -33,7 +33,7 @@
 namespace shmfilter {
 
 namespace internal {
-struct SegmentImpl;  // lib/segment/segment.cpp
+struct SegmentImpl;  // lib/segment/segment_impl.h
 }
 
 // Kinds of named structures. Values are part of the on-disk format.
@@ -220,7 +220,7 @@ class Segment {
   std::shared_ptr<internal::SegmentImpl> impl_;
 };
 
-// Parses "2GiB", "512MiB", "64k", "1.5G", "4096" into bytes. Throws kInvalidArgument.
+// Parses "2GiB", "512MiB", "64k", "1.5G", "4096" into bytes. Throws kInvalidArgument. (lib/base/text.cpp)
 uint64_t parse_size(std::string_view text);
 // Formats bytes as "1.50 GiB".
 std::string format_size(uint64_t bytes);

@@ -1,7 +1,7 @@
 // lib/base/hash.h: the one hash of shmfilter: XXH3-64 with a per-structure seed.
 //
-// The hash is part of the on-disk format (which bit a key sets depends on it);
-// tests/test_golden*.cpp pin it. A uint64 key is hashed as its 8 little-endian
+// The hash is part of the on-disk format; golden values in tests/unit (test_segment_format.cpp
+// DirectoryHashIsPinned, test_bloom_kernel.cpp GoldenBits, ...) pin it. A uint64 key is hashed as its 8 LE
 // bytes, so add(uint64_t k) and add(std::string_view(8 LE bytes of k)) agree.
 #pragma once
 

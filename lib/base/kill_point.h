@@ -1,8 +1,8 @@
 // lib/base/kill_point.h: named points where a test can SIGKILL the process.
 //
 // SHMF_KILL_POINT("cuckoo.move.after_copy") compiles to nothing unless the
-// library is built with SHMFILTER_KILL_POINTS (the default for test builds;
-// release packages turn it off). When compiled in, the point costs one relaxed
+// library is built with -DSHMFILTER_KILL_POINTS=ON (default OFF; scripts/test.sh
+// and CI turn it on; tests that arm points are registered only then). When compiled in, the point costs one relaxed
 // load of a process-local flag until a test arms it:
 //   - arm_kill_point("name", nth) in a forked child, or
 //   - SHMF_KILL_POINT=name[:nth] in the environment (read once, at first hit).

@@ -1,0 +1,176 @@
+// lib/segment/segment_impl.h: SegmentImpl, one attachment of a segment, and
+// the helpers every subsystem of lib/segment shares.
+//
+// The state is one struct (an attachment: fd, mapping, registry slot, the
+// holding thread's transaction state); its methods live with their subsystem:
+//   mapping.cpp    create/open the backing object, map it, grow/shrink it
+//   registry.cpp   registry slots, OFD-lock liveness, quiescence, fork, reboot
+//   txn.cpp        robust control lock, undo log, recovery, ControlTxn
+//   allocator.cpp  extents, free table, quarantine
+//   directory.cpp  lock-free lookups, publish (create_region), drop
+//   self_check.cpp the segment's own part of Segment::check
+// Bytes in shared memory: layout.h. Internal to lib/segment (and lib/check's
+// Segment::check through self_check.h); nothing above may include it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "segment/layout.h"
+#include "shmfilter/segment.hpp"
+
+namespace shmfilter::internal {
+
+inline constexpr uint64_t kPage = 4096;
+
+[[noreturn]] inline void fail(ErrorCode code, const std::string& msg) { throw Error(code, msg); }
+
+inline std::string errno_text(int e) { return std::string(strerror(e)) + " (errno " + std::to_string(e) + ")"; }
+
+inline uint64_t round_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Offsets of the segment's tables for a directory of dir_capacity entries
+// (the header stores them; open() checks that they match).
+struct Layout {
+  uint64_t undo_offset, free_offset, quarantine_offset, registry_offset, directory_offset, data_offset;
+};
+
+inline Layout compute_layout(uint32_t dir_capacity) {
+  Layout l{};
+  l.undo_offset = round_up(sizeof(Header), kPage);
+  l.free_offset = round_up(l.undo_offset + uint64_t{kUndoCapacity} * sizeof(UndoEntry), 64);
+  l.quarantine_offset = round_up(l.free_offset + uint64_t{kFreeCapacity} * sizeof(FreeExtent), 64);
+  l.registry_offset = round_up(l.quarantine_offset + uint64_t{kQuarantineCapacity} * sizeof(QuarantineEntry), 64);
+  l.directory_offset = round_up(l.registry_offset + uint64_t{kRegistrySlots} * sizeof(RegistrySlot), 64);
+  l.data_offset = round_up(l.directory_offset + uint64_t{dir_capacity} * sizeof(DirEntry), kPage);
+  return l;
+}
+
+// ---- mapping.cpp: names, paths, the backing object ------------------------------
+void validate_segment_name(std::string_view name);
+std::string backing_path(std::string_view name, const std::string& file);
+std::string parent_dir(const std::string& path);
+ErrorCode open_errno_code(int e);
+std::string what_it_is(std::string_view name, const std::string& path);
+// posix_fallocate that reports a file-size limit as EFBIG (never SIGXFSZ) and retries EINTR.
+int allocate_file_range(int fd, uint64_t offset, uint64_t len) noexcept;
+struct SegmentImpl;
+// The bodies of Segment::create / Segment::open: a new attachment, mapped and registered.
+std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateOptions& options);
+std::shared_ptr<SegmentImpl> open_segment(std::string_view name, const OpenOptions& options);
+
+// ---- registry.cpp ----------------------------------------------------------------
+uint64_t now_unix_ns();
+std::string read_boot_id();  // this boot's id, at most 39 bytes ("" without /proc)
+
+// ---- directory.cpp ---------------------------------------------------------------
+void validate_structure_name(std::string_view name);
+
+struct SegmentImpl {
+  std::string name;
+  std::string path;
+  int fd = -1;
+  std::byte* base = nullptr;
+  uint64_t map_size = 0;
+  pid_t attach_pid = 0;
+  uint32_t slot = UINT32_MAX;
+  uint64_t token = 0;
+  uint32_t dir_capacity = 0;
+  Layout lay{};  // table offsets, validated at attach
+  // Transaction state: touched only by the thread holding the control lock.
+  uint64_t txn_owner = 0;          // (generation << 32) | (directory slot + 1) charged for allocations; 0 unattributed
+  uint64_t last_recovered = 0;     // undo entries rolled back by this process's last recovery
+  bool recovered_in_lock = false;  // the current lock acquisition rolled back a dead holder
+  bool last_recovery_forward = false;  // ... or completed its committed transaction
+  uint32_t txn_depth = 0;              // nesting of run_txn in the holding thread
+  bool commit_reached = false;         // the outermost transaction made its commit-point store
+
+  SegmentImpl() = default;
+  SegmentImpl(const SegmentImpl&) = delete;
+  SegmentImpl& operator=(const SegmentImpl&) = delete;
+  ~SegmentImpl();  // registry.cpp: frees the slot, unmaps, closes (drops the OFD lock)
+
+  Header* hdr() const noexcept { return reinterpret_cast<Header*>(base); }
+  template <class T>
+  T* at(uint64_t off) const noexcept {
+    return reinterpret_cast<T*>(base + off);
+  }
+  // Table addresses come from the layout validated at attach (cached), never
+  // from header words read later, so a header damaged after open cannot
+  // redirect the allocator's writes.
+  UndoEntry* undo() const noexcept { return at<UndoEntry>(lay.undo_offset); }
+  FreeExtent* free_table() const noexcept { return at<FreeExtent>(lay.free_offset); }
+  QuarantineEntry* quarantine() const noexcept { return at<QuarantineEntry>(lay.quarantine_offset); }
+  RegistrySlot* registry() const noexcept { return at<RegistrySlot>(lay.registry_offset); }
+  DirEntry* directory() const noexcept { return at<DirEntry>(lay.directory_offset); }
+  uint64_t offset_of(const void* p) const noexcept {
+    return static_cast<uint64_t>(reinterpret_cast<const std::byte*>(p) - base);
+  }
+
+  // ---- mapping.cpp -----------------------------------------------------------
+  int reopen_for_map() const;
+  void map(uint64_t max_size);
+  void resize(uint64_t new_size);
+
+  // ---- registry.cpp: liveness, quiescence, attach -------------------------------
+  void check_fork() const;
+  bool slot_locked_by_other(uint32_t s) const noexcept;
+  bool slot_alive(uint32_t s) const noexcept;
+  bool token_alive(uint64_t tok) const noexcept;
+  void quiesce() noexcept;
+  void claim_slot();
+  uint64_t min_live_epoch() const noexcept;
+  void reinit_after_reboot_if_needed();
+  void finish_attach();
+
+  // ---- txn.cpp: control lock, undo log -------------------------------------------
+  void apply_undo(const UndoEntry& e) noexcept;
+  void stamp_pending_epochs() noexcept;
+  uint64_t settle_locked(bool* forward = nullptr) noexcept;
+  void rollback_to(uint64_t mark) noexcept;
+  void lock_control();
+  void unlock_control() noexcept;
+  void logged_store(void* field, uint32_t width, uint64_t value, uint32_t flags = 0);
+  void log64(uint64_t* f, uint64_t v) { logged_store(f, 8, v); }
+  void commit_store(uint64_t* f, uint64_t v);
+  void log32(uint32_t* f, uint32_t v) { logged_store(f, 4, v); }
+  // Runs fn as one transaction under the control lock (nested: a savepoint of the enclosing one).
+  void run_txn(const std::function<void()>& fn);
+  void require_data(const void* field, uint32_t width) const;
+  void require_txn() const;
+
+  // ---- allocator.cpp (under the control lock) ------------------------------------
+  void grow_backing(uint64_t want);
+  void remove_free(uint32_t j);
+  void remove_quarantine(uint32_t j);
+  void insert_free(uint64_t off, uint64_t size);
+  uint32_t reclaim_quarantine();
+  bool span_ok(uint64_t off, uint64_t size) const noexcept;
+  uint64_t take_free(uint64_t need);
+  uint64_t allocate(uint64_t bytes);
+  ExtentHeader* extent_of(uint64_t payload) const;
+  void free_extent(uint64_t payload);
+
+  // ---- directory.cpp ---------------------------------------------------------------
+  uint64_t next_generation() noexcept;
+  bool read_entry(uint32_t i, RegionInfo& out, uint64_t* hash_out = nullptr) const;
+  std::optional<RegionInfo> find(std::string_view nm) const;
+  bool region_in_bounds(const RegionInfo& info) const noexcept;
+  std::vector<RegionInfo> list() const;
+  RegionInfo create_region(Segment& seg, std::string_view nm, Kind kind, uint64_t bytes,
+                           const std::function<void(std::byte*, uint64_t, ControlTxn&)>& init);
+  bool drop(Segment& seg, std::string_view nm, const std::function<void(std::byte*, uint64_t, ControlTxn&)>& on_drop);
+
+  // ---- self_check.cpp ----------------------------------------------------------------
+  std::vector<RegionInfo> check_own(Segment& seg, bool repair, CheckReport& report);
+};
+
+}  // namespace shmfilter::internal
