@@ -62,6 +62,11 @@ struct CreateOptions {
 
 struct OpenOptions {
   std::string file;  // must match how the segment was created
+  // Trust rule (docs/SECURITY.md): open() attaches only a regular file, never
+  // through a symbolic link, owned by this process's effective uid or by root;
+  // anything else fails with kPermission, because whoever owns the file can
+  // hand us crafted bytes. Set this to a uid to trust that owner as well.
+  int64_t trusted_owner = -1;
 };
 
 // A named structure as the directory describes it.

@@ -173,7 +173,7 @@ void validate_header(std::string_view name, const std::string& path, const std::
 int SegmentImpl::reopen_for_map() const {
   int m = ::open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDWR | O_CLOEXEC);
   if (m >= 0) return m;
-  m = ::open(path.c_str(), O_RDWR | O_CLOEXEC);  // no /proc: same path, same inode checked below
+  m = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);  // no /proc: same path, same inode checked below
   struct stat a{}, b{};
   if (m < 0 || fstat(fd, &a) != 0 || fstat(m, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
     if (m >= 0) ::close(m);
@@ -305,9 +305,16 @@ std::shared_ptr<SegmentImpl> open_segment(std::string_view name, const OpenOptio
   validate_segment_name(name);
   const std::string path = backing_path(name, options.file);
   const std::string who = what_it_is(name, path);
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  // O_NOFOLLOW: a symlink planted at the path is refused, not followed;
+  // O_NONBLOCK: a FIFO or device planted there cannot make open() wait.
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     int e = errno;
+    if (e == EISDIR)
+      fail(ErrorCode::kNotASegment, who + " is a directory, not a segment: check the name or --file path");
+    if (e == ELOOP)
+      fail(ErrorCode::kPermission, who + " is a symbolic link: shmfilter never follows one to a segment "
+                                         "(another user may have planted it): pass the real path with --file");
     ErrorCode c = open_errno_code(e);
     if (c == ErrorCode::kNotFound)
       fail(c, who + " does not exist: create it first (shmtool create " + std::string(name) + ")");
@@ -320,6 +327,21 @@ std::shared_ptr<SegmentImpl> open_segment(std::string_view name, const OpenOptio
   impl->name = std::string(name);
   impl->path = path;
   impl->fd = fd;
+  {
+    struct stat st{};
+    if (fstat(fd, &st) != 0) fail(ErrorCode::kIo, "cannot stat " + who + ": " + errno_text(errno));
+    if (!S_ISREG(st.st_mode))
+      fail(ErrorCode::kNotASegment, who + " is not a regular file (a directory, FIFO, device or socket): "
+                                          "check the name or --file path");
+    const uid_t me = geteuid();
+    if (st.st_uid != me && st.st_uid != 0 &&
+        !(options.trusted_owner >= 0 && static_cast<uint64_t>(st.st_uid) == static_cast<uint64_t>(options.trusted_owner)))
+      fail(ErrorCode::kPermission,
+           who + " is owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " + std::to_string(me) +
+               ") or root: its owner can feed you crafted bytes, so it is not attached. If you trust that user, "
+               "pass OpenOptions::trusted_owner = " + std::to_string(st.st_uid) +
+               " (shmtool: --trust-owner " + std::to_string(st.st_uid) + "); else remove it (docs/SECURITY.md)");
+  }
   std::byte buf[kPage];
   for (int attempt = 0;; ++attempt) {
     ssize_t n = pread(fd, buf, sizeof buf, 0);

@@ -129,10 +129,14 @@ struct SegmentImpl {
   void claim_slot();
   uint64_t min_live_epoch() const noexcept;
   void reinit_after_reboot_if_needed();
+  bool nobody_attached() const noexcept;
+  void reinit_unattended_lock_if_needed();
   void finish_attach();
 
   // ---- txn.cpp: control lock, undo log -------------------------------------------
-  void apply_undo(const UndoEntry& e) noexcept;
+  uint64_t file_length() const noexcept;  // the backing file's size now (fstat), at most map_size
+  bool undo_target_ok(uint64_t off, uint32_t width, uint64_t limit) const noexcept;
+  void apply_undo(const UndoEntry& e, uint64_t limit) noexcept;
   void stamp_pending_epochs() noexcept;
   uint64_t settle_locked(bool* forward = nullptr) noexcept;
   void rollback_to(uint64_t mark) noexcept;

@@ -96,7 +96,16 @@ std::vector<RegionInfo> SegmentImpl::check_own(Segment& seg, bool repair, CheckR
         continue;
       }
       where += " '" + info.name + "'";
+      if (info.kind < Kind::kBloom || info.kind > Kind::kBlob) {
+        add(where, "unknown kind " + std::to_string(static_cast<uint32_t>(info.kind)) +
+                       " (not a structure this build knows: written by a newer build, or corrupt)", false);
+        continue;
+      }
       uint64_t ext = info.offset - sizeof(ExtentHeader);
+      if (info.offset % 64 != 0) {  // the allocator hands out 64-byte aligned payloads only
+        add(where, "region offset " + std::to_string(info.offset) + " is not 64-byte aligned", false);
+        continue;
+      }
       if (info.offset < im->lay.data_offset + sizeof(ExtentHeader) || info.offset > h->top || info.size > h->top - info.offset) {
         add(where, "region [" + std::to_string(info.offset) + ", +" + std::to_string(info.size) +
                        ") lies outside the allocated space", false);
