@@ -1,11 +1,8 @@
-// shmtool/main.cpp: dispatch, help, exit codes. Commands live one file each.
-#include <unistd.h>
-
+// shmtool/main.cpp: dispatch, help, exit codes. Commands live one file each in
+// commands/, registered with SHMTOOL_COMMAND (cli/command.h).
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <exception>
-#include <iostream>
 #include <string>
 #include <vector>
 
@@ -13,105 +10,6 @@
 #include "shmfilter/error.hpp"
 
 namespace shmtool {
-
-std::vector<Command>& registry() {
-  static std::vector<Command> commands;
-  return commands;
-}
-
-std::vector<Describer>& describers() {
-  static std::vector<Describer> d;
-  return d;
-}
-
-void print_object(const Json& obj, bool json) {
-  if (json) {
-    printf("%s\n", obj.str().c_str());
-    return;
-  }
-  // Text: one "key: value" line per top-level member; nested values stay JSON.
-  std::string s = obj.str();
-  size_t i = 1, depth = 0;
-  bool in_str = false;
-  std::string line;
-  for (; i + 1 < s.size(); ++i) {
-    char c = s[i];
-    if (in_str) {
-      if (c == '\\') { line += c; line += s[++i]; continue; }
-      if (c == '"') in_str = false;
-      line += c;
-      continue;
-    }
-    if (c == '"') in_str = true;
-    if (c == '{' || c == '[') ++depth;
-    if (c == '}' || c == ']') --depth;
-    if (c == ',' && depth == 0) {
-      printf("%s\n", line.c_str());
-      line.clear();
-      continue;
-    }
-    line += c;
-  }
-  if (!line.empty()) printf("%s\n", line.c_str());
-}
-
-void for_each_stdin_line(const std::function<void(std::string_view, uint64_t)>& fn) {
-  static char buf[1 << 20];
-  std::string carry;
-  uint64_t line_no = 0;
-  auto emit = [&](std::string_view line) {
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (!line.empty()) fn(line, line_no);
-  };
-  ssize_t n;
-  while ((n = read(0, buf, sizeof buf)) > 0) {
-    std::string_view chunk(buf, static_cast<size_t>(n));
-    size_t start = 0;
-    while (true) {
-      size_t nl = chunk.find('\n', start);
-      if (nl == std::string_view::npos) {
-        carry.append(chunk.substr(start));
-        break;
-      }
-      if (!carry.empty()) {
-        carry.append(chunk.substr(start, nl - start));
-        emit(carry);
-        carry.clear();
-      } else {
-        emit(chunk.substr(start, nl - start));
-      }
-      start = nl + 1;
-    }
-  }
-  if (!carry.empty()) emit(carry);
-}
-
-Progress::Progress(std::string label, uint64_t total_bytes)
-    : label_(std::move(label)), total_(total_bytes), tty_(isatty(2) != 0) {}
-
-void Progress::update(uint64_t done) {
-  if (!tty_ || total_ == 0) return;
-  uint64_t pct = std::min<uint64_t>(100, done * 100 / total_);
-  if (pct == last_shown_ && done != 0) return;
-  last_shown_ = pct;
-  int width = 40, filled = static_cast<int>(pct * width / 100);
-  std::string bar(static_cast<size_t>(filled), '#');
-  bar.resize(static_cast<size_t>(width), '.');
-  fprintf(stderr, "\r%s [%s] %3llu%%", label_.c_str(), bar.c_str(), static_cast<unsigned long long>(pct));
-  fflush(stderr);
-}
-
-void Progress::finish() {
-  if (tty_ && !finished_) {
-    update(total_);
-    fprintf(stderr, "\n");
-  }
-  finished_ = true;
-}
-
-Progress::~Progress() { finish(); }
-
 namespace {
 
 const char* kOverview =
@@ -131,12 +29,12 @@ const char* kOverview =
 void print_overview(FILE* out) {
   fputs(kOverview, out);
   std::vector<std::string> groups;
-  for (const auto& c : registry())
+  for (const auto& c : commands())
     if (std::find(groups.begin(), groups.end(), c.group) == groups.end()) groups.push_back(c.group);
   std::sort(groups.begin(), groups.end());
   for (const auto& g : groups) {
     fprintf(out, "\n%s\n", g.empty() ? "Segment commands:" : ("Structure commands (" + g + "):").c_str());
-    for (const auto& c : registry()) {
+    for (const auto& c : commands()) {
       if (c.group != g) continue;
       std::string full = g.empty() ? c.name : g + " " + c.name;
       fprintf(out, "  %-22s %s\n", full.c_str(), c.summary.c_str());
@@ -145,28 +43,26 @@ void print_overview(FILE* out) {
 }
 
 const Command* lookup(const std::string& group, const std::string& name) {
-  for (const auto& c : registry())
+  for (const auto& c : commands())
     if (c.group == group && c.name == name) return &c;
   return nullptr;
 }
 
 bool is_group(const std::string& g) {
   if (g.empty()) return false;
-  for (const auto& c : registry())
+  for (const auto& c : commands())
     if (c.group == g) return true;
   return false;
 }
 
 void print_group(FILE* out, const std::string& g) {
   fprintf(out, "Usage: shmtool %s SUBCOMMAND ...\n\n", g.c_str());
-  for (const auto& c : registry())
+  for (const auto& c : commands())
     if (c.group == g) fprintf(out, "  %-14s %s\n", c.name.c_str(), c.summary.c_str());
   fprintf(out, "\nshmtool %s SUBCOMMAND --help shows each one in full.\n", g.c_str());
 }
 
-void print_command(FILE* out, const Command& c) {
-  fprintf(out, "Usage: %s\n\n%s\n", c.usage.c_str(), c.help.c_str());
-}
+void print_command(FILE* out, const Command& c) { fputs(c.help.c_str(), out); }
 
 }  // namespace
 }  // namespace shmtool
@@ -225,7 +121,7 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    Args parsed(rest, cmd->flags);
+    Args parsed(rest, cmd->options);
     return cmd->run(parsed);
   } catch (const UsageError& e) {
     fprintf(stderr, "shmtool: %s (usage: %s; see 'shmtool %s%s --help')\n", e.what(), cmd->usage.c_str(),

@@ -3,15 +3,14 @@
 #include <string>
 
 #include "cli/command.h"
-#include "cli/segment_util.h"
+#include "cli/json.h"
+#include "cli/segment.h"
 
 namespace shmtool {
 namespace {
 
 int run_check(const Args& args) {
-  args.allow({"--repair", "--json", "--file"});
-  const std::string name = args.at(0, "segment NAME");
-  no_extra_positionals(args, 1);
+  const std::string& name = segment_name(args);
   const bool repair = args.has("--repair"), json = args.has("--json");
   shmfilter::Segment seg = open_segment(name, args);
   shmfilter::CheckReport report;
@@ -46,27 +45,24 @@ int run_check(const Args& args) {
   return ok ? 0 : 1;
 }
 
-const CommandRegistrar reg_check(Command{
-    "", "check", "shmtool check NAME [--repair] [--json] [--file PATH]",
-    "verify a segment's integrity (exit 0 consistent, 1 problems); --repair fixes",
-    "Checks segment NAME: the header, the process registry, the directory, the\n"
-    "allocator (every extent in bounds, no overlap, nothing leaked) and every\n"
-    "structure's own invariants. Prints one line per finding and a verdict. Safe\n"
-    "while other processes work. Exit 0 when consistent (including when every\n"
-    "problem found was repaired), 1 when problems remain.\n"
-    "\n"
-    "Options:\n"
-    "  --repair         fix what can be fixed (leaked extents, stale locks of dead\n"
-    "                   processes, half-done operations) and say what was fixed\n"
-    "  --json           one JSON object: consistent, problems, repaired, findings\n" +
-        std::string(kFileOptionHelp) +
-        "\n"
-        "Example:\n"
-        "  $ shmtool check freqcap\n"
-        "  segment 'freqcap' is consistent\n"
-        "  $ shmtool check freqcap --repair --json\n",
-    {"--repair", "--json"},
-    run_check});
+SHMTOOL_COMMAND("check", run_check, R"(verify a segment's integrity (exit 0 consistent, 1 problems); --repair fixes
+Usage: shmtool check NAME [--repair] [--json]
+
+Checks segment NAME: the header, the process registry, the directory, the
+allocator (every extent in bounds, no overlap, nothing leaked) and every
+structure's own invariants. Prints one line per finding and a verdict. Safe
+while other processes work. Exit 0 when consistent (including when every
+problem found was repaired), 1 when problems remain.
+
+Options:
+  --repair         fix what can be fixed (leaked extents, stale locks of dead
+                   processes, half-done operations) and say what was fixed
+  --json           one JSON object: consistent, problems, repaired, findings
+Example:
+  $ shmtool check freqcap
+  segment 'freqcap' is consistent
+  $ shmtool check freqcap --repair --json
+)");
 
 }  // namespace
 }  // namespace shmtool

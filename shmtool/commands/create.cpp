@@ -1,11 +1,16 @@
 // shmtool/commands/create.cpp: `shmtool create NAME`: makes a new, empty segment.
 #include <grp.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "cli/command.h"
-#include "cli/segment_util.h"
+#include "cli/json.h"
+#include "cli/numbers.h"
+#include "cli/report.h"
+#include "cli/segment.h"
 
 namespace shmtool {
 namespace {
@@ -23,9 +28,7 @@ int64_t parse_group(const std::string& text) {
 }
 
 int run_create(const Args& args) {
-  args.allow({"--size", "--max-size", "--directory", "--file", "--mode", "--group"});
-  const std::string name = args.at(0, "segment NAME");
-  no_extra_positionals(args, 1);
+  const std::string& name = segment_name(args);
 
   shmfilter::CreateOptions o;
   o.size = size_option(args, "--size", o.size);
@@ -49,47 +52,47 @@ int run_create(const Args& args) {
   } catch (const shmfilter::Error& e) {
     rethrow_naming(e, name);
   }
-  auto st = seg.stats();
-  printf("created segment '%s' (%s): size %s, may grow to %s, directory of %u structures, mode 0%o%s\n",
-         name.c_str(), o.file.empty() ? ("/dev/shm/" + name).c_str() : o.file.c_str(),
-         shmfilter::format_size(st.size).c_str(), shmfilter::format_size(st.max_size).c_str(),
-         st.directory_capacity, o.mode,
-         o.group >= 0 ? (", group " + std::to_string(o.group)).c_str() : "");
+  const auto st = seg.stats();
+  char mode[16];
+  snprintf(mode, sizeof mode, "0%o", o.mode);
+  Json report;
+  report.add("segment", name).add("backing", backing_path(name, args)).add_size("size", st.size);
+  report.add_size("max_size", st.max_size).add("directory_capacity", st.directory_capacity).add("mode", mode);
+  if (o.group >= 0) report.add("group", o.group);
+  print_report(report, args.has("--json"));
   return 0;
 }
 
-const CommandRegistrar reg_create(Command{
-    "", "create",
-    "shmtool create NAME [--size SIZE] [--max-size SIZE] [--directory N] [--file PATH] [--mode MODE] [--group GID]",
-    "create a new, empty segment",
-    "Creates the segment NAME: a POSIX shared-memory object /dev/shm/NAME (or the\n"
-    "file given with --file) holding a header, the process registry, a directory\n"
-    "of named structures and the region allocator. Fails if NAME exists already;\n"
-    "a failed create leaves nothing behind.\n"
-    "\n"
-    "The segment reserves --max-size of address space once, in every process, and\n"
-    "its backing object grows on demand up to it (offsets never move). Space is\n"
-    "claimed for real (posix_fallocate), so a full /dev/shm is an error when space\n"
-    "is requested, never a crash later.\n"
-    "\n"
-    "Options:\n"
-    "  --size SIZE      initial backing size (default 64MiB); grows automatically\n"
-    "  --max-size SIZE  largest size it may ever grow to (default 64GiB; address\n"
-    "                   space only, costs no memory until used)\n"
-    "  --directory N    how many named structures it can hold (default 4096; 8,000\n"
-    "                   plans x 7 days needs 65536)\n" +
-        std::string(kFileOptionHelp) +
-        "  --mode MODE      permission bits, octal (default 0600: only this user;\n"
-        "                   0660 with --group)\n"
-        "  --group GID      group id or name that owns it (every process of that group\n"
-        "                   may then attach; implies --mode 0660 unless --mode is given)\n"
-        "Sizes: bytes, or KiB/MiB/GiB/TiB, or k/M/G/T (powers of 1024).\n"
-        "\n"
-        "Example:\n"
-        "  shmtool create freqcap --size 2GiB --max-size 64GiB --directory 65536\n"
-        "  shmtool create freqcap-disk --file /var/lib/freqcap.seg --size 1GiB\n",
-    {},
-    run_create});
+SHMTOOL_COMMAND("create", run_create, R"(create a new, empty segment
+Usage: shmtool create NAME [--size SIZE] [--max-size SIZE] [--directory N] [--mode MODE] [--group GID] [--json]
+
+Creates the segment NAME: a POSIX shared-memory object /dev/shm/NAME (or the
+file given with --file) holding a header, the process registry, a directory
+of named structures and the region allocator. Fails if NAME exists already;
+a failed create leaves nothing behind. Prints what it made: backing, size,
+maximum size, directory capacity, mode (and group).
+
+The segment reserves --max-size of address space once, in every process, and
+its backing object grows on demand up to it (offsets never move). Space is
+claimed for real (posix_fallocate), so a full /dev/shm is an error when space
+is requested, never a crash later.
+Sizes: bytes, or KiB/MiB/GiB/TiB, or k/M/G/T (powers of 1024).
+
+Options:
+  --size SIZE      initial backing size (default 64MiB); grows automatically
+  --max-size SIZE  largest size it may ever grow to (default 64GiB; address
+                   space only, costs no memory until used)
+  --directory N    how many named structures it can hold (default 4096; 8,000
+                   plans x 7 days needs 65536)
+  --mode MODE      permission bits, octal (default 0600: only this user;
+                   0660 with --group)
+  --group GID      group id or name that owns it (every process of that group
+                   may then attach; implies --mode 0660 unless --mode is given)
+  --json           print what was made as one JSON object
+Example:
+  shmtool create freqcap --size 2GiB --max-size 64GiB --directory 65536
+  shmtool create freqcap-disk --file /var/lib/freqcap.seg --size 1GiB
+)");
 
 }  // namespace
 }  // namespace shmtool

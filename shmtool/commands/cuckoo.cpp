@@ -1,12 +1,13 @@
 // shmtool/commands/cuckoo.cpp: shmtool cuckoo create|add|add-unique|check|del|info.
-#include <cerrno>
-#include <cmath>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
-#include "cli/segment_util.h"
+#include "cli/describe.h"
+#include "cli/input.h"
+#include "cli/json.h"
+#include "cli/numbers.h"
+#include "cli/segment.h"
 #include "shmfilter/cuckoo.hpp"
 
 namespace shmtool {
@@ -15,47 +16,22 @@ namespace {
 using shmfilter::Cuckoo;
 using shmfilter::CuckooStatus;
 
-// "150M", "1e8", "2000000", "64k": counts use powers of 1000.
+constexpr size_t kBatch = 4096;  // stdin keys per contains_many call
 
-Json describe(const Cuckoo& c) {
-  shmfilter::CuckooStats s = c.stats();
+Json describe_fields(shmfilter::Segment& seg, const shmfilter::RegionInfo& r) {
+  const shmfilter::CuckooStats s = Cuckoo::open(seg, r.name).stats();
   Json j;
-  j.add("name", c.name())
-      .add("kind", "cuckoo")
-      .add("capacity", s.capacity)
-      .add("slots", s.slots)
-      .add("items", s.size)
-      .add("load", s.load_factor)
-      .add("fingerprint_bits", s.fingerprint_bits)
-      .add("slot_bits", s.lane_bits)
-      .add("bits_per_item", s.bits_per_item)
-      .add("bits_per_item_at_95pct_load", s.bits_per_item_at_95)
-      .add("target_error", s.target_error)
-      .add("fp_rate_estimate", s.fp_rate_estimate)
-      .add("fp_rate_when_full", s.fp_rate_bound)
-      .add("failures", s.failures)
-      .add("longest_path", s.longest_path)
-      .add("max_path", s.max_path)
-      .add("moves", s.moves)
-      .add("inserts", s.inserts)
-      .add("erases", s.erases)
-      .add("repairs", s.repairs)
-      .add("subfilters", s.subfilters)
-      .add("expansion", s.expansion)
-      .add("bytes", s.bytes);
+  j.add("capacity", s.capacity).add("slots", s.slots).add("items", s.size).add("load", s.load_factor);
+  j.add("fingerprint_bits", s.fingerprint_bits).add("slot_bits", s.lane_bits).add("bits_per_item", s.bits_per_item);
+  j.add("bits_per_item_at_95pct_load", s.bits_per_item_at_95).add("target_error", s.target_error);
+  j.add("fp_rate_estimate", s.fp_rate_estimate).add("fp_rate_when_full", s.fp_rate_bound);
+  j.add("failures", s.failures).add("longest_path", s.longest_path).add("max_path", s.max_path);
+  j.add("moves", s.moves).add("inserts", s.inserts).add("erases", s.erases).add("repairs", s.repairs);
+  j.add("subfilters", s.subfilters).add("expansion", s.expansion).add("bytes", s.bytes);
   return j;
 }
 
-DescriberRegistrar describer_reg(Describer{shmfilter::Kind::kCuckoo,
-                                           [](shmfilter::Segment& seg, const shmfilter::RegionInfo& r) {
-                                             return describe(Cuckoo::open(seg, r.name));
-                                           }});
-
-int cmd_create(const Args& a) {
-  a.allow({"--capacity", "--fingerprint-bits", "--error", "--expansion", "--max-path", "--max-subfilters"});
-  const std::string& seg_name = a.at(0, "SEG");
-  const std::string& name = a.at(1, "NAME");
-  if (a.positionals().size() > 2) throw UsageError("unexpected argument '" + a.positionals()[2] + "'");
+int run_create(const Args& a) {
   if (!a.has("--capacity")) throw UsageError("missing --capacity N");
   shmfilter::CuckooOptions o;
   o.capacity = parse_count("--capacity", a.get("--capacity"));
@@ -68,45 +44,25 @@ int cmd_create(const Args& a) {
     o.fingerprint_bits = static_cast<uint32_t>(std::stoul(b));
   }
   if (a.has("--error")) o.error = parse_rate("--error", a.get("--error"));
-  if (a.has("--expansion")) o.expansion = static_cast<uint32_t>(parse_count("--expansion", a.get("--expansion")));
-  if (a.has("--max-path")) o.max_path = static_cast<uint32_t>(parse_count("--max-path", a.get("--max-path")));
-  if (a.has("--max-subfilters"))
-    o.max_subfilters = static_cast<uint32_t>(parse_count("--max-subfilters", a.get("--max-subfilters")));
-  auto seg = open_segment(seg_name, a);
-  Cuckoo c = Cuckoo::create(seg, name, o);
-  auto s = c.stats();
-  printf("created cuckoo filter '%s': %llu slots, %u-bit fingerprints (%u-bit slots), ~%.4g%% false positives when "
-         "full, %s\n",
-         name.c_str(), static_cast<unsigned long long>(s.slots), s.fingerprint_bits, s.lane_bits,
-         100.0 * s.fp_rate_bound, shmfilter::format_size(s.bytes).c_str());
-  return 0;
+  o.expansion = static_cast<uint32_t>(uint_option(a, "--expansion", o.expansion, 0, UINT32_MAX));
+  o.max_path = static_cast<uint32_t>(uint_option(a, "--max-path", o.max_path, 0, UINT32_MAX));
+  o.max_subfilters = static_cast<uint32_t>(uint_option(a, "--max-subfilters", o.max_subfilters, 0, UINT32_MAX));
+  return create_and_show(a, shmfilter::Kind::kCuckoo, [&](shmfilter::Segment& seg, const std::string& name) {
+    Cuckoo::create(seg, name, o);
+  });
 }
 
-struct Target {
-  shmfilter::Segment seg;
-  Cuckoo c;
-};
-Target open_target(const Args& a) {
-  const std::string& seg_name = a.at(0, "SEG");
-  const std::string& name = a.at(1, "NAME");
-  Target t;
-  t.seg = open_segment(seg_name, a);
-  t.c = Cuckoo::open(t.seg, name);
-  return t;
-}
-
-int cmd_add(const Args& a, bool unique) {
-  a.allow({});
-  Target t = open_target(a);
+int add(const Args& a, bool unique) {
+  Cuckoo c = open_structure<Cuckoo>(a);
   const auto& pos = a.positionals();
   uint64_t inserted = 0, present = 0, failed = 0;
   auto one = [&](std::string_view key, bool print) {
     CuckooStatus s;
     if (unique) {
-      s = t.c.insert_unique(key);
+      s = c.insert_unique(key);
     } else {
-      bool was = t.c.contains(key);  // informational: add stores a duplicate copy anyway (CF.ADD)
-      s = t.c.insert(key);
+      bool was = c.contains(key);  // informational: add stores a duplicate copy anyway (CF.ADD)
+      s = c.insert(key);
       if (s == CuckooStatus::kInserted && was) {
         ++present;
         if (print) printf("%.*s inserted (already present: duplicate copy stored)\n", static_cast<int>(key.size()), key.data());
@@ -141,122 +97,108 @@ int cmd_add(const Args& a, bool unique) {
     printf("inserted %llu\nalready present %llu (stored again: add keeps duplicates, add-unique does not)\nfailed %llu\n",
            static_cast<unsigned long long>(inserted + present), static_cast<unsigned long long>(present),
            static_cast<unsigned long long>(failed));
-  if (dropped) fprintf(stderr, "shmtool: cuckoo filter '%s' was dropped while adding\n", t.c.name().c_str());
+  if (dropped) fprintf(stderr, "shmtool: cuckoo filter '%s' was dropped while adding\n", c.name().c_str());
   return failed || dropped ? 1 : 0;
 }
 
-int cmd_check(const Args& a) {
-  a.allow({});
-  Target t = open_target(a);
+int run_add(const Args& a) { return add(a, false); }
+int run_add_unique(const Args& a) { return add(a, true); }
+
+int run_check(const Args& a) {
+  Cuckoo c = open_structure<Cuckoo>(a);
   const auto& pos = a.positionals();
   if (pos.size() > 2) {
-    for (size_t i = 2; i < pos.size(); ++i) printf("%s %s\n", pos[i].c_str(), t.c.contains(pos[i]) ? "present" : "absent");
+    for (size_t i = 2; i < pos.size(); ++i) printf("%s %s\n", pos[i].c_str(), c.contains(pos[i]) ? "present" : "absent");
     return 0;
   }
-  // Stdin: batches of 4096 keys into contains_many (prefetching).
-  std::string arena;
-  std::vector<size_t> ends;
-  std::vector<std::string_view> views;
-  std::vector<uint8_t> out;
   uint64_t present = 0, absent = 0;
-  auto flush = [&] {
-    views.clear();
-    size_t b = 0;
-    for (size_t e : ends) {
-      views.emplace_back(arena.data() + b, e - b);
-      b = e;
-    }
-    out.assign(views.size(), 0);
-    t.c.contains_many(std::span<const std::string_view>(views), std::span<uint8_t>(out));
-    for (uint8_t o : out) (o ? present : absent)++;
-    arena.clear();
-    ends.clear();
-  };
-  for_each_stdin_line([&](std::string_view line, uint64_t) {
-    arena.append(line);
-    ends.push_back(arena.size());
-    if (ends.size() == 4096) flush();
+  std::vector<uint8_t> out(kBatch);
+  for_each_stdin_batch(kBatch, [&](std::span<const std::string_view> keys) {
+    std::span<uint8_t> o(out.data(), keys.size());
+    c.contains_many(keys, o);  // batched: prefetches the buckets
+    for (uint8_t hit : o) (hit ? present : absent)++;
   });
-  flush();
   printf("present %llu\nabsent %llu\n", static_cast<unsigned long long>(present), static_cast<unsigned long long>(absent));
   return 0;
 }
 
-int cmd_del(const Args& a) {
-  a.allow({});
-  Target t = open_target(a);
+int run_del(const Args& a) {
+  Cuckoo c = open_structure<Cuckoo>(a);
   const auto& pos = a.positionals();
   if (pos.size() > 2) {
-    for (size_t i = 2; i < pos.size(); ++i) printf("%s %s\n", pos[i].c_str(), t.c.erase(pos[i]) ? "deleted" : "not found");
-    return t.c.valid() ? 0 : 1;
+    for (size_t i = 2; i < pos.size(); ++i) printf("%s %s\n", pos[i].c_str(), c.erase(pos[i]) ? "deleted" : "not found");
+    return c.valid() ? 0 : 1;
   }
   uint64_t deleted = 0, missing = 0;
-  for_each_stdin_line([&](std::string_view line, uint64_t) { (t.c.erase(line) ? deleted : missing)++; });
+  for_each_stdin_line([&](std::string_view line, uint64_t) { (c.erase(line) ? deleted : missing)++; });
   printf("deleted %llu\nnot found %llu\n", static_cast<unsigned long long>(deleted), static_cast<unsigned long long>(missing));
-  return t.c.valid() ? 0 : 1;
+  return c.valid() ? 0 : 1;
 }
 
-int cmd_info(const Args& a) {
-  a.allow({"--json"});
-  if (a.positionals().size() > 2) throw UsageError("unexpected argument '" + a.positionals()[2] + "'");
-  Target t = open_target(a);
-  print_object(describe(t.c), a.has("--json"));
-  return 0;
-}
+SHMTOOL_COMMAND("cuckoo create", run_create, R"(create a cuckoo filter (membership with deletion)
+Usage: shmtool cuckoo create SEG NAME --capacity N [--fingerprint-bits 8|12|16 | --error P] [--expansion K] [--max-path 1..6] [--max-subfilters 1..16] [--json]
 
-CommandRegistrar reg_create(Command{
-    "cuckoo", "create",
-    "shmtool cuckoo create SEG NAME --capacity N [--fingerprint-bits 8|12|16 | --error P] [--expansion K] "
-    "[--max-path 1..6] [--max-subfilters 1..16]",
-    "create a cuckoo filter (membership with deletion)",
-    "Creates a cuckoo filter NAME in segment SEG holding N items at <= 95% load.\n"
-    "  --capacity N          items (150M, 1e8, 2000000)\n"
-    "  --fingerprint-bits F  8, 12 (default) or 16: false positives ~ 8/2^F when full\n"
-    "  --error P             or: the target false-positive rate; F = ceil(log2(8/P)) rounded up to 8/12/16\n"
-    "  --expansion K         when full, add a sub-filter K times larger (default 0: report 'full')\n"
-    "  --max-path M          longest cuckoo path an insert may use (default 5)\n"
-    "  --max-subfilters S    sub-filters allowed with --expansion (default 8)\n"
-    "Example: shmtool cuckoo create ads freq:42:2026-11-30 --capacity 150M --error 0.002",
-    {},
-    [](const Args& a) { return cmd_create(a); }});
-CommandRegistrar reg_add(Command{
-    "cuckoo", "add", "shmtool cuckoo add SEG NAME [KEY...]", "insert keys (duplicates kept, like CF.ADD)",
-    "Inserts each KEY, or one key per stdin line when no KEY is given (prints counts:\n"
-    "inserted, already present (a duplicate copy is still stored), failed).\n"
-    "Exit 1 if any insert failed (filter full).\n"
-    "Example: printf 'a\\nb\\n' | shmtool cuckoo add ads today",
-    {},
-    [](const Args& a) { return cmd_add(a, false); }});
-CommandRegistrar reg_add_unique(Command{
-    "cuckoo", "add-unique", "shmtool cuckoo add-unique SEG NAME [KEY...]",
-    "insert keys not yet present (atomic, like CF.ADDNX)",
-    "Atomic test-and-insert of each KEY (or stdin lines): of processes adding one key at once,\n"
-    "exactly one is told 'inserted'. Prints counts: inserted, already present, failed.\n"
-    "Example: shmtool cuckoo add-unique ads today 3f9a0c1b2d4e5f60",
-    {},
-    [](const Args& a) { return cmd_add(a, true); }});
-CommandRegistrar reg_check(Command{
-    "cuckoo", "check", "shmtool cuckoo check SEG NAME [KEY...]", "test membership",
-    "Prints 'KEY present|absent' per KEY, or counts for stdin lines (batched lookups).\n"
-    "present may be a false positive (see 'info' for the rate); absent is exact.\n"
-    "Example: shmtool cuckoo check ads today 3f9a0c1b2d4e5f60",
-    {},
-    [](const Args& a) { return cmd_check(a); }});
-CommandRegistrar reg_del(Command{
-    "cuckoo", "del", "shmtool cuckoo del SEG NAME [KEY...]", "remove one copy of each key",
-    "Removes one copy of each KEY (or stdin lines) while other processes keep working.\n"
-    "Delete only keys you inserted: deleting a never-inserted key can remove another key's\n"
-    "matching fingerprint (a false-positive match) and so make that key absent.\n"
-    "Example: shmtool cuckoo del ads today 3f9a0c1b2d4e5f60",
-    {},
-    [](const Args& a) { return cmd_del(a); }});
-CommandRegistrar reg_info(Command{
-    "cuckoo", "info", "shmtool cuckoo info SEG NAME [--json]", "slots, load, bits/item, FP estimate, failures",
-    "Prints slots, items, load, fingerprint and slot bits, bits per item, false-positive\n"
-    "estimate, failed inserts, longest cuckoo path and sub-filters.\n"
-    "Example: shmtool cuckoo info ads today --json",
-    {"--json"},
-    [](const Args& a) { return cmd_info(a); }});
+Creates a cuckoo filter NAME in segment SEG holding N items at <= 95% load and
+prints what it made (as 'cuckoo info' does).
+
+Options:
+  --capacity N          items (150M, 1e8, 2000000)
+  --fingerprint-bits F  8, 12 (default) or 16: false positives ~ 8/2^F when full
+  --error P             or: the target false-positive rate; F = ceil(log2(8/P)) rounded up to 8/12/16
+  --expansion K         when full, add a sub-filter K times larger (default 0: report 'full')
+  --max-path M          longest cuckoo path an insert may use (default 5)
+  --max-subfilters S    sub-filters allowed with --expansion (default 8)
+  --json                print the new filter as one JSON object
+Example:
+  shmtool cuckoo create ads freq:42:2026-11-30 --capacity 150M --error 0.002
+)");
+
+SHMTOOL_COMMAND("cuckoo add", run_add, R"(insert keys (duplicates kept, like CF.ADD)
+Usage: shmtool cuckoo add SEG NAME [KEY...]
+
+Inserts each KEY, or one key per stdin line when no KEY is given (prints counts:
+inserted, already present (a duplicate copy is still stored), failed).
+Exit 1 if any insert failed (filter full).
+
+Example:
+  printf 'a\nb\n' | shmtool cuckoo add ads today
+)");
+
+SHMTOOL_COMMAND("cuckoo add-unique", run_add_unique, R"(insert keys not yet present (atomic, like CF.ADDNX)
+Usage: shmtool cuckoo add-unique SEG NAME [KEY...]
+
+Atomic test-and-insert of each KEY (or stdin lines): of processes adding one key at once,
+exactly one is told 'inserted'. Prints counts: inserted, already present, failed.
+
+Example:
+  shmtool cuckoo add-unique ads today 3f9a0c1b2d4e5f60
+)");
+
+SHMTOOL_COMMAND("cuckoo check", run_check, R"(test membership
+Usage: shmtool cuckoo check SEG NAME [KEY...]
+
+Prints 'KEY present|absent' per KEY, or counts for stdin lines (batched lookups).
+present may be a false positive (see 'info' for the rate); absent is exact.
+
+Example:
+  shmtool cuckoo check ads today 3f9a0c1b2d4e5f60
+)");
+
+SHMTOOL_COMMAND("cuckoo del", run_del, R"(remove one copy of each key
+Usage: shmtool cuckoo del SEG NAME [KEY...]
+
+Removes one copy of each KEY (or stdin lines) while other processes keep working.
+Delete only keys you inserted: deleting a never-inserted key can remove another key's
+matching fingerprint (a false-positive match) and so make that key absent.
+
+Example:
+  shmtool cuckoo del ads today 3f9a0c1b2d4e5f60
+)");
+
+SHMTOOL_STRUCTURE(shmfilter::Kind::kCuckoo, describe_fields, "slots, load, bits/item, FP estimate, failures",
+                  "Prints slots, items, load, fingerprint and slot bits, bits per item, false-positive\n"
+                  "estimate, failed inserts, longest cuckoo path and sub-filters.",
+                  "ads today");
 
 }  // namespace
 }  // namespace shmtool

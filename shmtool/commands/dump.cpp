@@ -4,7 +4,11 @@
 #include <string>
 
 #include "cli/command.h"
-#include "cli/segment_util.h"
+#include "cli/describe.h"
+#include "cli/json.h"
+#include "cli/report.h"
+#include "cli/segment.h"
+#include "shmfilter/segment.hpp"
 
 namespace shmtool {
 namespace {
@@ -26,16 +30,14 @@ double fragmentation(const shmfilter::SegmentStats& st) {
 }
 
 int run_dump(const Args& args) {
-  args.allow({"--json", "--file"});
-  const std::string name = args.at(0, "segment NAME");
-  no_extra_positionals(args, 1);
+  const std::string& name = segment_name(args);
   const bool json = args.has("--json");
   shmfilter::Segment seg = open_segment(name, args);
   const auto st = seg.stats();
   const auto regions = seg.list();
   const auto procs = seg.processes();
   const uint64_t me = seg.owner_token();
-  const std::string backing = args.get("--file").empty() ? "/dev/shm/" + name : args.get("--file");
+  const std::string backing = backing_path(name, args);
 
   if (json) {
     Json header;
@@ -47,13 +49,7 @@ int run_dump(const Args& args) {
         .add("quarantined_bytes", st.quarantined_bytes).add("largest_free", st.largest_free)
         .add("free_extents", st.free_extents).add("fragmentation", fragmentation(st));
     std::vector<Json> dir, ps;
-    for (const auto& r : regions) {
-      Json j;
-      j.add("name", r.name).add("kind", std::string(shmfilter::kind_name(r.kind))).add("slot", r.slot)
-          .add("generation", r.generation).add("offset", r.offset).add("size", r.size);
-      if (describer_for(r.kind) != nullptr) j.add("stats", describe_region(seg, r));
-      dir.push_back(j);
-    }
+    for (const auto& r : regions) dir.push_back(directory_entry(seg, r));
     for (const auto& p : procs) {
       Json j;
       j.add("slot", p.slot).add("pid", p.pid).add("token", p.token).add("alive", p.alive)
@@ -94,31 +90,28 @@ int run_dump(const Args& args) {
   return 0;
 }
 
-const CommandRegistrar reg_dump(Command{
-    "", "dump", "shmtool dump NAME [--json] [--file PATH]",
-    "show everything: header, allocator, processes, directory, per-structure stats",
-    "Prints what segment NAME holds: the header (format version, size, reservation),\n"
-    "the allocator (used, free, free extents and fragmentation, quarantined bytes\n"
-    "waiting for every process to move on), the registry of attached processes\n"
-    "(alive or dead, as the kernel reports it through each attachment's lock; the\n"
-    "pid is shown for information only), and the directory with each structure's\n"
-    "own statistics. Takes no lock: safe while others work (figures may be a\n"
-    "moment stale). This shmtool is attached while it runs and shows up marked.\n"
-    "\n"
-    "Options:\n"
-    "  --json           one JSON object: header, allocator, directory, processes\n" +
-        std::string(kFileOptionHelp) +
-        "\n"
-        "Example:\n"
-        "  $ shmtool dump freqcap\n"
-        "  segment 'freqcap'\n"
-        "    backing            /dev/shm/freqcap\n"
-        "    ...\n"
-        "  processes (5 alive; liveness from kernel locks, not pids)\n"
-        "    slot 0    pid 4121     alive attached 2026-11-30T16:00:02Z token 0000000100000000\n"
-        "  $ shmtool dump freqcap --json | jq .allocator\n",
-    {"--json"},
-    run_dump});
+SHMTOOL_COMMAND("dump", run_dump, R"(show everything: header, allocator, processes, directory, per-structure stats
+Usage: shmtool dump NAME [--json]
+
+Prints what segment NAME holds: the header (format version, size, reservation),
+the allocator (used, free, free extents and fragmentation, quarantined bytes
+waiting for every process to move on), the registry of attached processes
+(alive or dead, as the kernel reports it through each attachment's lock; the
+pid is shown for information only), and the directory with each structure's
+own statistics. Takes no lock: safe while others work (figures may be a
+moment stale). This shmtool is attached while it runs and shows up marked.
+
+Options:
+  --json           one JSON object: header, allocator, directory, processes
+Example:
+  $ shmtool dump freqcap
+  segment 'freqcap'
+    backing            /dev/shm/freqcap
+    ...
+  processes (5 alive; liveness from kernel locks, not pids)
+    slot 0    pid 4121     alive attached 2026-11-30T16:00:02Z token 0000000100000000
+  $ shmtool dump freqcap --json | jq .allocator
+)");
 
 }  // namespace
 }  // namespace shmtool

@@ -4,29 +4,23 @@
 #include <string>
 
 #include "cli/command.h"
-#include "cli/segment_util.h"
+#include "cli/describe.h"
+#include "cli/json.h"
+#include "cli/report.h"
+#include "cli/segment.h"
 
 namespace shmtool {
 namespace {
 
 int run_list(const Args& args) {
-  args.allow({"--json", "--file"});
-  const std::string name = args.at(0, "segment NAME");
-  no_extra_positionals(args, 1);
-  const bool json = args.has("--json");
+  const std::string& name = segment_name(args);
   shmfilter::Segment seg = open_segment(name, args);
   const auto st = seg.stats();
   const auto regions = seg.list();
 
-  if (json) {
+  if (args.has("--json")) {
     std::vector<Json> items;
-    for (const auto& r : regions) {
-      Json j;
-      j.add("name", r.name).add("kind", std::string(shmfilter::kind_name(r.kind))).add("offset", r.offset)
-          .add("size", r.size).add("slot", r.slot).add("generation", r.generation);
-      if (describer_for(r.kind) != nullptr) j.add("info", describe_region(seg, r));
-      items.push_back(j);
-    }
+    for (const auto& r : regions) items.push_back(directory_entry(seg, r));
     Json out;
     out.add("segment", name).add("size", st.size).add("max_size", st.max_size).add("used_bytes", st.used_bytes)
         .add("free_bytes", st.free_bytes).add("structures", st.structures)
@@ -54,26 +48,23 @@ int run_list(const Args& args) {
   return 0;
 }
 
-const CommandRegistrar reg_list(Command{
-    "", "list", "shmtool list NAME [--json] [--file PATH]",
-    "list the structures in a segment: name, kind, size, usage",
-    "Lists every named structure in segment NAME, one per line: its name, kind\n"
-    "(bloom, cuckoo, roaring, hll, set, blob), the bytes it occupies and a one-line\n"
-    "summary of its state from its kind (fill, load, count...). The first line says\n"
-    "how much of the segment is used. Lookups take no lock: safe while others work.\n"
-    "\n"
-    "Options:\n"
-    "  --json           one JSON object: segment totals and an \"items\" array\n" +
-        std::string(kFileOptionHelp) +
-        "\n"
-        "Example:\n"
-        "  $ shmtool list freqcap\n"
-        "  segment 'freqcap': 2 of 4096 structures, 137.00 MiB used of 2.00 GiB (may grow to 64.00 GiB)\n"
-        "  NAME               KIND          SIZE  SUMMARY\n"
-        "  freq:17:2026-11-30 bloom   137.00 MiB  layout=blocked capacity=120000000 ...\n"
-        "  uv:17:2026-11-30   hll      12.06 KiB  count=48211 ...\n",
-    {"--json"},
-    run_list});
+SHMTOOL_COMMAND("list", run_list, R"(list the structures in a segment: name, kind, size, usage
+Usage: shmtool list NAME [--json]
+
+Lists every named structure in segment NAME, one per line: its name, kind
+(bloom, cuckoo, roaring, hll, set, blob), the bytes it occupies and a one-line
+summary of its state from its kind (fill, load, count...). The first line says
+how much of the segment is used. Lookups take no lock: safe while others work.
+
+Options:
+  --json           one JSON object: segment totals and an "items" array
+Example:
+  $ shmtool list freqcap
+  segment 'freqcap': 2 of 4096 structures, 137.00 MiB used of 2.00 GiB (may grow to 64.00 GiB)
+  NAME               KIND          SIZE  SUMMARY
+  freq:17:2026-11-30 bloom   137.00 MiB  layout=blocked capacity=120000000 ...
+  uv:17:2026-11-30   hll      12.06 KiB  count=48211 ...
+)");
 
 }  // namespace
 }  // namespace shmtool

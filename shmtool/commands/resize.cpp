@@ -3,15 +3,14 @@
 #include <string>
 
 #include "cli/command.h"
-#include "cli/segment_util.h"
+#include "cli/numbers.h"
+#include "cli/segment.h"
 
 namespace shmtool {
 namespace {
 
 int run_resize(const Args& args) {
-  args.allow({"--size", "--file"});
-  const std::string name = args.at(0, "segment NAME");
-  no_extra_positionals(args, 1);
+  const std::string& name = segment_name(args);
   if (!args.has("--size")) throw UsageError("missing --size SIZE (the new backing size)");
   const uint64_t size = size_option(args, "--size", 0);
   if (size == 0) throw UsageError("--size 0 is invalid: pass the new size, such as 4GiB");
@@ -31,27 +30,24 @@ int run_resize(const Args& args) {
   return 0;
 }
 
-const CommandRegistrar reg_resize(Command{
-    "", "resize", "shmtool resize NAME --size SIZE [--file PATH]",
-    "grow the segment online, or shrink it when its tail is free",
-    "Sets the backing size of segment NAME. Growing works while other processes\n"
-    "are attached and working: the mapping was reserved up to the maximum size at\n"
-    "creation, so nothing moves; the new space is claimed for real\n"
-    "(posix_fallocate), so a full /dev/shm or disk is an error now, not a crash\n"
-    "later. Shrinking succeeds only when everything past the new size is free.\n"
-    "Segments also grow by themselves when a structure needs space; resize is for\n"
-    "claiming space ahead of time or giving an unused tail back.\n"
-    "\n"
-    "Options:\n"
-    "  --size SIZE      the new size (bytes, KiB/MiB/GiB/TiB or k/M/G/T); at most\n"
-    "                   the --max-size given at creation\n" +
-        std::string(kFileOptionHelp) +
-        "\n"
-        "Example:\n"
-        "  $ shmtool resize freqcap --size 4GiB\n"
-        "  resized segment 'freqcap': 2.00 GiB -> 4.00 GiB (may grow to 64.00 GiB)\n",
-    {},
-    run_resize});
+SHMTOOL_COMMAND("resize", run_resize, R"(grow the segment online, or shrink it when its tail is free
+Usage: shmtool resize NAME --size SIZE
+
+Sets the backing size of segment NAME. Growing works while other processes
+are attached and working: the mapping was reserved up to the maximum size at
+creation, so nothing moves; the new space is claimed for real
+(posix_fallocate), so a full /dev/shm or disk is an error now, not a crash
+later. Shrinking succeeds only when everything past the new size is free.
+Segments also grow by themselves when a structure needs space; resize is for
+claiming space ahead of time or giving an unused tail back.
+
+Options:
+  --size SIZE      the new size (bytes, KiB/MiB/GiB/TiB or k/M/G/T); at most
+                   the --max-size given at creation
+Example:
+  $ shmtool resize freqcap --size 4GiB
+  resized segment 'freqcap': 2.00 GiB -> 4.00 GiB (may grow to 64.00 GiB)
+)");
 
 }  // namespace
 }  // namespace shmtool

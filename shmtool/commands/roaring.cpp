@@ -1,17 +1,20 @@
 // shmtool/commands/roaring.cpp: `shmtool roaring ...`, exact sets of 32-bit ids on CRoaring.
 #include <roaring/roaring.h>
-#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
-#include "cli/segment_util.h"
+#include "cli/describe.h"
+#include "cli/input.h"
+#include "cli/json.h"
+#include "cli/numbers.h"
+#include "cli/progress.h"
+#include "cli/report.h"
+#include "cli/segment.h"
 #include "shmfilter/roaring_set.hpp"
 
 namespace shmtool {
@@ -63,12 +66,12 @@ struct Rejects {
   }
 };
 
+enum Mode { kAdd, kRemove, kCheck };
+
 // add/remove/check share this: ids from arguments (per-id lines) or stdin (counts).
-int write_or_query(const Args& a, int mode /*0 add, 1 remove, 2 check*/) {
-  a.allow({"--json", "--strict"});
-  Segment seg = open_segment(a.at(0, "SEG"), a);
+int write_or_query(const Args& a, Mode mode) {
+  RoaringSet rs = open_structure<RoaringSet>(a);
   const std::string& name = a.at(1, "NAME");
-  RoaringSet rs = RoaringSet::open(seg, name);
   const auto& pos = a.positionals();
   bool json = a.has("--json");
   if (pos.size() > 2) {
@@ -76,7 +79,7 @@ int write_or_query(const Args& a, int mode /*0 add, 1 remove, 2 check*/) {
     for (size_t i = 2; i < pos.size(); ++i) ids.push_back(parse_id_arg(pos[i]));  // all checked before any write
     int present = 0;
     for (size_t i = 0; i < ids.size(); ++i) {
-      if (mode == 2) {
+      if (mode == kCheck) {
         bool in = rs.contains(ids[i]);
         present += in;
         if (json)
@@ -84,11 +87,11 @@ int write_or_query(const Args& a, int mode /*0 add, 1 remove, 2 check*/) {
         else
           printf("%u %s\n", ids[i], in ? "present" : "absent");
       } else {
-        check_status(mode == 0 ? rs.add(ids[i]) : rs.remove(ids[i]), name);
+        check_status(mode == kAdd ? rs.add(ids[i]) : rs.remove(ids[i]), name);
         if (json)
-          printf("%s\n", Json().add("id", ids[i]).add(mode == 0 ? "added" : "removed", true).str().c_str());
+          printf("%s\n", Json().add("id", ids[i]).add(mode == kAdd ? "added" : "removed", true).str().c_str());
         else
-          printf("%u %s\n", ids[i], mode == 0 ? "added" : "removed");
+          printf("%u %s\n", ids[i], mode == kAdd ? "added" : "removed");
       }
     }
     return 0;
@@ -96,7 +99,7 @@ int write_or_query(const Args& a, int mode /*0 add, 1 remove, 2 check*/) {
   // stdin: batches, counts. Adds are collected into one process-local bitmap
   // and merged in a single compaction at the end (1e8 lines would otherwise
   // cost thousands of compactions); removes and checks go in batches.
-  roaring_bitmap_t* bulk = mode == 0 ? roaring_bitmap_create() : nullptr;
+  roaring_bitmap_t* bulk = mode == kAdd ? roaring_bitmap_create() : nullptr;
   struct Free {
     roaring_bitmap_t*& b;
     ~Free() {
@@ -109,9 +112,9 @@ int write_or_query(const Args& a, int mode /*0 add, 1 remove, 2 check*/) {
   uint64_t done = 0, present = 0;
   Rejects rej;
   auto flush = [&] {
-    if (mode == 0) {
+    if (mode == kAdd) {
       roaring_bitmap_add_many(bulk, batch.size(), batch.data());
-    } else if (mode == 2) {
+    } else if (mode == kCheck) {
       out.resize(batch.size());
       rs.contains_many(std::span<const uint32_t>(batch), out);
       for (uint8_t o : out) present += o;
@@ -131,23 +134,22 @@ int write_or_query(const Args& a, int mode /*0 add, 1 remove, 2 check*/) {
     if (batch.size() == kBatch) flush();
   });
   flush();
-  if (mode == 0) rs.merge(bulk);
+  if (mode == kAdd) rs.merge(bulk);
   rej.report();
   Json j;
-  if (mode == 2)
+  if (mode == kCheck)
     j.add("checked", done).add("present", present).add("absent", done - present);
   else
-    j.add(mode == 0 ? "added" : "removed", done);
+    j.add(mode == kAdd ? "added" : "removed", done);
   j.add("rejected", rej.count);
-  print_object(j, json);
+  print_report(j, json);
   return (rej.count && a.has("--strict")) ? 1 : 0;
 }
 
-Json describe(Segment& seg, const shmfilter::RegionInfo& info) {
+Json describe_fields(Segment& seg, const shmfilter::RegionInfo& info) {
   RoaringSet rs = RoaringSet::open(seg, info.name);
   auto st = rs.stats();
   Json j;
-  j.add("name", info.name).add("kind", "roaring");
   j.add("cardinality", st.cardinality).add("snapshot_cardinality", st.snapshot_cardinality);
   j.add("snapshot_bytes", st.snapshot_bytes).add("snapshot_generation", st.snapshot_generation);
   j.add("bytes_per_value", st.cardinality ? static_cast<double>(st.snapshot_bytes) / static_cast<double>(st.cardinality) : 0.0);
@@ -161,18 +163,6 @@ Json describe(Segment& seg, const shmfilter::RegionInfo& info) {
   return j;
 }
 
-std::string read_file(const std::string& path, uint64_t* size_out) {
-  FILE* f = path == "-" ? stdin : fopen(path.c_str(), "rb");
-  if (!f) throw Error(ErrorCode::kIo, "cannot open '" + path + "': " + strerror(errno));
-  std::string s;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
-  if (f != stdin) fclose(f);
-  if (size_out) *size_out = s.size();
-  return s;
-}
-
 bool looks_portable(std::string_view b) {
   if (b.size() < 4) return false;
   uint32_t cookie;
@@ -180,8 +170,7 @@ bool looks_portable(std::string_view b) {
   return cookie == 12346 || (cookie & 0xFFFF) == 12347;  // text ids never start with ':' or ';'
 }
 
-int cmd_import(const Args& a) {
-  a.allow({"--json", "--format", "--strict"});
+int run_import(const Args& a) {
   Segment seg = open_segment(a.at(0, "SEG"), a);
   const std::string& name = a.at(1, "NAME");
   const std::string& path = a.at(2, "FILE");
@@ -189,8 +178,7 @@ int cmd_import(const Args& a) {
   if (fmt != "auto" && fmt != "text" && fmt != "portable")
     throw UsageError("--format '" + fmt + "' is not one of auto, text, portable");
   RoaringSet rs = seg.find(name) ? RoaringSet::open(seg, name) : RoaringSet::create(seg, name);
-  uint64_t size = 0;
-  std::string bytes = read_file(path, &size);
+  std::string bytes = read_input(path);
   bool portable = fmt == "portable" || (fmt == "auto" && looks_portable(bytes));
   Json j;
   if (portable) {
@@ -205,7 +193,7 @@ int cmd_import(const Args& a) {
     roaring_bitmap_free(b);
     j.add("format", "portable").add("imported", n).add("rejected", 0);
   } else {
-    Progress prog("import " + name, size);
+    Progress prog("import " + name, bytes.size());
     roaring_bitmap_t* b = roaring_bitmap_create();
     std::vector<uint32_t> batch;
     batch.reserve(kBatch);
@@ -247,19 +235,17 @@ int cmd_import(const Args& a) {
     rej.report();
     j.add("format", "text").add("lines", lines).add("imported", ids).add("distinct", distinct).add("rejected", rej.count);
     if (rej.count && a.has("--strict")) {
-      print_object(j, a.has("--json"));
+      print_report(j, a.has("--json"));
       return 1;
     }
   }
   j.add("cardinality", rs.cardinality());
-  print_object(j, a.has("--json"));
+  print_report(j, a.has("--json"));
   return 0;
 }
 
-int cmd_export(const Args& a) {
-  a.allow({"--text"});
-  Segment seg = open_segment(a.at(0, "SEG"), a);
-  RoaringSet rs = RoaringSet::open(seg, a.at(1, "NAME"));
+int run_export(const Args& a) {
+  RoaringSet rs = open_structure<RoaringSet>(a);
   const std::string& path = a.at(2, "FILE");
   FILE* f = path == "-" ? stdout : fopen(path.c_str(), "wb");
   if (!f) throw Error(ErrorCode::kIo, "cannot write '" + path + "': " + strerror(errno));
@@ -315,143 +301,192 @@ RoaringOptions create_options(const Args& a) {
   return o;
 }
 
-const CommandRegistrar kCreate({"roaring", "create", "shmtool roaring create SEG NAME [--delta-capacity N] [--readers N] [--compact-at F] [--no-auto-compact]",
-                                "create an empty exact set of 32-bit ids",
-                                "Creates an empty Roaring set (CRoaring frozen snapshot + shared delta).\n"
-                                "  --delta-capacity N  delta slots, a power of two 64..16777216 (default 65536; 8 B each)\n"
-                                "  --readers N         processes that may open it at once (default 256)\n"
-                                "  --compact-at F      delta fill fraction that triggers compaction (default 0.5, max 0.9)\n"
-                                "  --no-auto-compact   compact only on 'shmtool roaring compact'\n"
-                                "Example: shmtool roaring create ads freq:17:2026-11-30",
-                                {"--no-auto-compact"},
-                                [](const Args& a) {
-                                  a.allow({"--delta-capacity", "--readers", "--compact-at", "--no-auto-compact", "--json"});
-                                  Segment seg = open_segment(a.at(0, "SEG"), a);
-                                  RoaringSet rs = RoaringSet::create(seg, a.at(1, "NAME"), create_options(a));
-                                  printf("created roaring set '%s'\n", a.at(1, "NAME").c_str());
-                                  return 0;
-                                }});
+int run_create(const Args& a) {
+  const RoaringOptions o = create_options(a);
+  return create_and_show(a, shmfilter::Kind::kRoaring, [&](Segment& seg, const std::string& name) {
+    RoaringSet::create(seg, name, o);
+  });
+}
 
-const CommandRegistrar kAdd({"roaring", "add", "shmtool roaring add SEG NAME [ID...] [--strict] [--json]",
-                             "add ids (arguments, or one per line on stdin)",
-                             "Adds decimal ids 0..4294967295. With ids as arguments prints one line per id;\n"
-                             "without, reads stdin (one id per line), adds them all in one compaction at the\n"
-                             "end (fast on 1e8 lines) and prints counts. Lines that are not a\n"
-                             "32-bit decimal id are rejected (counted, first line numbers on stderr), never\n"
-                             "truncated; --strict makes rejected lines exit 1.\n"
-                             "Example: seq 1 1000000 | shmtool roaring add ads orders",
-                             {"--json", "--strict"}, [](const Args& a) { return write_or_query(a, 0); }});
+int run_add(const Args& a) { return write_or_query(a, kAdd); }
+int run_remove(const Args& a) { return write_or_query(a, kRemove); }
+int run_check(const Args& a) { return write_or_query(a, kCheck); }
 
-const CommandRegistrar kRemove({"roaring", "remove", "shmtool roaring remove SEG NAME [ID...] [--strict] [--json]",
-                                "remove ids (arguments, or one per line on stdin)",
-                                "Removes decimal ids; input rules as for 'roaring add'.\n"
-                                "Example: shmtool roaring remove ads freq:17:2026-11-30 123456",
-                                {"--json", "--strict"}, [](const Args& a) { return write_or_query(a, 1); }});
+int run_card(const Args& a) {
+  printf("%llu\n", static_cast<unsigned long long>(open_structure<RoaringSet>(a).cardinality()));
+  return 0;
+}
 
-const CommandRegistrar kCheck({"roaring", "check", "shmtool roaring check SEG NAME [ID...] [--json]",
-                               "is each id in the set? (arguments, or stdin)",
-                               "Membership test. With ids as arguments prints 'ID present|absent' per id;\n"
-                               "without, reads stdin and prints checked/present/absent counts.\n"
-                               "(Integrity of the structure: 'shmtool check SEG'.)\n"
-                               "Example: shmtool roaring check ads freq:17:2026-11-30 123456",
-                               {"--json", "--strict"}, [](const Args& a) { return write_or_query(a, 2); }});
+int run_op(const Args& a) {
+  Segment seg = open_segment(a.at(0, "SEG"), a);
+  SetOp op = parse_op(a.at(1, "OPERATION"));
+  const std::string& dest = a.at(2, "DEST");
+  a.at(3, "SRC");
+  std::vector<std::string> srcs(a.positionals().begin() + 3, a.positionals().end());
+  Json j;
+  if (dest == "-") {
+    j.add("cardinality", RoaringSet::compute_cardinality(seg, op, srcs));
+  } else {
+    RoaringSet r = RoaringSet::store(seg, dest, op, srcs);
+    j.add("dest", dest).add("cardinality", r.cardinality());
+  }
+  print_report(j, a.has("--json"));
+  return 0;
+}
 
-const CommandRegistrar kCard({"roaring", "card", "shmtool roaring card SEG NAME", "number of ids in the set",
-                              "Prints the cardinality (snapshot plus pending delta).\n"
-                              "Example: shmtool roaring card ads orders",
-                              {},
-                              [](const Args& a) {
-                                a.allow({});
-                                Segment seg = open_segment(a.at(0, "SEG"), a);
-                                printf("%llu\n", static_cast<unsigned long long>(
-                                                     RoaringSet::open(seg, a.at(1, "NAME")).cardinality()));
-                                return 0;
-                              }});
+int run_any(const Args& a) {
+  Segment seg = open_segment(a.at(0, "SEG"), a);
+  uint32_t id = parse_id_arg(a.at(1, "ID"));
+  a.at(2, "SET");
+  std::vector<RoaringSet> sets;
+  for (size_t i = 2; i < a.positionals().size(); ++i) sets.push_back(RoaringSet::open(seg, a.positionals()[i]));
+  print_report(Json().add("id", id).add("present", RoaringSet::contains_any(sets, id)), a.has("--json"));
+  return 0;
+}
 
-const CommandRegistrar kOp({"roaring", "op", "shmtool roaring op SEG union|and|andnot|xor DEST SRC... [--json]",
-                            "set algebra across named sets into DEST (or '-' for the cardinality only)",
-                            "Computes SRC1 op SRC2 op ... (left to right) in this process's memory and stores\n"
-                            "it as the new set DEST; DEST '-' prints only the result's cardinality.\n"
-                            "Example (7-day window): shmtool roaring op ads union week d1 d2 d3 d4 d5 d6 d7",
-                            {"--json"},
-                            [](const Args& a) {
-                              a.allow({"--json"});
-                              Segment seg = open_segment(a.at(0, "SEG"), a);
-                              SetOp op = parse_op(a.at(1, "OPERATION"));
-                              const std::string& dest = a.at(2, "DEST");
-                              a.at(3, "SRC");
-                              std::vector<std::string> srcs(a.positionals().begin() + 3, a.positionals().end());
-                              Json j;
-                              if (dest == "-") {
-                                j.add("cardinality", RoaringSet::compute_cardinality(seg, op, srcs));
-                              } else {
-                                RoaringSet r = RoaringSet::store(seg, dest, op, srcs);
-                                j.add("dest", dest).add("cardinality", r.cardinality());
-                              }
-                              print_object(j, a.has("--json"));
-                              return 0;
-                            }});
+int run_compact(const Args& a) {
+  bool done = open_structure<RoaringSet>(a).compact();
+  printf("%s\n", done ? "compacted" : "another process is compacting; try again");
+  return done ? 0 : 1;
+}
 
-const CommandRegistrar kAny({"roaring", "any", "shmtool roaring any SEG ID SET... [--json]",
-                             "is ID in any of the sets? (the 7-day question, no union built)",
-                             "Checks each set in turn and stops at the first that holds ID.\n"
-                             "Example: shmtool roaring any ads 123456 d1 d2 d3 d4 d5 d6 d7",
-                             {"--json"},
-                             [](const Args& a) {
-                               a.allow({"--json"});
-                               Segment seg = open_segment(a.at(0, "SEG"), a);
-                               uint32_t id = parse_id_arg(a.at(1, "ID"));
-                               a.at(2, "SET");
-                               std::vector<RoaringSet> sets;
-                               for (size_t i = 2; i < a.positionals().size(); ++i)
-                                 sets.push_back(RoaringSet::open(seg, a.positionals()[i]));
-                               bool in = RoaringSet::contains_any(sets, id);
-                               print_object(Json().add("id", id).add("present", in), a.has("--json"));
-                               return 0;
-                             }});
+SHMTOOL_COMMAND("roaring create", run_create, R"(create an empty exact set of 32-bit ids
+Usage: shmtool roaring create SEG NAME [--delta-capacity N] [--readers N] [--compact-at F] [--no-auto-compact] [--json]
 
-const CommandRegistrar kImport({"roaring", "import", "shmtool roaring import SEG NAME FILE [--format auto|text|portable] [--strict] [--json]",
-                                "bulk-add ids from a file: one decimal id per line, or Roaring portable bytes",
-                                "Reads FILE ('-' = stdin): Roaring's portable serialization (as written by\n"
-                                "CRoaring, Java, Go or Python Roaring; detected by its cookie) or text, one\n"
-                                "decimal id per line. Creates NAME if absent. All ids go into the next snapshot\n"
-                                "in one compaction. Shows a progress bar on a terminal; rejected text lines are\n"
-                                "counted with their first line numbers (--strict: exit 1). Corrupt or truncated\n"
-                                "portable input is refused as a whole, leaving the set unchanged.\n"
-                                "Example: shmtool roaring import ads orders ids.txt",
-                                {"--json", "--strict"}, cmd_import});
+Creates an empty Roaring set (CRoaring frozen snapshot + shared delta) and
+prints what it made (as 'roaring info' does).
 
-const CommandRegistrar kExport({"roaring", "export", "shmtool roaring export SEG NAME FILE [--text]",
-                                "write the set in Roaring portable format (or --text: one id per line)",
-                                "Writes FILE ('-' = stdout) in CRoaring's portable serialization, readable by\n"
-                                "Java, Go and Python Roaring; --text writes decimal ids, one per line.\n"
-                                "Example: shmtool roaring export ads orders orders.roaring",
-                                {"--text"}, cmd_export});
+Options:
+  --delta-capacity N  delta slots, a power of two 64..16777216 (default 65536; 8 B each)
+  --readers N         processes that may open it at once (default 256)
+  --compact-at F      delta fill fraction that triggers compaction (default 0.5, max 0.9)
+  --no-auto-compact   compact only on 'shmtool roaring compact'
+  --json              print the new set as one JSON object
+Example:
+  shmtool roaring create ads freq:17:2026-11-30
+)");
 
-const CommandRegistrar kInfo({"roaring", "info", "shmtool roaring info SEG NAME [--json]",
-                              "snapshot bytes, delta fill, container counts by kind",
-                              "Prints cardinality, snapshot bytes and generation, delta fill, container counts\n"
-                              "(array/bitmap/run), retired snapshots not yet freed, readers, compaction claim.\n"
-                              "Example: shmtool roaring info ads orders --json",
-                              {"--json"},
-                              [](const Args& a) { return run_info(a, shmfilter::Kind::kRoaring); }});
+SHMTOOL_COMMAND("roaring add", run_add, R"(add ids (arguments, or one per line on stdin)
+Usage: shmtool roaring add SEG NAME [ID...] [--strict] [--json]
 
-const CommandRegistrar kCompact({"roaring", "compact", "shmtool roaring compact SEG NAME",
-                                 "fold the delta into a new snapshot now",
-                                 "Runs a compaction (unless another live process is running one) and frees\n"
-                                 "retired snapshots no process still reads.\n"
-                                 "Example: shmtool roaring compact ads orders",
-                                 {},
-                                 [](const Args& a) {
-                                   a.allow({});
-                                   Segment seg = open_segment(a.at(0, "SEG"), a);
-                                   RoaringSet rs = RoaringSet::open(seg, a.at(1, "NAME"));
-                                   bool done = rs.compact();
-                                   printf("%s\n", done ? "compacted" : "another process is compacting; try again");
-                                   return done ? 0 : 1;
-                                 }});
+Adds decimal ids 0..4294967295. With ids as arguments prints one line per id;
+without, reads stdin (one id per line), adds them all in one compaction at the
+end (fast on 1e8 lines) and prints counts. Lines that are not a
+32-bit decimal id are rejected (counted, first line numbers on stderr), never
+truncated.
 
-const DescriberRegistrar kDescriber({shmfilter::Kind::kRoaring, describe});
+Options:
+  --strict         exit 1 when any line was rejected (the valid ids are added
+                   all the same)
+  --json           {"id":N,"added":true} per id, or one object for the counts
+Example:
+  seq 1 1000000 | shmtool roaring add ads orders
+)");
+
+SHMTOOL_COMMAND("roaring remove", run_remove, R"(remove ids (arguments, or one per line on stdin)
+Usage: shmtool roaring remove SEG NAME [ID...] [--strict] [--json]
+
+Removes decimal ids; input rules as for 'roaring add'. Removing an id the set
+does not hold is not an error.
+
+Options:
+  --strict         exit 1 when any line was rejected
+  --json           {"id":N,"removed":true} per id, or one object for the counts
+Example:
+  shmtool roaring remove ads freq:17:2026-11-30 123456
+)");
+
+SHMTOOL_COMMAND("roaring check", run_check, R"(is each id in the set? (arguments, or stdin)
+Usage: shmtool roaring check SEG NAME [ID...] [--strict] [--json]
+
+Membership test. With ids as arguments prints 'ID present|absent' per id;
+without, reads stdin and prints checked/present/absent counts.
+(Integrity of the structure: 'shmtool check SEG'.)
+
+Options:
+  --json           {"id":N,"present":true|false} per id, or one object for the
+                   counts: checked, present, absent, rejected
+  --strict         exit 1 when any line was rejected
+Example:
+  shmtool roaring check ads freq:17:2026-11-30 123456
+)");
+
+SHMTOOL_COMMAND("roaring card", run_card, R"(number of ids in the set
+Usage: shmtool roaring card SEG NAME
+
+Prints the cardinality (snapshot plus pending delta).
+
+Example:
+  shmtool roaring card ads orders
+)");
+
+SHMTOOL_COMMAND("roaring op", run_op, R"(set algebra across named sets into DEST (or '-' for the cardinality only)
+Usage: shmtool roaring op SEG union|and|andnot|xor DEST SRC... [--json]
+
+Computes SRC1 op SRC2 op ... (left to right) in this process's memory and stores
+it as the new set DEST; DEST '-' prints only the result's cardinality.
+
+Options:
+  --json           one JSON object
+Example:
+  shmtool roaring op ads union week d1 d2 d3 d4 d5 d6 d7
+)");
+
+SHMTOOL_COMMAND("roaring any", run_any, R"(is ID in any of the sets? (the 7-day question, no union built)
+Usage: shmtool roaring any SEG ID SET... [--json]
+
+Checks each set in turn and stops at the first that holds ID.
+
+Options:
+  --json           one JSON object
+Example:
+  shmtool roaring any ads 123456 d1 d2 d3 d4 d5 d6 d7
+)");
+
+SHMTOOL_COMMAND("roaring import", run_import, R"(bulk-add ids from a file: one decimal id per line, or Roaring portable bytes
+Usage: shmtool roaring import SEG NAME FILE [--format auto|text|portable] [--strict] [--json]
+
+Reads FILE ('-' = stdin): Roaring's portable serialization (as written by
+CRoaring, Java, Go or Python Roaring; detected by its cookie) or text, one
+decimal id per line. Creates NAME if absent. All ids go into the next snapshot
+in one compaction. Shows a progress bar on a terminal; rejected text lines are
+counted with their first line numbers. Corrupt or truncated portable input is
+refused as a whole, leaving the set unchanged.
+
+Options:
+  --format F       auto (default: portable when FILE starts with its cookie), text or portable
+  --strict         exit 1 when any line was rejected
+  --json           one JSON object
+Example:
+  shmtool roaring import ads orders ids.txt
+)");
+
+SHMTOOL_COMMAND("roaring export", run_export, R"(write the set in Roaring portable format (or --text: one id per line)
+Usage: shmtool roaring export SEG NAME FILE [--text]
+
+Writes FILE ('-' = stdout) in CRoaring's portable serialization, readable by
+Java, Go and Python Roaring.
+
+Options:
+  --text           write decimal ids, one per line
+Example:
+  shmtool roaring export ads orders orders.roaring
+)");
+
+SHMTOOL_STRUCTURE(shmfilter::Kind::kRoaring, describe_fields, "snapshot bytes, delta fill, container counts by kind",
+                  "Prints cardinality, snapshot bytes and generation, delta fill, container counts\n"
+                  "(array/bitmap/run), retired snapshots not yet freed, readers, compaction claim.",
+                  "ads orders");
+
+SHMTOOL_COMMAND("roaring compact", run_compact, R"(fold the delta into a new snapshot now
+Usage: shmtool roaring compact SEG NAME
+
+Runs a compaction (unless another live process is running one) and frees
+retired snapshots no process still reads.
+
+Example:
+  shmtool roaring compact ads orders
+)");
 
 }  // namespace
 }  // namespace shmtool

@@ -1,12 +1,14 @@
 // shmtool/commands/set.cpp: `shmtool set create|add|check|del|info SEG NAME ...` (ExactSet).
-#include <cerrno>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
-#include "cli/segment_util.h"
+#include "cli/describe.h"
+#include "cli/input.h"
+#include "cli/json.h"
+#include "cli/numbers.h"
+#include "cli/segment.h"
 #include "shmfilter/exact_set.hpp"
 
 namespace shmtool {
@@ -16,9 +18,8 @@ using shmfilter::ExactSet;
 using shmfilter::InsertResult;
 using shmfilter::Segment;
 
-Segment open_segment(const Args& a) { return shmtool::open_segment(a.at(0, "SEG"), a); }
+constexpr size_t kBatch = 4096;  // stdin keys per insert_many/contains_many call
 
-// "150M" -> 150000000 (k/M/G/T are powers of 1000 for counts).
 // How text keys become uint64 keys: --keys string (XXH3, default), hex (16 hex
 // chars parsed exactly: device IDs), or u64 (decimal).
 enum class KeyFormat { kString, kHex, kU64 };
@@ -50,31 +51,14 @@ uint64_t to_key(const ExactSet& s, KeyFormat f, std::string_view text, uint64_t 
   return v;
 }
 
-Json describe_set(Segment& seg, const shmfilter::RegionInfo& info) {
-  ExactSet s = ExactSet::open(seg, info.name);
-  shmfilter::ExactSetStats st = s.stats();
+Json describe_fields(Segment& seg, const shmfilter::RegionInfo& info) {
+  const shmfilter::ExactSetStats st = ExactSet::open(seg, info.name).stats();
   Json j;
-  j.add("name", info.name)
-      .add("kind", "set")
-      .add("size", st.size)
-      .add("capacity", st.capacity)
-      .add("slots", st.slots)
-      .add("load", st.load)
-      .add("max_load", st.max_load)
-      .add("used_slots", st.used_slots)
-      .add("stripes", st.stripes)
-      .add("bytes", st.bytes)
-      .add("bytes_per_key_at_capacity", st.bytes_per_key_at_capacity);
+  j.add("size", st.size).add("capacity", st.capacity).add("slots", st.slots).add("load", st.load);
+  j.add("max_load", st.max_load).add("used_slots", st.used_slots).add("stripes", st.stripes).add("bytes", st.bytes);
+  j.add("bytes_per_key_at_capacity", st.bytes_per_key_at_capacity);
   return j;
 }
-
-DescriberRegistrar describer({shmfilter::Kind::kExactSet, describe_set});
-
-const std::vector<std::string> kDataOpts = {"--file", "--keys"};
-const char* kKeysHelp =
-    "  --keys string|hex|u64  how keys are read: string (default; hashed to 64 bits\n"
-    "                         with XXH3, collisions ~n/2^64), hex (16 hex chars,\n"
-    "                         exact: device IDs), u64 (decimal, exact)\n";
 
 // Runs op over the keys given as arguments (per-key lines) or stdin (counts).
 template <class PerKey, class Batch>
@@ -86,10 +70,10 @@ int run_keys(const Args& a, const ExactSet& s, PerKey per_key, Batch batch) {
     return 0;
   }
   std::vector<uint64_t> keys;
-  keys.reserve(4096);
+  keys.reserve(kBatch);
   for_each_stdin_line([&](std::string_view line, uint64_t no) {
     keys.push_back(to_key(s, f, line, no));
-    if (keys.size() == 4096) {
+    if (keys.size() == kBatch) {
       batch(keys);
       keys.clear();
     }
@@ -98,122 +82,134 @@ int run_keys(const Args& a, const ExactSet& s, PerKey per_key, Batch batch) {
   return -1;  // caller prints totals
 }
 
-CommandRegistrar create_cmd(
-    {"set", "create", "shmtool set create SEG NAME --capacity N [--max-load F] [--file PATH]",
-     "create an exact set of up to N keys (~10 bytes/key)",
-     "Creates NAME: an exact set (Redis SET's job) of at most N keys, fixed at\n"
-     "creation. Memory: 8 bytes per slot, slots = N / max-load (default 0.8, so\n"
-     "10 bytes per key at capacity). Inserting beyond N answers 'full'.\n"
-     "  --capacity N     most keys (counts accept k/M/G: 150M)\n"
-     "  --max-load F     capacity/slots in [0.1, 0.95] (default 0.8)\n"
-     "Example: shmtool set create ads small:plan7 --capacity 2M",
-     {},
-     [](const Args& a) {
-       a.allow({"--file", "--capacity", "--max-load"});
-       if (!a.has("--capacity")) throw UsageError("missing --capacity N");
-       Segment seg = open_segment(a);
-       shmfilter::ExactSetOptions o;
-       o.capacity = parse_count("--capacity", a.get("--capacity"));
-       if (a.has("--max-load")) o.max_load = std::strtod(a.get("--max-load").c_str(), nullptr);
-       ExactSet s = ExactSet::create(seg, a.at(1, "NAME"), o);
-       print_object(describe_set(seg, seg.open_region(s.name(), shmfilter::Kind::kExactSet)), false);
-       return 0;
-     }});
+int run_create(const Args& a) {
+  if (!a.has("--capacity")) throw UsageError("missing --capacity N");
+  shmfilter::ExactSetOptions o;
+  o.capacity = parse_count("--capacity", a.get("--capacity"));
+  o.max_load = real_option(a, "--max-load", o.max_load);
+  return create_and_show(a, shmfilter::Kind::kExactSet, [&](Segment& seg, const std::string& name) {
+    ExactSet::create(seg, name, o);
+  });
+}
 
-CommandRegistrar add_cmd(
-    {"set", "add", "shmtool set add SEG NAME [KEY...] [--keys string|hex|u64] [--file PATH]",
-     "insert keys; per key: inserted / exists / full",
-     std::string("Inserts each KEY (arguments: one 'KEY<TAB>inserted|exists|full' line each;\n"
-                 "stdin: one key per line, totals printed). Exit 1 if any key did not fit.\n") +
-         kKeysHelp + "Example: shmtool set add ads small:plan7 00ab34cd56ef7890 --keys hex",
-     {},
-     [](const Args& a) {
-       a.allow(kDataOpts);
-       Segment seg = open_segment(a);
-       ExactSet s = ExactSet::open(seg, a.at(1, "NAME"));
-       uint64_t counts[4] = {0, 0, 0, 0};
-       std::vector<InsertResult> out(4096);
-       int rc = run_keys(
-           a, s,
-           [&](const std::string& text, uint64_t k) {
-             InsertResult r = s.insert(k);
-             ++counts[static_cast<int>(r)];
-             printf("%s\t%s\n", text.c_str(), std::string(shmfilter::insert_result_name(r)).c_str());
-           },
-           [&](const std::vector<uint64_t>& keys) {
-             s.insert_many(keys, std::span<InsertResult>(out.data(), keys.size()));
-             for (size_t i = 0; i < keys.size(); ++i) ++counts[static_cast<int>(out[i])];
-           });
-       if (rc < 0)
-         printf("inserted: %llu\nexisted: %llu\nfull: %llu\nsize: %llu\n", static_cast<unsigned long long>(counts[0]),
-                static_cast<unsigned long long>(counts[1]), static_cast<unsigned long long>(counts[2]),
-                static_cast<unsigned long long>(s.size()));
-       if (counts[3] != 0) throw shmfilter::Error(shmfilter::ErrorCode::kDropped, "the set was dropped while adding");
-       if (counts[2] != 0) {
-         fprintf(stderr, "shmtool: %llu keys did not fit: set '%s' is full (capacity %llu); create a larger set\n",
-                 static_cast<unsigned long long>(counts[2]), s.name().c_str(),
-                 static_cast<unsigned long long>(s.capacity()));
-         return 1;
-       }
-       return 0;
-     }});
+int run_add(const Args& a) {
+  ExactSet s = open_structure<ExactSet>(a);
+  uint64_t counts[4] = {0, 0, 0, 0};
+  std::vector<InsertResult> out(kBatch);
+  int rc = run_keys(
+      a, s,
+      [&](const std::string& text, uint64_t k) {
+        InsertResult r = s.insert(k);
+        ++counts[static_cast<int>(r)];
+        printf("%s\t%s\n", text.c_str(), std::string(shmfilter::insert_result_name(r)).c_str());
+      },
+      [&](const std::vector<uint64_t>& keys) {
+        s.insert_many(keys, std::span<InsertResult>(out.data(), keys.size()));
+        for (size_t i = 0; i < keys.size(); ++i) ++counts[static_cast<int>(out[i])];
+      });
+  if (rc < 0)
+    printf("inserted: %llu\nexisted: %llu\nfull: %llu\nsize: %llu\n", static_cast<unsigned long long>(counts[0]),
+           static_cast<unsigned long long>(counts[1]), static_cast<unsigned long long>(counts[2]),
+           static_cast<unsigned long long>(s.size()));
+  if (counts[3] != 0) throw shmfilter::Error(shmfilter::ErrorCode::kDropped, "the set was dropped while adding");
+  if (counts[2] != 0) {
+    fprintf(stderr, "shmtool: %llu keys did not fit: set '%s' is full (capacity %llu); create a larger set\n",
+            static_cast<unsigned long long>(counts[2]), s.name().c_str(), static_cast<unsigned long long>(s.capacity()));
+    return 1;
+  }
+  return 0;
+}
 
-CommandRegistrar check_cmd(
-    {"set", "check", "shmtool set check SEG NAME [KEY...] [--keys string|hex|u64] [--file PATH]",
-     "membership: per key 1 (present) or 0",
-     std::string("Prints 'KEY<TAB>1|0' per argument, or for stdin the present/absent totals.\n") + kKeysHelp +
-         "Example: shmtool set check ads small:plan7 00ab34cd56ef7890 --keys hex",
-     {},
-     [](const Args& a) {
-       a.allow(kDataOpts);
-       Segment seg = open_segment(a);
-       ExactSet s = ExactSet::open(seg, a.at(1, "NAME"));
-       uint64_t present = 0, total = 0;
-       std::vector<uint8_t> out(4096);
-       int rc = run_keys(
-           a, s, [&](const std::string& text, uint64_t k) { printf("%s\t%d\n", text.c_str(), s.contains(k) ? 1 : 0); },
-           [&](const std::vector<uint64_t>& keys) {
-             s.contains_many(keys, std::span<uint8_t>(out.data(), keys.size()));
-             for (size_t i = 0; i < keys.size(); ++i) present += out[i];
-             total += keys.size();
-           });
-       if (!s.valid()) throw shmfilter::Error(shmfilter::ErrorCode::kDropped, "the set was dropped while checking");
-       if (rc < 0)
-         printf("present: %llu\nabsent: %llu\n", static_cast<unsigned long long>(present),
-                static_cast<unsigned long long>(total - present));
-       return 0;
-     }});
+int run_check(const Args& a) {
+  ExactSet s = open_structure<ExactSet>(a);
+  uint64_t present = 0, total = 0;
+  std::vector<uint8_t> out(kBatch);
+  int rc = run_keys(
+      a, s, [&](const std::string& text, uint64_t k) { printf("%s\t%d\n", text.c_str(), s.contains(k) ? 1 : 0); },
+      [&](const std::vector<uint64_t>& keys) {
+        s.contains_many(keys, std::span<uint8_t>(out.data(), keys.size()));
+        for (size_t i = 0; i < keys.size(); ++i) present += out[i];
+        total += keys.size();
+      });
+  if (!s.valid()) throw shmfilter::Error(shmfilter::ErrorCode::kDropped, "the set was dropped while checking");
+  if (rc < 0)
+    printf("present: %llu\nabsent: %llu\n", static_cast<unsigned long long>(present),
+           static_cast<unsigned long long>(total - present));
+  return 0;
+}
 
-CommandRegistrar del_cmd(
-    {"set", "del", "shmtool set del SEG NAME [KEY...] [--keys string|hex|u64] [--file PATH]",
-     "erase keys; per key: deleted / absent",
-     std::string("Erases each KEY (one 'KEY<TAB>deleted|absent' line per argument; stdin totals).\n") + kKeysHelp +
-         "Example: shmtool set del ads small:plan7 00ab34cd56ef7890 --keys hex",
-     {},
-     [](const Args& a) {
-       a.allow(kDataOpts);
-       Segment seg = open_segment(a);
-       ExactSet s = ExactSet::open(seg, a.at(1, "NAME"));
-       uint64_t deleted = 0, total = 0;
-       int rc = run_keys(
-           a, s, [&](const std::string& text, uint64_t k) { printf("%s\t%s\n", text.c_str(), s.erase(k) ? "deleted" : "absent"); },
-           [&](const std::vector<uint64_t>& keys) {
-             for (uint64_t k : keys) deleted += s.erase(k);
-             total += keys.size();
-           });
-       if (!s.valid()) throw shmfilter::Error(shmfilter::ErrorCode::kDropped, "the set was dropped while deleting");
-       if (rc < 0)
-         printf("deleted: %llu\nabsent: %llu\nsize: %llu\n", static_cast<unsigned long long>(deleted),
-                static_cast<unsigned long long>(total - deleted), static_cast<unsigned long long>(s.size()));
-       return 0;
-     }});
+int run_del(const Args& a) {
+  ExactSet s = open_structure<ExactSet>(a);
+  uint64_t deleted = 0, total = 0;
+  int rc = run_keys(
+      a, s, [&](const std::string& text, uint64_t k) { printf("%s\t%s\n", text.c_str(), s.erase(k) ? "deleted" : "absent"); },
+      [&](const std::vector<uint64_t>& keys) {
+        for (uint64_t k : keys) deleted += s.erase(k);
+        total += keys.size();
+      });
+  if (!s.valid()) throw shmfilter::Error(shmfilter::ErrorCode::kDropped, "the set was dropped while deleting");
+  if (rc < 0)
+    printf("deleted: %llu\nabsent: %llu\nsize: %llu\n", static_cast<unsigned long long>(deleted),
+           static_cast<unsigned long long>(total - deleted), static_cast<unsigned long long>(s.size()));
+  return 0;
+}
 
-CommandRegistrar info_cmd({"set", "info", "shmtool set info SEG NAME [--json] [--file PATH]",
-                           "size, capacity, load, bytes per key",
-                           "Prints the set's description (as `shmtool dump` does).\n"
-                           "Example: shmtool set info ads small:plan7 --json",
-                           {"--json"},
-                           [](const Args& a) { return run_info(a, shmfilter::Kind::kExactSet); }});
+SHMTOOL_COMMAND("set create", run_create, R"(create an exact set of up to N keys (~10 bytes/key)
+Usage: shmtool set create SEG NAME --capacity N [--max-load F] [--json]
+
+Creates NAME: an exact set (Redis SET's job) of at most N keys, fixed at
+creation, and prints what it made (as 'set info' does). Memory: 8 bytes per
+slot, slots = N / max-load (default 0.8, so 10 bytes per key at capacity).
+Inserting beyond N answers 'full'.
+
+Options:
+  --capacity N     most keys (counts accept k/M/G: 150M)
+  --max-load F     capacity/slots in [0.1, 0.95] (default 0.8)
+  --json           print the new set as one JSON object
+Example:
+  shmtool set create ads small:plan7 --capacity 2M
+)");
+
+SHMTOOL_COMMAND("set add", run_add, R"(insert keys; per key: inserted / exists / full
+Usage: shmtool set add SEG NAME [KEY...] [--keys string|hex|u64]
+
+Inserts each KEY (arguments: one 'KEY<TAB>inserted|exists|full' line each;
+stdin: one key per line, totals printed). Exit 1 if any key did not fit.
+
+Options:
+  --keys FORMAT    how keys are read: string (default; hashed to 64 bits with
+                   XXH3, collisions ~n/2^64), hex (16 hex chars, exact: device
+                   IDs), u64 (decimal, exact)
+Example:
+  shmtool set add ads small:plan7 00ab34cd56ef7890 --keys hex
+)");
+
+SHMTOOL_COMMAND("set check", run_check, R"(membership: per key 1 (present) or 0
+Usage: shmtool set check SEG NAME [KEY...] [--keys string|hex|u64]
+
+Prints 'KEY<TAB>1|0' per argument, or for stdin the present/absent totals.
+
+Options:
+  --keys FORMAT    string (default), hex or u64, as for 'set add'
+Example:
+  shmtool set check ads small:plan7 00ab34cd56ef7890 --keys hex
+)");
+
+SHMTOOL_COMMAND("set del", run_del, R"(erase keys; per key: deleted / absent
+Usage: shmtool set del SEG NAME [KEY...] [--keys string|hex|u64]
+
+Erases each KEY (one 'KEY<TAB>deleted|absent' line per argument; stdin totals).
+
+Options:
+  --keys FORMAT    string (default), hex or u64, as for 'set add'
+Example:
+  shmtool set del ads small:plan7 00ab34cd56ef7890 --keys hex
+)");
+
+SHMTOOL_STRUCTURE(shmfilter::Kind::kExactSet, describe_fields, "size, capacity, load, bytes per key",
+                  "Prints size, capacity, slots and load (against the maximum), stripes, bytes and\n"
+                  "bytes per key at capacity.",
+                  "ads small:plan7");
 
 }  // namespace
 }  // namespace shmtool

@@ -8,6 +8,7 @@
 
 #include <cctype>
 #include <cstring>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -177,7 +178,7 @@ TEST(ShmtoolSegment, EveryCommandHelpTeachesWhatOptionsAndExample) {
     EXPECT_EQ(r.out.rfind("Usage: shmtool " + c + " NAME", 0), 0u) << r.out;
     EXPECT_NE(r.out.find("--file PATH"), std::string::npos) << c;
     EXPECT_NE(r.out.find("Example:\n  "), std::string::npos) << c;
-    EXPECT_NE(r.out.find("shmtool " + c + " "), r.out.rfind("Usage: ", 0)) << c;
+    EXPECT_NE(r.out.find("shmtool " + c + " ", r.out.find("Example:")), std::string::npos) << "example uses it: " << c;
     EXPECT_GT(count_lines(r.out), 8u) << c;
     auto h = run_shmtool({"help", c});
     EXPECT_EQ(h.exit_code, 0) << c;
@@ -188,6 +189,35 @@ TEST(ShmtoolSegment, EveryCommandHelpTeachesWhatOptionsAndExample) {
     EXPECT_NE(create.find(opt), std::string::npos) << opt;
 }
 
+// Every command in the overview (segment and structure commands) is written the
+// same way: its help has Usage, Options (with --file) and an example of itself,
+// and an option that is not in its Options table is refused (exit 2, naming it).
+TEST(ShmtoolSegment, EveryCommandHasOneHelpShapeAndRefusesUnlistedOptions) {
+  auto overview = run_shmtool({"--help"}).out;
+  std::vector<std::vector<std::string>> commands;
+  std::regex row("\n  ([a-z]+)( [a-z-]+)? +[^\n]*");
+  for (auto it = std::sregex_iterator(overview.begin(), overview.end(), row); it != std::sregex_iterator(); ++it) {
+    std::vector<std::string> words{(*it)[1].str()};
+    if ((*it)[2].matched) words.push_back((*it)[2].str().substr(1));
+    commands.push_back(words);
+  }
+  EXPECT_GE(commands.size(), 35u) << overview;
+  for (const auto& words : commands) {
+    std::string full = words[0] + (words.size() > 1 ? " " + words[1] : "");
+    SCOPED_TRACE(full);
+    auto args = words;
+    args.push_back("--help");
+    auto h = run_shmtool(args);
+    EXPECT_EQ(h.exit_code, 0);
+    EXPECT_EQ(h.out.rfind("Usage: shmtool " + full + " ", 0), 0u) << h.out;
+    EXPECT_NE(h.out.find("\nOptions:\n"), std::string::npos) << h.out;
+    EXPECT_NE(h.out.find("  --file PATH  "), std::string::npos) << h.out;
+    EXPECT_NE(h.out.find("shmtool " + full + " ", h.out.find("\nExample:\n  ")), std::string::npos) << h.out;
+    args.back() = "--not-an-option";
+    expect_one_line_error(run_shmtool(args), 2, "--not-an-option");
+  }
+}
+
 // ---- create / list / dump / remove ------------------------------------------------
 
 TEST(ShmtoolSegment, CreateListDumpRemove) {
@@ -195,7 +225,10 @@ TEST(ShmtoolSegment, CreateListDumpRemove) {
   SegmentGuard guard(name);
   auto c = run_shmtool({"create", name, "--size", "8MiB", "--max-size", "1GiB", "--directory", "128"});
   ASSERT_EQ(c.exit_code, 0) << c.err;
-  EXPECT_NE(c.out.find(name), std::string::npos) << c.out;
+  // A report: aligned "label  value" lines, sizes for people.
+  EXPECT_EQ(c.out.rfind("segment             " + name + "\n", 0), 0u) << c.out;
+  EXPECT_TRUE(std::regex_search(c.out, std::regex("\nsize +8\\.00 MiB\nmax_size +1\\.00 GiB\n"))) << c.out;
+  EXPECT_NE(c.out.find("\ndirectory_capacity  128\n"), std::string::npos) << c.out;
   EXPECT_TRUE(shm_exists(name));
   {
     struct stat st;
@@ -245,7 +278,11 @@ TEST(ShmtoolSegment, CreateListDumpRemove) {
 TEST(ShmtoolSegment, EmptySegmentListsNoStructures) {
   const std::string name = unique_name("empty");
   SegmentGuard guard(name);
-  ASSERT_EQ(run_shmtool({"create", name, "--size", "4M"}).exit_code, 0);
+  auto c = run_shmtool({"create", name, "--size", "4M", "--json"});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_TRUE(valid_json(c.out)) << c.out;
+  EXPECT_NE(c.out.find(R"("size":4194304,)"), std::string::npos) << "--json sizes are bytes: " << c.out;
+  EXPECT_NE(c.out.find(R"("mode":"0600")"), std::string::npos) << c.out;
   auto l = run_shmtool({"list", name});
   EXPECT_EQ(l.exit_code, 0);
   EXPECT_NE(l.out.find("(no structures)"), std::string::npos) << l.out;

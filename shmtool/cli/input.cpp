@@ -1,0 +1,86 @@
+// shmtool/cli/input.cpp: stdin and file input.
+#include "cli/input.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "shmfilter/error.hpp"
+
+namespace shmtool {
+
+void for_each_stdin_line(const std::function<void(std::string_view, uint64_t)>& fn) {
+  static char buf[1 << 20];
+  std::string carry;
+  uint64_t line_no = 0;
+  auto emit = [&](std::string_view line) {
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!line.empty()) fn(line, line_no);
+  };
+  ssize_t n;
+  while ((n = read(0, buf, sizeof buf)) > 0) {
+    std::string_view chunk(buf, static_cast<size_t>(n));
+    size_t start = 0;
+    while (true) {
+      size_t nl = chunk.find('\n', start);
+      if (nl == std::string_view::npos) {
+        carry.append(chunk.substr(start));
+        break;
+      }
+      if (!carry.empty()) {
+        carry.append(chunk.substr(start, nl - start));
+        emit(carry);
+        carry.clear();
+      } else {
+        emit(chunk.substr(start, nl - start));
+      }
+      start = nl + 1;
+    }
+  }
+  if (!carry.empty()) emit(carry);
+}
+
+void for_each_stdin_batch(size_t batch, const std::function<void(std::span<const std::string_view>)>& fn) {
+  std::string arena;  // the batch's lines back to back; views are made once it is complete
+  std::vector<size_t> ends;
+  std::vector<std::string_view> views;
+  arena.reserve(batch * 24);
+  ends.reserve(batch);
+  views.reserve(batch);
+  auto flush = [&] {
+    views.clear();
+    size_t start = 0;
+    for (size_t e : ends) {
+      views.emplace_back(arena.data() + start, e - start);
+      start = e;
+    }
+    fn(std::span<const std::string_view>(views));
+    arena.clear();
+    ends.clear();
+  };
+  for_each_stdin_line([&](std::string_view line, uint64_t) {
+    arena.append(line);
+    ends.push_back(arena.size());
+    if (ends.size() == batch) flush();
+  });
+  if (!ends.empty()) flush();
+}
+
+std::string read_input(const std::string& path) {
+  FILE* f = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
+  if (!f)
+    throw shmfilter::Error(shmfilter::ErrorCode::kIo,
+                           "cannot open '" + path + "': " + std::strerror(errno) + "; check the path");
+  std::string s;
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+  if (f != stdin) std::fclose(f);
+  return s;
+}
+
+}  // namespace shmtool

@@ -1,0 +1,22 @@
+// shmtool/cli/input.h: reading keys from stdin line by line or in batches, and whole input files.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace shmtool {
+
+// Reads stdin line by line (a 1 MiB buffer, no per-line allocation beyond the
+// string_view), strips a trailing '\r', skips empty lines. fn gets (line, line number).
+void for_each_stdin_line(const std::function<void(std::string_view line, uint64_t line_no)>& fn);
+
+// The same lines handed over `batch` at a time (for add_many/contains_many).
+void for_each_stdin_batch(size_t batch, const std::function<void(std::span<const std::string_view> lines)>& fn);
+
+// The whole of FILE, or of stdin for "-"; an unreadable file is a kIo error naming it.
+std::string read_input(const std::string& path);
+
+}  // namespace shmtool
