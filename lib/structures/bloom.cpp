@@ -205,8 +205,10 @@ Bloom Bloom::create(Segment& seg, std::string_view name, const BloomOptions& opt
                                              std::to_string(kMaxStructureNameLength) + ": use a shorter name");
   BloomSizing plan_ = plan(opts);
   uint64_t max = seg.stats().max_size;
+  // The options are valid, the segment too small: kNoSpace (shmtool exit 1), as every
+  // structure answers a capacity beyond the segment's maximum size.
   if (plan_.region_bytes > max)
-    throw Error(ErrorCode::kInvalidArgument,
+    throw Error(ErrorCode::kNoSpace,
                 "capacity " + std::to_string(opts.capacity) + " needs " + format_size(plan_.region_bytes) +
                     ", more than segment '" + seg.name() + "' can ever hold (" + format_size(max) +
                     "): lower the capacity, raise the error rate, or create the segment with a larger max size");
@@ -327,6 +329,11 @@ void Bloom::grow(uint64_t seen) noexcept {
   uint64_t publish = 0;
   try {
     seg_.transact([&](ControlTxn& txn) {
+      // Under the segment lock: the filter is still published, so `h` is ours.
+      // (The transaction quiesces this process; a filter dropped meanwhile
+      // could otherwise be reclaimed by the allocation below, and the stores
+      // into its slot table would land in someone else's memory.)
+      if (!seg_.region_live(slot_, generation_)) return;
       uint64_t c = layer_count(h);
       if (c != seen || c >= h->max_layers) return;
       BloomLayer& s = slots(h)[c];

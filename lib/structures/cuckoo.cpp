@@ -81,6 +81,11 @@ struct CuckooOps {
       // both roll back. Publishing happens after the commit, under the writer lock, so no
       // writer can ever place an acknowledged item in an extent that a rollback later frees.
       self->seg_.transact([&](ControlTxn& txn) {
+        // Under the segment lock: still published, so `h` is ours (the
+        // transaction quiesces us; a filter dropped meanwhile could otherwise
+        // be reclaimed by the allocation below while we write through `h`).
+        if (!self->seg_.region_live(self->slot_, self->generation_))
+          throw Error(ErrorCode::kDropped, "cuckoo filter '" + self->name_ + "' was dropped");
         uint64_t left = h->pending_extent;
         bool published = false;
         for (uint32_t j = 0; j < n; ++j) published |= h->subs[j].offset == left;
@@ -355,7 +360,8 @@ CuckooStats Cuckoo::stats() const {
 namespace internal {
 
 template <class LT>
-static void check_body(Segment& seg, ck::Header* h, const std::string& where, bool repair, CheckReport& report) {
+static void check_body(Segment& seg, const RegionInfo& region, ck::Header* h, const std::string& where, bool repair,
+                       CheckReport& report) {
   std::byte* base = seg.base();
   ck::Liveness lv = liveness_of(seg);
   // 1. The writer lock: a dead owner is taken over (and its step repaired) with --repair.
@@ -410,6 +416,7 @@ static void check_body(Segment& seg, ck::Header* h, const std::string& where, bo
     if (repair) {
       try {
         seg.transact([&](ControlTxn& txn) {
+          if (!seg.region_live(region.slot, region.generation)) return;  // dropped meanwhile: its memory is not ours
           txn.free(pending);
           txn.store_u64(&h->pending_extent, 0);
         });
@@ -447,9 +454,9 @@ void check_cuckoo(Segment& seg, const RegionInfo& region, bool repair, CheckRepo
     return;
   }
   if (h->lane_bits == 16)
-    check_body<ck::Lanes16>(seg, h, where, repair, report);
+    check_body<ck::Lanes16>(seg, region, h, where, repair, report);
   else
-    check_body<ck::Lanes8>(seg, h, where, repair, report);
+    check_body<ck::Lanes8>(seg, region, h, where, repair, report);
 }
 
 }  // namespace internal

@@ -22,6 +22,7 @@
 
 #include "check/checkers.h"
 #include "base/kill_point.h"
+#include "base/text.h"
 #include "structures/roaring_impl.h"
 
 // ---- kernels of roaring_impl.h (no Segment, no CRoaring) ---------------------------
@@ -210,6 +211,14 @@ struct View;
 // (the child must Segment::open and RoaringSet::open itself).
 std::atomic<uint64_t> g_fork_epoch{0};
 
+// Inside every transaction on the set's memory: the set is still published.
+// Checked under the segment lock (drop takes it too), so the region cannot be
+// freed while the transaction runs. Needed because a transaction quiesces this
+// process at its start: without the check, the set dropped by another process
+// before we got the lock could be reclaimed by our own allocation, and our
+// stores through `hdr` would land in someone else's memory.
+void require_live(const RoaringLocal& L);
+
 // A snapshot extent that may be followed: 64-byte aligned, its header and
 // frozen bytes inside the segment's `size`, its magic, and its delta tables
 // (when named) 64-byte aligned and inside. Every offset read from the set's
@@ -273,6 +282,11 @@ struct View {
     return roaring_bitmap_contains(bm, v);
   }
 };
+
+void require_live(const RoaringLocal& L) {
+  if (!L.live_region())
+    throw Error(ErrorCode::kDropped, "Roaring set '" + L.region.name + "' was dropped by another process");
+}
 
 RoaringLocal::~RoaringLocal() {
   latest.reset();
@@ -564,6 +578,7 @@ uint32_t reclaim_locked(RoaringLocal& L) {
     if (!pending_ok(L.base, L.seg.size(), p)) continue;  // corrupt entry: never freed; check --repair clears it
     if (!unread(L, p.generation == 0 ? 0 : p.generation - 1, p.generation)) continue;
     L.seg.transact([&](ControlTxn& txn) {
+      require_live(L);
       PendingFree& e = L.hdr->pending[i];
       if (e.snap_off != p.snap_off) return;
       txn.free(e.snap_off);
@@ -581,6 +596,7 @@ uint32_t reclaim_locked(RoaringLocal& L) {
 void retire_locked(RoaringLocal& L, uint64_t from) {
   auto* old = reinterpret_cast<const SnapHeader*>(L.base + from);
   L.seg.transact([&](ControlTxn& txn) {
+    require_live(L);
     for (uint32_t i = 0; i < kPendingSlots; ++i) {
       PendingFree& e = L.hdr->pending[i];
       if (e.snap_off != 0) continue;
@@ -612,6 +628,7 @@ void recover_locked(RoaringLocal& L) {
     // Garbage in the staging words (a corrupt segment): never publish or free
     // what they name; forget them (check reports the space as leaked).
     L.seg.transact([&](ControlTxn& txn) {
+      require_live(L);
       txn.store_u64(&L.hdr->staged_snap, 0);
       txn.store_u64(&L.hdr->staged_from, 0);
     });
@@ -629,6 +646,7 @@ void recover_locked(RoaringLocal& L) {
   // Stale (should not happen under the claim): discard.
   auto* sh = reinterpret_cast<const SnapHeader*>(L.base + staged);
   L.seg.transact([&](ControlTxn& txn) {
+    require_live(L);
     if (L.in_segment(sh->delta_off, 64)) txn.free(sh->delta_off);
     txn.free(staged);
     txn.store_u64(&L.hdr->staged_snap, 0);
@@ -668,6 +686,7 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
   size_t frozen = roaring_bitmap_frozen_size_in_bytes(b.p);
   uint64_t from = view->snap_off;
   L.seg.transact([&](ControlTxn& txn) {
+    require_live(L);
     txn.charge_to(L.region);  // check() reports these extents as leaked if the set is dropped without them
     uint64_t snap = txn.allocate(sizeof(SnapHeader) + frozen);
     uint64_t delta = txn.allocate(delta_bytes(L.capacity));
@@ -1040,11 +1059,11 @@ uint32_t RoaringSet::parse_value(std::string_view text) {
   uint64_t v = 0;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec == std::errc::result_out_of_range || (ec == std::errc() && p == text.data() + text.size() && v > UINT32_MAX))
-    throw Error(ErrorCode::kBadInput, "value " + std::string(text) +
+    throw Error(ErrorCode::kBadInput, "value " + internal::clip(text) +
                                           " does not fit in 32 bits: Roaring sets hold 0..4294967295 (map wider ids "
                                           "to 32 bits first, or use an exact set)");
   if (ec != std::errc() || p != text.data() + text.size() || text.empty())
-    throw Error(ErrorCode::kBadInput, "'" + std::string(text) + "' is not a decimal id: pass 0..4294967295");
+    throw Error(ErrorCode::kBadInput, "'" + internal::clip(text) + "' is not a decimal id: pass 0..4294967295");
   return static_cast<uint32_t>(v);
 }
 
@@ -1181,6 +1200,7 @@ void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckRep
     bool fixed = false;
     if (repair) {
       seg.transact([&](ControlTxn& txn) {  // forget it: the space it named shows up as a leak, never freed blindly
+        if (!seg.region_live(region.slot, region.generation)) return;
         txn.store_u64(&p.snap_off, 0);
         txn.store_u64(&p.delta_off, 0);
         txn.store_u64(&p.generation, 0);
@@ -1194,6 +1214,7 @@ void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckRep
     bool fixed = false;
     if (repair) {
       seg.transact([&](ControlTxn& txn) {
+        if (!seg.region_live(region.slot, region.generation)) return;
         txn.store_u64(&h->staged_snap, 0);
         txn.store_u64(&h->staged_from, 0);
       });
