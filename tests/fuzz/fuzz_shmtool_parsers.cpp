@@ -3,9 +3,9 @@
 // with its main() renamed, shmtool/cli/, and every command file so the real
 // command table and flags are registered).
 //
-// Input: byte 0 picks a command of the registry, the rest up to the first
+// Input: byte 0 picks a command of the command table, the rest up to the first
 // "\n\n" is its argument vector (NUL-separated), the rest is stdin. The target
-// parses the arguments the way main() does (Args with the command's flags),
+// parses the arguments the way main() does (Args with the command's option table),
 // then runs every option parser of cli/ over every option value, and reads the
 // stdin part with for_each_stdin_line, parsing each line as shmtool's commands
 // do (RoaringSet::parse_value, parse_size, counts). Commands are not run: they
@@ -21,8 +21,12 @@
 #include <string_view>
 #include <vector>
 
+#include "cli/args.h"
 #include "cli/command.h"
-#include "cli/segment_util.h"
+#include "cli/input.h"
+#include "cli/json.h"
+#include "cli/numbers.h"
+#include "cli/report.h"
 #include "shmfilter/error.hpp"
 #include "shmfilter/roaring_set.hpp"
 #include "shmfilter/segment.hpp"
@@ -52,8 +56,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  if (size == 0 || registry().empty()) return 0;
-  const Command& cmd = registry()[data[0] % registry().size()];
+  if (size == 0 || commands().empty()) return 0;
+  const Command& cmd = commands()[data[0] % commands().size()];
   std::string_view rest(reinterpret_cast<const char*>(data) + 1, size - 1);
   size_t split = rest.find("\n\n");
   std::string_view argtext = rest.substr(0, split);
@@ -67,11 +71,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     start = nul + 1;
   }
   expect_clean([&] {
-    Args args(argv, cmd.flags);
+    Args args(argv, cmd.options);
     (void)args.positionals();
     for (size_t i = 0; i < 4; ++i) expect_clean([&] { (void)args.at(i, "ARG"); });
-    expect_clean([&] { no_extra_positionals(args, 2); });
-    expect_clean([&] { args.allow(cmd.flags); });
+    expect_clean([&] { args.no_more_than(2); });
     for (const char* opt : {"--capacity", "--error", "--size", "--max-size", "--directory", "--mode", "--seed",
                             "--growth", "--expansion", "--delta-capacity", "--readers", "--max-layers"}) {
       if (!args.has(opt)) continue;
@@ -80,6 +83,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       expect_clean([&] { (void)parse_real(opt, v); });
       expect_clean([&] { (void)parse_rate(opt, v); });
       expect_clean([&] { (void)size_option(args, opt, 0); });
+      expect_clean([&] { (void)count_option(args, opt, 0); });
+      expect_clean([&] { (void)real_option(args, opt, 0); });
       expect_clean([&] { (void)uint_option(args, opt, 0, 1, 1u << 22); });
       expect_clean([&] { (void)uint_option(args, opt, 0600, 0, 0777, 8); });
     }
