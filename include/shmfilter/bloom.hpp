@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shmfilter/region_handle.hpp"
 #include "shmfilter/segment.hpp"
 
 namespace shmfilter {
@@ -83,7 +84,7 @@ struct BloomStats {
   std::vector<BloomLayerStats> layer;
 };
 
-class Bloom {
+class Bloom : public internal::RegionHandle {
  public:
   // Control plane (throws Error): validates options, sizes, creates the region.
   // Bad options throw kInvalidArgument and leave the segment unchanged.
@@ -106,19 +107,17 @@ class Bloom {
   bool contains(uint64_t key) const noexcept;
   // Batches with software prefetching. out (optional for add, sized like keys)
   // gets 1/0 per key. Return: keys newly added / keys present. Lock-free.
-  size_t add_many(std::span<const uint64_t> keys, std::span<uint8_t> out = {}) noexcept;
-  size_t add_many(std::span<const std::string_view> keys, std::span<uint8_t> out = {}) noexcept;
-  size_t contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept;
-  size_t contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept;
+  uint64_t add_many(std::span<const uint64_t> keys, std::span<uint8_t> out = {}) noexcept;
+  uint64_t add_many(std::span<const std::string_view> keys, std::span<uint8_t> out = {}) noexcept;
+  uint64_t contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept;
+  uint64_t contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept;
 
   // Zeroes every layer and the counters (layers stay allocated). Lock-free but
   // not atomic: adds running concurrently may survive partially. Throws kDropped.
   void clear();
   // Lock-free snapshot (counters may be slightly stale). Throws kDropped.
   BloomStats stats() const;
-  // Lock-free: false once some process dropped the filter.
-  bool valid() const noexcept;
-  const std::string& name() const noexcept { return name_; }
+  // valid(), name(): from RegionHandle (lock-free; false once some process dropped it).
 
  private:
   template <class K>
@@ -126,18 +125,15 @@ class Bloom {
   template <class K>
   bool contains_one(const K& key) const noexcept;
   template <class K>
-  size_t add_batch(std::span<const K> keys, std::span<uint8_t> out) noexcept;
+  uint64_t add_batch(std::span<const K> keys, std::span<uint8_t> out) noexcept;
   template <class K>
-  size_t contains_batch(std::span<const K> keys, std::span<uint8_t> out) const noexcept;
+  uint64_t contains_batch(std::span<const K> keys, std::span<uint8_t> out) const noexcept;
   bool after_add(uint32_t layer, uint32_t newly) noexcept;
   void grow(uint64_t seen_count) noexcept;
 
-  Segment seg_;
-  std::byte* base_ = nullptr;
-  uint64_t offset_ = 0;  // region offset
-  uint32_t slot_ = 0, generation_ = 0;
-  uint32_t stripe_ = 0;  // this attachment's counter stripe
-  std::string name_;
+  std::byte* base_ = nullptr;  // seg_.base(): layers are addressed from it
+  uint64_t offset_ = 0;        // the region's offset (region_ == base_ + offset_)
+  uint32_t stripe_ = 0;        // this attachment's counter stripe
 };
 
 }  // namespace shmfilter

@@ -18,6 +18,7 @@
 #include <span>
 #include <string_view>
 
+#include "shmfilter/region_handle.hpp"
 #include "shmfilter/segment.hpp"
 
 namespace shmfilter {
@@ -40,7 +41,7 @@ enum class CuckooStatus : uint8_t {
   kInserted = 0,  // stored (acknowledged: survives the death of any process)
   kExists = 1,    // insert_unique: already present (or a false-positive match), nothing stored
   kFull = 2,      // no path of <= max_path moves and no expansion left; nothing stored
-  kDropped = 3,   // the filter was dropped; nothing touched
+  kDropped = 3,   // the filter was dropped, or this handle was inherited across fork() (open it in the child); nothing touched
 };
 std::string_view cuckoo_status_name(CuckooStatus s) noexcept;
 
@@ -71,7 +72,7 @@ struct CuckooStats {
 
 // Thin copyable handle. Data-plane calls are noexcept and safe from any
 // thread of any attached process.
-class Cuckoo {
+class Cuckoo : public internal::RegionHandle {
  public:
   // Control plane, takes the segment lock. Throws Error (kInvalidArgument, kExists, kNoSpace...).
   static Cuckoo create(Segment& seg, std::string_view name, const CuckooOptions& opts);
@@ -95,9 +96,10 @@ class Cuckoo {
   // Lock-free reader (seqlock; retries while a move is in flight). False once dropped.
   bool contains(std::string_view key) const noexcept;
   bool contains(uint64_t key) const noexcept;
-  // Lock-free reader, batched with prefetch; out.size() must be >= keys.size(). All 0 once dropped.
-  void contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept;
-  void contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept;
+  // Lock-free reader, batched with prefetch: out[i] = contains(keys[i]) for i < min(keys, out) sizes.
+  // Returns how many are present (0, and out all 0, once dropped).
+  uint64_t contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept;
+  uint64_t contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept;
   // Writer: removes ONE copy. Never-inserted keys may remove another key's fingerprint (see top).
   bool erase(std::string_view key) noexcept;
   bool erase(uint64_t key) noexcept;
@@ -109,20 +111,14 @@ class Cuckoo {
   double load_factor() const noexcept;
   // Lock-free, racy snapshot of the header counters.
   CuckooStats stats() const;
-  bool valid() const noexcept;  // false once dropped
-
-  const std::string& name() const noexcept { return name_; }
+  // valid(), name(): from RegionHandle (lock-free; false once some process dropped it).
 
  private:
   template <class LT>
   friend struct CuckooOps;
-  Segment seg_;
-  std::byte* base_ = nullptr;
-  internal::cuckoo::Header* hdr_ = nullptr;
-  uint32_t slot_ = 0;
-  uint32_t generation_ = 0;
+  std::byte* base_ = nullptr;                 // seg_.base(): the kernels address sub-filters from it
+  internal::cuckoo::Header* hdr_ = nullptr;   // region_ as the filter's header
   bool lane16_ = true;
-  std::string name_;
 };
 
 }  // namespace shmfilter

@@ -10,9 +10,11 @@
 // already 64-bit (a 16-hex-char device ID parsed as hex is one).
 //
 // Capacity is fixed at creation: insert of a new key returns kFull once size()
-// reaches capacity (never a silent loss), or once keys plus tombstones fill
-// the table's used limit (max load + 0.1 of the slots) and the key's probe
-// chain holds no tombstone to reuse: recreate the set larger in that case.
+// reaches capacity (never a silent loss). When keys plus tombstones fill the
+// table's used limit (max load + 0.1 of the slots), the insert first cleans
+// tombstones up online (under every stripe lock; readers stay lock-free), so
+// insert/erase churn never answers kFull below capacity; kFull then means the
+// live keys really leave no room on that key's chain: recreate it larger.
 //
 // Concurrency: contains/contains_many/size are lock-free. insert/erase of a
 // key take a short per-stripe lock (owner token + liveness takeover) only
@@ -27,6 +29,7 @@
 #include <string>
 #include <string_view>
 
+#include "shmfilter/region_handle.hpp"
 #include "shmfilter/segment.hpp"
 
 namespace shmfilter {
@@ -40,7 +43,8 @@ enum class InsertResult : uint8_t {
   kInserted = 0,  // the key was absent and is now present (exactly one caller per key sees this)
   kExists = 1,    // the key was already present
   kFull = 2,      // the key is absent and there is no room: capacity reached (see header comment)
-  kDropped = 3,   // the set was dropped by some process; valid() is false
+  kDropped = 3,   // the set was dropped by some process (valid() is false), or this handle was inherited
+                  // across fork(): writers refuse; open the segment and the set in the child
 };
 std::string_view insert_result_name(InsertResult r) noexcept;  // "inserted", "exists", "full", "dropped"
 
@@ -57,7 +61,7 @@ struct ExactSetStats {
   uint64_t seed = 0;
 };
 
-class ExactSet {
+class ExactSet : public internal::RegionHandle {
  public:
   // Control plane, takes the segment lock. Throws kInvalidArgument (capacity 0,
   // max_load out of range), kExists, kNameTooLong, kNoSpace.
@@ -78,9 +82,10 @@ class ExactSet {
   // Lock-free, any process. False when dropped.
   bool contains(uint64_t key) const noexcept;
   bool contains(std::string_view key) const noexcept;
-  // Lock-free; out[i] = 1 when keys[i] is present (all 0 when dropped).
-  void contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept;
-  void contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept;
+  // Lock-free; out[i] = 1 when keys[i] is present, for i < min(keys, out) sizes.
+  // Returns how many are present (0, and out all 0, when dropped).
+  uint64_t contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept;
+  uint64_t contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept;
   // Any process; true exactly once per present key. False when absent or dropped.
   bool erase(uint64_t key) noexcept;
   bool erase(std::string_view key) noexcept;
@@ -91,14 +96,11 @@ class ExactSet {
   uint64_t key_of(std::string_view key) const noexcept;
 
   ExactSetStats stats() const;  // lock-free snapshot; throws kDropped
-  bool valid() const noexcept;  // lock-free: false once some process dropped it
-  const std::string& name() const noexcept { return name_; }  // local, immutable
+  // valid(), name(): from RegionHandle (lock-free; false once some process dropped it).
 
  private:
-  Segment seg_;
-  std::string name_;
-  std::byte* region_ = nullptr;
-  uint32_t slot_ = 0, generation_ = 0;
+  template <class K>
+  uint64_t insert_batch(std::span<const K> keys, std::span<InsertResult> out) noexcept;
   uint64_t stripes_offset_ = 0, slots_offset_ = 0;  // from region_, validated by open()
   uint64_t token_ = 0;                              // seg_.owner_token(), the stripe-lock owner id
 };

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <vector>
 
+#include "shmfilter/region_handle.hpp"
 #include "shmfilter/segment.hpp"
 
 namespace shmfilter {
@@ -40,7 +41,7 @@ struct HllStats {
   double standard_error = 0;        // 1.04/sqrt(16384)
 };
 
-class Hll {
+class Hll : public internal::RegionHandle {
  public:
   static constexpr uint32_t kPrecision = 14;
   static constexpr uint32_t kRegisters = 1u << kPrecision;
@@ -89,17 +90,11 @@ class Hll {
   // Pure function: count of a Redis HLL string, no segment. Throws kBadInput.
   static uint64_t count_redis(std::string_view bytes);
 
-  HllStats stats() const;       // lock-free snapshot; throws kDropped
-  bool valid() const noexcept;  // lock-free: false once some process dropped it
-  const std::string& name() const noexcept { return name_; }  // local, immutable
+  HllStats stats() const;  // lock-free snapshot; throws kDropped
+  // valid(), name(): from RegionHandle (lock-free; false once some process dropped it).
 
  private:
-  Segment seg_;
-  std::string name_;
-  std::byte* region_ = nullptr;
-  uint64_t* words_ = nullptr;
-  uint32_t slot_ = 0, generation_ = 0;
-  void require_valid() const;
+  uint64_t* words_ = nullptr;  // the register words, after the header
 };
 
 }  // namespace shmfilter

@@ -21,14 +21,15 @@
 #include <string_view>
 #include <vector>
 
+#include "shmfilter/region_handle.hpp"
 #include "shmfilter/segment.hpp"
 
 typedef struct roaring_bitmap_s roaring_bitmap_t;  // CRoaring (<roaring/roaring.h>)
 
 namespace shmfilter {
 
-namespace internal {
-struct RoaringLocal;  // process-local cache: reader slot + frozen views (lib/structures/roaring.cpp)
+namespace internal::roaring {
+struct RoaringLocal;  // process-local cache: reader slot + frozen views (lib/structures/roaring_local.h)
 }
 
 struct RoaringOptions {
@@ -67,7 +68,7 @@ struct RoaringStats {
   uint64_t claim_owner = 0;         // token of the compacting process, 0 = none
 };
 
-class RoaringSet {
+class RoaringSet : public internal::RegionHandle {
  public:
   // Control plane: creates an empty set. Throws Error (kInvalidArgument for
   // bad options, kExists, kNoSpace...). Takes the segment lock.
@@ -100,9 +101,10 @@ class RoaringSet {
   RoaringStatus add_many(std::span<const uint32_t> values) noexcept;
   RoaringStatus add_many(std::span<const uint64_t> values) noexcept;
   RoaringStatus remove_many(std::span<const uint32_t> values) noexcept;
-  // Lock-free; out[i] = contains(values[i]) (0 for uint64 values >= 2^32). out.size() >= values.size().
-  void contains_many(std::span<const uint32_t> values, std::span<uint8_t> out) const noexcept;
-  void contains_many(std::span<const uint64_t> values, std::span<uint8_t> out) const noexcept;
+  // Lock-free; out[i] = contains(values[i]) (0 for uint64 values >= 2^32), for i < min(values, out)
+  // sizes. Returns how many are present (0, and out all 0, once dropped).
+  uint64_t contains_many(std::span<const uint32_t> values, std::span<uint8_t> out) const noexcept;
+  uint64_t contains_many(std::span<const uint64_t> values, std::span<uint8_t> out) const noexcept;
   // Any thread/process: adds [lo, hi), hi <= 2^32 (kOutOfRange otherwise).
   // Large ranges go straight into a new snapshot (a compaction), small ones via the delta.
   RoaringStatus add_range(uint64_t lo, uint64_t hi) noexcept;
@@ -131,8 +133,8 @@ class RoaringSet {
   void export_portable_file(const std::string& path) const;
 
   RoaringStats stats() const;         // lock-free snapshot of the numbers (throws kDropped)
-  bool valid() const noexcept;        // false once dropped
   const RegionInfo& region() const noexcept;
+  // valid(), name(): from RegionHandle (lock-free; false once some process dropped it).
 
   // ---- set algebra across named sets (lock-free reads of each source) ------------
   // Result as a process-local bitmap (caller frees with roaring_bitmap_free).
@@ -151,9 +153,10 @@ class RoaringSet {
   static roaring_bitmap_t* parse_portable(std::string_view bytes);
 
  private:
-  explicit RoaringSet(std::shared_ptr<internal::RoaringLocal> l) : local_(std::move(l)) {}
+  // Binds to INFO and takes this process's reader slot (shared by every handle to the set).
+  RoaringSet(Segment& seg, const RegionInfo& info);
   RoaringStatus write(uint32_t value, int op) noexcept;
-  std::shared_ptr<internal::RoaringLocal> local_;
+  std::shared_ptr<internal::roaring::RoaringLocal> local_;
 };
 
 }  // namespace shmfilter

@@ -201,7 +201,9 @@ class Segment {
 
   // ---- processes -------------------------------------------------------------
   // This attachment's owner token: nonzero, unique among attachments ever made
-  // on this segment (slot + incarnation). Store it in lock words.
+  // on this segment (slot + incarnation). Store it in lock words. 0 in a child
+  // of fork() that inherited this Segment (the token is the parent's): data-plane
+  // writers that take lock words refuse then (kDropped).
   uint64_t owner_token() const noexcept;
   // Lock-free: is the attachment that owns `token` still attached and alive?
   // Answered from the kernel's OFD lock on its registry slot, so a reused pid

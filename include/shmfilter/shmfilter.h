@@ -34,8 +34,10 @@ extern "C" {
 #define SHMF_VERSION_PATCH 0
 #define SHMF_VERSION_NUMBER (SHMF_VERSION_MAJOR * 10000 + SHMF_VERSION_MINOR * 100 + SHMF_VERSION_PATCH)
 
-/* Error codes: functions return their negation (-SHMF_ENOTFOUND). Codes 1..18
- * equal shmfilter::ErrorCode values of the C++ API. */
+/* Error codes: functions return their negation (-SHMF_ENOTFOUND). Codes
+ * 0..SHMF_ELAST equal shmfilter::ErrorCode values of the C++ API, whose one
+ * table (SHMFILTER_ERROR_CODES in shmfilter/error.hpp) lib/capi/c_api.cpp
+ * checks these against at compile time. */
 #define SHMF_OK 0
 #define SHMF_EINVAL 1          /* a parameter is out of range or NULL */
 #define SHMF_ENAMETOOLONG 2    /* segment or structure name too long */
@@ -55,6 +57,8 @@ extern "C" {
 #define SHMF_EPERM 16          /* EACCES/EPERM on the backing object */
 #define SHMF_EBUSY 17          /* an exclusive state could not be obtained */
 #define SHMF_EBADINPUT 18      /* malformed external input */
+#define SHMF_ELAST 18          /* the highest code shared with the C++ API */
+/* Codes of the C API alone (no C++ ErrorCode): */
 #define SHMF_ENOMEM 30         /* process memory exhausted (std::bad_alloc) */
 #define SHMF_EINTERNAL 31      /* an unexpected internal failure (a bug: report it) */
 
@@ -259,7 +263,8 @@ int shmf_hll_close(shmf_hll *h);
 /* Lock-free, any process: 1 if a register grew (Redis PFADD's 1), else 0. */
 int shmf_hll_add(shmf_hll *h, const void *key, size_t len);
 int shmf_hll_add_u64(shmf_hll *h, uint64_t key);
-/* Lock-free: adds N keys; returns 1 if any register grew, else 0. */
+/* Lock-free: adds N keys; returns how many register updates grew a register
+ * (<= N; 0: nothing changed), as Hll::add_many. */
 int shmf_hll_add_many_u64(shmf_hll *h, const uint64_t *keys, size_t n);
 /* Lock-free snapshot read: the estimate (Redis PFCOUNT's number) into *OUT. */
 int shmf_hll_count(const shmf_hll *h, uint64_t *out);

@@ -1,120 +1,15 @@
 // lib/capi/c_api.cpp: the C API (include/shmfilter/shmfilter.h), a front end that
 // calls only the public C++ API. Every entry point is noexcept and catches
-// every exception (guard()); failures return -SHMF_E* and record a detailed
-// thread-local message for shmf_last_error_message().
-#include "shmfilter/shmfilter.h"
-
-#include <climits>
+// every exception (guard(), lib/capi/c_api_internal.h); failures return -SHMF_E*
+// and record a detailed thread-local message for shmf_last_error_message().
+// This file: version, errors, segment, Bloom, Cuckoo; c_api_sets.cpp: Roaring,
+// HyperLogLog, exact set.
 #include <cstring>
-#include <new>
-#include <string>
-#include <string_view>
-#include <vector>
 
-#include "shmfilter/bloom.hpp"
-#include "shmfilter/cuckoo.hpp"
-#include "shmfilter/error.hpp"
-#include "shmfilter/exact_set.hpp"
-#include "shmfilter/hll.hpp"
-#include "shmfilter/roaring_set.hpp"
-#include "shmfilter/segment.hpp"
+#include "capi/c_api_internal.h"
 
 using namespace shmfilter;
-
-struct shmf_segment {
-  Segment seg;
-};
-struct shmf_bloom {
-  Bloom h;
-};
-struct shmf_cuckoo {
-  Cuckoo h;
-};
-struct shmf_roaring {
-  RoaringSet h;
-};
-struct shmf_hll {
-  Hll h;
-};
-struct shmf_set {
-  ExactSet h;
-};
-
-namespace {
-
-thread_local std::string t_last_error;  // per thread: the C API is used by many threads
-
-int fail(int code, const char* what) noexcept {
-  try {
-    t_last_error = what;
-  } catch (...) {
-    // Out of memory for the message: keep the old one; the code still tells.
-  }
-  return -code;
-}
-
-int fail(int code, const std::string& what) noexcept { return fail(code, what.c_str()); }
-
-// Runs F, converting every exception into a negative code and a message.
-template <class F>
-int guard(F&& f) noexcept {
-  try {
-    return f();
-  } catch (const Error& e) {
-    return fail(static_cast<int>(e.code()), e.what());
-  } catch (const std::bad_alloc&) {
-    return fail(SHMF_ENOMEM, "out of process memory (std::bad_alloc): free memory or use smaller batches");
-  } catch (const std::exception& e) {
-    return fail(SHMF_EINTERNAL, std::string("internal error: ") + e.what() + " (please report it)");
-  } catch (...) {
-    return fail(SHMF_EINTERNAL, "internal error: unknown exception (please report it)");
-  }
-}
-
-// Throws kInvalidArgument naming the NULL argument.
-void need(const void* p, const char* fn, const char* arg) {
-  if (p == nullptr)
-    throw Error(ErrorCode::kInvalidArgument,
-                std::string(fn) + ": argument '" + arg + "' is NULL: pass a valid pointer");
-}
-
-void need_batch(size_t n, const char* fn) {
-  if (n > static_cast<size_t>(INT_MAX))
-    throw Error(ErrorCode::kInvalidArgument, std::string(fn) + ": batch of " + std::to_string(n) +
-                                                 " keys exceeds INT_MAX: split it into smaller batches");
-}
-
-std::string_view sv(const void* key, size_t len) { return {static_cast<const char*>(key), len}; }
-
-int dropped(const char* fn) {
-  return fail(SHMF_EDROPPED, std::string(fn) +
-                                 ": the structure was dropped by some process: close this handle and open the "
-                                 "new structure of that name, if any");
-}
-
-// Byte keys of a batch as string_views (allocates; the C++ API takes spans of views).
-std::vector<std::string_view> views(const void* const* keys, const size_t* lens, size_t n) {
-  std::vector<std::string_view> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = sv(keys[i], lens[i]);
-  return v;
-}
-
-int count_ones(const uint8_t* out, size_t n) {
-  int c = 0;
-  for (size_t i = 0; i < n; ++i) c += out[i] != 0;
-  return c;
-}
-
-template <class H, class Make>
-int make_handle(H** out, const char* fn, Make&& make) {
-  need(out, fn, "out");
-  *out = nullptr;
-  auto* h = new H{make()};
-  *out = h;
-  return 0;
-}
-
-}  // namespace
+using namespace shmfilter::capi;
 
 extern "C" {
 
@@ -122,28 +17,24 @@ const char* shmf_version(void) { return "0.1.0"; }
 static_assert(SHMF_VERSION_MAJOR == 0 && SHMF_VERSION_MINOR == 1 && SHMF_VERSION_PATCH == 0,
               "keep shmf_version() and the SHMF_VERSION_* macros in step with project(VERSION)");
 
+// Every C SHMF_E* code shared with the C++ API equals its ErrorCode (the table in
+// shmfilter/error.hpp names the macro of each row), and there are as many.
+#define SHMF_X_SAME_VALUE(e, v, name, c, msg)                               \
+  static_assert((c) == static_cast<int>(ErrorCode::e) && (c) == (v),        \
+                #c " differs from ErrorCode::" #e ": fix shmfilter.h or the " \
+                "SHMFILTER_ERROR_CODES table in error.hpp");
+SHMFILTER_ERROR_CODES(SHMF_X_SAME_VALUE)
+#undef SHMF_X_SAME_VALUE
+static_assert(SHMF_ELAST + 1 == kErrorCodeCount,
+              "shmfilter.h's SHMF_ELAST and the SHMFILTER_ERROR_CODES table in error.hpp disagree on the count: "
+              "add the code to both");
+static_assert(SHMF_ENOMEM > SHMF_ELAST && SHMF_EINTERNAL > SHMF_ELAST,
+              "the C-only codes must not collide with the shared ones");
+
 const char* shmf_strerror(int code) {
   if (code < 0) code = -code;
+  if (code <= SHMF_ELAST) return error_code_message(static_cast<ErrorCode>(code)).data();  // static, NUL-terminated
   switch (code) {
-    case SHMF_OK: return "success";
-    case SHMF_EINVAL: return "invalid argument";
-    case SHMF_ENAMETOOLONG: return "name too long";
-    case SHMF_ENOTFOUND: return "no such segment or structure";
-    case SHMF_EEXISTS: return "segment or structure already exists";
-    case SHMF_EWRONGKIND: return "the name holds another kind of structure";
-    case SHMF_ENOTSEGMENT: return "not a shmfilter segment";
-    case SHMF_EBYTEORDER: return "segment of the other byte order";
-    case SHMF_EVERSION: return "segment format version mismatch";
-    case SHMF_EABI: return "segment written by a build with other struct layouts";
-    case SHMF_ETRUNCATED: return "segment backing object is truncated";
-    case SHMF_ECORRUPT: return "segment or structure is corrupt";
-    case SHMF_ENOSPACE: return "no space left in the backing store or reservation";
-    case SHMF_EFULL: return "structure is full";
-    case SHMF_EDROPPED: return "structure was dropped";
-    case SHMF_EIO: return "system call failed";
-    case SHMF_EPERM: return "permission denied";
-    case SHMF_EBUSY: return "resource busy";
-    case SHMF_EBADINPUT: return "malformed input";
     case SHMF_ENOMEM: return "out of memory";
     case SHMF_EINTERNAL: return "internal error";
     default: return "unknown error code";
@@ -218,31 +109,6 @@ int shmf_segment_remove(const char* name, const char* file) {
     return Segment::remove(name, to_open(file)) ? 1 : 0;
   });
 }
-
-// Common open/close/drop shapes.
-#define SHMF_OPEN_FN(fn, H, Cxx)                                                      \
-  int fn(shmf_segment* seg, const char* name, H** out) {                              \
-    return guard([&] {                                                                \
-      need(seg, #fn, "seg");                                                          \
-      need(name, #fn, "name");                                                        \
-      return make_handle(out, #fn, [&] { return Cxx::open(seg->seg, name); });        \
-    });                                                                               \
-  }
-#define SHMF_CLOSE_FN(fn, H) \
-  int fn(H* h) {             \
-    return guard([&] {       \
-      delete h;              \
-      return 0;              \
-    });                      \
-  }
-#define SHMF_DROP_FN(fn, Cxx)                          \
-  int fn(shmf_segment* seg, const char* name) {        \
-    return guard([&] {                                 \
-      need(seg, #fn, "seg");                           \
-      need(name, #fn, "name");                         \
-      return Cxx::drop(seg->seg, name) ? 1 : 0;        \
-    });                                                \
-  }
 
 // ---- Bloom -----------------------------------------------------------------
 
@@ -490,8 +356,7 @@ int shmf_cuckoo_contains_many_u64(const shmf_cuckoo* c, const uint64_t* keys, si
     need(keys, "shmf_cuckoo_contains_many_u64", "keys");
     need(out, "shmf_cuckoo_contains_many_u64", "out");
     if (!c->h.valid()) return dropped("shmf_cuckoo_contains_many_u64");
-    c->h.contains_many(std::span<const uint64_t>(keys, n), std::span<uint8_t>(out, n));
-    return count_ones(out, n);
+    return static_cast<int>(c->h.contains_many(std::span<const uint64_t>(keys, n), std::span<uint8_t>(out, n)));
   });
 }
 
@@ -506,8 +371,7 @@ int shmf_cuckoo_contains_many(const shmf_cuckoo* c, const void* const* keys, con
     need(out, "shmf_cuckoo_contains_many", "out");
     if (!c->h.valid()) return dropped("shmf_cuckoo_contains_many");
     auto v = views(keys, lens, n);
-    c->h.contains_many(std::span<const std::string_view>(v), std::span<uint8_t>(out, n));
-    return count_ones(out, n);
+    return static_cast<int>(c->h.contains_many(std::span<const std::string_view>(v), std::span<uint8_t>(out, n)));
   });
 }
 
@@ -574,390 +438,6 @@ int shmf_cuckoo_stats_get(const shmf_cuckoo* c, shmf_cuckoo_stats* out) {
     out->subfilters = s.subfilters;
     out->max_path = s.max_path;
     out->expansion = s.expansion;
-    return 0;
-  });
-}
-
-// ---- Roaring ---------------------------------------------------------------
-
-void shmf_roaring_options_init(shmf_roaring_options* o) {
-  if (o == nullptr) return;
-  RoaringOptions d;
-  std::memset(o, 0, sizeof *o);
-  o->delta_capacity = d.delta_capacity;
-  o->reader_slots = d.reader_slots;
-  o->compact_at = d.compact_at;
-  o->auto_compact = d.auto_compact ? 1 : 0;
-}
-
-int shmf_roaring_create(shmf_segment* seg, const char* name, const shmf_roaring_options* opts, shmf_roaring** out) {
-  return guard([&] {
-    need(seg, "shmf_roaring_create", "seg");
-    need(name, "shmf_roaring_create", "name");
-    RoaringOptions o;
-    if (opts != nullptr) {
-      o.delta_capacity = opts->delta_capacity;
-      o.reader_slots = opts->reader_slots;
-      o.compact_at = opts->compact_at;
-      o.auto_compact = opts->auto_compact != 0;
-    }
-    return make_handle(out, "shmf_roaring_create", [&] { return RoaringSet::create(seg->seg, name, o); });
-  });
-}
-
-SHMF_OPEN_FN(shmf_roaring_open, shmf_roaring, RoaringSet)
-SHMF_CLOSE_FN(shmf_roaring_close, shmf_roaring)
-SHMF_DROP_FN(shmf_roaring_drop, RoaringSet)
-
-static int roaring_status(RoaringStatus s, const char* fn) {
-  switch (s) {
-    case RoaringStatus::kOk: return 0;
-    case RoaringStatus::kOutOfRange:
-      return fail(SHMF_EINVAL, std::string(fn) +
-                                   ": a value >= 2^32 does not fit a Roaring set of uint32: nothing was written; "
-                                   "map the ids to 32 bits or use a Bloom/Cuckoo filter or exact set");
-    case RoaringStatus::kDropped: return dropped(fn);
-    case RoaringStatus::kFull:
-      return fail(SHMF_EFULL, std::string(fn) +
-                                  ": the delta is full and compaction could not run now (segment full or another "
-                                  "process compacting): retry later, or grow the segment");
-  }
-  return fail(SHMF_EINTERNAL, std::string(fn) + ": unknown roaring status (please report it)");
-}
-
-int shmf_roaring_add(shmf_roaring* r, uint32_t value) {
-  return guard([&] {
-    need(r, "shmf_roaring_add", "r");
-    return roaring_status(r->h.add(value), "shmf_roaring_add");
-  });
-}
-
-int shmf_roaring_add_u64(shmf_roaring* r, uint64_t value) {
-  return guard([&] {
-    need(r, "shmf_roaring_add_u64", "r");
-    return roaring_status(r->h.add_u64(value), "shmf_roaring_add_u64");
-  });
-}
-
-int shmf_roaring_remove(shmf_roaring* r, uint32_t value) {
-  return guard([&] {
-    need(r, "shmf_roaring_remove", "r");
-    return roaring_status(r->h.remove(value), "shmf_roaring_remove");
-  });
-}
-
-int shmf_roaring_add_many(shmf_roaring* r, const uint32_t* values, size_t n) {
-  return guard([&] {
-    need(r, "shmf_roaring_add_many", "r");
-    if (n == 0) return 0;
-    need(values, "shmf_roaring_add_many", "values");
-    return roaring_status(r->h.add_many(std::span<const uint32_t>(values, n)), "shmf_roaring_add_many");
-  });
-}
-
-int shmf_roaring_contains(const shmf_roaring* r, uint32_t value) {
-  return guard([&] {
-    need(r, "shmf_roaring_contains", "r");
-    if (r->h.contains(value)) return 1;
-    return r->h.valid() ? 0 : dropped("shmf_roaring_contains");
-  });
-}
-
-int shmf_roaring_contains_u64(const shmf_roaring* r, uint64_t value) {
-  return guard([&] {
-    need(r, "shmf_roaring_contains_u64", "r");
-    if (r->h.contains_u64(value)) return 1;
-    return r->h.valid() ? 0 : dropped("shmf_roaring_contains_u64");
-  });
-}
-
-int shmf_roaring_contains_many(const shmf_roaring* r, const uint32_t* values, size_t n, uint8_t* out) {
-  return guard([&] {
-    need(r, "shmf_roaring_contains_many", "r");
-    need_batch(n, "shmf_roaring_contains_many");
-    if (n == 0) return 0;
-    need(values, "shmf_roaring_contains_many", "values");
-    need(out, "shmf_roaring_contains_many", "out");
-    if (!r->h.valid()) return dropped("shmf_roaring_contains_many");
-    r->h.contains_many(std::span<const uint32_t>(values, n), std::span<uint8_t>(out, n));
-    return count_ones(out, n);
-  });
-}
-
-int shmf_roaring_contains_many_u64(const shmf_roaring* r, const uint64_t* values, size_t n, uint8_t* out) {
-  return guard([&] {
-    need(r, "shmf_roaring_contains_many_u64", "r");
-    need_batch(n, "shmf_roaring_contains_many_u64");
-    if (n == 0) return 0;
-    need(values, "shmf_roaring_contains_many_u64", "values");
-    need(out, "shmf_roaring_contains_many_u64", "out");
-    if (!r->h.valid()) return dropped("shmf_roaring_contains_many_u64");
-    r->h.contains_many(std::span<const uint64_t>(values, n), std::span<uint8_t>(out, n));
-    return count_ones(out, n);
-  });
-}
-
-int shmf_roaring_cardinality(const shmf_roaring* r, uint64_t* out) {
-  return guard([&] {
-    need(r, "shmf_roaring_cardinality", "r");
-    need(out, "shmf_roaring_cardinality", "out");
-    if (!r->h.valid()) return dropped("shmf_roaring_cardinality");
-    *out = r->h.cardinality();
-    return 0;
-  });
-}
-
-int shmf_roaring_compact(shmf_roaring* r) {
-  return guard([&] {
-    need(r, "shmf_roaring_compact", "r");
-    return r->h.compact() ? 1 : 0;
-  });
-}
-
-int shmf_roaring_stats_get(const shmf_roaring* r, shmf_roaring_stats* out) {
-  return guard([&] {
-    need(r, "shmf_roaring_stats_get", "r");
-    need(out, "shmf_roaring_stats_get", "out");
-    RoaringStats s = r->h.stats();  // throws kDropped
-    std::memset(out, 0, sizeof *out);
-    out->cardinality = s.cardinality;
-    out->snapshot_cardinality = s.snapshot_cardinality;
-    out->snapshot_bytes = s.snapshot_bytes;
-    out->snapshot_generation = s.snapshot_generation;
-    out->delta_capacity = s.delta_capacity;
-    out->delta_fill = s.delta_fill;
-    out->prev_delta_fill = s.prev_delta_fill;
-    out->delta_bytes = s.delta_bytes;
-    out->total_bytes = s.total_bytes;
-    out->pending_free = s.pending_free;
-    out->compactions = s.compactions;
-    out->claim_owner = s.claim_owner;
-    out->containers = s.containers;
-    out->array_containers = s.array_containers;
-    out->bitmap_containers = s.bitmap_containers;
-    out->run_containers = s.run_containers;
-    out->readers = s.readers;
-    return 0;
-  });
-}
-
-// ---- HyperLogLog -----------------------------------------------------------
-
-int shmf_hll_create(shmf_segment* seg, const char* name, shmf_hll** out) {
-  return guard([&] {
-    need(seg, "shmf_hll_create", "seg");
-    need(name, "shmf_hll_create", "name");
-    return make_handle(out, "shmf_hll_create", [&] { return Hll::create(seg->seg, name); });
-  });
-}
-
-int shmf_hll_open_or_create(shmf_segment* seg, const char* name, shmf_hll** out) {
-  return guard([&] {
-    need(seg, "shmf_hll_open_or_create", "seg");
-    need(name, "shmf_hll_open_or_create", "name");
-    return make_handle(out, "shmf_hll_open_or_create", [&] { return Hll::open_or_create(seg->seg, name); });
-  });
-}
-
-SHMF_OPEN_FN(shmf_hll_open, shmf_hll, Hll)
-SHMF_CLOSE_FN(shmf_hll_close, shmf_hll)
-SHMF_DROP_FN(shmf_hll_drop, Hll)
-
-int shmf_hll_add(shmf_hll* h, const void* key, size_t len) {
-  return guard([&] {
-    need(h, "shmf_hll_add", "h");
-    if (len) need(key, "shmf_hll_add", "key");
-    if (h->h.add(sv(key, len))) return 1;
-    return h->h.valid() ? 0 : dropped("shmf_hll_add");
-  });
-}
-
-int shmf_hll_add_u64(shmf_hll* h, uint64_t key) {
-  return guard([&] {
-    need(h, "shmf_hll_add_u64", "h");
-    if (h->h.add(key)) return 1;
-    return h->h.valid() ? 0 : dropped("shmf_hll_add_u64");
-  });
-}
-
-int shmf_hll_add_many_u64(shmf_hll* h, const uint64_t* keys, size_t n) {
-  return guard([&] {
-    need(h, "shmf_hll_add_many_u64", "h");
-    if (n == 0) return 0;
-    need(keys, "shmf_hll_add_many_u64", "keys");
-    if (!h->h.valid()) return dropped("shmf_hll_add_many_u64");
-    return h->h.add_many(std::span<const uint64_t>(keys, n)) > 0 ? 1 : 0;
-  });
-}
-
-int shmf_hll_count(const shmf_hll* h, uint64_t* out) {
-  return guard([&] {
-    need(h, "shmf_hll_count", "h");
-    need(out, "shmf_hll_count", "out");
-    if (!h->h.valid()) return dropped("shmf_hll_count");
-    *out = h->h.count();
-    return 0;
-  });
-}
-
-int shmf_hll_stats_get(const shmf_hll* h, shmf_hll_stats* out) {
-  return guard([&] {
-    need(h, "shmf_hll_stats_get", "h");
-    need(out, "shmf_hll_stats_get", "out");
-    HllStats s = h->h.stats();  // throws kDropped
-    std::memset(out, 0, sizeof *out);
-    out->estimate = s.estimate;
-    out->bytes = s.bytes;
-    out->standard_error = s.standard_error;
-    out->registers = s.registers;
-    out->nonzero_registers = s.nonzero_registers;
-    out->max_register = s.max_register;
-    return 0;
-  });
-}
-
-// ---- exact set -------------------------------------------------------------
-
-void shmf_set_options_init(shmf_set_options* o) {
-  if (o == nullptr) return;
-  ExactSetOptions d;
-  std::memset(o, 0, sizeof *o);
-  o->capacity = d.capacity;
-  o->max_load = d.max_load;
-}
-
-int shmf_set_create(shmf_segment* seg, const char* name, const shmf_set_options* opts, shmf_set** out) {
-  return guard([&] {
-    need(seg, "shmf_set_create", "seg");
-    need(name, "shmf_set_create", "name");
-    need(opts, "shmf_set_create", "opts");
-    ExactSetOptions o;
-    o.capacity = opts->capacity;
-    o.max_load = opts->max_load;
-    return make_handle(out, "shmf_set_create", [&] { return ExactSet::create(seg->seg, name, o); });
-  });
-}
-
-SHMF_OPEN_FN(shmf_set_open, shmf_set, ExactSet)
-SHMF_CLOSE_FN(shmf_set_close, shmf_set)
-SHMF_DROP_FN(shmf_set_drop, ExactSet)
-
-static int insert_result(InsertResult r, const char* fn) {
-  switch (r) {
-    case InsertResult::kInserted: return 1;
-    case InsertResult::kExists: return 0;
-    case InsertResult::kFull:
-      return fail(SHMF_EFULL, std::string(fn) +
-                                  ": the exact set is at capacity: erase keys, or create a set with a larger "
-                                  "capacity");
-    case InsertResult::kDropped: return dropped(fn);
-  }
-  return fail(SHMF_EINTERNAL, std::string(fn) + ": unknown insert result (please report it)");
-}
-
-int shmf_set_insert_unique(shmf_set* s, const void* key, size_t len) {
-  return guard([&] {
-    need(s, "shmf_set_insert_unique", "s");
-    if (len) need(key, "shmf_set_insert_unique", "key");
-    return insert_result(s->h.insert(sv(key, len)), "shmf_set_insert_unique");
-  });
-}
-
-int shmf_set_insert_unique_u64(shmf_set* s, uint64_t key) {
-  return guard([&] {
-    need(s, "shmf_set_insert_unique_u64", "s");
-    return insert_result(s->h.insert(key), "shmf_set_insert_unique_u64");
-  });
-}
-
-int shmf_set_contains(const shmf_set* s, const void* key, size_t len) {
-  return guard([&] {
-    need(s, "shmf_set_contains", "s");
-    if (len) need(key, "shmf_set_contains", "key");
-    if (s->h.contains(sv(key, len))) return 1;
-    return s->h.valid() ? 0 : dropped("shmf_set_contains");
-  });
-}
-
-int shmf_set_contains_u64(const shmf_set* s, uint64_t key) {
-  return guard([&] {
-    need(s, "shmf_set_contains_u64", "s");
-    if (s->h.contains(key)) return 1;
-    return s->h.valid() ? 0 : dropped("shmf_set_contains_u64");
-  });
-}
-
-int shmf_set_contains_many_u64(const shmf_set* s, const uint64_t* keys, size_t n, uint8_t* out) {
-  return guard([&] {
-    need(s, "shmf_set_contains_many_u64", "s");
-    need_batch(n, "shmf_set_contains_many_u64");
-    if (n == 0) return 0;
-    need(keys, "shmf_set_contains_many_u64", "keys");
-    need(out, "shmf_set_contains_many_u64", "out");
-    if (!s->h.valid()) return dropped("shmf_set_contains_many_u64");
-    s->h.contains_many(std::span<const uint64_t>(keys, n), std::span<uint8_t>(out, n));
-    return count_ones(out, n);
-  });
-}
-
-int shmf_set_contains_many(const shmf_set* s, const void* const* keys, const size_t* lens, size_t n, uint8_t* out) {
-  return guard([&] {
-    need(s, "shmf_set_contains_many", "s");
-    need_batch(n, "shmf_set_contains_many");
-    if (n == 0) return 0;
-    need(keys, "shmf_set_contains_many", "keys");
-    need(lens, "shmf_set_contains_many", "lens");
-    need(out, "shmf_set_contains_many", "out");
-    if (!s->h.valid()) return dropped("shmf_set_contains_many");
-    auto v = views(keys, lens, n);
-    s->h.contains_many(std::span<const std::string_view>(v), std::span<uint8_t>(out, n));
-    return count_ones(out, n);
-  });
-}
-
-int shmf_set_erase(shmf_set* s, const void* key, size_t len) {
-  return guard([&] {
-    need(s, "shmf_set_erase", "s");
-    if (len) need(key, "shmf_set_erase", "key");
-    if (s->h.erase(sv(key, len))) return 1;
-    return s->h.valid() ? 0 : dropped("shmf_set_erase");
-  });
-}
-
-int shmf_set_erase_u64(shmf_set* s, uint64_t key) {
-  return guard([&] {
-    need(s, "shmf_set_erase_u64", "s");
-    if (s->h.erase(key)) return 1;
-    return s->h.valid() ? 0 : dropped("shmf_set_erase_u64");
-  });
-}
-
-int shmf_set_size(const shmf_set* s, uint64_t* out) {
-  return guard([&] {
-    need(s, "shmf_set_size", "s");
-    need(out, "shmf_set_size", "out");
-    if (!s->h.valid()) return dropped("shmf_set_size");
-    *out = s->h.size();
-    return 0;
-  });
-}
-
-int shmf_set_stats_get(const shmf_set* s, shmf_set_stats* out) {
-  return guard([&] {
-    need(s, "shmf_set_stats_get", "s");
-    need(out, "shmf_set_stats_get", "out");
-    ExactSetStats st = s->h.stats();  // throws kDropped
-    std::memset(out, 0, sizeof *out);
-    out->capacity = st.capacity;
-    out->slots = st.slots;
-    out->size = st.size;
-    out->used_slots = st.used_slots;
-    out->bytes = st.bytes;
-    out->seed = st.seed;
-    out->max_load = st.max_load;
-    out->load = st.load;
-    out->bytes_per_key_at_capacity = st.bytes_per_key_at_capacity;
-    out->stripes = st.stripes;
     return 0;
   });
 }

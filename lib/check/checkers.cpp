@@ -1,25 +1,38 @@
-// lib/check/checkers.cpp: the kind -> checker table. One line per structure.
+// lib/check/checkers.cpp: the kind -> checker table. One line per structure;
+// each checker is declared the same way in its lib/structures/X_impl.h as
+// internal::X::check_X (none is declared here by hand).
 #include "check/checkers.h"
 
-#include "structures/bloom_impl.h"   // bloom::check_bloom
-#include "structures/cuckoo_impl.h"  // check_cuckoo
+#include "structures/bloom_impl.h"
+#include "structures/cuckoo_impl.h"
+#include "structures/exact_set_impl.h"
+#include "structures/hll_impl.h"
+#include "structures/roaring_impl.h"
 
 namespace shmfilter::internal {
 
-void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);    // lib/structures/roaring.cpp
-void check_hll(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);        // lib/structures/hll.cpp
-void check_exact_set(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);  // lib/structures/exact_set.cpp
+namespace {
+
+struct CheckerRow {
+  Kind kind;
+  CheckerFn check;
+};
+
+constexpr CheckerRow kCheckers[] = {
+    {Kind::kBloom, &bloom::check_bloom},
+    {Kind::kCuckoo, &cuckoo::check_cuckoo},
+    {Kind::kRoaring, &roaring::check_roaring},
+    {Kind::kHll, &hll::check_hll},
+    {Kind::kExactSet, &exact_set::check_exact_set},
+    // Kind::kBlob has no checker: raw bytes, only its region bounds are checked.
+};
+
+}  // namespace
 
 CheckerFn checker_for(Kind kind) noexcept {
-  switch (kind) {
-    case Kind::kBloom: return &check_bloom;
-    case Kind::kCuckoo: return &check_cuckoo;
-    case Kind::kRoaring: return &check_roaring;
-    case Kind::kHll: return &check_hll;
-    case Kind::kExactSet: return &check_exact_set;
-    default:
-      return nullptr;
-  }
+  for (const CheckerRow& row : kCheckers)
+    if (row.kind == kind) return row.check;
+  return nullptr;
 }
 
 }  // namespace shmfilter::internal

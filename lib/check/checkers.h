@@ -1,7 +1,7 @@
 // lib/check/checkers.h: per-kind integrity checkers that Segment::check runs.
 //
-// Each structure's .cpp defines check_<kind>(); lib/check/checkers.cpp maps kinds to
-// them. A checker validates the structure's invariants, adds a finding per
+// Each structure declares internal::X::check_X() in its lib/structures/X_impl.h and
+// defines it in X.cpp; the one table in lib/check/checkers.cpp maps kinds to them. A checker validates the structure's invariants, adds a finding per
 // problem, and with repair fixes what it can (marking the finding repaired).
 // It must be safe to run while other processes work on the structure.
 #pragma once

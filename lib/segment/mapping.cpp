@@ -4,9 +4,11 @@
 // header, link into place), open (validate the header before mapping), the
 // one reservation of max_size (mmap MAP_NORESERVE; offsets never move), and
 // growing/shrinking the backing object (posix_fallocate / ftruncate).
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -198,6 +200,29 @@ void SegmentImpl::map(uint64_t max_size) {
 
 // ---- create / open ---------------------------------------------------------------
 
+// Removes PATH.creating.* files that a creator killed before it linked its
+// segment left behind (the non-O_TMPFILE path). Liveness from the kernel: a
+// creator holds flock(LOCK_EX) on its file until it links it, so a leftover
+// whose flock we get has no live creator. Only our own regular files.
+static void remove_creating_leftovers(const std::string& path) noexcept {
+  const std::string dir = parent_dir(path);
+  const std::string base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  const std::string prefix = base + ".creating.";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (dirent* e = readdir(d)) {
+    if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0) continue;
+    const std::string leftover = dir + "/" + e->d_name;
+    int fd = ::open(leftover.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) continue;
+    struct stat st{};
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && flock(fd, LOCK_EX | LOCK_NB) == 0)
+      ::unlink(leftover.c_str());
+    ::close(fd);
+  }
+  closedir(d);
+}
+
 std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateOptions& options) {
   validate_segment_name(name);
   const std::string path = backing_path(name, options.file);
@@ -219,6 +244,7 @@ std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateO
   if ((options.mode & ~0777u) != 0)
     fail(ErrorCode::kInvalidArgument, "mode " + std::to_string(options.mode) + " is invalid: pass permission bits such as 0600");
 
+  remove_creating_leftovers(path);
   auto impl = std::make_shared<SegmentImpl>();
   impl->name = std::string(name);
   impl->path = path;
@@ -228,7 +254,10 @@ std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateO
   if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
     std::string tmpl = path + ".creating.XXXXXX";
     fd = mkostemp(tmpl.data(), O_CLOEXEC);
-    if (fd >= 0) tmp_path = tmpl;
+    if (fd >= 0) {
+      tmp_path = tmpl;
+      flock(fd, LOCK_EX | LOCK_NB);  // held until the link: tells remove_creating_leftovers we are alive
+    }
   }
   if (fd < 0)
     fail(open_errno_code(errno) == ErrorCode::kNotFound ? ErrorCode::kNotFound : open_errno_code(errno),

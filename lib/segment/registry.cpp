@@ -49,10 +49,14 @@ constexpr uint64_t kSlotBits = 16;  // owner token = (incarnation << kSlotBits) 
 // fds of every attachment in this process, closed in a forked child so that
 // a child never keeps its parent's registry lock (OFD) alive.
 constexpr int kMaxTrackedFds = 1024;
+// Bumped in every forked child (after the first attach in this process):
+// an attachment made before the fork sees a generation that is not its own.
+std::atomic<uint64_t> g_fork_generation{0};
 std::atomic<int> g_fds[kMaxTrackedFds];
 std::once_flag g_atfork_once;
 
 void atfork_child() noexcept {
+  g_fork_generation.fetch_add(1, std::memory_order_relaxed);  // relaxed: the child is single-threaded here
   for (auto& f : g_fds) {
     int fd = f.load(std::memory_order_relaxed);  // relaxed: the child is single-threaded here
     if (fd > 0) {
@@ -89,6 +93,8 @@ SegmentImpl::~SegmentImpl() {
     ::close(fd);  // drops the OFD lock: the kernel now reports this slot dead
   }
 }
+
+uint64_t fork_generation_now() noexcept { return g_fork_generation.load(std::memory_order_relaxed); }  // relaxed: changes only in a single-threaded child
 
 void SegmentImpl::check_fork() const {
   if (getpid() != attach_pid)
@@ -286,6 +292,7 @@ void SegmentImpl::reinit_after_reboot_if_needed() {
 
 void SegmentImpl::finish_attach() {
   attach_pid = getpid();
+  fork_generation = fork_generation_now();
   dir_capacity = hdr()->directory_capacity;
   lay = compute_layout(dir_capacity);  // equal to the header's offsets (validated by open / written by create)
   reinit_after_reboot_if_needed();

@@ -105,7 +105,12 @@ const std::string& Segment::name() const { return impl_->name; }
 std::byte* Segment::base() const noexcept { return impl_ ? impl_->base : nullptr; }
 uint64_t Segment::size() const noexcept { return impl_ ? load_acquire(&impl_->hdr()->size) : 0; }
 
-uint64_t Segment::owner_token() const noexcept { return impl_ ? impl_->token : 0; }
+// 0 in a forked child that inherited this attachment: its token is the
+// parent's, and writing lock words with it would make a dead child's locks
+// look held by the (live) parent forever. Data-plane writers refuse on 0.
+uint64_t Segment::owner_token() const noexcept {
+  return impl_ && impl_->fork_generation == internal::fork_generation_now() ? impl_->token : 0;
+}
 bool Segment::token_alive(uint64_t token) const noexcept { return impl_ && impl_->token_alive(token); }
 void Segment::quiesce() noexcept {
   if (impl_) impl_->quiesce();

@@ -69,6 +69,9 @@ std::shared_ptr<SegmentImpl> open_segment(std::string_view name, const OpenOptio
 
 // ---- registry.cpp ----------------------------------------------------------------
 uint64_t now_unix_ns();
+// How many fork()s this process descends from since its first attach (cheap:
+// a relaxed load). An attachment whose fork_generation differs was inherited.
+uint64_t fork_generation_now() noexcept;
 std::string read_boot_id();  // this boot's id, at most 39 bytes ("" without /proc)
 
 // ---- directory.cpp ---------------------------------------------------------------
@@ -81,6 +84,7 @@ struct SegmentImpl {
   std::byte* base = nullptr;
   uint64_t map_size = 0;
   pid_t attach_pid = 0;
+  uint64_t fork_generation = 0;  // fork_generation_now() at attach
   uint32_t slot = UINT32_MAX;
   uint64_t token = 0;
   uint32_t dir_capacity = 0;

@@ -13,14 +13,19 @@
 #include "shmfilter/bloom.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cinttypes>
 #include <cmath>
 #include <cstring>
 #include <string>
 
 #include "structures/bloom_impl.h"
+#include "structures/region_handle.h"
 #include "base/kill_point.h"
 #include "segment/layout.h"
+
+static_assert(offsetof(shmfilter::internal::bloom::BloomHeader, magic) == 0 && offsetof(shmfilter::internal::bloom::BloomHeader, version) == 4,
+              "check_prefix (region_handle.h) reads the magic at byte 0 and the layout version at byte 4");
 
 namespace shmfilter {
 
@@ -145,19 +150,16 @@ void validate_layer(const std::byte* base, uint64_t seg_size, const RegionInfo& 
 // Validates a region; appends one line per problem. Safe on any bytes.
 void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std::vector<std::string>& problems,
               uint64_t* count_out = nullptr) {
-  if (r.size < sizeof(BloomHeader) || r.offset % 64 != 0) {
-    problems.push_back("region of " + std::to_string(r.size) + " bytes is too small for a Bloom header");
+  if (r.offset % 64 != 0) {
+    problems.push_back("region at offset " + std::to_string(r.offset) + " is not 64-byte aligned");
+    return;
+  }
+  if (auto pre = internal::check_prefix(r, base + r.offset, sizeof(BloomHeader), seg_size, kMagic, kLayoutVersion);
+      !pre.problem.empty()) {
+    problems.push_back(pre.problem);
     return;
   }
   auto* h = reinterpret_cast<const BloomHeader*>(base + r.offset);
-  if (h->magic != kMagic) {
-    problems.push_back("bad magic (not a Bloom filter region)");
-    return;
-  }
-  if (h->version != kVersion) {
-    problems.push_back("layout version " + std::to_string(h->version) + ", this build reads " + std::to_string(kVersion));
-    return;
-  }
   if (h->layout != kLayoutBlocked && h->layout != kLayoutClassic) problems.push_back("unknown layout code");
   if (h->max_layers < 1 || h->max_layers > kMaxLayersLimit) {
     problems.push_back("max_layers " + std::to_string(h->max_layers) + " outside [1, 64]");
@@ -226,7 +228,7 @@ Bloom Bloom::create(Segment& seg, std::string_view name, const BloomOptions& opt
         // Fresh zeroed region, unpublished until init returns: plain stores.
         auto* h = new (region) BloomHeader{};
         h->magic = kMagic;
-        h->version = kVersion;
+        h->version = kLayoutVersion;
         h->layout = layout;
         h->max_layers = max_layers;
         h->seed = seed;
@@ -247,21 +249,15 @@ Bloom Bloom::create(Segment& seg, std::string_view name, const BloomOptions& opt
 }
 
 Bloom Bloom::open(Segment& seg, std::string_view name) {
-  RegionInfo r = seg.open_region(name, Kind::kBloom);
+  Bloom b;
+  RegionInfo r = b.bind(seg, name, Kind::kBloom);
   std::vector<std::string> problems;
   uint64_t count = 0;
   validate(seg.base(), seg.size(), r, problems, &count);
-  if (!problems.empty())
-    throw Error(ErrorCode::kCorrupt, "bloom filter '" + std::string(name) + "' is corrupt: " + problems.front() +
-                                         " (run 'shmtool check " + seg.name() + "' for details)");
-  Bloom b;
-  b.seg_ = seg;
+  if (!problems.empty()) throw internal::corrupt_error(Kind::kBloom, name, problems.front());
   b.base_ = seg.base();
   b.offset_ = r.offset;
-  b.slot_ = r.slot;
-  b.generation_ = r.generation;
   b.stripe_ = static_cast<uint32_t>(fmix64(seg.owner_token()) % kStripes);
-  b.name_ = std::string(name);
   // A grower killed between commit and publish left slot[count] ready: publish it (under the lock).
   auto* h = reinterpret_cast<BloomHeader*>(b.base_ + b.offset_);
   if (count < h->max_layers && slots(h)[count].state == kSlotReady) b.grow(count);
@@ -269,12 +265,7 @@ Bloom Bloom::open(Segment& seg, std::string_view name) {
 }
 
 bool Bloom::drop(Segment& seg, std::string_view name) {
-  auto found = seg.find(name);
-  if (!found) return false;
-  if (found->kind != Kind::kBloom)
-    throw Error(ErrorCode::kWrongKind, "'" + std::string(name) + "' is a " + std::string(kind_name(found->kind)) +
-                                           ", not a bloom filter: drop it with its own command");
-  return seg.drop(name, [&](std::byte* region, uint64_t bytes, ControlTxn& txn) {
+  return drop_region(seg, name, Kind::kBloom, [&](std::byte* region, uint64_t bytes, ControlTxn& txn) {
     auto* h = reinterpret_cast<BloomHeader*>(region);
     if (bytes < sizeof(BloomHeader) || h->magic != kMagic || h->max_layers > kMaxLayersLimit) return;
     if (header_bytes(h->max_layers) > bytes) return;
@@ -291,8 +282,6 @@ bool Bloom::drop(Segment& seg, std::string_view name) {
 
 // ---------------------------------------------------------------------------
 // Data plane.
-
-bool Bloom::valid() const noexcept { return base_ != nullptr && seg_.region_live(slot_, generation_); }
 
 namespace {
 inline BloomHeader* header_at(std::byte* base, uint64_t off) { return reinterpret_cast<BloomHeader*>(base + off); }
@@ -352,10 +341,7 @@ void Bloom::grow(uint64_t seen) noexcept {
       uint64_t n = layer_capacity(*h, i);
       double p = layer_error(*h, i);
       Sizing z = size_or_throw(h->layout, n, p);
-      RegionInfo owner;
-      owner.slot = slot_;
-      owner.generation = generation_;
-      txn.charge_to(owner);  // check() reports the layer as leaked if the filter is dropped without it
+      txn.charge_to(identity());  // check() reports the layer as leaked if the filter is dropped without it
       uint64_t off = txn.allocate(layer_extent_bytes(z.bits));  // zeroed: stripes and bits start at 0
       SHMF_KILL_POINT("bloom.grow.after_allocate");
       // Slot c >= layer_count: private to the lock holder and unreachable while
@@ -412,7 +398,7 @@ bool Bloom::contains_one(const K& key) const noexcept {
 }
 
 template <class K>
-size_t Bloom::add_batch(std::span<const K> keys, std::span<uint8_t> out) noexcept {
+uint64_t Bloom::add_batch(std::span<const K> keys, std::span<uint8_t> out) noexcept {
   const bool want_out = out.size() >= keys.size();
   if (!valid()) {
     if (want_out) std::fill(out.begin(), out.begin() + static_cast<ptrdiff_t>(keys.size()), uint8_t{0});
@@ -460,7 +446,7 @@ size_t Bloom::add_batch(std::span<const K> keys, std::span<uint8_t> out) noexcep
 }
 
 template <class K>
-size_t Bloom::contains_batch(std::span<const K> keys, std::span<uint8_t> out) const noexcept {
+uint64_t Bloom::contains_batch(std::span<const K> keys, std::span<uint8_t> out) const noexcept {
   const bool want_out = out.size() >= keys.size();
   if (!valid()) {
     if (want_out) std::fill(out.begin(), out.begin() + static_cast<ptrdiff_t>(keys.size()), uint8_t{0});
@@ -493,19 +479,19 @@ bool Bloom::add(std::string_view key) noexcept { return add_one(key); }
 bool Bloom::add(uint64_t key) noexcept { return add_one(key); }
 bool Bloom::contains(std::string_view key) const noexcept { return contains_one(key); }
 bool Bloom::contains(uint64_t key) const noexcept { return contains_one(key); }
-size_t Bloom::add_many(std::span<const uint64_t> keys, std::span<uint8_t> out) noexcept { return add_batch(keys, out); }
-size_t Bloom::add_many(std::span<const std::string_view> keys, std::span<uint8_t> out) noexcept {
+uint64_t Bloom::add_many(std::span<const uint64_t> keys, std::span<uint8_t> out) noexcept { return add_batch(keys, out); }
+uint64_t Bloom::add_many(std::span<const std::string_view> keys, std::span<uint8_t> out) noexcept {
   return add_batch(keys, out);
 }
-size_t Bloom::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept {
+uint64_t Bloom::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept {
   return contains_batch(keys, out);
 }
-size_t Bloom::contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept {
+uint64_t Bloom::contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept {
   return contains_batch(keys, out);
 }
 
 void Bloom::clear() {
-  if (!valid()) throw Error(ErrorCode::kDropped, "bloom filter '" + name_ + "' was dropped: open it again or recreate it");
+  require_valid();
   BloomHeader* h = header_at(base_, offset_);
   uint64_t count = layer_count(h);
   for (uint64_t i = 0; i < count; ++i) {
@@ -523,7 +509,7 @@ void Bloom::clear() {
 }
 
 BloomStats Bloom::stats() const {
-  if (!valid()) throw Error(ErrorCode::kDropped, "bloom filter '" + name_ + "' was dropped: open it again or recreate it");
+  require_valid();
   const BloomHeader* h = header_at(base_, offset_);
   BloomStats st;
   st.layout = h->layout == kLayoutClassic ? BloomLayout::kClassic : BloomLayout::kBlocked;
@@ -581,11 +567,11 @@ BloomStats Bloom::stats() const {
 namespace internal::bloom {
 
 void check_bloom(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report) {
-  const std::string where = "bloom '" + region.name + "'";
+  CheckScope scope = check_scope(region, report);
   std::vector<std::string> problems;
   uint64_t count = 0;
   validate(seg.base(), seg.size(), region, problems, &count);
-  for (auto& p : problems) report.findings.push_back({where, p, false});
+  for (auto& p : problems) scope.add(p);
   if (!problems.empty() || count == 0) return;
   // Counts plausible: the striped counters against a popcount of the bits.
   // A killed adder can leave up to k set bits uncounted, and adds running now
@@ -596,7 +582,7 @@ void check_bloom(Segment& seg, const RegionInfo& region, bool repair, CheckRepor
     uint64_t counted = v.set_bits(), actual = v.popcount();
     uint64_t gap = counted > actual ? counted - actual : actual - counted;
     if (gap > std::max<uint64_t>(4096, actual / 100)) {
-      CheckFinding f{where, "layer " + std::to_string(i) + ": counters say " + std::to_string(counted) +
+      CheckFinding f{scope.where, "layer " + std::to_string(i) + ": counters say " + std::to_string(counted) +
                                 " bits set, the array has " + std::to_string(actual),
                      false};
       if (repair) {

@@ -69,7 +69,7 @@
 namespace shmfilter::internal::bloom {
 
 inline constexpr uint32_t kMagic = 0x4d4c4253;   // "SBLM" little-endian
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 1;
 inline constexpr uint32_t kBlockBits = 512;      // one 64-byte cache line
 inline constexpr uint32_t kMaxK = 32;            // sanity bound on probes
 inline constexpr uint32_t kMaxLayersLimit = 64;  // sanity bound on the slot table
@@ -89,7 +89,7 @@ static_assert(std::atomic<uint32_t>::is_always_lock_free, "shared flags must be 
 // marked otherwise.
 struct BloomHeader {
   uint32_t magic;        // kMagic; create only
-  uint32_t version;      // kVersion; create only
+  uint32_t version;      // kLayoutVersion; create only
   uint32_t layout;       // kLayoutBlocked / kLayoutClassic; create only
   uint32_t max_layers;   // slots in the table below (1 without scaling); create only
   uint64_t seed;         // XXH3 seed of every layer; create only
@@ -427,11 +427,9 @@ inline LayerView view_of(std::byte* extent, const BloomLayer& s, uint32_t layout
   return v;
 }
 
-// Integrity checker (lib/structures/bloom.cpp), registered in lib/checkers.cpp.
+// The integrity checker of this kind (lib/structures/bloom.cpp), what Segment::check
+// runs for every region of Kind::kBloom; listed in the kind -> checker table of
+// lib/check/checkers.cpp. Declared alike for every structure.
 void check_bloom(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);
 
 }  // namespace shmfilter::internal::bloom
-
-namespace shmfilter::internal {
-using bloom::check_bloom;
-}

@@ -2,13 +2,18 @@
 #include "shmfilter/cuckoo.hpp"
 
 #include <chrono>
+#include <cstddef>
 #include <cmath>
 #include <string>
 #include <thread>
 
 #include "structures/cuckoo_impl.h"
+#include "structures/region_handle.h"
 #include "base/hash.h"
 #include "base/kill_point.h"
+
+static_assert(offsetof(shmfilter::internal::cuckoo::Header, magic) == 0 && offsetof(shmfilter::internal::cuckoo::Header, layout_version) == 4,
+              "check_prefix (region_handle.h) reads the magic at byte 0 and the layout version at byte 4");
 
 namespace shmfilter {
 
@@ -35,12 +40,10 @@ ck::Liveness liveness_of(const Segment& seg) noexcept {
 }
 
 std::string hdr_problem(const ck::Header* h, const RegionInfo& r, uint64_t seg_size) {
-  if (r.size < sizeof(ck::Header)) return "region of " + std::to_string(r.size) + " bytes is smaller than the header";
-  if (r.offset % 64 != 0) return "region offset " + std::to_string(r.offset) + " is not 64-byte aligned";
-  if (h->magic != ck::kMagic) return "bad magic";
-  if (h->layout_version != ck::kLayoutVersion)
-    return "layout version " + std::to_string(h->layout_version) + ", this build reads " +
-           std::to_string(ck::kLayoutVersion);
+  if (auto pre = internal::check_prefix(r, reinterpret_cast<const std::byte*>(h), sizeof(ck::Header), seg_size,
+                                        ck::kMagic, ck::kLayoutVersion);
+      !pre.problem.empty())
+    return pre.problem;
   if (h->fp_bits != 8 && h->fp_bits != 12 && h->fp_bits != 16) return "fingerprint bits " + std::to_string(h->fp_bits);
   if (h->lane_bits != (h->fp_bits <= 8 ? 8u : 16u)) return "lane bits " + std::to_string(h->lane_bits);
   if (h->max_path < 1 || h->max_path > ck::kMaxPathLimit) return "max path " + std::to_string(h->max_path);
@@ -90,10 +93,7 @@ struct CuckooOps {
         bool published = false;
         for (uint32_t j = 0; j < n; ++j) published |= h->subs[j].offset == left;
         if (left != 0 && !published) txn.free(left);  // a dead expander's committed, unpublished extent
-        RegionInfo me;
-        me.slot = self->slot_;
-        me.generation = self->generation_;
-        txn.charge_to(me);  // check() then reports the extent as leaked if a drop ever missed it
+        txn.charge_to(self->identity());  // check() then reports the extent as leaked if a drop ever missed it
         off = txn.allocate(bytes);
         SHMF_KILL_POINT("cuckoo.expand.inside_txn");
         txn.store_u64(&h->pending_extent, off);
@@ -111,7 +111,10 @@ struct CuckooOps {
     }
   }
   static CuckooStatus insert(Cuckoo& c, uint64_t hv, bool unique) noexcept {
-    auto st = ck::insert<LT>(c.base_, c.hdr_, ck::split_hash(hv, c.hdr_->fp_bits), unique, liveness_of(c.seg_),
+    ck::Liveness lv = liveness_of(c.seg_);
+    lv.self = c.seg_.owner_token();
+    if (lv.self == 0) return CuckooStatus::kDropped;  // a handle inherited across fork(): no token of our own
+    auto st = ck::insert<LT>(c.base_, c.hdr_, ck::split_hash(hv, c.hdr_->fp_bits), unique, lv,
                              &CuckooOps::expand, &c);
     return static_cast<CuckooStatus>(st);
   }
@@ -119,7 +122,10 @@ struct CuckooOps {
     return ck::count_in<LT>(c.base_, c.hdr_, ck::split_hash(hv, c.hdr_->fp_bits), liveness_of(c.seg_), one);
   }
   static bool erase(Cuckoo& c, uint64_t hv) noexcept {
-    return ck::erase<LT>(c.base_, c.hdr_, ck::split_hash(hv, c.hdr_->fp_bits), liveness_of(c.seg_));
+    ck::Liveness lv = liveness_of(c.seg_);
+    lv.self = c.seg_.owner_token();
+    if (lv.self == 0) return false;  // a handle inherited across fork()
+    return ck::erase<LT>(c.base_, c.hdr_, ck::split_hash(hv, c.hdr_->fp_bits), lv);
   }
   static void contains_batch(const Cuckoo& c, const ck::KeyHash* ks, size_t n, uint8_t* out) noexcept {
     ck::contains_batch<LT>(c.base_, c.hdr_, ks, n, out, liveness_of(c.seg_));
@@ -171,30 +177,18 @@ Cuckoo Cuckoo::create(Segment& seg, std::string_view name, const CuckooOptions& 
 }
 
 Cuckoo Cuckoo::open(Segment& seg, std::string_view name) {
-  RegionInfo r = seg.open_region(name, Kind::kCuckoo);
   Cuckoo c;
-  c.seg_ = seg;
+  RegionInfo r = c.bind(seg, name, Kind::kCuckoo);
   c.base_ = seg.base();
-  c.hdr_ = reinterpret_cast<ck::Header*>(c.base_ + r.offset);
-  c.slot_ = r.slot;
-  c.generation_ = r.generation;
-  c.name_ = std::string(name);
-  if (r.offset % 64 != 0) throw Error(ErrorCode::kCorrupt, "cuckoo filter '" + c.name_ + "' is misaligned: run 'shmtool check'");
-  std::string p = hdr_problem(c.hdr_, r, seg.size());
-  if (!p.empty())
-    throw Error(ErrorCode::kCorrupt, "cuckoo filter '" + c.name_ + "' is corrupt (" + p +
-                                         "): run 'shmtool check SEG' and drop/recreate it");
+  c.hdr_ = reinterpret_cast<ck::Header*>(c.region_);
+  if (r.offset % 64 != 0) throw internal::corrupt_error(Kind::kCuckoo, name, "region is not 64-byte aligned");
+  if (std::string p = hdr_problem(c.hdr_, r, seg.size()); !p.empty()) throw internal::corrupt_error(Kind::kCuckoo, name, p);
   c.lane16_ = c.hdr_->lane_bits == 16;
   return c;
 }
 
 bool Cuckoo::drop(Segment& seg, std::string_view name) {
-  auto r = seg.find(name);
-  if (!r) return false;
-  if (r->kind != Kind::kCuckoo)
-    throw Error(ErrorCode::kWrongKind, "'" + std::string(name) + "' is a " + std::string(kind_name(r->kind)) +
-                                           ", not a cuckoo filter: use that kind's drop");
-  return seg.drop(name, [](std::byte* region, uint64_t bytes, ControlTxn& txn) {
+  return drop_region(seg, name, Kind::kCuckoo, [](std::byte* region, uint64_t bytes, ControlTxn& txn) {
     if (bytes < sizeof(ck::Header)) return;
     auto* h = reinterpret_cast<ck::Header*>(region);
     if (h->magic != ck::kMagic) return;
@@ -207,8 +201,6 @@ bool Cuckoo::drop(Segment& seg, std::string_view name) {
     if (!pending_published) txn.free(h->pending_extent);  // committed by a dead expander, never published
   });
 }
-
-bool Cuckoo::valid() const noexcept { return hdr_ != nullptr && seg_.region_live(slot_, generation_); }
 
 static uint64_t hv_of(const Cuckoo*, const ck::Header* h, std::string_view k) noexcept {
   return internal::hash_key(k, h->seed);
@@ -275,7 +267,7 @@ bool Cuckoo::erase(uint64_t key) noexcept {
 }
 
 template <class K>
-static void contains_many_impl(const Cuckoo& c, bool lane16, const ck::Header* h, std::span<const K> keys,
+static uint64_t contains_many_impl(const Cuckoo& c, bool lane16, const ck::Header* h, std::span<const K> keys,
                                std::span<uint8_t> out) noexcept {
   constexpr size_t kChunk = 256;
   ck::KeyHash ks[kChunk];
@@ -287,22 +279,25 @@ static void contains_many_impl(const Cuckoo& c, bool lane16, const ck::Header* h
     else
       CuckooOps<ck::Lanes8>::contains_batch(c, ks, m, out.data() + g);
   }
+  uint64_t present = 0;
+  for (size_t i = 0; i < keys.size(); ++i) present += out[i] != 0;
+  return present;
 }
-void Cuckoo::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept {
+uint64_t Cuckoo::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept {
   size_t n = std::min(keys.size(), out.size());
   if (!valid()) {
     std::fill(out.begin(), out.begin() + static_cast<long>(n), uint8_t{0});
-    return;
+    return 0;
   }
-  contains_many_impl(*this, lane16_, hdr_, keys.first(n), out);
+  return contains_many_impl(*this, lane16_, hdr_, keys.first(n), out);
 }
-void Cuckoo::contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept {
+uint64_t Cuckoo::contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept {
   size_t n = std::min(keys.size(), out.size());
   if (!valid()) {
     std::fill(out.begin(), out.begin() + static_cast<long>(n), uint8_t{0});
-    return;
+    return 0;
   }
-  contains_many_impl(*this, lane16_, hdr_, keys.first(n), out);
+  return contains_many_impl(*this, lane16_, hdr_, keys.first(n), out);
 }
 
 uint64_t Cuckoo::size() const noexcept {
@@ -317,7 +312,7 @@ double Cuckoo::load_factor() const noexcept {
 }
 
 CuckooStats Cuckoo::stats() const {
-  if (!valid()) throw Error(ErrorCode::kDropped, "cuckoo filter '" + name_ + "' was dropped: open it again");
+  require_valid();
   const ck::Header* h = hdr_;
   CuckooStats s;
   s.capacity = h->capacity;
@@ -357,7 +352,7 @@ CuckooStats Cuckoo::stats() const {
 }
 
 // ---- check -------------------------------------------------------------------------
-namespace internal {
+namespace internal::cuckoo {
 
 template <class LT>
 static void check_body(Segment& seg, const RegionInfo& region, ck::Header* h, const std::string& where, bool repair,
@@ -446,18 +441,17 @@ static void check_body(Segment& seg, const RegionInfo& region, ck::Header* h, co
 }
 
 void check_cuckoo(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report) {
-  std::string where = "cuckoo '" + region.name + "'";
+  CheckScope scope = check_scope(region, report);
   auto* h = reinterpret_cast<ck::Header*>(seg.base() + region.offset);
-  std::string p = hdr_problem(h, region, seg.size());
-  if (!p.empty()) {
-    report.findings.push_back({where, "corrupt header: " + p + " (drop and recreate the filter)", false});
+  if (std::string p = hdr_problem(h, region, seg.size()); !p.empty()) {
+    scope.add("corrupt header: " + p + " (drop and recreate the filter)");
     return;
   }
   if (h->lane_bits == 16)
-    check_body<ck::Lanes16>(seg, region, h, where, repair, report);
+    check_body<ck::Lanes16>(seg, region, h, scope.where, repair, report);
   else
-    check_body<ck::Lanes8>(seg, region, h, where, repair, report);
+    check_body<ck::Lanes8>(seg, region, h, scope.where, repair, report);
 }
 
-}  // namespace internal
+}  // namespace internal::cuckoo
 }  // namespace shmfilter

@@ -1,18 +1,11 @@
-// lib/structures/cuckoo_impl.h: cuckoo filter kernels over shared memory.
+// lib/structures/cuckoo_impl.h: cuckoo filter kernels over shared memory (the
+// layout they work on is cuckoo_layout.h).
 //
 // Stateless functions over (segment base, region header). No pointer is
 // stored in shared memory; sub-filters are addressed by offset from the
 // segment base. The handle (lib/structures/cuckoo.cpp) supplies liveness of owner tokens
 // and the expansion allocator; the tests drive these kernels over plain
 // anonymous MAP_SHARED memory as well.
-//
-// Layout (docs/cuckoo.md has the byte table):
-//   region = Header | sub-filter 0 (versions[stripes] | buckets[2^n])
-//   further sub-filters (expansion) live in extents from ControlTxn::allocate.
-// A bucket is 4 slots packed in ONE word: 4 x 8-bit lanes in a uint32_t for
-// f = 8, 4 x 16-bit lanes in a uint64_t for f = 12 or 16 (the top 4 bits of a
-// 12-bit lane stay 0). So a reader loads a bucket with one atomic load.
-// Fingerprint 0 means "empty slot".
 //
 // Concurrency (proof sketch in docs/cuckoo.md):
 //  * Readers never write and never lock. Per-stripe seqlock (Boehm 2012,
@@ -31,243 +24,22 @@
 //    (completes a half-done move, fixes the size counter, makes odd versions
 //    even), then carries on.
 #pragma once
+#pragma once
 
 #include <sched.h>
 
 #include <algorithm>
 #include <atomic>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "base/hash.h"
-#include "shmfilter/segment.hpp"
 #include "base/kill_point.h"
+#include "structures/cuckoo_layout.h"
+
+#include "shmfilter/segment.hpp"  // Segment, RegionInfo, CheckReport: the checker's signature
 
 namespace shmfilter::internal::cuckoo {
-
-inline constexpr uint32_t kMagic = 0x4b434653;  // "SFCK" little-endian
-inline constexpr uint32_t kLayoutVersion = 1;
-inline constexpr uint32_t kSlots = 4;           // slots per bucket (b)
-inline constexpr uint32_t kMaxSubs = 16;        // sub-filter table size
-inline constexpr uint32_t kMaxPathLimit = 6;    // longest BFS path (moves) a filter may be created with
-inline constexpr uint32_t kDefaultMaxPath = 5;  // libcuckoo's MAX_BFS_PATH_LEN is 5
-inline constexpr uint32_t kMaxStripesLog2 = 13; // 8192 version counters per sub-filter (64 KiB)
-
-// Operation kinds in the intent record.
-enum : uint32_t { kOpNone = 0, kOpPlace = 1, kOpErase = 2, kOpMove = 3, kOpExpand = 4 };
-
-// Immutable description of one sub-filter. Written once (create's init, or an
-// expansion inside a ControlTxn) BEFORE sub_count makes it visible; never
-// changed afterwards.
-struct SubDesc {
-  uint64_t offset;        // from the segment base: versions array, then buckets (64-byte aligned)
-  uint32_t log2_buckets;  // bucket count = 2^log2_buckets (>= 2)
-  uint32_t log2_stripes;  // version counters = 2^log2_stripes (<= log2_buckets)
-};
-static_assert(sizeof(SubDesc) == 16, "SubDesc is part of the on-disk format: 16 bytes");
-
-// The move/insert/erase in progress. Written only by the writer-lock holder
-// (plain relaxed stores, published to a repairer by the lock CAS). op != 0
-// while a multi-store step is in flight.
-struct Intent {
-  uint32_t op;           // kOp*; the last field written before the data stores, cleared after
-  uint32_t sub;          // sub-filter index of the step
-  uint64_t bucket;       // place/erase: target bucket; move: source bucket
-  uint32_t lane;         // place/erase: target lane; move: source lane
-  uint32_t fp;           // fingerprint placed / erased / moved
-  uint64_t dst_bucket;   // move: destination bucket
-  uint32_t dst_lane;     // move: destination lane (was empty when the move began)
-  uint32_t stripe;       // move: version counter made odd
-  uint64_t size_before;  // place/erase: size counter before the step
-};
-static_assert(sizeof(Intent) == 48, "Intent is part of the on-disk format: 48 bytes");
-
-struct alignas(64) Header {
-  // ---- line 0: parameters, written by create's init before publication, immutable.
-  uint32_t magic;            // kMagic
-  uint32_t layout_version;   // kLayoutVersion
-  uint32_t fp_bits;          // f: 8, 12 or 16
-  uint32_t lane_bits;        // 8 (uint32_t buckets) or 16 (uint64_t buckets)
-  uint32_t max_path;         // BFS path limit in moves (1..kMaxPathLimit)
-  uint32_t expansion;        // 0: no expansion (kFull); k >= 2: a new sub-filter k times larger
-  uint32_t max_subs;         // sub-filters allowed (1..kMaxSubs)
-  uint32_t reserved0;        // 0
-  uint64_t seed;             // XXH3 seed of this filter
-  uint64_t capacity;         // requested capacity (items)
-  double target_error;       // requested false-positive rate, 0 if fp bits were given
-  uint64_t region_bytes;     // size of the region this header starts
-  // ---- lines 1-5: sub-filter table.
-  alignas(64) uint32_t sub_count;  // published sub-filters; grows only; release store after subs[i] is written
-  uint32_t reserved2;              // 0
-  SubDesc subs[kMaxSubs];          // see SubDesc
-  uint64_t pending_extent;         // expansion: extent allocated (txn-logged store in the allocating
-                                   // ControlTxn) but maybe not yet published in subs[]; reset to 0 by
-                                   // the lock holder after publishing; a leftover is freed by the next
-                                   // expansion's txn or by drop (see docs/cuckoo.md)
-  // ---- writer lock, alone on its line (readers touch it only when stuck on an odd version).
-  alignas(64) uint64_t lock_owner;  // owner token of the writer, 0 = free; CAS acquire / store release
-  // ---- intent record of the lock holder.
-  alignas(64) Intent intent;        // see Intent
-  // ---- counters, written only by the writer-lock holder (relaxed; read by stats() racily).
-  alignas(64) uint64_t size;        // items stored (all sub-filters); exact when no writer is mid-step
-  uint64_t failures;                // inserts answered kFull; only grows
-  uint64_t longest_path;            // most moves one insert needed; only grows
-  uint64_t inserts;                 // kInserted answers; only grows
-  uint64_t erases;                  // successful erases; only grows
-  uint64_t repairs;                 // takeovers of a dead writer's lock; only grows
-  uint64_t moves;                   // items moved along cuckoo paths; only grows
-  uint64_t expansions;              // sub-filters added after create; only grows
-};
-static_assert(offsetof(Header, sub_count) == 64, "sub table starts on cache line 1");
-static_assert(offsetof(Header, lock_owner) % 64 == 0, "writer lock must own its cache line");
-static_assert(offsetof(Header, intent) % 64 == 0, "intent record on its own line");
-static_assert(offsetof(Header, size) % 64 == 0, "counters on their own line");
-static_assert(sizeof(Header) == 576, "Header is part of the on-disk format: 576 bytes");
-static_assert(alignof(Header) == 64, "Header is cache-line aligned");
-
-// ---- atomics on shared words -------------------------------------------------
-template <class T>
-inline std::atomic_ref<T> A(T& x) noexcept { return std::atomic_ref<T>(x); }
-// Relaxed load of a shared word; each call site says why relaxed suffices
-// (mostly: the writer-lock holder reading what only it writes, or a statistic).
-template <class T>
-inline T load_relaxed(const T& x) noexcept {
-  return std::atomic_ref<T>(const_cast<T&>(x)).load(std::memory_order_relaxed);
-}
-
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-// How a waiter asks whether an owner token is alive. The handle binds it to
-// Segment::token_alive; plain-memory tests bind it to /proc/<pid>.
-struct Liveness {
-  uint64_t self = 0;  // this process's owner token (nonzero), or 0: ask self_fn (lazily: readers rarely need it)
-  const void* ctx = nullptr;
-  bool (*alive)(const void* ctx, uint64_t token) = nullptr;
-  uint64_t (*self_fn)(const void* ctx) = nullptr;
-  bool is_alive(uint64_t t) const noexcept { return t != 0 && (alive == nullptr || alive(ctx, t)); }
-  uint64_t token() const noexcept { return self != 0 ? self : self_fn(ctx); }
-};
-// Spins a waiter makes before its first liveness check, and between checks.
-inline constexpr uint32_t kSpinsBeforeYield = 64;
-inline constexpr uint32_t kYieldsBetweenLivenessChecks = 256;
-
-// ---- sizing -------------------------------------------------------------------
-inline uint64_t versions_bytes(uint32_t log2_stripes) noexcept {
-  return ((uint64_t{8} << log2_stripes) + 63) & ~uint64_t{63};
-}
-inline uint64_t sub_bytes(uint32_t log2_buckets, uint32_t log2_stripes, uint32_t lane_bits) noexcept {
-  return versions_bytes(log2_stripes) + (uint64_t{lane_bits / 2} << log2_buckets);  // 4 lanes x lane_bits/8
-}
-inline uint32_t stripes_for(uint32_t log2_buckets) noexcept { return std::min(log2_buckets, kMaxStripesLog2); }
-// f = ceil(log2(2b/p)) (Fan et al. CoNEXT'14, eq. for semi-sorted-free cuckoo filters), rounded up to 8/12/16.
-inline uint32_t fp_bits_for_error(double p) noexcept {
-  double f = std::ceil(std::log2(2.0 * kSlots / p));
-  if (f <= 8) return 8;
-  if (f <= 12) return 12;
-  return 16;
-}
-// Buckets for `capacity` items at <= 95% load: next power of two of capacity / (4 * 0.95).
-inline uint32_t log2_buckets_for(uint64_t capacity) noexcept {
-  double need = std::ceil(static_cast<double>(capacity) / (kSlots * 0.95));
-  uint32_t l = 1;
-  while (l < 33 && static_cast<double>(uint64_t{1} << l) < need) ++l;
-  return l;
-}
-
-// ---- hashing ------------------------------------------------------------------
-struct KeyHash {
-  uint64_t h;
-  uint32_t fp;  // in [1, 2^f - 1]
-};
-inline KeyHash split_hash(uint64_t h, uint32_t fp_bits) noexcept {
-  // fp from the high 32 bits (multiply-shift into [0, 2^f - 1), then + 1);
-  // bucket index from the low bits, so the two are independent for <= 2^32 buckets.
-  uint64_t range = (uint64_t{1} << fp_bits) - 1;
-  uint32_t fp = static_cast<uint32_t>(((h >> 32) * range) >> 32) + 1;
-  return {h, fp};
-}
-// Partial-key cuckoo hashing: i2 = i1 XOR H(fp) (Fan et al. 2014). H is a
-// Fibonacci multiply; its high 32 bits are well mixed for small fp.
-inline uint64_t fp_hash(uint32_t fp) noexcept { return (uint64_t{fp} * 0x9e3779b97f4a7c15ull) >> 32; }
-inline uint64_t alt_bucket(uint64_t i, uint32_t fp, uint64_t mask) noexcept { return (i ^ fp_hash(fp)) & mask; }
-
-// ---- lanes ----------------------------------------------------------------------
-template <class W, unsigned L>
-struct Lanes {
-  using Word = W;
-  static constexpr unsigned kLaneBits = L;
-  static constexpr W kLaneMask = static_cast<W>((W{1} << L) - 1);
-  static constexpr W kLo = L == 8 ? static_cast<W>(0x01010101u) : static_cast<W>(0x0001000100010001ull);
-  static constexpr W kHi = static_cast<W>(kLo << (L - 1));
-  static uint32_t lane(W w, unsigned i) noexcept { return static_cast<uint32_t>((w >> (i * L)) & kLaneMask); }
-  static W with(W w, unsigned i, uint32_t fp) noexcept {
-    return static_cast<W>((w & ~static_cast<W>(kLaneMask << (i * L))) | (static_cast<W>(fp) << (i * L)));
-  }
-  // Exact "some lane equals fp" (the borrow trick only ever over-marks lanes above a true zero).
-  static bool has(W w, uint32_t fp) noexcept {
-    W x = static_cast<W>(w ^ static_cast<W>(kLo * fp));
-    return static_cast<W>((x - kLo) & ~x & kHi) != 0;
-  }
-  static int find(W w, uint32_t fp) noexcept {
-    for (unsigned i = 0; i < kSlots; ++i)
-      if (lane(w, i) == fp) return static_cast<int>(i);
-    return -1;
-  }
-  static int empty_lane(W w) noexcept { return find(w, 0); }
-  static uint32_t count(W w, uint32_t fp) noexcept {
-    uint32_t n = 0;
-    for (unsigned i = 0; i < kSlots; ++i) n += lane(w, i) == fp;
-    return n;
-  }
-};
-using Lanes8 = Lanes<uint32_t, 8>;
-using Lanes16 = Lanes<uint64_t, 16>;
-
-// A sub-filter as seen by this process.
-struct Sub {
-  uint64_t* versions;
-  void* buckets;
-  uint64_t mask;         // buckets - 1
-  uint64_t stripe_mask;  // stripes - 1
-};
-inline Sub sub_view(std::byte* base, const SubDesc& d) noexcept {
-  std::byte* p = base + d.offset;
-  return Sub{reinterpret_cast<uint64_t*>(p), p + versions_bytes(d.log2_stripes), (uint64_t{1} << d.log2_buckets) - 1,
-             (uint64_t{1} << d.log2_stripes) - 1};
-}
-// Published sub-filter count; acquire pairs with the release store that
-// published the last SubDesc, so its fields are visible.
-inline uint32_t sub_count_acquire(const Header* h) noexcept {
-  return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(h->sub_count)).load(std::memory_order_acquire);
-}
-
-template <class LT>
-inline typename LT::Word& bucket_ref(const Sub& s, uint64_t i) noexcept {
-  return static_cast<typename LT::Word*>(s.buckets)[i];
-}
-template <class LT>
-inline typename LT::Word bucket_load(const Sub& s, uint64_t i) noexcept {
-  // relaxed: inside a seqlock read section (the fence + version re-check orders it),
-  // or by the writer-lock holder, who is the only writer.
-  return A(bucket_ref<LT>(s, i)).load(std::memory_order_relaxed);
-}
-// Moves store relaxed after the release fence that follows their odd version
-// (fence-fence synchronisation with the reader's acquire fence); every other
-// bucket store (place, erase, repair) is a release store. Either way a reader
-// that observes a stored word also observes, at its version re-check, every
-// earlier writer step (writers form one chain through the lock): the proof in
-// docs/cuckoo.md needs exactly this. Both compile to a plain MOV on x86-64.
-template <class LT>
-inline void bucket_store(const Sub& s, uint64_t i, typename LT::Word w,
-                         std::memory_order mo = std::memory_order_release) noexcept {
-  A(bucket_ref<LT>(s, i)).store(w, mo);
-}
 
 // ---- writer lock, takeover and repair ---------------------------------------------
 template <class LT>
@@ -277,9 +49,11 @@ void repair_locked(std::byte* base, Header* h) noexcept;
 template <class LT>
 inline bool try_takeover(std::byte* base, Header* h, uint64_t seen, const Liveness& lv) noexcept {
   if (seen == 0 || lv.is_alive(seen)) return false;
+  const uint64_t self = lv.token();
+  if (self == 0) return false;  // no token of our own (a handle inherited across fork): never take a lock
   uint64_t expect = seen;
   // acquire: the dead owner's intent and data stores must be visible to the repair.
-  if (!A(h->lock_owner).compare_exchange_strong(expect, lv.token(), std::memory_order_acquire,
+  if (!A(h->lock_owner).compare_exchange_strong(expect, self, std::memory_order_acquire,
                                                 std::memory_order_relaxed))
     return false;
   A(h->repairs).store(load_relaxed(h->repairs) + 1, std::memory_order_relaxed);  // relaxed: lock holder only
@@ -370,6 +144,7 @@ inline void reader_help(std::byte* base, Header* h, const Liveness& lv) noexcept
     // ran (or written into the segment's bytes). Take the free lock and repair:
     // versions change only under the lock, so none of them is a live move.
     const uint64_t self = lv.token();
+    if (self == 0) return;  // no token of our own (a handle inherited across fork)
     uint64_t expect = 0;
     // acquire: as in lock().
     if (A(h->lock_owner).compare_exchange_strong(expect, self, std::memory_order_acquire, std::memory_order_relaxed)) {
@@ -747,9 +522,9 @@ inline uint64_t count_occupied(std::byte* base, const Header* h, uint32_t fp_bit
   return n;
 }
 
-}  // namespace shmfilter::internal::cuckoo
-
-namespace shmfilter::internal {
-// lib/structures/cuckoo.cpp: Segment::check's checker for Kind::kCuckoo (lib/check/checkers.cpp).
+// The integrity checker of this kind (lib/structures/cuckoo.cpp), what Segment::check
+// runs for every region of Kind::kCuckoo; listed in the kind -> checker table of
+// lib/check/checkers.cpp. Declared alike for every structure.
 void check_cuckoo(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);
-}  // namespace shmfilter::internal
+
+}  // namespace shmfilter::internal::cuckoo

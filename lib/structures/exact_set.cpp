@@ -2,15 +2,22 @@
 #include "shmfilter/exact_set.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
-#include "check/checkers.h"
 #include "structures/exact_set_impl.h"
+#include "structures/region_handle.h"
+
+static_assert(offsetof(shmfilter::internal::exact_set::ExactSetHeader, magic) == 0 && offsetof(shmfilter::internal::exact_set::ExactSetHeader, version) == 4,
+              "check_prefix (region_handle.h) reads the magic at byte 0 and the layout version at byte 4");
 
 namespace shmfilter {
 
-using namespace internal;
+using namespace internal::exact_set;
+using internal::hash_key;
+using internal::random_seed;
 
 std::string_view insert_result_name(InsertResult r) noexcept {
   switch (r) {
@@ -32,19 +39,9 @@ ExactSetHeader* header_of(std::byte* region) { return reinterpret_cast<ExactSetH
 
 // Validates the header against the region; throws kCorrupt / kVersionMismatch.
 void validate(const RegionInfo& info, std::byte* region, uint64_t segment_size) {
-  auto fail = [&](const std::string& what) {
-    throw Error(ErrorCode::kCorrupt, "exact set '" + info.name + "': " + what +
-                                         ": the segment is damaged; run 'shmtool check SEG' and recreate the set");
-  };
-  if (info.size < sizeof(ExactSetHeader)) fail("region too small for its header");
-  if (info.offset > segment_size || info.size > segment_size - info.offset) fail("region lies outside the segment");
-  if (info.offset % 64 != 0) fail("region offset " + std::to_string(info.offset) + " is not 64-byte aligned");
+  internal::validate_prefix(info, region, sizeof(ExactSetHeader), segment_size, kMagic, kLayoutVersion);
+  auto fail = [&](const std::string& what) { throw internal::corrupt_error(info.kind, info.name, what); };
   const ExactSetHeader* h = header_of(region);
-  if (h->magic != kExactSetMagic) fail("bad magic");
-  if (h->version != kExactSetLayoutVersion)
-    throw Error(ErrorCode::kVersionMismatch, "exact set '" + info.name + "' has layout version " +
-                                                 std::to_string(h->version) + ", this build reads " +
-                                                 std::to_string(kExactSetLayoutVersion) + ": use a matching shmfilter");
   if (h->stripes == 0 || (h->stripes & (h->stripes - 1)) != 0) fail("stripe count is not a power of two");
   if (h->slots < 8 || h->capacity == 0 || h->capacity > h->slots || h->used_limit >= h->slots ||
       h->used_limit < h->capacity)
@@ -79,8 +76,8 @@ ExactSet ExactSet::create(Segment& seg, std::string_view name, const ExactSetOpt
   uint64_t seed = random_seed();
   seg.create_region(name, Kind::kExactSet, l.bytes, [&](std::byte* region, uint64_t, ControlTxn&) {
     ExactSetHeader* h = header_of(region);
-    h->magic = kExactSetMagic;
-    h->version = kExactSetLayoutVersion;
+    h->magic = kMagic;
+    h->version = kLayoutVersion;
     h->seed = seed;
     h->capacity = opts.capacity;
     h->slots = l.slots;
@@ -94,68 +91,56 @@ ExactSet ExactSet::create(Segment& seg, std::string_view name, const ExactSetOpt
 }
 
 ExactSet ExactSet::open(Segment& seg, std::string_view name) {
-  RegionInfo info = seg.open_region(name, Kind::kExactSet);
   ExactSet s;
-  s.seg_ = seg;
-  s.name_ = std::string(name);
-  s.region_ = seg.base() + info.offset;
+  RegionInfo info = s.bind(seg, name, Kind::kExactSet);
   validate(info, s.region_, seg.size());
   s.stripes_offset_ = header_of(s.region_)->stripes_offset;
   s.slots_offset_ = header_of(s.region_)->slots_offset;
-  s.slot_ = info.slot;
-  s.generation_ = info.generation;
   s.token_ = seg.owner_token();
   return s;
 }
 
-bool ExactSet::drop(Segment& seg, std::string_view name) {
-  if (auto info = seg.find(name); info && info->kind != Kind::kExactSet)
-    throw Error(ErrorCode::kWrongKind, "'" + std::string(name) + "' is a " + std::string(kind_name(info->kind)) +
-                                           ", not a set: drop it with the command of its kind");
-  return seg.drop(name);
-}
-
-bool ExactSet::valid() const noexcept { return region_ != nullptr && seg_.region_live(slot_, generation_); }
+bool ExactSet::drop(Segment& seg, std::string_view name) { return drop_region(seg, name, Kind::kExactSet); }
 
 uint64_t ExactSet::key_of(std::string_view key) const noexcept {
   return region_ ? hash_key(key, header_of(region_)->seed) : 0;
 }
 
+// A handle inherited across fork() holds the parent's token: writers refuse
+// (kDropped / false, as RoaringSet does) instead of taking stripe locks in its name.
 InsertResult ExactSet::insert(uint64_t key) noexcept {
-  if (!valid()) return InsertResult::kDropped;
+  if (!valid() || seg_.owner_token() != token_) return InsertResult::kDropped;
   SHMF_SET_VIEW(v);
   return static_cast<InsertResult>(set_insert(v, key));
 }
 InsertResult ExactSet::insert(std::string_view key) noexcept { return insert(key_of(key)); }
 
-uint64_t ExactSet::insert_many(std::span<const uint64_t> keys, std::span<InsertResult> out) noexcept {
+template <class K>
+uint64_t ExactSet::insert_batch(std::span<const K> keys, std::span<InsertResult> out) noexcept {
   size_t n = std::min(keys.size(), out.size());
-  if (!valid()) {
+  if (!valid() || seg_.owner_token() != token_) {
     std::fill(out.begin(), out.begin() + static_cast<long>(n), InsertResult::kDropped);
     return 0;
   }
   SHMF_SET_VIEW(v);
   uint64_t inserted = 0;
   for (size_t i = 0; i < n; ++i) {
-    out[i] = static_cast<InsertResult>(set_insert(v, keys[i]));
+    uint64_t key;
+    if constexpr (std::is_same_v<K, uint64_t>)
+      key = keys[i];
+    else
+      key = key_of(keys[i]);
+    out[i] = static_cast<InsertResult>(set_insert(v, key));
     inserted += out[i] == InsertResult::kInserted;
   }
   return inserted;
 }
 
+uint64_t ExactSet::insert_many(std::span<const uint64_t> keys, std::span<InsertResult> out) noexcept {
+  return insert_batch(keys, out);
+}
 uint64_t ExactSet::insert_many(std::span<const std::string_view> keys, std::span<InsertResult> out) noexcept {
-  size_t n = std::min(keys.size(), out.size());
-  if (!valid()) {
-    std::fill(out.begin(), out.begin() + static_cast<long>(n), InsertResult::kDropped);
-    return 0;
-  }
-  SHMF_SET_VIEW(v);
-  uint64_t inserted = 0;
-  for (size_t i = 0; i < n; ++i) {
-    out[i] = static_cast<InsertResult>(set_insert(v, key_of(keys[i])));
-    inserted += out[i] == InsertResult::kInserted;
-  }
-  return inserted;
+  return insert_batch(keys, out);
 }
 
 bool ExactSet::contains(uint64_t key) const noexcept {
@@ -165,13 +150,14 @@ bool ExactSet::contains(uint64_t key) const noexcept {
 }
 bool ExactSet::contains(std::string_view key) const noexcept { return contains(key_of(key)); }
 
-void ExactSet::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept {
+uint64_t ExactSet::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept {
   size_t n = std::min(keys.size(), out.size());
   if (!valid()) {
     std::fill(out.begin(), out.begin() + static_cast<long>(n), uint8_t{0});
-    return;
+    return 0;
   }
   SHMF_SET_VIEW(v);
+  uint64_t present = 0;
   // Hash a block of keys and prefetch their home slots before probing.
   constexpr size_t kBlock = 16;
   uint64_t homes[kBlock];
@@ -184,19 +170,21 @@ void ExactSet::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> 
     for (size_t j = 0; j < m; ++j) {
       uint64_t k = keys[base + j];
       out[base + j] = is_special(k) ? set_contains(v, k) : set_find(v, k, homes[j]) != kNoSlot;
+      present += out[base + j];
     }
   }
+  return present;
 }
 
-void ExactSet::contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept {
+uint64_t ExactSet::contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept {
   size_t n = std::min(keys.size(), out.size());
   std::vector<uint64_t> ks(n);
   for (size_t i = 0; i < n; ++i) ks[i] = key_of(keys[i]);
-  contains_many(std::span<const uint64_t>(ks), out.first(n));
+  return contains_many(std::span<const uint64_t>(ks), out.first(n));
 }
 
 bool ExactSet::erase(uint64_t key) noexcept {
-  if (!valid()) return false;
+  if (!valid() || seg_.owner_token() != token_) return false;
   SHMF_SET_VIEW(v);
   return set_erase(v, key);
 }
@@ -211,7 +199,7 @@ uint64_t ExactSet::size() const noexcept {
 uint64_t ExactSet::capacity() const noexcept { return region_ ? header_of(region_)->capacity : 0; }
 
 ExactSetStats ExactSet::stats() const {
-  if (!valid()) throw Error(ErrorCode::kDropped, "exact set '" + name_ + "' was dropped by some process: open it again");
+  require_valid();
   SHMF_SET_VIEW(v);
   ExactSetStats s;
   s.capacity = v.h->capacity;
@@ -227,21 +215,16 @@ ExactSetStats ExactSet::stats() const {
   return s;
 }
 
-namespace internal {
+namespace internal::exact_set {
 
 // Probe chains intact (every key reachable from its home slot: no EMPTY between
 // home and the key), no key stored twice, per-stripe counts equal the keys
 // found, no lock or intent left by a dead process. Exact on a quiescent set;
 // while writers run, stripes whose lock is held are skipped.
 void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckReport& report) {
-  std::string where = "set '" + info.name + "'";
+  CheckScope scope = check_scope(info, report);
   std::byte* region = seg.base() + info.offset;
-  try {
-    validate(info, region, seg.size());
-  } catch (const Error& e) {
-    report.findings.push_back({where, e.what(), false});
-    return;
-  }
+  if (!scope.validated([&] { validate(info, region, seg.size()); })) return;
   SetView v;
   v.h = header_of(region);
   v.stripes = reinterpret_cast<ExactSetStripe*>(region + v.h->stripes_offset);
@@ -260,9 +243,9 @@ void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckRep
       set_lock(v, s);  // takes over the dead token, replays the intent
       set_unlock(s);
     }
-    report.findings.push_back({where, "stripe " + std::to_string(i) + " locked by a dead process" +
-                                          (aref(s.intent_op).load() != kIntentNone || repair ? " (intent replayed)" : ""),
-                               repair});
+    scope.add("stripe " + std::to_string(i) + " locked by a dead process" +
+                  (aref(s.intent_op).load() != kIntentNone || repair ? " (intent replayed)" : ""),
+              repair);
   }
 
   std::vector<uint64_t> counted(v.h->stripes, 0);
@@ -278,7 +261,7 @@ void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckRep
       break;
     }
   if (start == n) {
-    report.findings.push_back({where, "no EMPTY slot left: probe loops cannot terminate early", false});
+    scope.add("no EMPTY slot left: probe loops cannot terminate early");
     start = 0;
   }
   uint64_t last_empty = start;  // position (unwrapped) of the last EMPTY seen
@@ -308,13 +291,12 @@ void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckRep
       keys.push_back(k);
     }
   if (unreachable != 0)
-    report.findings.push_back({where, std::to_string(unreachable) + " keys unreachable from their home slot (e.g. " +
-                                          std::to_string(example) + "): the probe chain is broken",
-                               false});
+    scope.add(std::to_string(unreachable) + " keys unreachable from their home slot (e.g. " +
+              std::to_string(example) + "): the probe chain is broken");
   std::sort(keys.begin(), keys.end());
   uint64_t dups = 0;
   for (size_t i = 1; i < keys.size(); ++i) dups += keys[i] == keys[i - 1];
-  if (dups != 0) report.findings.push_back({where, std::to_string(dups) + " keys stored twice", false});
+  if (dups != 0) scope.add(std::to_string(dups) + " keys stored twice");
   uint64_t mismatched = 0;
   for (uint32_t i = 0; i < v.h->stripes; ++i) {
     ExactSetStripe& s = v.stripes[i];
@@ -342,10 +324,10 @@ void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckRep
     set_unlock(s);
   }
   if (mismatched != 0)
-    report.findings.push_back({where, std::to_string(mismatched) + " stripes whose count differs from the keys stored (size() wrong)", repair});
+    scope.add(std::to_string(mismatched) + " stripes whose count differs from the keys stored (size() wrong)", repair);
   if (keys.size() > v.h->capacity)
-    report.findings.push_back({where, std::to_string(keys.size()) + " keys exceed capacity " + std::to_string(v.h->capacity), false});
+    scope.add(std::to_string(keys.size()) + " keys exceed capacity " + std::to_string(v.h->capacity));
 }
 
-}  // namespace internal
+}  // namespace internal::exact_set
 }  // namespace shmfilter

@@ -2,16 +2,20 @@
 #include "shmfilter/hll.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cmath>
 #include <cstring>
 
-#include "check/checkers.h"
 #include "structures/hll_impl.h"
+#include "structures/region_handle.h"
 #include "base/kill_point.h"
+
+static_assert(offsetof(shmfilter::internal::hll::HllHeader, magic) == 0 && offsetof(shmfilter::internal::hll::HllHeader, version) == 4,
+              "check_prefix (region_handle.h) reads the magic at byte 0 and the layout version at byte 4");
 
 namespace shmfilter {
 
-using namespace internal;
+using namespace internal::hll;
 
 namespace {
 
@@ -19,28 +23,17 @@ HllHeader* header_of(std::byte* region) { return reinterpret_cast<HllHeader*>(re
 
 // Validates a region's header; throws kCorrupt naming what is wrong.
 void validate(const RegionInfo& info, std::byte* region, uint64_t segment_size) {
-  auto fail = [&](const std::string& what) {
-    throw Error(ErrorCode::kCorrupt, "HyperLogLog '" + info.name + "': " + what +
-                                         ": the segment is damaged; run 'shmtool check SEG' and recreate the HLL");
-  };
-  if (info.size < kHllRegionBytes) fail("region of " + std::to_string(info.size) + " bytes is too small");
-  if (info.offset > segment_size || info.size > segment_size - info.offset) fail("region lies outside the segment");
-  if (info.offset % 64 != 0) fail("region offset " + std::to_string(info.offset) + " is not 64-byte aligned");
+  internal::validate_prefix(info, region, kHllRegionBytes, segment_size, kMagic, kLayoutVersion);
   const HllHeader* h = header_of(region);
-  if (h->magic != kHllMagic) fail("bad magic");
-  if (h->version != kHllLayoutVersion)
-    throw Error(ErrorCode::kVersionMismatch, "HyperLogLog '" + info.name + "' has layout version " +
-                                                 std::to_string(h->version) + ", this build reads " +
-                                                 std::to_string(kHllLayoutVersion) + ": use a matching shmfilter");
   if (h->precision != kHllP || h->register_bits != kHllBits || h->registers_per_word != kHllPerWord ||
       h->words != kHllWords || h->registers_offset != sizeof(HllHeader) || h->hash_seed != kRedisHllSeed)
-    fail("parameters are not p=14, 6-bit, 10 per word");
+    throw internal::corrupt_error(info.kind, info.name, "parameters are not p=14, 6-bit, 10 per word");
 }
 
 void init_header(std::byte* region) {
   HllHeader* h = header_of(region);
-  h->magic = kHllMagic;
-  h->version = kHllLayoutVersion;
+  h->magic = kMagic;
+  h->version = kLayoutVersion;
   h->precision = kHllP;
   h->register_bits = kHllBits;
   h->registers_per_word = kHllPerWord;
@@ -64,15 +57,10 @@ Hll Hll::create(Segment& seg, std::string_view name, const HllOptions&) {
 }
 
 Hll Hll::open(Segment& seg, std::string_view name) {
-  RegionInfo info = seg.open_region(name, Kind::kHll);
   Hll h;
-  h.seg_ = seg;
-  h.name_ = std::string(name);
-  h.region_ = seg.base() + info.offset;
+  RegionInfo info = h.bind(seg, name, Kind::kHll);
   validate(info, h.region_, seg.size());
   h.words_ = reinterpret_cast<uint64_t*>(h.region_ + sizeof(HllHeader));
-  h.slot_ = info.slot;
-  h.generation_ = info.generation;
   return h;
 }
 
@@ -91,19 +79,7 @@ Hll Hll::open_or_create(Segment& seg, std::string_view name) {
   }
 }
 
-bool Hll::drop(Segment& seg, std::string_view name) {
-  if (auto info = seg.find(name); info && info->kind != Kind::kHll)
-    throw Error(ErrorCode::kWrongKind, "'" + std::string(name) + "' is a " + std::string(kind_name(info->kind)) +
-                                           ", not an hll: drop it with the command of its kind");
-  return seg.drop(name);
-}
-
-bool Hll::valid() const noexcept { return region_ != nullptr && seg_.region_live(slot_, generation_); }
-
-void Hll::require_valid() const {
-  if (!valid())
-    throw Error(ErrorCode::kDropped, "HyperLogLog '" + name_ + "' was dropped by some process: open it again");
-}
+bool Hll::drop(Segment& seg, std::string_view name) { return drop_region(seg, name, Kind::kHll); }
 
 bool Hll::add(std::string_view key) noexcept {
   if (!valid()) return false;
@@ -232,18 +208,13 @@ HllStats Hll::stats() const {
   return s;
 }
 
-namespace internal {
+namespace internal::hll {
 
 // Registers <= 51, the 4 spare bits of every word zero, no clear left half done.
 void check_hll(Segment& seg, const RegionInfo& info, bool repair, CheckReport& report) {
-  std::string where = "hll '" + info.name + "'";
+  CheckScope scope = check_scope(info, report);
   std::byte* region = seg.base() + info.offset;
-  try {
-    validate(info, region, seg.size());
-  } catch (const Error& e) {
-    report.findings.push_back({where, e.what(), false});
-    return;
-  }
+  if (!scope.validated([&] { validate(info, region, seg.size()); })) return;
   auto* h = header_of(region);
   auto* words = reinterpret_cast<uint64_t*>(region + sizeof(HllHeader));
   uint64_t bad = 0;
@@ -263,17 +234,17 @@ void check_hll(Segment& seg, const RegionInfo& info, bool repair, CheckReport& r
       w.compare_exchange_strong(v, fixed, std::memory_order_relaxed);  // relaxed: see hll_update; a lost race is left for the next check
     }
   }
-  if (bad != 0)
-    report.findings.push_back({where, std::to_string(bad) + " register words hold a register > 51 or stray bits", repair});
+  if (bad != 0) scope.add(std::to_string(bad) + " register words hold a register > 51 or stray bits", repair);
   uint64_t token = std::atomic_ref<uint64_t>(h->clear_token).load();
   if (token != 0 && !seg.token_alive(token)) {
     // Repair only forgets the token: zeroing now could wipe adds acknowledged
     // since the crash. The HLL is valid either way; rerun clear() if wanted.
     if (repair) std::atomic_ref<uint64_t>(h->clear_token).store(0);
-    report.findings.push_back({where, "a clear() was interrupted by the death of its process (registers partly "
-                                      "cleared): run 'shmtool hll clear' again if the clear is still wanted", repair});
+    scope.add("a clear() was interrupted by the death of its process (registers partly cleared): run "
+              "'shmtool hll clear' again if the clear is still wanted",
+              repair);
   }
 }
 
-}  // namespace internal
+}  // namespace internal::hll
 }  // namespace shmfilter

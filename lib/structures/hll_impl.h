@@ -25,10 +25,12 @@
 #include <string>
 #include <string_view>
 
-namespace shmfilter::internal {
+#include "shmfilter/segment.hpp"  // Segment, RegionInfo, CheckReport: the checker's signature
 
-inline constexpr uint32_t kHllMagic = 0x314c4c48;  // "HLL1" in little-endian bytes
-inline constexpr uint32_t kHllLayoutVersion = 1;
+namespace shmfilter::internal::hll {
+
+inline constexpr uint32_t kMagic = 0x314c4c48;  // "HLL1" in little-endian bytes
+inline constexpr uint32_t kLayoutVersion = 1;
 inline constexpr uint32_t kHllP = 14;                               // precision
 inline constexpr uint32_t kHllRegisters = 1u << kHllP;              // 16384
 inline constexpr uint32_t kHllQ = 64 - kHllP;                       // 50 hash bits left for the rank
@@ -51,7 +53,7 @@ inline constexpr uint8_t kRedisHllSparse = 1;
 // of the region create_region() returns (64-byte aligned).
 struct alignas(64) HllHeader {
   uint32_t magic;               // written once by create() under the segment lock, before publication; read-only after
-  uint32_t version;             // idem: kHllLayoutVersion
+  uint32_t version;             // idem: kLayoutVersion
   uint32_t precision;           // idem: 14
   uint32_t register_bits;       // idem: 6
   uint32_t registers_per_word;  // idem: 10
@@ -301,4 +303,9 @@ inline std::string hll_redis_decode(std::string_view bytes, uint8_t* regs) {
          " is neither dense (0) nor sparse (1): the bytes are corrupt";
 }
 
-}  // namespace shmfilter::internal
+// The integrity checker of this kind (lib/structures/hll.cpp), what Segment::check
+// runs for every region of Kind::kHll; listed in the kind -> checker table of
+// lib/check/checkers.cpp. Declared alike for every structure.
+void check_hll(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);
+
+}  // namespace shmfilter::internal::hll

@@ -19,9 +19,11 @@
 #include <string>
 #include <string_view>
 
+#include "shmfilter/segment.hpp"  // Segment, RegionInfo, CheckReport: the checker's signature
+
 namespace shmfilter::internal::roaring {
 
-inline constexpr uint32_t kRegionMagic = 0x53524f41;  // "AORS": RoaringSet region
+inline constexpr uint32_t kMagic = 0x53524f41;  // "AORS": RoaringSet region
 inline constexpr uint32_t kSnapMagic = 0x534e4150;    // "PANS": snapshot extent
 inline constexpr uint32_t kDeltaMagic = 0x444c5441;   // "ATLD": delta extent
 inline constexpr uint32_t kLayoutVersion = 1;
@@ -63,7 +65,7 @@ static_assert(sizeof(PendingFree) == 24, "PendingFree is three u64 words");
 
 // The region's header. Region bytes = sizeof(RoaringHeader) + reader_slots * 64.
 struct RoaringHeader {
-  uint32_t magic;             // kRegionMagic; written once by init (under the segment lock)
+  uint32_t magic;             // kMagic; written once by init (under the segment lock)
   uint32_t version;           // kLayoutVersion; written once by init
   uint32_t delta_capacity;    // slots per delta table (power of two); written once by init
   uint32_t reader_slots;      // entries in the reader table; written once by init
@@ -251,5 +253,10 @@ std::string delta_validate(DeltaHeader* d, uint32_t expected_capacity, uint64_t*
 // length inside the buffer, array/run contents sorted, bitset popcounts.
 // Returns "" when valid (and *consumed = bytes it spans), else the problem.
 std::string portable_validate(const char* buf, size_t len, size_t* consumed);
+
+// The integrity checker of this kind (lib/structures/roaring.cpp), what Segment::check
+// runs for every region of Kind::kRoaring; listed in the kind -> checker table of
+// lib/check/checkers.cpp. Declared alike for every structure.
+void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);
 
 }  // namespace shmfilter::internal::roaring

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "segment/layout.h"
 #include "shmfilter/bloom.hpp"
@@ -39,7 +40,7 @@ using namespace shmfilter;
 namespace bl = shmfilter::internal::bloom;
 namespace ck = shmfilter::internal::cuckoo;
 namespace rs = shmfilter::internal::roaring;
-namespace es = shmfilter::internal;
+namespace es = shmfilter::internal::exact_set;
 
 using namespace shmf_test;
 
@@ -244,6 +245,26 @@ TEST(HardeningDirectory, AMisalignedRegionOffsetIsReportedNotDereferenced) {
     return s.check(false).consistent() ? 15 : 0;
   });
   EXPECT_TRUE(o.ok()) << o.describe();
+}
+
+// ---- ExactSet under insert/delete churn ------------------------------------------------------
+
+TEST(HardeningExactSet, ChurnNeverAnswersFullBelowCapacity) {
+  shmf_test::SegmentGuard g(shmf_test::unique_name("churn"));
+  Segment seg = Segment::create(g.name, shmf_test::small_options());
+  ExactSet e = ExactSet::create(seg, "e", ExactSetOptions{.capacity = 1000});
+  uint64_t next = 1;
+  for (int round = 0; round < 6; ++round) {
+    std::vector<uint64_t> keys;
+    for (int i = 0; i < 800; ++i) keys.push_back(next++ * 0x9E3779B97F4A7C15ull);
+    uint64_t full = 0;
+    for (uint64_t k : keys) full += e.insert(k) == InsertResult::kFull;
+    EXPECT_EQ(full, 0u) << "round " << round << ": kFull with " << e.size() << " live keys of 1000";
+    EXPECT_EQ(e.size(), 800u - full);
+    for (uint64_t k : keys) e.erase(k);
+    EXPECT_EQ(e.size(), 0u);
+  }
+  EXPECT_TRUE(seg.check(false).consistent());
 }
 
 }  // namespace

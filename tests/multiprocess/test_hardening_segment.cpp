@@ -9,6 +9,7 @@
 // hang detector, not a speed test: every operation here returns in
 // milliseconds once fixed.
 #include <fcntl.h>
+#include <sys/file.h>
 #include <gtest/gtest.h>
 #include <pthread.h>
 #include <signal.h>
@@ -40,7 +41,7 @@ using namespace shmfilter;
 namespace bl = shmfilter::internal::bloom;
 namespace ck = shmfilter::internal::cuckoo;
 namespace rs = shmfilter::internal::roaring;
-namespace es = shmfilter::internal;
+namespace es = shmfilter::internal::exact_set;
 
 using namespace shmf_test;
 
@@ -201,6 +202,43 @@ TEST(HardeningDirectory, CheckReportsEntriesOfUnknownKind) {
   img.poke<uint32_t>(h.directory_offset + slot * sizeof(seg_layout::DirEntry) + offsetof(seg_layout::DirEntry, kind), 99);
   Segment s = img.open();
   EXPECT_FALSE(s.check(false).consistent());
+}
+
+// ---- leftovers of a creator killed before it linked its segment ----------------------------
+
+TEST(HardeningCreate, LeftoverCreatingFilesOfDeadCreatorsAreRemovedOnTheNextCreate) {
+  ImageFile img;
+  const std::string dead = img.path + ".creating.dead01";
+  const std::string live = img.path + ".creating.live01";
+  for (const auto& p : {dead, live}) {
+    int fd = ::open(p.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(write(fd, "partial", 7), 7);
+    ::close(fd);
+  }
+  // A creator that is still alive holds flock on its file.
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t holder = fork();
+  if (holder == 0) {
+    int fd = ::open(live.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0 || flock(fd, LOCK_EX) != 0) _exit(1);
+    char c = 1;
+    if (write(ready[1], &c, 1) != 1) _exit(2);
+    pause();
+    _exit(0);
+  }
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  { Segment s = Segment::create("img", img.options()); }
+  EXPECT_NE(access(dead.c_str(), F_OK), 0) << "a dead creator's leftover survived the next create";
+  EXPECT_EQ(access(live.c_str(), F_OK), 0) << "a live creator's file was removed";
+  kill(holder, SIGKILL);
+  wait_status(holder);
+  ::unlink(live.c_str());
+  ::unlink(dead.c_str());
+  ::close(ready[0]);
+  ::close(ready[1]);
 }
 
 }  // namespace

@@ -17,7 +17,9 @@
 
 #include "corrupt_image.h"
 #include "segment/layout.h"
+#include "shmfilter/cuckoo.hpp"
 #include "shmfilter/error.hpp"
+#include "shmfilter/exact_set.hpp"
 #include "shmfilter/segment.hpp"
 #include "test_util.h"
 
@@ -145,6 +147,38 @@ TEST(HardeningReadOnlyUser, ReadLocksOnTheRegistryGetANamedErrorNotAFalseFull) {
     EXPECT_EQ(e.code(), ErrorCode::kBusy) << e.what();
     EXPECT_NE(std::string(e.what()).find("read-locked"), std::string::npos) << e.what();
   }
+}
+
+// ---- handles inherited across fork() -------------------------------------------------------
+
+TEST(HardeningFork, WritersRefuseThroughHandlesInheritedAcrossFork) {
+  ImageFile img;
+  Segment seg = Segment::create("img", img.options());
+  CuckooOptions co;
+  co.capacity = 1000;
+  co.seed = 9;
+  Cuckoo c = Cuckoo::create(seg, "c", co);
+  ExactSet e = ExactSet::create(seg, "e", ExactSetOptions{.capacity = 1000});
+  ASSERT_EQ(c.insert(uint64_t{1}), CuckooStatus::kInserted);
+  ASSERT_EQ(e.insert(uint64_t{1}), InsertResult::kInserted);
+  // The child's writes would take the writer locks with the PARENT's token: if
+  // the child died holding one, nobody could ever take it over (the parent lives).
+  Outcome o = in_child([&] {
+    if (c.insert(uint64_t{2}) != CuckooStatus::kDropped) return 40;
+    if (c.erase(uint64_t{1})) return 41;
+    if (e.insert(uint64_t{2}) != InsertResult::kDropped) return 42;
+    if (e.erase(uint64_t{1})) return 43;
+    if (!c.contains(uint64_t{1}) || !e.contains(uint64_t{1})) return 44;  // reads need no token
+    // The child's own attachment works.
+    Segment mine = img.open();
+    if (Cuckoo::open(mine, "c").insert(uint64_t{3}) != CuckooStatus::kInserted) return 45;
+    if (ExactSet::open(mine, "e").insert(uint64_t{3}) != InsertResult::kInserted) return 46;
+    return 0;
+  });
+  EXPECT_TRUE(o.ok()) << o.describe();
+  EXPECT_FALSE(c.contains(uint64_t{2}));
+  EXPECT_TRUE(c.contains(uint64_t{3}));
+  EXPECT_EQ(c.insert(uint64_t{4}), CuckooStatus::kInserted);  // the parent's handles are unaffected
 }
 
 }  // namespace

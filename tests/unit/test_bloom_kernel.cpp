@@ -205,7 +205,7 @@ TEST(BloomKernel, ForkedWritersOverlapNoLoss) {
 
 // Golden bytes: fixed seed, fixed keys, both layouts. Changing the hash, the
 // block/probe derivation or the bit order changes these constants: that is a
-// format change (bump kVersion and say so in docs/bloom.md).
+// format change (bump kLayoutVersion and say so in docs/bloom.md).
 TEST(BloomKernel, GoldenBits) {
   struct G {
     uint32_t layout;

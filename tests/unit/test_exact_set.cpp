@@ -51,7 +51,7 @@ TEST(ExactSet, InsertContainsEraseSize) {
   EXPECT_EQ(s.size(), 5000u);
   for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(s.contains(keys[i]), i % 2 == 1) << i;
   std::vector<uint8_t> out(keys.size());
-  s.contains_many(keys, out);
+  EXPECT_EQ(s.contains_many(keys, out), keys.size() / 2);
   for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(out[i], i % 2) << i;
   expect_clean(seg);
 }
@@ -121,6 +121,10 @@ TEST(ExactSet, StringKeysAndBadParameters) {
   EXPECT_FALSE(s.valid());
   EXPECT_EQ(s.insert(uint64_t{5}), InsertResult::kDropped);
   EXPECT_FALSE(s.contains(std::string_view("12:00ab34cd56ef7890")));
+  std::vector<uint64_t> ks{5, 6};
+  std::vector<uint8_t> outs{7, 7};
+  EXPECT_EQ(s.contains_many(ks, outs), 0u) << "a dropped set reports nothing present";
+  EXPECT_EQ(outs, (std::vector<uint8_t>{0, 0}));
   EXPECT_THROW(ExactSet::open(seg, "s"), Error);
 }
 
@@ -225,7 +229,7 @@ TEST(ExactSet, ConcurrentChurnNeverDuplicates) {
 // check_exact_set finds what it promises: a broken probe chain (an EMPTY
 // written between a key and its home), a key stored twice, a wrong count.
 TEST(ExactSet, CheckFindsBrokenChainsDuplicatesAndBadCounts) {
-  using namespace shmfilter::internal;
+  using namespace shmfilter::internal::exact_set;
   SegmentGuard g(unique_name("set"));
   Segment seg = Segment::create(g.name);
   ExactSet s = ExactSet::create(seg, "s", {.capacity = 1000, .max_load = 0.9});
@@ -291,7 +295,7 @@ TEST(ExactSet, ThreadsOfOneProcessExactlyOnce) {
 
 // A damaged header is a kCorrupt error at open(), never a crash.
 TEST(ExactSet, CorruptHeaderIsAnErrorNotACrash) {
-  using namespace shmfilter::internal;
+  using namespace shmfilter::internal::exact_set;
   SegmentGuard g(unique_name("set"));
   Segment seg = Segment::create(g.name);
   ExactSet::create(seg, "s", {.capacity = 100});
@@ -313,7 +317,7 @@ TEST(ExactSet, CorruptHeaderIsAnErrorNotACrash) {
   h->stripes = 8;
   h->version = 99;
   expect_code(ErrorCode::kVersionMismatch);
-  h->version = kExactSetLayoutVersion;
+  h->version = kLayoutVersion;
   h->magic = 0;
   expect_code(ErrorCode::kCorrupt);
   CheckReport r = seg.check(false);

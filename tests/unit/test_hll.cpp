@@ -183,7 +183,7 @@ TEST(Hll, CheckFindsImpossibleRegisters) {
   h.add_many(shmf_bench::distinct_keys(1000, 8));
   expect_clean(seg);
   RegionInfo info = *seg.find("h");
-  auto* words = reinterpret_cast<uint64_t*>(seg.base() + info.offset + sizeof(internal::HllHeader));
+  auto* words = reinterpret_cast<uint64_t*>(seg.base() + info.offset + sizeof(internal::hll::HllHeader));
   words[5] |= uint64_t{63} << 12;  // register 52 := 63
   words[9] |= uint64_t{1} << 62;   // a spare bit
   CheckReport r = seg.check(false);

@@ -11,7 +11,7 @@
 #include "structures/hll_impl.h"
 #include "workload.h"
 
-using namespace shmfilter::internal;
+using namespace shmfilter::internal::hll;
 
 namespace {
 

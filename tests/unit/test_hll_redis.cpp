@@ -27,7 +27,7 @@
 #include "test_util.h"
 #include "workload.h"
 
-using namespace shmfilter::internal;
+using namespace shmfilter::internal::hll;
 
 namespace {
 

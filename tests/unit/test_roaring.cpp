@@ -88,7 +88,7 @@ TEST(Roaring, BatchesAndRange) {
   EXPECT_EQ(s.add_range(0, (1ull << 32) + 1), RoaringStatus::kOutOfRange);
   std::vector<uint32_t> q = {5, 6, 12, 99999, 100000, 299999, 300000, 4000000000u};
   std::vector<uint8_t> out(q.size());
-  s.contains_many(std::span<const uint32_t>(q), out);
+  EXPECT_EQ(s.contains_many(std::span<const uint32_t>(q), out), 5u);
   EXPECT_EQ(out, (std::vector<uint8_t>{1, 0, 1, 0, 1, 1, 0, 1}));
   EXPECT_EQ(s.cardinality(), 200000u + 10 + 2);  // 5, 4e9, 10..19 (10 and 15 already counted)
   ASSERT_EQ(s.remove(150000), RoaringStatus::kOk);
@@ -328,6 +328,10 @@ TEST(Roaring, CreateOpenErrorsAndDrop) {
   EXPECT_FALSE(RoaringSet::drop(seg, "x"));
   EXPECT_FALSE(other.valid());
   EXPECT_FALSE(other.contains(5000000));
+  std::vector<uint32_t> q{1, 5000000};
+  std::vector<uint8_t> qo{7, 7};
+  EXPECT_EQ(other.contains_many(std::span<const uint32_t>(q), qo), 0u) << "a dropped set reports nothing present";
+  EXPECT_EQ(qo, (std::vector<uint8_t>{0, 0}));
   EXPECT_EQ(other.add(1), RoaringStatus::kDropped);
   EXPECT_EQ(other.cardinality(), 0u);
   EXPECT_EQ(code_of([&] { other.compact(); }), ErrorCode::kDropped);

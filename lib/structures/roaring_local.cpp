@@ -1,0 +1,220 @@
+// lib/structures/roaring_local.cpp: RoaringSet's process-local side: the
+// reader slot of this process, the frozen views of published snapshots
+// (pinned in the reader table), the per-thread view cache, and attach(),
+// which validates a set's header and takes (or shares) its reader slot.
+#include <pthread.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <limits>
+#include <tuple>
+
+#include "structures/region_handle.h"
+#include "structures/roaring_local.h"
+
+namespace shmfilter::internal::roaring {
+
+std::atomic<uint64_t> g_fork_epoch{0};
+
+RoaringLocal::~RoaringLocal() {
+  latest.reset();
+  if (pid != getpid() || slot == nullptr || !live_region()) return;  // forked copy, or set dropped
+  slot->lo.store(0);
+  slot->hi.store(0);
+  for (auto& gk : slot->gens) gk.store(0);
+  uint64_t mine = token;
+  slot->token.compare_exchange_strong(mine, 0);
+}
+
+void RoaringLocal::publish_pins_locked() noexcept {
+  if (pid != getpid()) return;  // a forked child's inherited copy: the slot is the parent's
+  if (live.size() <= kExactPins) {
+    uint32_t i = 0;
+    for (const auto& [gen, count] : live) slot->gens[i++].store(gen);
+    for (; i < kExactPins; ++i) slot->gens[i].store(0);
+    slot->lo.store(0);  // after gens[] is complete: a scanner reads lo/hi first, then gens[]
+    slot->hi.store(0);
+  } else {
+    slot->hi.store(live.rbegin()->first);  // never narrower than the views alive
+    slot->lo.store(live.begin()->first);
+  }
+}
+
+void RoaringLocal::view_died(uint64_t gen) noexcept {
+  std::lock_guard<std::mutex> g(mu);
+  auto it = live.find(gen);
+  if (it != live.end() && --it->second == 0) live.erase(it);
+  publish_pins_locked();
+}
+
+std::shared_ptr<View> RoaringLocal::make_view() {
+  std::shared_ptr<View> old;  // destroyed after the lock is released (its destructor locks mu)
+  std::unique_lock<std::mutex> lk(mu);
+  uint64_t cur = hdr->current.load();
+  if (latest && latest->snap_off == cur) return latest;
+  // Pin (widen) before loading `current` again: hi = max, lo = a bound <= the
+  // generation we will load (existing views stay covered by gens[] or by the
+  // old [lo, hi], which only grows here). A compactor publishes, then scans
+  // slots; we store, then load current: with seq_cst on both sides one of us
+  // sees the other (Dekker).
+  uint64_t g = hdr->gen_counter.load();
+  uint64_t old_lo = slot->lo.load();
+  slot->hi.store(std::numeric_limits<uint64_t>::max());
+  slot->lo.store(old_lo == 0 ? g : std::min(old_lo, g));
+  cur = hdr->current.load();
+  auto fail = [&]() -> std::shared_ptr<View> {
+    publish_pins_locked();
+    return nullptr;
+  };
+  if (!version_ok(base, seg.size(), cur, capacity)) return fail();
+  auto* sh = reinterpret_cast<const SnapHeader*>(base + cur);
+  auto v = std::make_shared<View>();
+  v->snap_off = cur;
+  v->gen = sh->generation;
+  v->snap = sh;
+  v->delta = reinterpret_cast<DeltaHeader*>(base + sh->delta_off);
+  v->prev = sh->prev_delta_off ? reinterpret_cast<DeltaHeader*>(base + sh->prev_delta_off) : nullptr;
+  if (v->delta->magic != kDeltaMagic || v->delta->capacity != capacity ||
+      (v->prev && (v->prev->magic != kDeltaMagic || v->prev->capacity != capacity)))
+    return fail();
+  v->bm = roaring_bitmap_frozen_view(frozen_bytes(sh), sh->frozen_bytes);
+  if (v->bm == nullptr) return fail();
+  ++live[v->gen];
+  publish_pins_locked();  // narrow to the generations really in use
+  v->local = weak_from_this();
+  old = std::move(latest);
+  latest = v;
+  lk.unlock();
+  return v;
+}
+
+namespace {
+
+// Per-thread cache of views: the hot path is one load of `current` and a
+// compare. 16 entries: the 7-day question touches 7 sets per call.
+constexpr int kThreadViews = 16;
+struct TlsEntry {
+  uint64_t owner = 0;  // RoaringLocal::serial (never reused, unlike an address)
+  std::shared_ptr<View> view;
+};
+thread_local TlsEntry t_views[kThreadViews];
+thread_local unsigned t_next = 0;
+
+// Registry of open sets in this process: one RoaringLocal (one reader slot) per set.
+std::mutex g_reg_mu;
+std::map<std::tuple<pid_t, const std::byte*, uint32_t, uint32_t>, std::weak_ptr<RoaringLocal>> g_reg;
+
+}  // namespace
+
+// The view for the published snapshot, or nullptr (dropped / corrupt).
+// The returned pointer stays valid until this thread's next call on a set.
+View* current_view(const std::shared_ptr<RoaringLocal>& L) noexcept {
+  if (L->fork_epoch != g_fork_epoch.load(std::memory_order_relaxed)) return nullptr;  // relaxed: set before the child runs
+  uint64_t cur = L->hdr->current.load();  // seq_cst: a call after a publish sees it (real-time order)
+  for (auto& e : t_views)
+    if (e.owner == L->serial && e.view->snap_off == cur) return e.view.get();
+  std::shared_ptr<View> v;
+  try {
+    v = L->make_view();
+  } catch (...) {
+    return nullptr;
+  }
+  if (!v) return nullptr;
+  // Victim: this set's stale entry, else an empty one or one of a closed set, else round robin.
+  TlsEntry* victim = nullptr;
+  for (auto& e : t_views)
+    if (e.owner == L->serial) victim = &e;
+  for (int i = 0; i < kThreadViews && !victim; ++i)
+    if (!t_views[i].view || t_views[i].view->local.expired()) victim = &t_views[i];
+  if (!victim) victim = &t_views[t_next++ % kThreadViews];
+  victim->owner = L->serial;
+  victim->view = std::move(v);
+  return victim->view.get();
+}
+
+std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
+
+bool version_ok(const std::byte* base, uint64_t size, uint64_t off, uint32_t capacity) noexcept {
+  auto inside = [&](uint64_t o, uint64_t len) { return o != 0 && o % 64 == 0 && o <= size && len <= size - o; };
+  if (!inside(off, sizeof(SnapHeader))) return false;
+  auto* sh = reinterpret_cast<const SnapHeader*>(base + off);
+  if (sh->magic != kSnapMagic || sh->frozen_bytes > size - off - sizeof(SnapHeader)) return false;
+  if (!inside(sh->delta_off, delta_bytes(capacity))) return false;
+  return sh->prev_delta_off == 0 || inside(sh->prev_delta_off, delta_bytes(capacity));
+}
+
+bool pending_ok(const std::byte* base, uint64_t size, const PendingFree& p) noexcept {
+  auto inside = [&](uint64_t o, uint64_t len) { return o != 0 && o % 64 == 0 && o <= size && len <= size - o; };
+  if (!inside(p.snap_off, sizeof(SnapHeader))) return false;
+  auto* sh = reinterpret_cast<const SnapHeader*>(base + p.snap_off);
+  if (sh->magic != kSnapMagic || sh->frozen_bytes > size - p.snap_off - sizeof(SnapHeader)) return false;
+  return p.delta_off == 0 || inside(p.delta_off, sizeof(DeltaHeader));
+}
+
+void require_live(const RoaringLocal& L) {
+  if (!L.live_region())
+    throw Error(ErrorCode::kDropped, "Roaring set " + quoted(L.region.name) + " was dropped by another process");
+}
+
+// Validates the region header; throws kCorrupt naming the field.
+RoaringHeader* checked_header(Segment& seg, const RegionInfo& info) {
+  auto corrupt = [&](const std::string& what) { return corrupt_error(Kind::kRoaring, info.name, what); };
+  validate_prefix(info, seg.base() + info.offset, sizeof(RoaringHeader), seg.size(), kMagic, kLayoutVersion);
+  auto* h = reinterpret_cast<RoaringHeader*>(seg.base() + info.offset);
+  if (h->delta_capacity < kMinDeltaCapacity || h->delta_capacity > kMaxDeltaCapacity ||
+      (h->delta_capacity & (h->delta_capacity - 1)) != 0)
+    throw corrupt("delta capacity " + std::to_string(h->delta_capacity));
+  if (h->reader_slots == 0 || region_bytes(h->reader_slots) > info.size) throw corrupt("reader table out of bounds");
+  if (h->compact_permille == 0 || h->compact_permille > 900) throw corrupt("compaction threshold");
+  uint64_t cur = h->current.load();
+  if (cur == 0 || cur % 64 != 0 || cur > seg.size() || seg.size() - cur < sizeof(SnapHeader))
+    throw corrupt("snapshot offset");
+  return h;
+}
+
+std::shared_ptr<RoaringLocal> attach(Segment& seg, const RegionInfo& info) {
+  RoaringHeader* h = checked_header(seg, info);
+  auto key = std::make_tuple(getpid(), static_cast<const std::byte*>(seg.base()), info.slot, info.generation);
+  std::lock_guard<std::mutex> g(g_reg_mu);
+  if (auto it = g_reg.find(key); it != g_reg.end())
+    if (auto l = it->second.lock()) return l;
+  static std::atomic<uint64_t> serials{0};
+  static std::once_flag atfork_once;
+  std::call_once(atfork_once, [] {
+    pthread_atfork(nullptr, nullptr, [] { g_fork_epoch.fetch_add(1, std::memory_order_relaxed); });  // relaxed: child is single-threaded here
+  });
+  auto L = std::make_shared<RoaringLocal>();
+  L->serial = ++serials;
+  L->fork_epoch = g_fork_epoch.load(std::memory_order_relaxed);  // relaxed: process-local
+  L->seg = seg;
+  L->region = info;
+  L->base = seg.base();
+  L->hdr = h;
+  L->pid = getpid();
+  L->token = seg.owner_token();
+  L->capacity = h->delta_capacity;
+  L->limit = uint64_t{h->delta_capacity} * 9 / 10;
+  L->trigger = std::max<uint64_t>(1, uint64_t{h->delta_capacity} * h->compact_permille / 1000);
+  L->auto_compact = (h->flags & kFlagNoAutoCompact) == 0;
+  ReaderSlot* slots = reader_table(h);
+  for (uint32_t i = 0; i < h->reader_slots && L->slot == nullptr; ++i) {
+    uint64_t t = slots[i].token.load();
+    if (t == 0 || !seg.token_alive(t)) {
+      if (slots[i].token.compare_exchange_strong(t, L->token)) {
+        slots[i].lo.store(0);
+        slots[i].hi.store(0);
+        for (auto& gk : slots[i].gens) gk.store(0);
+        L->slot = &slots[i];
+      }
+    }
+  }
+  if (L->slot == nullptr)
+    throw Error(ErrorCode::kFull, "reader table of Roaring set " + quoted(info.name) + " is full (" +
+                                      std::to_string(h->reader_slots) +
+                                      " slots, all held by live processes): recreate it with a larger --readers, "
+                                      "or close idle processes");
+  g_reg[key] = L;
+  return L;
+}
+
+}  // namespace shmfilter::internal::roaring

@@ -1,0 +1,154 @@
+// lib/structures/roaring_local.h: RoaringSet's process-local side, shared by
+// roaring.cpp (the handle), roaring_local.cpp (reader slot, views, attach) and
+// roaring_compact.cpp (compaction, recovery, reclamation). The shared layout
+// and the kernels over raw memory are in roaring_impl.h. docs/roaring.md.
+#pragma once
+
+#include <roaring/roaring.h>
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "shmfilter/roaring_set.hpp"
+#include "structures/roaring_impl.h"
+
+namespace shmfilter::internal::roaring {
+
+// Bumped in the child after fork(): a handle inherited across fork has no
+// reader slot of its own, so its data-plane calls answer kDropped / false
+// (the child must Segment::open and RoaringSet::open itself).
+extern std::atomic<uint64_t> g_fork_epoch;
+
+struct View;
+
+// Process-local state of one open set, shared by every handle copy (and
+// every RoaringSet::open of the same set in this process).
+struct RoaringLocal : std::enable_shared_from_this<RoaringLocal> {
+  uint64_t serial = 0;         // unique per RoaringLocal in this process (keys the thread caches)
+  uint64_t fork_epoch = 0;     // g_fork_epoch when made
+  Segment seg;
+  RegionInfo region;
+  std::byte* base = nullptr;
+  RoaringHeader* hdr = nullptr;
+  ReaderSlot* slot = nullptr;  // this process's reader-table slot
+  uint64_t token = 0;
+  pid_t pid = 0;
+  uint32_t capacity = 0;
+  uint64_t limit = 0;     // delta fill at which writes of new values get kFull (90%)
+  uint64_t trigger = 0;   // delta fill at which auto-compaction starts
+  bool auto_compact = true;
+
+  std::mutex mu;                       // guards live, latest, the slot's lo/hi stores
+  std::map<uint64_t, uint32_t> live;   // generation -> View objects alive in this process
+  std::shared_ptr<View> latest;        // newest view made here (keeps a warm view for new threads)
+
+  ~RoaringLocal();
+  std::shared_ptr<View> make_view();   // slow path: pin, load current, build the frozen view
+  void view_died(uint64_t gen) noexcept;
+  void publish_pins_locked() noexcept;
+  bool live_region() const noexcept { return seg.region_live(region.slot, region.generation); }
+  bool in_segment(uint64_t off, uint64_t len) const noexcept {
+    uint64_t size = seg.size();
+    return off != 0 && off <= size && len <= size - off;
+  }
+};
+
+// A process-local frozen view of one published snapshot version.
+struct View {
+  std::weak_ptr<RoaringLocal> local;  // weak: RoaringLocal::latest holds views (no cycle)
+  uint64_t snap_off = 0;
+  uint64_t gen = 0;
+  const SnapHeader* snap = nullptr;
+  DeltaHeader* delta = nullptr;
+  DeltaHeader* prev = nullptr;  // may be null
+  const roaring_bitmap_t* bm = nullptr;
+  ~View() {
+    if (bm) roaring_bitmap_free(bm);  // frees only the process-local view struct, never the frozen bytes
+    if (auto l = local.lock()) l->view_died(gen);
+  }
+  bool contains(uint32_t v) const noexcept {
+    Op op = delta_lookup(delta, v);
+    if (op == Op::kNone && prev) op = delta_lookup(prev, v);
+    if (op != Op::kNone) return op == Op::kAdd;
+    return roaring_bitmap_contains(bm, v);
+  }
+};
+
+struct BitmapPtr {
+  roaring_bitmap_t* p = nullptr;
+  explicit BitmapPtr(roaring_bitmap_t* b) : p(b) {}
+  ~BitmapPtr() {
+    if (p) roaring_bitmap_free(p);
+  }
+  roaring_bitmap_t* release() {
+    auto* r = p;
+    p = nullptr;
+    return r;
+  }
+  BitmapPtr(const BitmapPtr&) = delete;
+  BitmapPtr& operator=(const BitmapPtr&) = delete;
+};
+
+// The view for the published snapshot, or nullptr (dropped / corrupt).
+// The returned pointer stays valid until this thread's next call on a set.
+View* current_view(const std::shared_ptr<RoaringLocal>& L) noexcept;
+
+// Lock-free lookup done: validates the header and takes (or shares) this process's reader slot.
+std::shared_ptr<RoaringLocal> attach(Segment& seg, const RegionInfo& info);
+
+// Validates the region header; throws kCorrupt naming the field.
+RoaringHeader* checked_header(Segment& seg, const RegionInfo& info);
+
+// A snapshot extent that may be followed: 64-byte aligned, its header and
+// frozen bytes inside the segment's `size`, its magic, and its delta tables
+// (when named) 64-byte aligned and inside. Every offset read from the set's
+// header (current, staged_*) passes this before it is dereferenced.
+bool version_ok(const std::byte* base, uint64_t size, uint64_t off, uint32_t capacity) noexcept;
+// A retired-snapshot entry whose offsets may be followed or freed: aligned, inside, a snapshot header.
+bool pending_ok(const std::byte* base, uint64_t size, const PendingFree& p) noexcept;
+// Inside every transaction on the set's memory: the set is still published.
+// Checked under the segment lock (drop takes it too), so the region cannot be
+// freed while the transaction runs. Needed because a transaction quiesces this
+// process at its start: without the check, a set dropped by another process
+// before we got the lock could be reclaimed by our own allocation, and our
+// stores through `hdr` would land in someone else's memory. Throws kDropped.
+void require_live(const RoaringLocal& L);
+
+// "'name'" for messages.
+std::string quoted(std::string_view s);
+
+// ---- compaction (roaring_compact.cpp) ------------------------------------------------
+// Fills a fresh snapshot extent at `snap` (64 + frozen bytes) and a delta extent.
+void write_version(std::byte* base, uint64_t snap, const roaring_bitmap_t* bm, size_t frozen, uint64_t gen,
+                   uint64_t delta, uint64_t prev_delta, uint32_t capacity);
+
+// Applies a delta table's adds and removes to a process-local bitmap.
+void apply_delta(roaring_bitmap_t* b, DeltaHeader* d);
+
+// The compaction claim (one compactor per set; a dead holder's claim is taken over).
+bool try_claim(RoaringLocal& L);
+void release_claim(RoaringLocal& L) noexcept;
+struct ClaimGuard {
+  RoaringLocal& L;
+  ~ClaimGuard() { release_claim(L); }
+};
+
+// Frees retired snapshots no live reader can still read; returns how many.
+uint32_t reclaim_locked(RoaringLocal& L);
+
+// Folds the deltas (and EXTRA) into a new published snapshot if this process gets the claim.
+// Throws kDropped / kBusy / kNoSpace / kCorrupt.
+bool compact_impl(const std::shared_ptr<RoaringLocal>& L, const roaring_bitmap_t* extra);
+
+
+// A writer found the delta full: compact, or wait (bounded) for the live
+// claimer to publish. True when the caller should retry.
+bool make_room(const std::shared_ptr<RoaringLocal>& L, uint64_t seen) noexcept;
+
+}  // namespace shmfilter::internal::roaring
