@@ -156,6 +156,7 @@ void validate_header(std::string_view name, const std::string& path, const std::
   if (h.size < h.data_offset || h.size > h.max_size)
     corrupt("size " + std::to_string(h.size) + " is outside [data_offset, max_size]");
   if (h.top < h.data_offset || h.top > h.size) corrupt("allocator top " + std::to_string(h.top) + " is outside the segment");
+  if (h.top % 64 != 0) corrupt("allocator top " + std::to_string(h.top) + " is not 64-byte aligned");
   if (h.free_count > kFreeCapacity || h.quarantine_count > kQuarantineCapacity ||
       h.undo_count > kUndoCapacity)
     corrupt("allocator or undo-log counts out of range");

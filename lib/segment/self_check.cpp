@@ -48,8 +48,8 @@ std::vector<RegionInfo> SegmentImpl::check_own(Segment& seg, bool repair, CheckR
     if (fstat(im->fd, &st) == 0 && static_cast<uint64_t>(st.st_size) < size)
       add("header", "backing file is " + std::to_string(st.st_size) + " bytes, header says " + std::to_string(size),
           false);
-    if (h->top < im->lay.data_offset || h->top > size) {
-      add("allocator", "top " + std::to_string(h->top) + " is outside [data_offset, size]", false);
+    if (h->top < im->lay.data_offset || h->top > size || h->top % 64 != 0) {
+      add("allocator", "top " + std::to_string(h->top) + " is outside [data_offset, size] or not 64-byte aligned", false);
       return;
     }
     if (h->free_count > kFreeCapacity || h->quarantine_count > kQuarantineCapacity) {

@@ -101,6 +101,22 @@ void build_cuckoo(const ImageFile& img) {
   for (uint64_t k = 0; k < 200; ++k) c.insert(k);
 }
 
+TEST(HardeningAllocator, AMisalignedTopIsCorruptNotAllocatedFrom) {
+  // Found by fuzz_segment: top + 8 passed open(); the next allocation then
+  // wrote a misaligned extent header (UBSan) and handed out misaligned memory.
+  ImageFile img;
+  { Segment s = Segment::create("img", img.options()); }
+  uint64_t top = img.peek<uint64_t>(offsetof(seg_layout::Header, top));
+  img.poke<uint64_t>(offsetof(seg_layout::Header, top), top + 8);
+  Outcome o = in_child([&] {
+    Segment s = img.open();  // refused with kCorrupt (a named error ends the child cleanly)
+    Bloom::create(s, "b", BloomOptions{.capacity = 100});
+    return 16;
+  });
+  EXPECT_TRUE(o.ok()) << o.describe();
+  EXPECT_EQ(shmf_test::code_of([&] { img.open(); }), ErrorCode::kCorrupt);
+}
+
 // ---- lock words holding the next attachment's token --------------------------------------
 
 TEST(HardeningCuckoo, ALockWordEqualToTheNextTokenDoesNotHangWriters) {
