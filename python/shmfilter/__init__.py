@@ -1,0 +1,613 @@
+"""shmfilter for Python: ctypes over the C API (include/shmfilter/shmfilter.h).
+
+No compiler at install time: the package loads libshmfilter.so, found as
+  1. $SHMFILTER_LIBRARY (a path to the .so),
+  2. a build tree next to this package: ../../build/*/shared/libshmfilter.so,
+  3. the system loader (ldconfig: an installed libshmfilter.so.0).
+
+    import shmfilter
+    with shmfilter.Segment.open_or_create("ads", size=64 << 20) as seg:
+        pairs = seg.set("pairs", capacity=1_000_000, create=True)
+        if pairs.mark("p42:0123456789abcdef"):     # True: new, False: seen
+            serve_ad()
+
+Keys are bytes, str (UTF-8) or int (a uint64, hashed as its 8 little-endian
+bytes: the same key as the C/C++ APIs' u64 calls). Batched calls take
+sequences. Errors raise shmfilter.Error carrying .code (the C API's SHMF_E*
+number) and the library's message.
+
+fork(): an attachment belongs to the process that made it (docs/c_api.md).
+Open segments after fork (gunicorn: in post_fork or lazily per worker);
+handles used in a process other than the one that opened them raise
+Error(SHMF_EBUSY)-style errors from the library, or ForkedHandleError here.
+Concurrency contracts are the C API's (docs/c_api.md, docs/CONCURRENCY.md).
+"""
+from __future__ import annotations
+
+import ctypes as C
+import glob
+import os
+from typing import Iterable, Optional, Sequence, Union
+
+__all__ = ["Error", "ForkedHandleError", "Segment", "Bloom", "Cuckoo", "ExactSet", "Hll", "RoaringSet",
+           "library_path", "version"]
+
+Key = Union[bytes, bytearray, memoryview, str, int]
+
+# Error codes (the C header's SHMF_E*).
+EINVAL, ENAMETOOLONG, ENOTFOUND, EEXISTS, EWRONGKIND = 1, 2, 3, 4, 5
+ENOTSEGMENT, EBYTEORDER, EVERSION, EABI, ETRUNCATED, ECORRUPT = 6, 7, 8, 9, 10, 11
+ENOSPACE, EFULL, EDROPPED, EIO, EPERM, EBUSY, EBADINPUT = 12, 13, 14, 15, 16, 17, 18
+ENOMEM, EINTERNAL = 30, 31
+
+
+def _find_library() -> str:
+    env = os.environ.get("SHMFILTER_LIBRARY")
+    if env:
+        if not os.path.exists(env):
+            raise OSError(f"SHMFILTER_LIBRARY={env} does not exist: point it at a built libshmfilter.so")
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    repo = os.path.dirname(os.path.dirname(here))
+    found = sorted(glob.glob(os.path.join(repo, "build", "*", "shared", "libshmfilter.so")),
+                   key=os.path.getmtime, reverse=True)
+    if found:
+        return found[0]
+    import ctypes.util
+    name = ctypes.util.find_library("shmfilter")
+    if name:
+        return name
+    raise OSError("libshmfilter.so not found: set SHMFILTER_LIBRARY=/path/to/libshmfilter.so, or build "
+                  "the CMake target shmfilter_shared (build/<dir>/shared/libshmfilter.so), or install the "
+                  "library")
+
+
+library_path = _find_library()
+_lib = C.CDLL(library_path)
+
+
+class Error(Exception):
+    """A failed C API call: .code is the positive SHMF_E* number, .message the library's text."""
+
+    def __init__(self, code: int, message: str, call: str = ""):
+        self.code = code
+        self.message = message
+        self.call = call
+        super().__init__(f"{call}: {message} (shmfilter error {code}: {_strerror(code)})" if call
+                         else f"{message} (shmfilter error {code})")
+
+
+class ForkedHandleError(Error):
+    """A handle opened in another process (before fork) was used: open it again in this process."""
+
+
+def _strerror(code: int) -> str:
+    return _lib.shmf_strerror(code).decode()
+
+
+# ---- prototypes ----------------------------------------------------------
+_vp, _cp, _sz, _u64, _u8p = C.c_void_p, C.c_char_p, C.c_size_t, C.c_uint64, C.POINTER(C.c_uint8)
+
+
+class _SegOpts(C.Structure):
+    _fields_ = [("size", C.c_uint64), ("max_size", C.c_uint64), ("directory_capacity", C.c_uint32),
+                ("mode", C.c_uint32), ("group", C.c_int64), ("file", C.c_char_p)]
+
+
+class _BloomOpts(C.Structure):
+    _fields_ = [("capacity", C.c_uint64), ("error", C.c_double), ("growth", C.c_double),
+                ("tightening", C.c_double), ("max_layers", C.c_uint32), ("layout", C.c_uint32),
+                ("seed", C.c_uint64), ("has_seed", C.c_uint32), ("reserved", C.c_uint32)]
+
+
+class _CuckooOpts(C.Structure):
+    _fields_ = [("capacity", C.c_uint64), ("fingerprint_bits", C.c_uint32), ("expansion", C.c_uint32),
+                ("error", C.c_double), ("max_subfilters", C.c_uint32), ("max_path", C.c_uint32),
+                ("seed", C.c_uint64)]
+
+
+class _SetOpts(C.Structure):
+    _fields_ = [("capacity", C.c_uint64), ("max_load", C.c_double)]
+
+
+class _BloomStats(C.Structure):
+    _fields_ = ([(n, C.c_uint64) for n in ("capacity", "total_capacity", "bits", "memory_bytes", "racing_adds",
+                                           "seed")]
+                + [(n, C.c_double) for n in ("error", "growth", "tightening", "fp_bound", "inserted_estimate",
+                                             "fill_ratio", "fp_rate_now", "bits_per_element")]
+                + [(n, C.c_uint32) for n in ("layers", "max_layers", "k", "over_capacity")])
+
+
+class _CuckooStats(C.Structure):
+    _fields_ = ([(n, C.c_uint64) for n in ("capacity", "slots", "size", "failures", "longest_path", "moves",
+                                           "inserts", "erases", "repairs", "expansions", "bytes")]
+                + [(n, C.c_double) for n in ("target_error", "load_factor", "bits_per_item", "fp_rate_bound",
+                                             "fp_rate_estimate")]
+                + [(n, C.c_uint32) for n in ("fingerprint_bits", "lane_bits", "subfilters", "max_path",
+                                             "expansion", "reserved")])
+
+
+class _SetStats(C.Structure):
+    _fields_ = ([(n, C.c_uint64) for n in ("capacity", "slots", "size", "used_slots", "bytes", "seed")]
+                + [(n, C.c_double) for n in ("max_load", "load", "bytes_per_key_at_capacity")]
+                + [(n, C.c_uint32) for n in ("stripes", "reserved")])
+
+
+class _RoaringOpts(C.Structure):
+    _fields_ = [("delta_capacity", C.c_uint32), ("reader_slots", C.c_uint32), ("compact_at", C.c_double),
+                ("auto_compact", C.c_uint32), ("reserved", C.c_uint32)]
+
+
+class _RoaringStats(C.Structure):
+    _fields_ = ([(n, C.c_uint64) for n in ("cardinality", "snapshot_cardinality", "snapshot_bytes",
+                                           "snapshot_generation", "delta_capacity", "delta_fill", "prev_delta_fill",
+                                           "delta_bytes", "total_bytes", "pending_free", "compactions",
+                                           "claim_owner")]
+                + [(n, C.c_uint32) for n in ("containers", "array_containers", "bitmap_containers",
+                                             "run_containers", "readers", "reserved")])
+
+
+class _HllStats(C.Structure):
+    _fields_ = ([(n, C.c_uint64) for n in ("estimate", "bytes")] + [("standard_error", C.c_double)]
+                + [(n, C.c_uint32) for n in ("registers", "nonzero_registers", "max_register", "reserved")])
+
+
+def _proto(name, restype, *argtypes):
+    f = getattr(_lib, name)
+    f.restype = restype
+    f.argtypes = list(argtypes)
+    return f
+
+
+_lib.shmf_strerror.restype = C.c_char_p
+_lib.shmf_strerror.argtypes = [C.c_int]
+_proto("shmf_version", C.c_char_p)
+_proto("shmf_last_error_message", C.c_char_p)
+_proto("shmf_segment_options_init", None, C.POINTER(_SegOpts))
+for _n in ("shmf_segment_create", "shmf_segment_open_or_create"):
+    _proto(_n, C.c_int, _cp, C.POINTER(_SegOpts), C.POINTER(_vp))
+_proto("shmf_segment_open", C.c_int, _cp, _cp, C.POINTER(_vp))
+_proto("shmf_segment_close", C.c_int, _vp)
+_proto("shmf_segment_remove", C.c_int, _cp, _cp)
+
+_KINDS = {
+    "bloom": (_BloomOpts, _BloomStats),
+    "cuckoo": (_CuckooOpts, _CuckooStats),
+    "set": (_SetOpts, _SetStats),
+    "hll": (None, _HllStats),
+    "roaring": (_RoaringOpts, _RoaringStats),
+}
+for _k, (_o, _s) in _KINDS.items():
+    if _o is not None:
+        _proto(f"shmf_{_k}_options_init", None, C.POINTER(_o))
+        _proto(f"shmf_{_k}_create", C.c_int, _vp, _cp, C.POINTER(_o), C.POINTER(_vp))
+    _proto(f"shmf_{_k}_open", C.c_int, _vp, _cp, C.POINTER(_vp))
+    _proto(f"shmf_{_k}_close", C.c_int, _vp)
+    _proto(f"shmf_{_k}_stats_get", C.c_int, _vp, C.POINTER(_s))
+    _proto(f"shmf_{_k}_drop", C.c_int, _vp, _cp)
+_proto("shmf_hll_create", C.c_int, _vp, _cp, C.POINTER(_vp))
+_proto("shmf_hll_open_or_create", C.c_int, _vp, _cp, C.POINTER(_vp))
+
+for _n in ("shmf_bloom_add", "shmf_bloom_contains", "shmf_cuckoo_add", "shmf_cuckoo_insert_unique",
+           "shmf_cuckoo_contains", "shmf_cuckoo_erase", "shmf_set_insert_unique", "shmf_set_contains",
+           "shmf_set_erase", "shmf_hll_add"):
+    _proto(_n, C.c_int, _vp, C.c_char_p, _sz)
+for _n in ("shmf_bloom_add_u64", "shmf_bloom_contains_u64", "shmf_cuckoo_add_u64", "shmf_cuckoo_insert_unique_u64",
+           "shmf_cuckoo_contains_u64", "shmf_cuckoo_erase_u64", "shmf_set_insert_unique_u64", "shmf_set_contains_u64",
+           "shmf_set_erase_u64", "shmf_hll_add_u64"):
+    _proto(_n, C.c_int, _vp, _u64)
+for _n in ("shmf_bloom_contains_many", "shmf_cuckoo_contains_many", "shmf_set_contains_many"):
+    _proto(_n, C.c_int, _vp, C.POINTER(C.c_char_p), C.POINTER(_sz), _sz, _u8p)
+for _n in ("shmf_bloom_contains_many_u64", "shmf_cuckoo_contains_many_u64", "shmf_set_contains_many_u64",
+           "shmf_bloom_add_many_u64"):
+    _proto(_n, C.c_int, _vp, C.POINTER(_u64), _sz, _u8p)
+_proto("shmf_hll_add_many_u64", C.c_int, _vp, C.POINTER(_u64), _sz)
+_u32 = C.c_uint32
+for _n in ("shmf_roaring_add", "shmf_roaring_remove", "shmf_roaring_contains"):
+    _proto(_n, C.c_int, _vp, _u32)
+_proto("shmf_roaring_add_many", C.c_int, _vp, C.POINTER(_u32), _sz)
+_proto("shmf_roaring_contains_many", C.c_int, _vp, C.POINTER(_u32), _sz, _u8p)
+_proto("shmf_roaring_cardinality", C.c_int, _vp, C.POINTER(_u64))
+_proto("shmf_roaring_compact", C.c_int, _vp)
+_proto("shmf_hll_count", C.c_int, _vp, C.POINTER(_u64))
+_proto("shmf_set_size", C.c_int, _vp, C.POINTER(_u64))
+_proto("shmf_cuckoo_size", C.c_int, _vp, C.POINTER(_u64))
+
+
+def version() -> str:
+    """The loaded library's version ("0.1.0")."""
+    return _lib.shmf_version().decode()
+
+
+def _check(rc: int, call: str) -> int:
+    if rc < 0:
+        msg = _lib.shmf_last_error_message().decode(errors="replace") or _strerror(rc)
+        raise Error(-rc, msg, call)
+    return rc
+
+
+def _name(s: Union[str, bytes]) -> bytes:
+    return s.encode() if isinstance(s, str) else bytes(s)
+
+
+def _key(k: Key):
+    """(is_u64, value): ints are uint64 keys, everything else bytes."""
+    if isinstance(k, bool):
+        raise TypeError("a bool is not a key: use bytes, str or int")
+    if isinstance(k, int):
+        if not 0 <= k < 1 << 64:
+            raise ValueError(f"int key {k} is outside uint64")
+        return True, k
+    if isinstance(k, str):
+        return False, k.encode()
+    if isinstance(k, (bytes, bytearray, memoryview)):
+        return False, bytes(k)
+    raise TypeError(f"key of type {type(k).__name__}: use bytes, str or int")
+
+
+class _Handle:
+    """An open C handle owned by the process that opened it; closed once."""
+    _kind = ""
+
+    def __init__(self, ptr: int, owner):
+        self._ptr = ptr
+        self._pid = os.getpid()
+        self._owner = owner  # keeps the segment alive while the handle is
+
+    def _p(self) -> int:
+        if self._ptr is None:
+            raise Error(EINVAL, f"this {self._kind} handle is closed", self._kind)
+        if self._pid != os.getpid():
+            raise ForkedHandleError(EBUSY, f"this {self._kind} handle was opened in process {self._pid}, before a "
+                                    f"fork: open the segment and the structure again in process {os.getpid()}",
+                                    self._kind)
+        return self._ptr
+
+    def close(self) -> None:
+        """Process-local: frees this handle (the structure stays)."""
+        if self._ptr is not None and self._pid == os.getpid():
+            getattr(_lib, f"shmf_{self._kind}_close")(self._ptr)
+        self._ptr = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def _one(self, op: str, k: Key) -> int:
+        is_u64, v = _key(k)
+        if is_u64:
+            return _check(getattr(_lib, f"shmf_{self._kind}_{op}_u64")(self._p(), v), f"{self._kind}.{op}")
+        return _check(getattr(_lib, f"shmf_{self._kind}_{op}")(self._p(), v, len(v)), f"{self._kind}.{op}")
+
+    def _many_contains(self, keys: Sequence[Key]) -> list:
+        keys = list(keys)
+        n = len(keys)
+        out = (C.c_uint8 * max(n, 1))()
+        if n == 0:
+            return []
+        kinds = [_key(k) for k in keys]
+        if all(u for u, _ in kinds):
+            arr = (C.c_uint64 * n)(*[v for _, v in kinds])
+            _check(getattr(_lib, f"shmf_{self._kind}_contains_many_u64")(self._p(), arr, n, out),
+                   f"{self._kind}.contains_many")
+        elif not any(u for u, _ in kinds):
+            vals = [v for _, v in kinds]
+            ptrs = (C.c_char_p * n)(*vals)
+            lens = (C.c_size_t * n)(*[len(v) for v in vals])
+            _check(getattr(_lib, f"shmf_{self._kind}_contains_many")(self._p(), ptrs, lens, n, out),
+                   f"{self._kind}.contains_many")
+        else:
+            return [self.contains(k) for k in keys]
+        return [bool(out[i]) for i in range(n)]
+
+    def stats(self) -> dict:
+        """Lock-free snapshot of the structure's numbers, as a dict."""
+        st = _KINDS[self._kind][1]()
+        _check(getattr(_lib, f"shmf_{self._kind}_stats_get")(self._p(), C.byref(st)), f"{self._kind}.stats")
+        return {name: getattr(st, name) for name, _ in st._fields_ if name != "reserved"}
+
+
+class Bloom(_Handle):
+    """Bloom filter: lock-free; false positives, never false negatives."""
+    _kind = "bloom"
+
+    def add(self, key: Key) -> bool:
+        """Lock-free: True if this call set a bit (the key was new)."""
+        return self._one("add", key) == 1
+
+    mark = add  # "mark if unseen": True = new
+
+    def contains(self, key: Key) -> bool:
+        return self._one("contains", key) == 1
+
+    __contains__ = contains
+
+    def add_many(self, keys: Sequence[int]) -> list:
+        """Lock-free: adds uint64 keys; per key True when new."""
+        keys = list(keys)
+        n = len(keys)
+        if n == 0:
+            return []
+        arr = (C.c_uint64 * n)(*keys)
+        out = (C.c_uint8 * n)()
+        _check(_lib.shmf_bloom_add_many_u64(self._p(), arr, n, out), "bloom.add_many")
+        return [bool(out[i]) for i in range(n)]
+
+    def contains_many(self, keys: Sequence[Key]) -> list:
+        return self._many_contains(keys)
+
+
+class Cuckoo(_Handle):
+    """Cuckoo filter: deletable; optimistic lock-free reads, striped writer locks."""
+    _kind = "cuckoo"
+
+    def add(self, key: Key) -> None:
+        """Stores a copy (duplicates kept); raises Error(EFULL) when full."""
+        self._one("add", key)
+
+    def insert_unique(self, key: Key) -> bool:
+        """True stored, False already present (or a false-positive match)."""
+        return self._one("insert_unique", key) == 1
+
+    mark = insert_unique
+
+    def contains(self, key: Key) -> bool:
+        return self._one("contains", key) == 1
+
+    __contains__ = contains
+
+    def erase(self, key: Key) -> bool:
+        """Removes one copy: True removed, False absent. Erase only added keys."""
+        return self._one("erase", key) == 1
+
+    forget = erase
+
+    def contains_many(self, keys: Sequence[Key]) -> list:
+        return self._many_contains(keys)
+
+    def __len__(self) -> int:
+        n = C.c_uint64()
+        _check(_lib.shmf_cuckoo_size(self._p(), C.byref(n)), "cuckoo.size")
+        return n.value
+
+
+class ExactSet(_Handle):
+    """Exact hash set of 64-bit key hashes (striped writer locks, lock-free reads)."""
+    _kind = "set"
+
+    def insert_unique(self, key: Key) -> bool:
+        """True inserted, False present; exactly one of racing inserters of a key gets True."""
+        return self._one("insert_unique", key) == 1
+
+    mark = insert_unique
+
+    def contains(self, key: Key) -> bool:
+        return self._one("contains", key) == 1
+
+    __contains__ = contains
+
+    def erase(self, key: Key) -> bool:
+        return self._one("erase", key) == 1
+
+    forget = erase
+
+    def contains_many(self, keys: Sequence[Key]) -> list:
+        return self._many_contains(keys)
+
+    def __len__(self) -> int:
+        n = C.c_uint64()
+        _check(_lib.shmf_set_size(self._p(), C.byref(n)), "set.size")
+        return n.value
+
+
+class Hll(_Handle):
+    """HyperLogLog (precision 14, Redis-compatible counts; atomic register max)."""
+    _kind = "hll"
+
+    def add(self, key: Key) -> bool:
+        """True if a register grew (Redis PFADD's 1)."""
+        return self._one("add", key) == 1
+
+    def add_many(self, keys: Sequence[int]) -> bool:
+        keys = list(keys)
+        if not keys:
+            return False
+        arr = (C.c_uint64 * len(keys))(*keys)
+        return _check(_lib.shmf_hll_add_many_u64(self._p(), arr, len(keys)), "hll.add_many") > 0
+
+    def count(self) -> int:
+        n = C.c_uint64()
+        _check(_lib.shmf_hll_count(self._p(), C.byref(n)), "hll.count")
+        return n.value
+
+    __len__ = count
+
+
+class RoaringSet(_Handle):
+    """Exact set of uint32 ids (CRoaring snapshot + shared delta; lock-free readers)."""
+    _kind = "roaring"
+
+    @staticmethod
+    def _id(v: int) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise TypeError("a RoaringSet holds ints in [0, 2**32)")
+        if not 0 <= v < 1 << 32:
+            raise ValueError(f"{v} is outside [0, 2**32)")
+        return v
+
+    def add(self, value: int) -> None:
+        """Visible to all processes on return; Error(EFULL) means retry later (delta full)."""
+        _check(_lib.shmf_roaring_add(self._p(), self._id(value)), "roaring.add")
+
+    def add_many(self, values: Sequence[int]) -> None:
+        vals = [self._id(v) for v in values]
+        if vals:
+            _check(_lib.shmf_roaring_add_many(self._p(), (C.c_uint32 * len(vals))(*vals), len(vals)),
+                   "roaring.add_many")
+
+    def remove(self, value: int) -> None:
+        _check(_lib.shmf_roaring_remove(self._p(), self._id(value)), "roaring.remove")
+
+    def contains(self, value: int) -> bool:
+        return _check(_lib.shmf_roaring_contains(self._p(), self._id(value)), "roaring.contains") == 1
+
+    __contains__ = contains
+
+    def contains_many(self, values: Sequence[int]) -> list:
+        vals = [self._id(v) for v in values]
+        if not vals:
+            return []
+        out = (C.c_uint8 * len(vals))()
+        _check(_lib.shmf_roaring_contains_many(self._p(), (C.c_uint32 * len(vals))(*vals), len(vals), out),
+               "roaring.contains_many")
+        return [bool(x) for x in out]
+
+    def __len__(self) -> int:
+        n = C.c_uint64()
+        _check(_lib.shmf_roaring_cardinality(self._p(), C.byref(n)), "roaring.cardinality")
+        return n.value
+
+    def compact(self) -> bool:
+        """True compacted; False another process holds the compaction claim."""
+        return _check(_lib.shmf_roaring_compact(self._p()), "roaring.compact") == 1
+
+
+class Segment:
+    """One attached shmfilter segment (process-local: reopen after fork)."""
+
+    def __init__(self, ptr: int, name: str):
+        self._ptr = ptr
+        self._pid = os.getpid()
+        self.name = name
+
+    # -- opening --
+    @staticmethod
+    def _opts(size, max_size, mode, group, file) -> _SegOpts:
+        o = _SegOpts()
+        _lib.shmf_segment_options_init(C.byref(o))
+        if size is not None:
+            o.size = size
+        if max_size is not None:
+            o.max_size = max_size
+        if mode is not None:
+            o.mode = mode
+        if group is not None:
+            o.group = group
+        if file is not None:
+            o.file = _name(file)
+        return o
+
+    @classmethod
+    def open(cls, name: str, file: Optional[str] = None) -> "Segment":
+        """Control plane: attaches to an existing segment."""
+        p = _vp()
+        _check(_lib.shmf_segment_open(_name(name), _name(file) if file else None, C.byref(p)), "Segment.open")
+        return cls(p.value, name)
+
+    @classmethod
+    def create(cls, name: str, *, size=None, max_size=None, mode=None, group=None, file=None) -> "Segment":
+        """Control plane: creates a new segment; Error(EEXISTS) when it exists."""
+        p = _vp()
+        o = cls._opts(size, max_size, mode, group, file)
+        _check(_lib.shmf_segment_create(_name(name), C.byref(o), C.byref(p)), "Segment.create")
+        return cls(p.value, name)
+
+    @classmethod
+    def open_or_create(cls, name: str, *, size=None, max_size=None, mode=None, group=None, file=None) -> "Segment":
+        """Control plane: opens or creates; of racing callers exactly one creates."""
+        p = _vp()
+        o = cls._opts(size, max_size, mode, group, file)
+        _check(_lib.shmf_segment_open_or_create(_name(name), C.byref(o), C.byref(p)), "Segment.open_or_create")
+        return cls(p.value, name)
+
+    @staticmethod
+    def remove(name: str, file: Optional[str] = None) -> bool:
+        """Control plane: removes the name (attached processes keep their mapping)."""
+        return _check(_lib.shmf_segment_remove(_name(name), _name(file) if file else None), "Segment.remove") == 1
+
+    def _p(self) -> int:
+        if self._ptr is None:
+            raise Error(EINVAL, f"segment {self.name!r} is closed", "Segment")
+        if self._pid != os.getpid():
+            raise ForkedHandleError(EBUSY, f"segment {self.name!r} was opened in process {self._pid}, before a "
+                                    f"fork: call Segment.open again in process {os.getpid()}", "Segment")
+        return self._ptr
+
+    def close(self) -> None:
+        """Process-local: detaches (the segment and its data stay). Close structures first."""
+        if self._ptr is not None and self._pid == os.getpid():
+            _lib.shmf_segment_close(self._ptr)
+        self._ptr = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    # -- structures --
+    def _get(self, kind: str, cls, name: str, create: bool, opts):
+        p = _vp()
+        rc = getattr(_lib, f"shmf_{kind}_open")(self._p(), _name(name), C.byref(p))
+        if rc == -ENOTFOUND and create:
+            if kind == "hll":
+                rc = _lib.shmf_hll_open_or_create(self._p(), _name(name), C.byref(p))
+            else:
+                rc = getattr(_lib, f"shmf_{kind}_create")(self._p(), _name(name), C.byref(opts), C.byref(p))
+                if rc == -EEXISTS:  # a racing process created it
+                    rc = getattr(_lib, f"shmf_{kind}_open")(self._p(), _name(name), C.byref(p))
+        _check(rc, f"Segment.{kind}({name!r})")
+        return cls(p.value, self)
+
+    def bloom(self, name: str, *, capacity: int = 0, error: float = 0.01, create: bool = False) -> Bloom:
+        """Opens Bloom NAME (create=True: creates it with CAPACITY and ERROR when absent)."""
+        o = _BloomOpts()
+        _lib.shmf_bloom_options_init(C.byref(o))
+        o.capacity, o.error = capacity, error
+        return self._get("bloom", Bloom, name, create, o)
+
+    def cuckoo(self, name: str, *, capacity: int = 0, error: float = 0.01, create: bool = False) -> Cuckoo:
+        o = _CuckooOpts()
+        _lib.shmf_cuckoo_options_init(C.byref(o))
+        o.capacity, o.error = capacity, error
+        return self._get("cuckoo", Cuckoo, name, create, o)
+
+    def set(self, name: str, *, capacity: int = 0, create: bool = False) -> ExactSet:
+        o = _SetOpts()
+        _lib.shmf_set_options_init(C.byref(o))
+        o.capacity = capacity
+        return self._get("set", ExactSet, name, create, o)
+
+    def hll(self, name: str, *, create: bool = False) -> Hll:
+        return self._get("hll", Hll, name, create, None)
+
+    def roaring(self, name: str, *, create: bool = False, delta_capacity: Optional[int] = None) -> RoaringSet:
+        o = _RoaringOpts()
+        _lib.shmf_roaring_options_init(C.byref(o))
+        if delta_capacity is not None:
+            o.delta_capacity = delta_capacity
+        return self._get("roaring", RoaringSet, name, create, o)
+
+    def drop(self, name: str, kind: Optional[str] = None) -> int:
+        """Control plane: drops NAME (1 dropped, 0 absent). KIND None: whichever kind it is."""
+        kinds = [kind] if kind else list(_KINDS)
+        for k in kinds:
+            rc = getattr(_lib, f"shmf_{k}_drop")(self._p(), _name(name))
+            if rc == -EWRONGKIND and kind is None:
+                continue
+            return _check(rc, f"Segment.drop({name!r})")
+        raise Error(EWRONGKIND, f"{name!r} is of no kind this binding knows", "Segment.drop")

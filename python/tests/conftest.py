@@ -1,0 +1,50 @@
+"""python/tests/conftest.py: shared fixtures: the package on sys.path, unique
+/dev/shm names removed after each test, a free loopback port."""
+import os
+import random
+import socket
+import sys
+import uuid
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+
+import shmfilter  # noqa: E402
+
+
+@pytest.fixture
+def segname():
+    name = f"shmf-test-{os.getpid()}-py-{uuid.uuid4().hex[:8]}"
+    yield name
+    try:
+        os.unlink(f"/dev/shm/{name}")
+    except FileNotFoundError:
+        pass
+
+
+@pytest.fixture
+def seg(segname):
+    with shmfilter.Segment.create(segname, size=16 << 20) as s:
+        yield s
+
+
+def free_port():
+    """A free loopback port below the ephemeral range (where no client
+    connection of a parallel test can be holding it)."""
+    try:
+        lo = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+    except (OSError, ValueError, IndexError):
+        lo = 32768
+    lo = lo if lo > 12000 else 32768
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(10000, lo)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free loopback port below the ephemeral range")

@@ -1,0 +1,213 @@
+#!/usr/bin/env bash
+# tests/servers/nginx_functional.sh: the packaged nginx with the module, 4
+# workers, on a free loopback port; every directive through curl; nginx -t
+# errors for bad configuration; fail-open answers and one log line when a
+# structure is dropped at run time; the status endpoint through
+# `promtool check metrics`.
+source "$(dirname "$0")/lib.sh"
+require nginx nginx; require curl curl; require promtool prometheus; require_built
+
+seg=$(segment_name ngxf)
+port=$(free_port)
+p=$(nginx_prefix f)
+HTTP="
+    shmfilter_segment $seg create size=64m;
+    shmfilter_structure pairs set capacity=100000 create;
+    shmfilter_structure pairs_bloom bloom capacity=100000 error=0.001 create;
+    shmfilter_structure pairs_cuckoo cuckoo capacity=100000 create;
+    shmfilter_structure tiny set capacity=2 create;
+    shmfilter_mark   \$fc_tiny   tiny \$arg_device;
+    shmfilter_mark   \$fc        pairs \$arg_plan \$arg_device;
+    shmfilter_seen   \$fc_seen   pairs \$arg_plan \$arg_device;
+    shmfilter_forget \$fc_forget pairs \$arg_plan \$arg_device;
+    shmfilter_mark   \$fc_bloom  pairs_bloom \$arg_plan \$arg_device;
+    shmfilter_mark   \$fc_cuckoo pairs_cuckoo \$arg_plan \$arg_device;
+    shmfilter_forget \$fc_cuckoo_forget pairs_cuckoo \$arg_plan \$arg_device;
+    shmfilter_hll_add \$uv_add \"uv:\$arg_plan\" \$arg_device;
+    shmfilter_count  \$uv       \"uv:\$arg_plan\";
+    shmfilter_count  \$pairs_n  pairs;
+    shmfilter_fail open;
+    map \$fc \$fc_status { new 200; seen 204; default 400; }
+    server {
+        listen 127.0.0.1:$port;
+        location = /    { return 200 \"up\n\"; }
+        location = /fc  { add_header X-FC \$fc always; return 200 \"\$fc \$fc_status\n\"; }
+        location = /ad  { if (\$fc = seen) { return 204; } return 200 \"ad\n\"; }
+        location = /seen { return 200 \"\$fc_seen\n\"; }
+        location = /bloom { return 200 \"\$fc_bloom\n\"; }
+        location = /cuckoo { return 200 \"\$fc_cuckoo\n\"; }
+        location = /uv_add { return 200 \"\$uv_add\n\"; }
+        location = /tiny { return 200 \"\$fc_tiny\n\"; }
+        location /admin/ {
+            allow 127.0.0.1; deny all;
+            location = /admin/forget { shmfilter_answer \"\$fc_forget\n\"; }
+            location = /admin/cuckoo_forget { shmfilter_answer \"\$fc_cuckoo_forget\n\"; }
+            location = /admin/uv { return 200 \"\$uv\n\"; }
+            location = /admin/pairs { return 200 \"\$pairs_n\n\"; }
+        }
+        location = /denied/forget { deny all; shmfilter_answer \"\$fc_forget\n\"; }
+        location = /status { shmfilter_status; }
+    }"
+nginx_conf "$p" 4 "$HTTP"
+out=$(nginx_test_conf "$p") || fail "nginx -t rejected the good configuration: $out"
+[[ ! -e /dev/shm/$seg ]] || fail "nginx -t created the segment (it must create nothing)"
+nginx_start "$p" "$port"
+wait_workers "$p" 4
+U="http://127.0.0.1:$port"
+
+note "mark / seen / forget on the exact set"
+expect_eq "first mark" "$(get "$U/fc?plan=7&device=aa")" "new 200"
+expect_eq "second mark" "$(get "$U/fc?plan=7&device=aa")" "seen 204"
+expect_eq "header" "$(get -D - -o /dev/null "$U/fc?plan=7&device=aa" | tr -d '\r' | sed -n 's/^X-FC: //p')" "seen"
+expect_eq "other plan" "$(get "$U/fc?plan=8&device=aa")" "new 200"
+expect_eq "seen (read-only)" "$(get "$U/seen?plan=7&device=aa")" "seen"
+expect_eq "unseen (read-only)" "$(get "$U/seen?plan=7&device=bb")" "unseen"
+expect_eq "read-only did not mark" "$(get "$U/seen?plan=7&device=bb")" "unseen"
+expect_eq "if: first" "$(get -o /dev/null -w '%{http_code}' "$U/ad?plan=9&device=cc")" "200"
+expect_eq "if: again" "$(get -o /dev/null -w '%{http_code}' "$U/ad?plan=9&device=cc")" "204"
+expect_eq "denied forget" "$(get -o /dev/null -w '%{http_code}' "$U/denied/forget?plan=7&device=aa")" "403"
+expect_eq "denied forget forgot nothing" "$(get "$U/seen?plan=7&device=aa")" "seen"
+expect_eq "forget" "$(get "$U/admin/forget?plan=7&device=aa")" "forgotten"
+expect_eq "forget again" "$(get "$U/admin/forget?plan=7&device=aa")" "absent"
+expect_eq "new after forget" "$(get "$U/fc?plan=7&device=aa")" "new 200"
+expect_eq "no device: empty, nothing marked" "$(get "$U/fc?plan=7")" " 400"
+expect_eq "set size" "$(get "$U/admin/pairs")" "3"
+
+note "Bloom and cuckoo marks"
+expect_eq "bloom new" "$(get "$U/bloom?plan=1&device=x")" "new"
+expect_eq "bloom seen" "$(get "$U/bloom?plan=1&device=x")" "seen"
+expect_eq "cuckoo new" "$(get "$U/cuckoo?plan=1&device=x")" "new"
+expect_eq "cuckoo seen" "$(get "$U/cuckoo?plan=1&device=x")" "seen"
+expect_eq "cuckoo forget" "$(get "$U/admin/cuckoo_forget?plan=1&device=x")" "forgotten"
+expect_eq "cuckoo new again" "$(get "$U/cuckoo?plan=1&device=x")" "new"
+
+note "per-plan HLL created on first use, counted"
+for i in $(seq 1 200); do echo "url = \"$U/uv_add?plan=42&device=d$i\""; echo "output = /dev/null"; done >"$T_DIR/uv.curl"
+curl -sS --max-time 20 -K "$T_DIR/uv.curl" || fail "curl batch failed"
+n=$(get "$U/admin/uv?plan=42")
+[[ $n -ge 196 && $n -le 204 ]] || fail "HLL count of 200 distinct devices is $n (HyperLogLog at 200 is near-exact: 196..204)"
+expect_eq "HLL of an unknown plan" "$(get "$U/admin/uv?plan=999")" "0"
+expect_eq "HLL: seen device adds nothing" "$(get "$U/uv_add?plan=42&device=d1")" "0"
+
+note "a full set: fail open, logged once per worker, counted"
+expect_eq "tiny 1" "$(get "$U/tiny?device=t1")" "new"
+expect_eq "tiny 2" "$(get "$U/tiny?device=t2")" "new"
+for i in $(seq 3 12); do expect_eq "tiny full ($i): fail open" "$(get "$U/tiny?device=t$i")" "new"; done
+expect_eq "tiny: the stored keys still answer" "$(get "$U/tiny?device=t1")" "seen"
+full=$(grep -c 'set "tiny" .*failed: .*full' "$p/error.log" || true)
+[[ $full -ge 1 && $full -le 4 ]] || fail "a full set was logged $full times, expected once per worker (1..4)"
+
+note "status endpoint: promtool check metrics"
+get "$U/status" >"$T_DIR/status.txt"
+promtool check metrics <"$T_DIR/status.txt" || fail "promtool check metrics rejected the status text ($(cat "$T_DIR/status.txt"))"
+grep -q '^shmfilter_structure_items{structure="pairs",kind="set"} 3$' "$T_DIR/status.txt" ||
+  fail "status lacks items of pairs = 3: $(grep items "$T_DIR/status.txt")"
+news=$(awk '/^shmfilter_answers_total\{.*answer="new"\}/ {s+=$2} END {print s}' "$T_DIR/status.txt")
+expect_eq "new answers summed over the workers" "$news" 9
+
+if [[ $(id -u) -eq 0 ]]; then
+  note "root master: workers run as nobody; the created segment belongs to their group, mode 0660"
+  perms=$(stat -c '%a %G' "/dev/shm/$seg")
+  expect_eq "segment mode/group" "$perms" "660 $(id -gn nobody)"
+  wuser=$(ps -o user= -p "$(nginx_workers "$p" | head -1)")
+  expect_eq "worker user" "$wuser" "nobody"
+fi
+
+note "a structure dropped at run time: fail open, logged once per worker, reopened when recreated"
+"$PY" - "$seg" <<PYEOF || fail "could not drop the structure through the Python binding"
+import sys; sys.path.insert(0, "$SHMF_SOURCE_DIR/python")
+import shmfilter
+with shmfilter.Segment.open(sys.argv[1]) as s:
+    assert s.drop("pairs") == 1
+PYEOF
+for i in $(seq 1 20); do
+  expect_eq "fail open after drop ($i)" "$(get "$U/fc?plan=7&device=aa")" "new 200"
+done
+logged=$(grep -c 'shmfilter: set "pairs" .*failed' "$p/error.log" || true)
+[[ $logged -ge 1 && $logged -le 4 ]] || fail "the drop was logged $logged times, expected once per worker (1..4)"
+get "$U/status" >"$T_DIR/status2.txt"
+promtool check metrics <"$T_DIR/status2.txt" || fail "promtool rejected the status text after the drop"
+errs=$(awk '/^shmfilter_errors_total/ {s+=$2} END {print s}' "$T_DIR/status2.txt")
+[[ $errs -ge 20 ]] || fail "status counts $errs errors after 20 failed marks"
+"$SHMF_SHMTOOL" set create "$seg" pairs --capacity 1000 >/dev/null || fail "shmtool set create failed"
+sleep 1.2
+ok=0
+for i in $(seq 1 40); do
+  [[ "$(get "$U/fc?plan=5&device=zz$i")" == "new 200" ]] || continue
+  [[ "$(get "$U/seen?plan=5&device=zz$i")" == "seen" ]] && ok=$((ok + 1))
+done
+[[ $ok -ge 30 ]] || fail "after the set was recreated only $ok of 40 marks stuck (workers did not reopen it)"
+
+note "shmfilter_fail closed: a dropped structure answers seen"
+port2=$(free_port)
+q=$(nginx_prefix closed)
+nginx_conf "$q" 2 "
+    shmfilter_segment $seg;
+    shmfilter_mark \$fc pairs_cuckoo \$arg_plan \$arg_device;
+    shmfilter_seen \$fc_seen pairs_cuckoo \$arg_plan \$arg_device;
+    shmfilter_fail closed;
+    server {
+        listen 127.0.0.1:$port2;
+        location = /    { return 200 \"up\n\"; }
+        location = /fc  { return 200 \"\$fc\n\"; }
+        location = /seen { return 200 \"\$fc_seen\n\"; }
+    }"
+nginx_start "$q" "$port2"
+expect_eq "closed: before the drop" "$(get "http://127.0.0.1:$port2/fc?plan=3&device=q")" "new"
+"$PY" -c "
+import sys, shmfilter
+with shmfilter.Segment.open('$seg') as s: assert s.drop('pairs_cuckoo') == 1
+" || fail "could not drop pairs_cuckoo"
+expect_eq "closed: mark after the drop" "$(get "http://127.0.0.1:$port2/fc?plan=3&device=never-seen")" "seen"
+expect_eq "closed: seen after the drop" "$(get "http://127.0.0.1:$port2/seen?plan=3&device=never-seen")" "seen"
+
+note "nginx -t names the directive and the problem"
+bad() { # bad WHAT EXPECTED_REGEX HTTP_BODY
+  local q; q=$(nginx_prefix "bad$RANDOM")
+  nginx_conf "$q" 1 "$3"
+  local out
+  if out=$(nginx_test_conf "$q"); then fail "nginx -t accepted a bad configuration ($1)"; fi
+  echo "$out" | grep -Eq "$2" || fail "nginx -t error for $1 does not match /$2/: $out"
+}
+bad "unknown kind" 'unknown structure kind "trie"' "shmfilter_segment $seg; shmfilter_structure x trie;"
+bad "missing segment" "shmfilter_segment \"shmf-test-absent-$$\".*does not exist.*create" \
+  "shmfilter_segment shmf-test-absent-$$; shmfilter_mark \$a x \$arg_a;"
+bad "unknown structure" 'structure "nosuch".*no structure .nosuch. in segment' \
+  "shmfilter_segment $seg; shmfilter_mark \$a nosuch \$arg_a;"
+bad "wrong kind" 'shmfilter_forget \$a .*"pairs_bloom" is a bloom; shmfilter_forget needs a cuckoo or a set' \
+  "shmfilter_segment $seg; shmfilter_forget \$a pairs_bloom \$arg_a;"
+bad "declared kind differs" '"pairs_bloom".*is a bloom, not a set' \
+  "shmfilter_segment $seg; shmfilter_structure pairs_bloom set; shmfilter_mark \$a pairs_bloom \$arg_a;"
+bad "no segment" 'needs a segment' "shmfilter_mark \$a x \$arg_a;"
+bad "variable defined twice" 'duplicate "a" variable' \
+  "shmfilter_segment $seg; shmfilter_mark \$a pairs_bloom \$arg_a; shmfilter_seen \$a pairs_bloom \$arg_a;"
+bad "bad parameter" 'unknown parameter "sise=1m"' "shmfilter_segment $seg sise=1m;"
+note "a removed segment: attached workers keep it; a respawned worker cannot attach, logs once, fails open"
+"$SHMF_SHMTOOL" remove "$seg" >/dev/null || fail "shmtool remove failed"
+expect_eq "attached after remove" "$(get "$U/bloom?plan=77&device=r")" "new"
+victim=$(nginx_workers "$p" | head -1)
+kill -KILL "$victim"
+wait_workers "$p" 4
+for i in $(seq 1 40); do
+  a=$(get -o /dev/null -w '%{http_code}' "$U/fc?plan=78&device=r$i")
+  expect_eq "answer after respawn without segment ($i)" "$a" "200"
+done
+n=$(grep -c 'worker cannot attach segment' "$p/error.log" || true)
+expect_eq "'cannot attach' log lines (the respawned worker, once)" "$n" "1"
+if [[ $(id -u) -eq 0 ]]; then
+  note "root master, a root-only segment made by shmtool: warned at start-up, workers fail open"
+  seg3=$(segment_name ngxperm)
+  "$SHMF_SHMTOOL" create "$seg3" --size 8MiB >/dev/null || fail "shmtool create failed"
+  "$SHMF_SHMTOOL" set create "$seg3" pairs --capacity 100 >/dev/null || fail "shmtool set create failed"
+  port3=$(free_port); r3=$(nginx_prefix perm)
+  nginx_conf "$r3" 1 "
+    shmfilter_segment $seg3;
+    shmfilter_mark \$fc pairs \$arg_plan \$arg_device;
+    server { listen 127.0.0.1:$port3; location = / { return 200 up; } location = /fc { return 200 \"\$fc\n\"; } }"
+  nginx_start "$r3" "$port3"
+  grep -q "is not read-write for the workers' user" "$r3/error.log" || fail "no start-up warning about the segment's mode"
+  expect_eq "fail open without permission" "$(get "http://127.0.0.1:$port3/fc?plan=1&device=a")" "new"
+  expect_eq "fail open without permission (again)" "$(get "http://127.0.0.1:$port3/fc?plan=1&device=a")" "new"
+  grep -q "no permission to open" "$r3/error.log" || fail "the worker did not log the permission error"
+fi
+echo "PASS nginx_functional"
