@@ -37,6 +37,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   o.directory_capacity = 16;
   g_seg = new Segment(Segment::create(g_name, o));
   g_hll = new Hll(Hll::create(*g_seg, "uv"));
+  Segment::remove(g_name);  // unlinked now: the mapping lives on, nothing is left behind however we exit
   std::atexit(cleanup);
   return 0;
 }

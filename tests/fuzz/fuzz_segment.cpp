@@ -18,10 +18,13 @@
 // structure's open + stats + contains + add, check(), check(repair) and the
 // structures once more. shmfilter::Error is the expected outcome of a corrupt
 // image; a crash, hang, sanitizer report or huge allocation is a bug.
+#include <dirent.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -303,10 +306,25 @@ void exercise(Segment& seg) {
 
 }  // namespace
 
+// Work directories of fuzzer processes that are gone (libFuzzer's -fork jobs
+// end without running atexit handlers): /tmp/shmf-fuzz-<pid> with a dead pid.
+static void remove_stale_dirs() {
+  DIR* d = opendir("/tmp");
+  if (d == nullptr) return;
+  while (dirent* e = readdir(d)) {
+    int pid = 0;
+    if (std::sscanf(e->d_name, "shmf-fuzz-%d", &pid) != 1 || pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::string dir = std::string("/tmp/") + e->d_name;
+    for (const char* f : {"/seed.seg", "/work.seg"}) ::unlink((dir + f).c_str());
+    ::rmdir(dir.c_str());
+  }
+  closedir(d);
+}
+
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
-  char tmpl[] = "/tmp/shmf-fuzz-XXXXXX";
-  if (mkdtemp(tmpl) == nullptr) abort();
-  g_dir = tmpl;
+  remove_stale_dirs();
+  g_dir = "/tmp/shmf-fuzz-" + std::to_string(getpid());
+  if (mkdir(g_dir.c_str(), 0700) != 0 && errno != EEXIST) abort();
   std::atexit(cleanup);
   std::string seed = g_dir + "/seed.seg";
   build_seed(seed);

@@ -9,6 +9,7 @@
 // milliseconds once fixed.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <roaring/roaring.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -265,6 +266,24 @@ TEST(HardeningExactSet, ChurnNeverAnswersFullBelowCapacity) {
     EXPECT_EQ(e.size(), 0u);
   }
   EXPECT_TRUE(seg.check(false).consistent());
+}
+
+// ---- Roaring portable import -----------------------------------------------------------------
+
+TEST(HardeningRoaringImport, ARunContainerWithoutRunsIsBadInputNotACrash) {
+  // Found by fuzz_roaring_import: cookie 12347 with one run container, cardinality
+  // 4098 in its header and 0 runs; CRoaring built it and later dereferenced NULL.
+  const unsigned char bytes[] = {0x3b, 0x30, 0x00, 0x00, 0x01, 0x00, 0x00, 0x01, 0x10, 0x00, 0x00};
+  std::string_view in(reinterpret_cast<const char*>(bytes), sizeof bytes);
+  EXPECT_EQ(shmf_test::code_of([&] { roaring_bitmap_free(RoaringSet::parse_portable(in)); }), ErrorCode::kBadInput);
+  shmf_test::SegmentGuard g(shmf_test::unique_name("rimp"));
+  Segment seg = Segment::create(g.name, shmf_test::small_options());
+  RoaringSet r = RoaringSet::create(seg, "r");
+  Outcome o = in_child([&] {
+    r.import_portable(in);
+    return 17;  // must have thrown kBadInput
+  });
+  EXPECT_TRUE(o.ok()) << o.describe();
 }
 
 }  // namespace
