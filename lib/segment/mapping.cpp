@@ -369,8 +369,8 @@ std::shared_ptr<SegmentImpl> open_segment(std::string_view name, const OpenOptio
       fail(ErrorCode::kPermission,
            who + " is owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " + std::to_string(me) +
                ") or root: its owner can feed you crafted bytes, so it is not attached. If you trust that user, "
-               "pass OpenOptions::trusted_owner = " + std::to_string(st.st_uid) +
-               " (shmtool: --trust-owner " + std::to_string(st.st_uid) + "); else remove it (docs/SECURITY.md)");
+               "open it with OpenOptions::trusted_owner = " + std::to_string(st.st_uid) +
+               "; else remove it (docs/SECURITY.md)");
   }
   std::byte buf[kPage];
   for (int attempt = 0;; ++attempt) {
