@@ -17,6 +17,7 @@ PACKAGES=(
   libbenchmark-dev            # Google Benchmark
   libhiredis-dev              # Redis client for the side-by-side benchmarks
   redis-server                # real Redis for the HLL interoperability test
+  clang-14 libfuzzer-14-dev libclang-rt-14-dev  # libFuzzer + sanitizers (tests/fuzz, scripts/fuzz.sh)
   # the real servers of tests/servers (nginx module, Python binding, fleet)
   nginx nginx-dev             # Debian's nginx 1.22 and its module build kit
   libpcre2-dev libssl-dev zlib1g-dev  # what nginx's configure checks for the module build

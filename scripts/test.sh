@@ -9,11 +9,15 @@
 #   3. test     ctest --output-on-failure -j2: every test
 #   4. asan     ASan+UBSan build in build/asan of the multi-process and crash
 #               test programs (ctest label "multiprocess"), and ctest -L multiprocess
+#   5. fuzz     clang-14 libFuzzer build (ASan+UBSan) in build/fuzz of tests/fuzz, and
+#               ctest -L fuzz: each target for FUZZ_SECONDS (default 25) on its seed
+#               corpus; fails on any crash, hang, sanitizer report or leak
 # A redis-server is started on a free loopback port for the Redis
 # interoperability tests (SHMF_REDIS_HOST / SHMF_REDIS_PORT) and stopped at exit.
 #
 # Environment: JOBS (default 2), BUILD_DIR (build/ci), ASAN_BUILD_DIR (build/asan),
-# SHMF_SKIP_ASAN=1 skips phase 4 (for quick local runs; CI never sets it).
+# FUZZ_BUILD_DIR (build/fuzz), FUZZ_SECONDS (25 per target),
+# SHMF_SKIP_ASAN=1 skips phase 4, SHMF_SKIP_FUZZ=1 phase 5 (quick local runs; CI never sets them).
 # Exits non-zero on the first failing phase.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +25,8 @@ cd "$(dirname "$0")/.."
 JOBS=${JOBS:-2}
 BUILD_DIR=${BUILD_DIR:-build/ci}
 ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build/asan}
+FUZZ_BUILD_DIR=${FUZZ_BUILD_DIR:-build/fuzz}
+FUZZ_SECONDS=${FUZZ_SECONDS:-25}
 
 T0=$SECONDS
 declare -a TIMINGS=()
@@ -119,5 +125,17 @@ if [[ "${SHMF_SKIP_ASAN:-0}" != 1 ]]; then
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
     ctest --test-dir "$ASAN_BUILD_DIR" --output-on-failure -j"$JOBS" -L multiprocess
   report_leftovers
+  phase_end
+fi
+
+if [[ "${SHMF_SKIP_FUZZ:-0}" != 1 ]]; then
+  phase_start fuzz "libFuzzer targets (clang-14, ASan+UBSan) in $FUZZ_BUILD_DIR, ${FUZZ_SECONDS}s each, ctest -L fuzz"
+  cmake -S . -B "$FUZZ_BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DCMAKE_C_COMPILER=clang-14 -DSHMFILTER_FUZZ=ON -DSHMFILTER_FUZZ_SECONDS="$FUZZ_SECONDS" \
+    -DSHMFILTER_BUILD_TESTS=OFF -DSHMFILTER_BUILD_SHMTOOL=OFF -DSHMFILTER_BUILD_EXAMPLES=OFF \
+    -DSHMFILTER_BUILD_BENCHMARKS=OFF -DSHMFILTER_KILL_POINTS=OFF
+  cmake --build "$FUZZ_BUILD_DIR" -j"$JOBS"
+  # One target at a time (-j1): each already uses a core, and their bounds add up to the phase's time.
+  ctest --test-dir "$FUZZ_BUILD_DIR" --output-on-failure -j1 -L fuzz
   phase_end
 fi

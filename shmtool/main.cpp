@@ -1,7 +1,9 @@
 // shmtool/main.cpp: dispatch, help, exit codes. Commands live one file each in
 // commands/, registered with SHMTOOL_COMMAND (cli/command.h).
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <string>
 #include <vector>
@@ -161,9 +163,11 @@ int main(int argc, char** argv) {
     }
   }
   set_progress_label(group.empty() ? name : group + " " + name);
+  int rc = 0;
   try {
     Args parsed(rest, cmd->options);
-    return cmd->run(parsed);
+    parsed.no_more_than(cmd->max_positionals);  // extra arguments are an error, never ignored
+    rc = cmd->run(parsed);
   } catch (const UsageError& e) {
     fprintf(stderr, "shmtool: %s (usage: %s; see 'shmtool %s%s --help')\n", e.what(), cmd->usage.c_str(),
             group.empty() ? "" : (group + " ").c_str(), cmd->name.c_str());
@@ -179,4 +183,10 @@ int main(int argc, char** argv) {
     fprintf(stderr, "shmtool: %s\n", e.what());
     return 1;
   }
+  // Output that never arrived is a failure (a full disk, a closed pipe): exit 1, never 0.
+  if (fflush(stdout) != 0 || ferror(stdout)) {
+    fprintf(stderr, "shmtool: cannot write the output: %s\n", strerror(errno));
+    return rc == 0 ? 1 : rc;
+  }
+  return rc;
 }

@@ -41,7 +41,7 @@ enum class CuckooStatus : uint8_t {
   kInserted = 0,  // stored (acknowledged: survives the death of any process)
   kExists = 1,    // insert_unique: already present (or a false-positive match), nothing stored
   kFull = 2,      // no path of <= max_path moves and no expansion left; nothing stored
-  kDropped = 3,   // the filter was dropped; nothing touched
+  kDropped = 3,   // the filter was dropped, or this handle was inherited across fork() (open it in the child); nothing touched
 };
 std::string_view cuckoo_status_name(CuckooStatus s) noexcept;
 

@@ -10,9 +10,11 @@
 // already 64-bit (a 16-hex-char device ID parsed as hex is one).
 //
 // Capacity is fixed at creation: insert of a new key returns kFull once size()
-// reaches capacity (never a silent loss), or once keys plus tombstones fill
-// the table's used limit (max load + 0.1 of the slots) and the key's probe
-// chain holds no tombstone to reuse: recreate the set larger in that case.
+// reaches capacity (never a silent loss). When keys plus tombstones fill the
+// table's used limit (max load + 0.1 of the slots), the insert first cleans
+// tombstones up online (under every stripe lock; readers stay lock-free), so
+// insert/erase churn never answers kFull below capacity; kFull then means the
+// live keys really leave no room on that key's chain: recreate it larger.
 //
 // Concurrency: contains/contains_many/size are lock-free. insert/erase of a
 // key take a short per-stripe lock (owner token + liveness takeover) only
@@ -41,7 +43,8 @@ enum class InsertResult : uint8_t {
   kInserted = 0,  // the key was absent and is now present (exactly one caller per key sees this)
   kExists = 1,    // the key was already present
   kFull = 2,      // the key is absent and there is no room: capacity reached (see header comment)
-  kDropped = 3,   // the set was dropped by some process; valid() is false
+  kDropped = 3,   // the set was dropped by some process (valid() is false), or this handle was inherited
+                  // across fork(): writers refuse; open the segment and the set in the child
 };
 std::string_view insert_result_name(InsertResult r) noexcept;  // "inserted", "exists", "full", "dropped"
 

@@ -63,6 +63,11 @@ struct CreateOptions {
 
 struct OpenOptions {
   std::string file;  // must match how the segment was created
+  // Trust rule (docs/SECURITY.md): open() attaches only a regular file, never
+  // through a symbolic link, owned by this process's effective uid or by root;
+  // anything else fails with kPermission, because whoever owns the file can
+  // hand us crafted bytes. Set this to a uid to trust that owner as well.
+  int64_t trusted_owner = -1;
 };
 
 // A named structure as the directory describes it.
@@ -197,7 +202,9 @@ class Segment {
 
   // ---- processes -------------------------------------------------------------
   // This attachment's owner token: nonzero, unique among attachments ever made
-  // on this segment (slot + incarnation). Store it in lock words.
+  // on this segment (slot + incarnation). Store it in lock words. 0 in a child
+  // of fork() that inherited this Segment (the token is the parent's): data-plane
+  // writers that take lock words refuse then (kDropped).
   uint64_t owner_token() const noexcept;
   // Lock-free: is the attachment that owns `token` still attached and alive?
   // Answered from the kernel's OFD lock on its registry slot, so a reused pid

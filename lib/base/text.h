@@ -15,4 +15,13 @@ uint64_t parse_size(std::string_view text);
 // Formats bytes as "1.50 GiB".
 std::string format_size(uint64_t bytes);
 
+namespace internal {
+// Input text as an error message quotes it: at most `max` bytes, then
+// "... (N bytes)", so a rejected 3 MB line never floods stderr.
+inline std::string clip(std::string_view text, size_t max = 64) {
+  if (text.size() <= max) return std::string(text);
+  return std::string(text.substr(0, max)) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+}  // namespace internal
+
 }  // namespace shmfilter

@@ -157,8 +157,8 @@ uint64_t SegmentImpl::allocate(uint64_t bytes) {
                                   ", more than the reservation (" + format_size(map_size) +
                                   "): recreate the segment with a larger max_size");
   uint64_t need = round_up(bytes, 64) + sizeof(ExtentHeader);
-  if (h->top < lay.data_offset || h->top > load_relaxed(&h->size) || h->free_count > kFreeCapacity ||
-      h->quarantine_count > kQuarantineCapacity)
+  if (h->top < lay.data_offset || h->top > load_relaxed(&h->size) || h->top % 64 != 0 ||
+      h->free_count > kFreeCapacity || h->quarantine_count > kQuarantineCapacity)
     fail(ErrorCode::kCorrupt, "segment '" + name + "': allocator state is corrupt (top " + std::to_string(h->top) +
                                   "): run shmtool check " + name);
   uint64_t off = take_free(need);

@@ -4,9 +4,11 @@
 // header, link into place), open (validate the header before mapping), the
 // one reservation of max_size (mmap MAP_NORESERVE; offsets never move), and
 // growing/shrinking the backing object (posix_fallocate / ftruncate).
+#include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -154,6 +156,7 @@ void validate_header(std::string_view name, const std::string& path, const std::
   if (h.size < h.data_offset || h.size > h.max_size)
     corrupt("size " + std::to_string(h.size) + " is outside [data_offset, max_size]");
   if (h.top < h.data_offset || h.top > h.size) corrupt("allocator top " + std::to_string(h.top) + " is outside the segment");
+  if (h.top % 64 != 0) corrupt("allocator top " + std::to_string(h.top) + " is not 64-byte aligned");
   if (h.free_count > kFreeCapacity || h.quarantine_count > kQuarantineCapacity ||
       h.undo_count > kUndoCapacity)
     corrupt("allocator or undo-log counts out of range");
@@ -173,7 +176,7 @@ void validate_header(std::string_view name, const std::string& path, const std::
 int SegmentImpl::reopen_for_map() const {
   int m = ::open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDWR | O_CLOEXEC);
   if (m >= 0) return m;
-  m = ::open(path.c_str(), O_RDWR | O_CLOEXEC);  // no /proc: same path, same inode checked below
+  m = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);  // no /proc: same path, same inode checked below
   struct stat a{}, b{};
   if (m < 0 || fstat(fd, &a) != 0 || fstat(m, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
     if (m >= 0) ::close(m);
@@ -198,6 +201,29 @@ void SegmentImpl::map(uint64_t max_size) {
 
 // ---- create / open ---------------------------------------------------------------
 
+// Removes PATH.creating.* files that a creator killed before it linked its
+// segment left behind (the non-O_TMPFILE path). Liveness from the kernel: a
+// creator holds flock(LOCK_EX) on its file until it links it, so a leftover
+// whose flock we get has no live creator. Only our own regular files.
+static void remove_creating_leftovers(const std::string& path) noexcept {
+  const std::string dir = parent_dir(path);
+  const std::string base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  const std::string prefix = base + ".creating.";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (dirent* e = readdir(d)) {
+    if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0) continue;
+    const std::string leftover = dir + "/" + e->d_name;
+    int fd = ::open(leftover.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) continue;
+    struct stat st{};
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && flock(fd, LOCK_EX | LOCK_NB) == 0)
+      ::unlink(leftover.c_str());
+    ::close(fd);
+  }
+  closedir(d);
+}
+
 std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateOptions& options) {
   validate_segment_name(name);
   const std::string path = backing_path(name, options.file);
@@ -219,6 +245,7 @@ std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateO
   if ((options.mode & ~0777u) != 0)
     fail(ErrorCode::kInvalidArgument, "mode " + std::to_string(options.mode) + " is invalid: pass permission bits such as 0600");
 
+  remove_creating_leftovers(path);
   auto impl = std::make_shared<SegmentImpl>();
   impl->name = std::string(name);
   impl->path = path;
@@ -228,7 +255,10 @@ std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateO
   if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
     std::string tmpl = path + ".creating.XXXXXX";
     fd = mkostemp(tmpl.data(), O_CLOEXEC);
-    if (fd >= 0) tmp_path = tmpl;
+    if (fd >= 0) {
+      tmp_path = tmpl;
+      flock(fd, LOCK_EX | LOCK_NB);  // held until the link: tells remove_creating_leftovers we are alive
+    }
   }
   if (fd < 0)
     fail(open_errno_code(errno) == ErrorCode::kNotFound ? ErrorCode::kNotFound : open_errno_code(errno),
@@ -305,9 +335,16 @@ std::shared_ptr<SegmentImpl> open_segment(std::string_view name, const OpenOptio
   validate_segment_name(name);
   const std::string path = backing_path(name, options.file);
   const std::string who = what_it_is(name, path);
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC);
+  // O_NOFOLLOW: a symlink planted at the path is refused, not followed;
+  // O_NONBLOCK: a FIFO or device planted there cannot make open() wait.
+  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     int e = errno;
+    if (e == EISDIR)
+      fail(ErrorCode::kNotASegment, who + " is a directory, not a segment: check the name or --file path");
+    if (e == ELOOP)
+      fail(ErrorCode::kPermission, who + " is a symbolic link: shmfilter never follows one to a segment "
+                                         "(another user may have planted it): pass the real path with --file");
     ErrorCode c = open_errno_code(e);
     if (c == ErrorCode::kNotFound)
       fail(c, who + " does not exist: create it first (shmtool create " + std::string(name) + ")");
@@ -320,6 +357,21 @@ std::shared_ptr<SegmentImpl> open_segment(std::string_view name, const OpenOptio
   impl->name = std::string(name);
   impl->path = path;
   impl->fd = fd;
+  {
+    struct stat st{};
+    if (fstat(fd, &st) != 0) fail(ErrorCode::kIo, "cannot stat " + who + ": " + errno_text(errno));
+    if (!S_ISREG(st.st_mode))
+      fail(ErrorCode::kNotASegment, who + " is not a regular file (a directory, FIFO, device or socket): "
+                                          "check the name or --file path");
+    const uid_t me = geteuid();
+    if (st.st_uid != me && st.st_uid != 0 &&
+        !(options.trusted_owner >= 0 && static_cast<uint64_t>(st.st_uid) == static_cast<uint64_t>(options.trusted_owner)))
+      fail(ErrorCode::kPermission,
+           who + " is owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " + std::to_string(me) +
+               ") or root: its owner can feed you crafted bytes, so it is not attached. If you trust that user, "
+               "open it with OpenOptions::trusted_owner = " + std::to_string(st.st_uid) +
+               "; else remove it (docs/SECURITY.md)");
+  }
   std::byte buf[kPage];
   for (int attempt = 0;; ++attempt) {
     ssize_t n = pread(fd, buf, sizeof buf, 0);

@@ -49,10 +49,14 @@ constexpr uint64_t kSlotBits = 16;  // owner token = (incarnation << kSlotBits) 
 // fds of every attachment in this process, closed in a forked child so that
 // a child never keeps its parent's registry lock (OFD) alive.
 constexpr int kMaxTrackedFds = 1024;
+// Bumped in every forked child (after the first attach in this process):
+// an attachment made before the fork sees a generation that is not its own.
+std::atomic<uint64_t> g_fork_generation{0};
 std::atomic<int> g_fds[kMaxTrackedFds];
 std::once_flag g_atfork_once;
 
 void atfork_child() noexcept {
+  g_fork_generation.fetch_add(1, std::memory_order_relaxed);  // relaxed: the child is single-threaded here
   for (auto& f : g_fds) {
     int fd = f.load(std::memory_order_relaxed);  // relaxed: the child is single-threaded here
     if (fd > 0) {
@@ -90,6 +94,8 @@ SegmentImpl::~SegmentImpl() {
   }
 }
 
+uint64_t fork_generation_now() noexcept { return g_fork_generation.load(std::memory_order_relaxed); }  // relaxed: changes only in a single-threaded child
+
 void SegmentImpl::check_fork() const {
   if (getpid() != attach_pid)
     fail(ErrorCode::kBusy, "segment '" + name +
@@ -98,9 +104,13 @@ void SegmentImpl::check_fork() const {
 }
 
 // ---- liveness ------------------------------------------------------------
+// Queried as F_RDLCK: the kernel then reports only WRITE locks (a read lock
+// does not conflict with a read lock), and a write lock needs the file open
+// for writing. So a user who can only read the segment cannot make a dead
+// slot look alive by read-locking its byte.
 bool SegmentImpl::slot_locked_by_other(uint32_t s) const noexcept {
   struct flock fl{};
-  fl.l_type = F_WRLCK;
+  fl.l_type = F_RDLCK;
   fl.l_whence = SEEK_SET;
   fl.l_start = static_cast<off_t>(kLockBase + s);
   fl.l_len = 1;
@@ -132,7 +142,24 @@ void SegmentImpl::quiesce() noexcept {
   store_release(&registry()[slot].quiescent_epoch, e);
 }
 
+// A claim's incarnation step: 1 plus 20 bits of this claim's own entropy, so
+// the token of the next attachment cannot be predicted from the segment's
+// bytes. A lock word that a copy of a segment (or a crafted one) carries
+// then never equals a fresh attachment's token, which would make that
+// attachment wait for "itself" forever. Incarnations still only grow.
+static uint64_t incarnation_step() noexcept {
+  uint64_t x = now_unix_ns() ^ (static_cast<uint64_t>(getpid()) << 32) ^ reinterpret_cast<uintptr_t>(&x);
+  x ^= x >> 33;  // murmur3 fmix64
+  x *= 0xff51afd7ed558ccdull;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ull;
+  x ^= x >> 33;
+  return 1 + (x & 0xfffff);
+}
+
 void SegmentImpl::claim_slot() {
+  uint32_t read_locked = 0;  // slots a process that is not attached holds read locks on
+  pid_t squatter = 0;
   for (uint32_t s = 0; s < kRegistrySlots; ++s) {
     struct flock fl{};
     fl.l_type = F_WRLCK;
@@ -140,13 +167,23 @@ void SegmentImpl::claim_slot() {
     fl.l_start = static_cast<off_t>(kLockBase + s);
     fl.l_len = 1;
     if (fcntl(fd, F_OFD_SETLK, &fl) != 0) {
-      if (errno == EAGAIN || errno == EACCES) continue;
-      fail(ErrorCode::kIo, "segment '" + name + "': cannot lock registry slot: " + errno_text(errno));
+      if (errno != EAGAIN && errno != EACCES)
+        fail(ErrorCode::kIo, "segment '" + name + "': cannot lock registry slot: " + errno_text(errno));
+      struct flock q{};
+      q.l_type = F_WRLCK;
+      q.l_whence = SEEK_SET;
+      q.l_start = fl.l_start;
+      q.l_len = 1;
+      if (!slot_locked_by_other(s) && fcntl(fd, F_OFD_GETLK, &q) == 0 && q.l_type != F_UNLCK) {
+        ++read_locked;  // no attachment holds it: only someone's read lock
+        squatter = q.l_pid;
+      }
+      continue;
     }
     RegistrySlot& r = registry()[s];
-    uint64_t inc = __atomic_add_fetch(&r.incarnation, 1, __ATOMIC_ACQ_REL);
-    if (inc == 0 || inc >= (1ull << (64 - kSlotBits))) {  // wrapped (2^48 claims): restart at 1
-      inc = 1;
+    uint64_t inc = __atomic_add_fetch(&r.incarnation, incarnation_step(), __ATOMIC_ACQ_REL);
+    if (inc >= (1ull << (64 - kSlotBits))) {  // past 2^48 (2^28 claims at the least): restart low
+      inc = incarnation_step();
       store_release(&r.incarnation, inc);
     }
     slot = s;
@@ -158,6 +195,13 @@ void SegmentImpl::claim_slot() {
     store_release(&r.state, kSlotAttached);  // release: the fields above are visible with the state
     return;
   }
+  if (read_locked > 0)
+    fail(ErrorCode::kBusy, "segment '" + name + "': " + std::to_string(read_locked) + " of the " +
+                               std::to_string(kRegistrySlots) +
+                               " registry slots are read-locked by a process that is not attached (pid " +
+                               std::to_string(squatter) + "): someone with read access to " + path +
+                               " is blocking attachment; stop that process and give read access only to "
+                               "trusted users (see docs/SECURITY.md)");
   fail(ErrorCode::kFull, "segment '" + name + "': all " + std::to_string(kRegistrySlots) +
                              " registry slots are held by live processes: detach some processes");
 }
@@ -175,6 +219,49 @@ uint64_t SegmentImpl::min_live_epoch() const noexcept {
 }
 
 // ---- attach ----------------------------------------------------------------
+// flock(LOCK_EX) serialises first-attach recoveries. Bounded: anyone who can
+// open the file (a read-only user too) can hold a flock, and must not make
+// opens hang; past the bound the caller gets false.
+static bool flock_bounded(int fd) noexcept {
+  for (int i = 0; i < 200; ++i) {  // ~2 s
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
+    if (errno != EWOULDBLOCK && errno != EINTR) return false;
+    usleep(10000);
+  }
+  return false;
+}
+
+// True when no attachment holds its registry lock (one query for the whole
+// range: the kernel reports the first write lock in it, ignoring read locks).
+bool SegmentImpl::nobody_attached() const noexcept {
+  struct flock fl{};
+  fl.l_type = F_RDLCK;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = static_cast<off_t>(kLockBase);
+  fl.l_len = kRegistrySlots;
+  return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK;
+}
+
+// Nobody is attached (the kernel says so) but the control lock's bytes are not
+// an unlocked mutex of ours: a copy taken while a transaction held it (its
+// owner thread id names a thread that never existed here, so the kernel never
+// marks it dead: every locker would wait the full bound and fail, forever),
+// or a kind bit glibc aborts on. With nobody attached no one can hold it: the
+// first opener settles the undo log and re-initialises the lock, under flock
+// so that two first openers do not race (a later opener sees our slot).
+void SegmentImpl::reinit_unattended_lock_if_needed() {
+  if (robust_mutex_pristine(&hdr()->mutex) || !nobody_attached()) return;
+  if (!flock_bounded(fd)) return;  // someone holds flock: leave it; lock_control reports a bad lock by name
+  if (!robust_mutex_pristine(&hdr()->mutex) && nobody_attached()) {
+    settle_locked();
+    robust_mutex_init(&hdr()->mutex);
+    store_relaxed(&hdr()->holder_token, uint64_t{0});
+    store_relaxed(&hdr()->holder_pid, uint64_t{0});
+    store_relaxed(&hdr()->recoveries, hdr()->recoveries + 1);
+  }
+  flock(fd, LOCK_UN);
+}
+
 // First attacher after a reboot (file-backed segments): the robust mutex may
 // be owned by a thread of the previous boot, and no registry lock survived.
 void SegmentImpl::reinit_after_reboot_if_needed() {
@@ -186,8 +273,10 @@ void SegmentImpl::reinit_after_reboot_if_needed() {
     return std::strncmp(cur, boot.c_str(), 40) == 0;
   };
   if (same_boot()) return;
-  if (flock(fd, LOCK_EX) != 0)
-    fail(ErrorCode::kIo, "segment '" + name + "': flock for reboot recovery: " + errno_text(errno));
+  if (!flock_bounded(fd))
+    fail(ErrorCode::kBusy, "segment '" + name + "': the first open after a reboot recovers the segment under "
+                               "flock, and another process has held flock on " + path +
+                               " for seconds: stop it (fuser " + path + ") and retry");
   if (!same_boot()) {
     settle_locked();  // a holder of the previous boot may have died mid-transaction
     robust_mutex_init(&hdr()->mutex);
@@ -203,9 +292,11 @@ void SegmentImpl::reinit_after_reboot_if_needed() {
 
 void SegmentImpl::finish_attach() {
   attach_pid = getpid();
+  fork_generation = fork_generation_now();
   dir_capacity = hdr()->directory_capacity;
   lay = compute_layout(dir_capacity);  // equal to the header's offsets (validated by open / written by create)
   reinit_after_reboot_if_needed();
+  reinit_unattended_lock_if_needed();
   claim_slot();
   track_fd(fd);
 }

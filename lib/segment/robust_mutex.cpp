@@ -37,6 +37,28 @@ LockResult robust_mutex_lock(pthread_mutex_t* m, uint32_t timeout_ms, int* err) 
   }
 }
 
+// glibc keeps the mutex type, robust and process-shared bits in __data.__kind;
+// compare them with a mutex this build initialises the same way.
+static int reference_kind() noexcept {
+  static const int kind = [] {
+    pthread_mutex_t ref;
+    robust_mutex_init(&ref);
+    int k = ref.__data.__kind;
+    pthread_mutex_destroy(&ref);
+    return k;
+  }();
+  return kind;
+}
+
+bool robust_mutex_kind_ok(const pthread_mutex_t* m) noexcept {
+  return __atomic_load_n(&m->__data.__kind, __ATOMIC_RELAXED) == reference_kind();
+}
+
+bool robust_mutex_pristine(const pthread_mutex_t* m) noexcept {
+  return robust_mutex_kind_ok(m) && __atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED) == 0 &&
+         __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED) == 0;
+}
+
 void robust_mutex_consistent(pthread_mutex_t* m) noexcept { pthread_mutex_consistent(m); }
 
 void robust_mutex_unlock(pthread_mutex_t* m) noexcept { pthread_mutex_unlock(m); }

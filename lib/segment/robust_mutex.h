@@ -24,6 +24,14 @@ enum class LockResult {
 int robust_mutex_init(pthread_mutex_t* m) noexcept;
 // Locks with a bound of timeout_ms (a live holder that keeps it longer yields kTimedOut).
 LockResult robust_mutex_lock(pthread_mutex_t* m, uint32_t timeout_ms, int* err) noexcept;
+// The mutex's bytes read from the segment are untrusted: glibc aborts on some
+// kind bits (priority inheritance) and waits forever for an owner thread id
+// that died without the kernel marking it (a copy of a segment taken while it
+// was held). kind_ok: the type/robust/pshared bits are exactly what
+// robust_mutex_init writes. pristine: kind_ok and unlocked with no owner.
+// (glibc's pthread_mutex_t layout: the ABI descriptor's mutex_size pins it.)
+bool robust_mutex_kind_ok(const pthread_mutex_t* m) noexcept;
+bool robust_mutex_pristine(const pthread_mutex_t* m) noexcept;
 // After kOwnerDead and repair: makes the mutex usable again.
 void robust_mutex_consistent(pthread_mutex_t* m) noexcept;
 void robust_mutex_unlock(pthread_mutex_t* m) noexcept;

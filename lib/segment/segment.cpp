@@ -4,11 +4,13 @@
 // Segment::check is defined above the structures, in lib/check/check.cpp.
 #include "shmfilter/segment.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "segment/segment_impl.h"
 
@@ -58,6 +60,33 @@ Segment Segment::open_or_create(std::string_view name, const CreateOptions& opti
 bool Segment::remove(std::string_view name, const OpenOptions& options) {
   validate_segment_name(name);
   const std::string path = backing_path(name, options.file);
+  // Only a segment is removed: a regular file that is empty or starts with
+  // the magic (all of it, or as much of it as a file cut short holds; open()
+  // says to remove those). Anything else at the path, a text file passed as
+  // --file by mistake included, is refused and left alone.
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return false;
+  } else {
+    if (!S_ISREG(st.st_mode))
+      fail(ErrorCode::kNotASegment, what_it_is(name, path) + " is not a regular file (a symlink, directory, "
+                                                                "FIFO or device): not removing it");
+    if (st.st_size > 0) {
+      const size_t want = st.st_size >= 8 ? 8 : static_cast<size_t>(st.st_size);
+      int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+      uint64_t magic = 0, expect = internal::kMagic, swapped = internal::kMagicSwapped;
+      bool read_ok = fd >= 0 && ::pread(fd, &magic, want, 0) == static_cast<ssize_t>(want);
+      int e = errno;
+      if (fd >= 0) ::close(fd);
+      if (!read_ok)
+        fail(open_errno_code(e), "cannot read " + what_it_is(name, path) + " to see that it is a segment: " +
+                                     errno_text(e) + ": not removing it");
+      // A file shorter than the magic must be a prefix of it (a segment cut short).
+      if (std::memcmp(&magic, &expect, want) != 0 && std::memcmp(&magic, &swapped, want) != 0)
+        fail(ErrorCode::kNotASegment, what_it_is(name, path) + " is not a shmfilter segment (bad magic): "
+                                                               "not removing it; check the name or --file path");
+    }
+  }
   if (::unlink(path.c_str()) == 0) return true;
   int e = errno;
   if (e == ENOENT) return false;
@@ -76,7 +105,12 @@ const std::string& Segment::name() const { return impl_->name; }
 std::byte* Segment::base() const noexcept { return impl_ ? impl_->base : nullptr; }
 uint64_t Segment::size() const noexcept { return impl_ ? load_acquire(&impl_->hdr()->size) : 0; }
 
-uint64_t Segment::owner_token() const noexcept { return impl_ ? impl_->token : 0; }
+// 0 in a forked child that inherited this attachment: its token is the
+// parent's, and writing lock words with it would make a dead child's locks
+// look held by the (live) parent forever. Data-plane writers refuse on 0.
+uint64_t Segment::owner_token() const noexcept {
+  return impl_ && impl_->fork_generation == internal::fork_generation_now() ? impl_->token : 0;
+}
 bool Segment::token_alive(uint64_t token) const noexcept { return impl_ && impl_->token_alive(token); }
 void Segment::quiesce() noexcept {
   if (impl_) impl_->quiesce();

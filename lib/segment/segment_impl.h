@@ -69,6 +69,9 @@ std::shared_ptr<SegmentImpl> open_segment(std::string_view name, const OpenOptio
 
 // ---- registry.cpp ----------------------------------------------------------------
 uint64_t now_unix_ns();
+// How many fork()s this process descends from since its first attach (cheap:
+// a relaxed load). An attachment whose fork_generation differs was inherited.
+uint64_t fork_generation_now() noexcept;
 std::string read_boot_id();  // this boot's id, at most 39 bytes ("" without /proc)
 
 // ---- directory.cpp ---------------------------------------------------------------
@@ -81,6 +84,7 @@ struct SegmentImpl {
   std::byte* base = nullptr;
   uint64_t map_size = 0;
   pid_t attach_pid = 0;
+  uint64_t fork_generation = 0;  // fork_generation_now() at attach
   uint32_t slot = UINT32_MAX;
   uint64_t token = 0;
   uint32_t dir_capacity = 0;
@@ -129,10 +133,14 @@ struct SegmentImpl {
   void claim_slot();
   uint64_t min_live_epoch() const noexcept;
   void reinit_after_reboot_if_needed();
+  bool nobody_attached() const noexcept;
+  void reinit_unattended_lock_if_needed();
   void finish_attach();
 
   // ---- txn.cpp: control lock, undo log -------------------------------------------
-  void apply_undo(const UndoEntry& e) noexcept;
+  uint64_t file_length() const noexcept;  // the backing file's size now (fstat), at most map_size
+  bool undo_target_ok(uint64_t off, uint32_t width, uint64_t limit) const noexcept;
+  void apply_undo(const UndoEntry& e, uint64_t limit) noexcept;
   void stamp_pending_epochs() noexcept;
   uint64_t settle_locked(bool* forward = nullptr) noexcept;
   void rollback_to(uint64_t mark) noexcept;

@@ -48,8 +48,8 @@ std::vector<RegionInfo> SegmentImpl::check_own(Segment& seg, bool repair, CheckR
     if (fstat(im->fd, &st) == 0 && static_cast<uint64_t>(st.st_size) < size)
       add("header", "backing file is " + std::to_string(st.st_size) + " bytes, header says " + std::to_string(size),
           false);
-    if (h->top < im->lay.data_offset || h->top > size) {
-      add("allocator", "top " + std::to_string(h->top) + " is outside [data_offset, size]", false);
+    if (h->top < im->lay.data_offset || h->top > size || h->top % 64 != 0) {
+      add("allocator", "top " + std::to_string(h->top) + " is outside [data_offset, size] or not 64-byte aligned", false);
       return;
     }
     if (h->free_count > kFreeCapacity || h->quarantine_count > kQuarantineCapacity) {
@@ -96,7 +96,16 @@ std::vector<RegionInfo> SegmentImpl::check_own(Segment& seg, bool repair, CheckR
         continue;
       }
       where += " '" + info.name + "'";
+      if (info.kind < Kind::kBloom || info.kind > Kind::kBlob) {
+        add(where, "unknown kind " + std::to_string(static_cast<uint32_t>(info.kind)) +
+                       " (not a structure this build knows: written by a newer build, or corrupt)", false);
+        continue;
+      }
       uint64_t ext = info.offset - sizeof(ExtentHeader);
+      if (info.offset % 64 != 0) {  // the allocator hands out 64-byte aligned payloads only
+        add(where, "region offset " + std::to_string(info.offset) + " is not 64-byte aligned", false);
+        continue;
+      }
       if (info.offset < im->lay.data_offset + sizeof(ExtentHeader) || info.offset > h->top || info.size > h->top - info.offset) {
         add(where, "region [" + std::to_string(info.offset) + ", +" + std::to_string(info.size) +
                        ") lies outside the allocated space", false);

@@ -4,6 +4,7 @@
 // plane; every store a transaction makes is undo-logged first, so the next
 // locker after a holder's death settles it (rolls it back, or completes it
 // past its commit point). Also ControlTxn, the structures' view of a transaction.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,11 +24,30 @@ thread_local const SegmentImpl* t_txn_impl = nullptr;  // the attachment whose t
 
 }  // namespace
 
-void SegmentImpl::apply_undo(const UndoEntry& e) noexcept {
+// The bytes a replayed undo entry may write: only where logged_store ever
+// writes (the header's allocator words, the free and quarantine tables, the
+// directory and the data area), only inside the FILE as the kernel sizes it
+// (never the header's own `size` or the reservation, which a corrupt or
+// crafted segment controls: a store past the file's end is a SIGBUS), aligned.
+uint64_t SegmentImpl::file_length() const noexcept {
+  struct stat st{};
+  if (fstat(fd, &st) != 0 || st.st_size < 0) return 0;
+  return std::min<uint64_t>(static_cast<uint64_t>(st.st_size), map_size);
+}
+
+bool SegmentImpl::undo_target_ok(uint64_t off, uint32_t w, uint64_t limit) const noexcept {
+  if ((w != 4 && w != 8) || off % w != 0 || off > limit || w > limit - off) return false;
+  const uint64_t hdr_lo = offsetof(Header, top), hdr_hi = offsetof(Header, quarantine_count) + sizeof(uint32_t);
+  if (off >= hdr_lo && off + w <= hdr_hi) return true;
+  if (off >= lay.free_offset && off + w <= lay.registry_offset) return true;  // free + quarantine tables
+  return off >= lay.directory_offset;                                           // directory, data area
+}
+
+void SegmentImpl::apply_undo(const UndoEntry& e, uint64_t limit) noexcept {
   uint64_t off = load_relaxed(&e.offset);
   uint32_t w = load_relaxed(&e.width);
   uint64_t old = load_relaxed(&e.old);
-  if (off + w > map_size || off % w != 0 || (w != 4 && w != 8)) return;  // corrupt entry: never write outside
+  if (!undo_target_ok(off, w, limit)) return;  // corrupt entry: never write outside (check reports the damage)
   if (w == 8)
     store_release(at<uint64_t>(off), old);
   else
@@ -60,17 +80,18 @@ uint64_t SegmentImpl::settle_locked(bool* forward) noexcept {
   Header* h = hdr();
   uint64_t n = std::min<uint64_t>(load_acquire(&h->undo_count), kUndoCapacity);
   bool fwd = n > 0 && (load_relaxed(&undo()[n - 1].flags) & kUndoCommitPoint) != 0;
+  const uint64_t limit = n > 0 ? file_length() : 0;
   if (fwd) {
     const UndoEntry& e = undo()[n - 1];
     uint64_t off = load_relaxed(&e.offset);
-    if (load_relaxed(&e.width) == 8 && off % 8 == 0 && off + 8 <= map_size)
+    if (load_relaxed(&e.width) == 8 && undo_target_ok(off, 8, limit))
       store_release(at<uint64_t>(off), load_relaxed(&e.value));
     SHMF_KILL_POINT("segment.recovery.mid_undo");
     stamp_pending_epochs();
   } else {
     uint64_t applied = 0;
     for (uint64_t i = n; i-- > 0;) {
-      apply_undo(undo()[i]);
+      apply_undo(undo()[i], limit);
       if (++applied == (n + 1) / 2) SHMF_KILL_POINT("segment.recovery.mid_undo");
     }
   }
@@ -83,11 +104,17 @@ uint64_t SegmentImpl::settle_locked(bool* forward) noexcept {
 void SegmentImpl::rollback_to(uint64_t mark) noexcept {
   Header* h = hdr();
   uint64_t n = std::min<uint64_t>(h->undo_count, kUndoCapacity);
-  for (uint64_t i = n; i-- > mark;) apply_undo(undo()[i]);
+  const uint64_t limit = n > mark ? file_length() : 0;
+  for (uint64_t i = n; i-- > mark;) apply_undo(undo()[i], limit);
   store_release(&h->undo_count, std::min(mark, n));
 }
 
 void SegmentImpl::lock_control() {
+  if (!robust_mutex_kind_ok(&hdr()->mutex))  // glibc would abort (PI bit) or misbehave on a foreign kind
+    fail(ErrorCode::kCorrupt, "segment '" + name + "': the control lock's bytes are corrupt (mutex kind " +
+                                  std::to_string(hdr()->mutex.__data.__kind) +
+                                  "): detach every process (shmtool dump " + name +
+                                  " lists them); the next open re-initialises the lock when nobody is attached");
   int err = 0;
   LockResult r = robust_mutex_lock(&hdr()->mutex, kLockTimeoutMs, &err);
   recovered_in_lock = false;

@@ -98,6 +98,55 @@ uint64_t layer_capacity(const BloomHeader& h, uint32_t i) {
 }
 double layer_error(const BloomHeader& h, uint32_t i) { return h.error * std::pow(h.tightening, i); }
 
+// Validates slot i of a filter whose header passed validate(); appends one line
+// per problem. Every size is bounded before arithmetic on it (a bit count near
+// 2^64 must not wrap the extent size). Safe on any bytes.
+void validate_layer(const std::byte* base, uint64_t seg_size, const RegionInfo& r, const BloomHeader* h, uint64_t i,
+                    std::vector<std::string>& problems) {
+  const BloomLayer* s = slots(h);
+  const uint64_t hb = header_bytes(h->max_layers);
+  std::string at = "layer " + std::to_string(i) + ": ";
+  const BloomLayer& L = s[i];
+  if (L.state != kSlotReady) problems.push_back(at + "published but not marked ready");
+  if (L.k < 1 || L.k > kMaxK) problems.push_back(at + "k=" + std::to_string(L.k) + " outside [1, 32]");
+  if (L.check_shift > 12) problems.push_back(at + "check interval 2^" + std::to_string(L.check_shift) + " out of range");
+  // A layer's bits fit the segment: bounds the extent arithmetic below (no wrap).
+  if (L.bits == 0 || L.bits / 8 > seg_size ||
+      (h->layout == kLayoutBlocked && (L.bits % kBlockBits != 0 || L.bits / kBlockBits > kMaxLayerBlocks))) {
+    problems.push_back(at + "bit count " + std::to_string(L.bits) + " invalid for the layout or the segment");
+    return;
+  }
+  if (L.capacity == 0 || !(L.error > 0 && L.error < 1)) problems.push_back(at + "capacity/error out of range");
+  uint64_t ext = layer_extent_bytes(L.bits);
+  if (L.offset % 64 != 0 || L.offset > seg_size || ext > seg_size - L.offset) {
+    problems.push_back(at + "extent [" + std::to_string(L.offset) + ", +" + std::to_string(ext) +
+                       ") lies outside the segment (" + std::to_string(seg_size) + " bytes)");
+    return;
+  }
+  if (i == 0) {
+    if (L.offset != r.offset + hb || hb + ext > r.size) problems.push_back(at + "first layer is not inside its region");
+    return;
+  }
+  if (L.offset < r.offset + r.size && r.offset < L.offset + ext) problems.push_back(at + "extent overlaps the region");
+  // Owned: the allocator's in-band header just below says "allocated", big enough.
+  using internal::ExtentHeader;
+  if (L.offset < sizeof(ExtentHeader)) {
+    problems.push_back(at + "extent has no allocator header");
+  } else {
+    auto* eh = reinterpret_cast<const ExtentHeader*>(base + L.offset - sizeof(ExtentHeader));
+    if (eh->magic != internal::kExtentMagic || eh->state != internal::kExtentAllocated ||
+        eh->size < ext + sizeof(ExtentHeader))
+      problems.push_back(at + "extent at " + std::to_string(L.offset) +
+                         " is not an allocated extent of that size (freed, or never allocated)");
+  }
+  for (uint64_t j = 1; j < i; ++j) {
+    if (s[j].bits / 8 > seg_size) continue;  // reported for layer j itself
+    uint64_t e2 = layer_extent_bytes(s[j].bits);
+    if (L.offset < s[j].offset + e2 && s[j].offset < L.offset + ext)
+      problems.push_back(at + "extent overlaps layer " + std::to_string(j));
+  }
+}
+
 // Validates a region; appends one line per problem. Safe on any bytes.
 void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std::vector<std::string>& problems,
               uint64_t* count_out = nullptr) {
@@ -131,43 +180,7 @@ void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std
     return;
   }
   if (count_out) *count_out = count;
-  const BloomLayer* s = slots(h);
-  for (uint64_t i = 0; i < count; ++i) {
-    std::string at = "layer " + std::to_string(i) + ": ";
-    const BloomLayer& L = s[i];
-    if (L.state != kSlotReady) problems.push_back(at + "published but not marked ready");
-    if (L.k < 1 || L.k > kMaxK) problems.push_back(at + "k=" + std::to_string(L.k) + " outside [1, 32]");
-    if (L.bits == 0 || (h->layout == kLayoutBlocked && (L.bits % kBlockBits != 0 || L.bits / kBlockBits > kMaxLayerBlocks)))
-      problems.push_back(at + "bit count " + std::to_string(L.bits) + " invalid for the layout");
-    if (L.capacity == 0 || !(L.error > 0 && L.error < 1)) problems.push_back(at + "capacity/error out of range");
-    uint64_t ext = layer_extent_bytes(L.bits);
-    if (L.offset % 64 != 0 || L.offset > seg_size || ext > seg_size - L.offset) {
-      problems.push_back(at + "extent [" + std::to_string(L.offset) + ", +" + std::to_string(ext) +
-                         ") lies outside the segment (" + std::to_string(seg_size) + " bytes)");
-      continue;
-    }
-    if (i == 0) {
-      if (L.offset != r.offset + hb || hb + ext > r.size) problems.push_back(at + "first layer is not inside its region");
-    } else {
-      if (L.offset < r.offset + r.size && r.offset < L.offset + ext) problems.push_back(at + "extent overlaps the region");
-      // Owned: the allocator's in-band header just below says "allocated", big enough.
-      using internal::ExtentHeader;
-      if (L.offset < sizeof(ExtentHeader)) {
-        problems.push_back(at + "extent has no allocator header");
-      } else {
-        auto* eh = reinterpret_cast<const ExtentHeader*>(base + L.offset - sizeof(ExtentHeader));
-        if (eh->magic != internal::kExtentMagic || eh->state != internal::kExtentAllocated ||
-            eh->size < ext + sizeof(ExtentHeader))
-          problems.push_back(at + "extent at " + std::to_string(L.offset) +
-                             " is not an allocated extent of that size (freed, or never allocated)");
-      }
-      for (uint64_t j = 1; j < i; ++j) {
-        uint64_t e2 = layer_extent_bytes(s[j].bits);
-        if (L.offset < s[j].offset + e2 && s[j].offset < L.offset + ext)
-          problems.push_back(at + "extent overlaps layer " + std::to_string(j));
-      }
-    }
-  }
+  for (uint64_t i = 0; i < count; ++i) validate_layer(base, seg_size, r, h, i, problems);
 }
 
 }  // namespace
@@ -194,8 +207,10 @@ Bloom Bloom::create(Segment& seg, std::string_view name, const BloomOptions& opt
                                              std::to_string(kMaxStructureNameLength) + ": use a shorter name");
   BloomSizing plan_ = plan(opts);
   uint64_t max = seg.stats().max_size;
+  // The options are valid, the segment too small: kNoSpace (shmtool exit 1), as every
+  // structure answers a capacity beyond the segment's maximum size.
   if (plan_.region_bytes > max)
-    throw Error(ErrorCode::kInvalidArgument,
+    throw Error(ErrorCode::kNoSpace,
                 "capacity " + std::to_string(opts.capacity) + " needs " + format_size(plan_.region_bytes) +
                     ", more than segment '" + seg.name() + "' can ever hold (" + format_size(max) +
                     "): lower the capacity, raise the error rate, or create the segment with a larger max size");
@@ -303,11 +318,23 @@ void Bloom::grow(uint64_t seen) noexcept {
   uint64_t publish = 0;
   try {
     seg_.transact([&](ControlTxn& txn) {
+      // Under the segment lock: the filter is still published, so `h` is ours.
+      // (The transaction quiesces this process; a filter dropped meanwhile
+      // could otherwise be reclaimed by the allocation below, and the stores
+      // into its slot table would land in someone else's memory.)
+      if (!seg_.region_live(slot_, generation_)) return;
       uint64_t c = layer_count(h);
       if (c != seen || c >= h->max_layers) return;
       BloomLayer& s = slots(h)[c];
       if (s.state == kSlotReady) {  // committed by a grower that died before publishing
-        publish = c + 1;
+        // Publish it only if it is a valid layer: a corrupt slot must never become visible.
+        RegionInfo r;
+        r.offset = offset_;
+        auto info = seg_.find(name_);
+        r.size = info ? info->size : 0;
+        std::vector<std::string> problems;
+        validate_layer(base_, seg_.size(), r, h, c, problems);
+        if (problems.empty()) publish = c + 1;
         return;
       }
       const uint32_t i = static_cast<uint32_t>(c);

@@ -48,7 +48,7 @@ std::string hdr_problem(const ck::Header* h, const RegionInfo& r, uint64_t seg_s
   if (h->lane_bits != (h->fp_bits <= 8 ? 8u : 16u)) return "lane bits " + std::to_string(h->lane_bits);
   if (h->max_path < 1 || h->max_path > ck::kMaxPathLimit) return "max path " + std::to_string(h->max_path);
   if (h->max_subs < 1 || h->max_subs > ck::kMaxSubs) return "max sub-filters " + std::to_string(h->max_subs);
-  if (h->expansion == 1) return "expansion 1";
+  if (h->expansion == 1 || h->expansion > 1024) return "expansion " + std::to_string(h->expansion) + " (valid: 0 or 2..1024)";
   uint32_t n = ck::sub_count_acquire(h);
   if (n < 1 || n > h->max_subs) return "sub-filter count " + std::to_string(n);
   for (uint32_t j = 0; j < n; ++j) {
@@ -84,6 +84,11 @@ struct CuckooOps {
       // both roll back. Publishing happens after the commit, under the writer lock, so no
       // writer can ever place an acknowledged item in an extent that a rollback later frees.
       self->seg_.transact([&](ControlTxn& txn) {
+        // Under the segment lock: still published, so `h` is ours (the
+        // transaction quiesces us; a filter dropped meanwhile could otherwise
+        // be reclaimed by the allocation below while we write through `h`).
+        if (!self->seg_.region_live(self->slot_, self->generation_))
+          throw Error(ErrorCode::kDropped, "cuckoo filter '" + self->name_ + "' was dropped");
         uint64_t left = h->pending_extent;
         bool published = false;
         for (uint32_t j = 0; j < n; ++j) published |= h->subs[j].offset == left;
@@ -106,7 +111,10 @@ struct CuckooOps {
     }
   }
   static CuckooStatus insert(Cuckoo& c, uint64_t hv, bool unique) noexcept {
-    auto st = ck::insert<LT>(c.base_, c.hdr_, ck::split_hash(hv, c.hdr_->fp_bits), unique, liveness_of(c.seg_),
+    ck::Liveness lv = liveness_of(c.seg_);
+    lv.self = c.seg_.owner_token();
+    if (lv.self == 0) return CuckooStatus::kDropped;  // a handle inherited across fork(): no token of our own
+    auto st = ck::insert<LT>(c.base_, c.hdr_, ck::split_hash(hv, c.hdr_->fp_bits), unique, lv,
                              &CuckooOps::expand, &c);
     return static_cast<CuckooStatus>(st);
   }
@@ -114,7 +122,10 @@ struct CuckooOps {
     return ck::count_in<LT>(c.base_, c.hdr_, ck::split_hash(hv, c.hdr_->fp_bits), liveness_of(c.seg_), one);
   }
   static bool erase(Cuckoo& c, uint64_t hv) noexcept {
-    return ck::erase<LT>(c.base_, c.hdr_, ck::split_hash(hv, c.hdr_->fp_bits), liveness_of(c.seg_));
+    ck::Liveness lv = liveness_of(c.seg_);
+    lv.self = c.seg_.owner_token();
+    if (lv.self == 0) return false;  // a handle inherited across fork()
+    return ck::erase<LT>(c.base_, c.hdr_, ck::split_hash(hv, c.hdr_->fp_bits), lv);
   }
   static void contains_batch(const Cuckoo& c, const ck::KeyHash* ks, size_t n, uint8_t* out) noexcept {
     ck::contains_batch<LT>(c.base_, c.hdr_, ks, n, out, liveness_of(c.seg_));
@@ -344,7 +355,8 @@ CuckooStats Cuckoo::stats() const {
 namespace internal::cuckoo {
 
 template <class LT>
-static void check_body(Segment& seg, ck::Header* h, const std::string& where, bool repair, CheckReport& report) {
+static void check_body(Segment& seg, const RegionInfo& region, ck::Header* h, const std::string& where, bool repair,
+                       CheckReport& report) {
   std::byte* base = seg.base();
   ck::Liveness lv = liveness_of(seg);
   // 1. The writer lock: a dead owner is taken over (and its step repaired) with --repair.
@@ -399,6 +411,7 @@ static void check_body(Segment& seg, ck::Header* h, const std::string& where, bo
     if (repair) {
       try {
         seg.transact([&](ControlTxn& txn) {
+          if (!seg.region_live(region.slot, region.generation)) return;  // dropped meanwhile: its memory is not ours
           txn.free(pending);
           txn.store_u64(&h->pending_extent, 0);
         });
@@ -435,9 +448,9 @@ void check_cuckoo(Segment& seg, const RegionInfo& region, bool repair, CheckRepo
     return;
   }
   if (h->lane_bits == 16)
-    check_body<ck::Lanes16>(seg, h, scope.where, repair, report);
+    check_body<ck::Lanes16>(seg, region, h, scope.where, repair, report);
   else
-    check_body<ck::Lanes8>(seg, h, scope.where, repair, report);
+    check_body<ck::Lanes8>(seg, region, h, scope.where, repair, report);
 }
 
 }  // namespace internal::cuckoo

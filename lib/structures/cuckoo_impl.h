@@ -49,9 +49,11 @@ void repair_locked(std::byte* base, Header* h) noexcept;
 template <class LT>
 inline bool try_takeover(std::byte* base, Header* h, uint64_t seen, const Liveness& lv) noexcept {
   if (seen == 0 || lv.is_alive(seen)) return false;
+  const uint64_t self = lv.token();
+  if (self == 0) return false;  // no token of our own (a handle inherited across fork): never take a lock
   uint64_t expect = seen;
   // acquire: the dead owner's intent and data stores must be visible to the repair.
-  if (!A(h->lock_owner).compare_exchange_strong(expect, lv.token(), std::memory_order_acquire,
+  if (!A(h->lock_owner).compare_exchange_strong(expect, self, std::memory_order_acquire,
                                                 std::memory_order_relaxed))
     return false;
   A(h->repairs).store(load_relaxed(h->repairs) + 1, std::memory_order_relaxed);  // relaxed: lock holder only
@@ -137,7 +139,21 @@ void repair_locked(std::byte* base, Header* h) noexcept {
 template <class LT>
 inline void reader_help(std::byte* base, Header* h, const Liveness& lv) noexcept {
   uint64_t owner = A(h->lock_owner).load(std::memory_order_relaxed);  // relaxed: only a hint for the CAS
-  if (owner != 0 && try_takeover<LT>(base, h, owner, lv)) unlock(h);
+  if (owner == 0) {
+    // An odd version with the lock free: left by a writer whose repairer never
+    // ran (or written into the segment's bytes). Take the free lock and repair:
+    // versions change only under the lock, so none of them is a live move.
+    const uint64_t self = lv.token();
+    if (self == 0) return;  // no token of our own (a handle inherited across fork)
+    uint64_t expect = 0;
+    // acquire: as in lock().
+    if (A(h->lock_owner).compare_exchange_strong(expect, self, std::memory_order_acquire, std::memory_order_relaxed)) {
+      repair_locked<LT>(base, h);
+      unlock(h);
+    }
+    return;
+  }
+  if (try_takeover<LT>(base, h, owner, lv)) unlock(h);
 }
 
 // ---- lookups (lock-free) ----------------------------------------------------------

@@ -106,8 +106,10 @@ uint64_t ExactSet::key_of(std::string_view key) const noexcept {
   return region_ ? hash_key(key, header_of(region_)->seed) : 0;
 }
 
+// A handle inherited across fork() holds the parent's token: writers refuse
+// (kDropped / false, as RoaringSet does) instead of taking stripe locks in its name.
 InsertResult ExactSet::insert(uint64_t key) noexcept {
-  if (!valid()) return InsertResult::kDropped;
+  if (!valid() || seg_.owner_token() != token_) return InsertResult::kDropped;
   SHMF_SET_VIEW(v);
   return static_cast<InsertResult>(set_insert(v, key));
 }
@@ -116,7 +118,7 @@ InsertResult ExactSet::insert(std::string_view key) noexcept { return insert(key
 template <class K>
 uint64_t ExactSet::insert_batch(std::span<const K> keys, std::span<InsertResult> out) noexcept {
   size_t n = std::min(keys.size(), out.size());
-  if (!valid()) {
+  if (!valid() || seg_.owner_token() != token_) {
     std::fill(out.begin(), out.begin() + static_cast<long>(n), InsertResult::kDropped);
     return 0;
   }
@@ -182,7 +184,7 @@ uint64_t ExactSet::contains_many(std::span<const std::string_view> keys, std::sp
 }
 
 bool ExactSet::erase(uint64_t key) noexcept {
-  if (!valid()) return false;
+  if (!valid() || seg_.owner_token() != token_) return false;
   SHMF_SET_VIEW(v);
   return set_erase(v, key);
 }

@@ -234,6 +234,42 @@ inline SetInsert set_insert_special(const SetView& v, uint64_t key) noexcept {
   return r;
 }
 
+// Online tombstone clean-up, with EVERY stripe lock held (so no insert runs):
+// a tombstone directly followed (in probe order) by an EMPTY slot lies on no
+// present key's probe chain (a chain from a home to its key has no EMPTY in
+// it), so turning it into EMPTY changes no lookup, lock-free readers'
+// included; cascading backwards clears whole runs. Each step is one CAS, safe
+// to kill anywhere. Then used_hint is recounted exactly (every increment
+// happens under a stripe lock, all of which we hold). Returns slots freed.
+inline uint64_t set_clean_tombstones_all_locked(const SetView& v) noexcept {
+  const uint64_t n = v.h->slots;
+  uint64_t freed = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    if (aref(v.slots[i]).load() != kSlotEmpty) continue;
+    uint64_t j = i;
+    for (uint64_t steps = 0; steps + 1 < n; ++steps) {
+      j = j == 0 ? n - 1 : j - 1;
+      uint64_t expect = kSlotTomb;
+      if (!aref(v.slots[j]).compare_exchange_strong(expect, kSlotEmpty)) break;
+      ++freed;
+    }
+  }
+  uint64_t used = 0;
+  for (uint64_t i = 0; i < n; ++i) used += aref(v.slots[i]).load() != kSlotEmpty;
+  aref(v.h->used_hint).store(used);
+  return freed;
+}
+
+// Takes every stripe lock in index order (no deadlock between two cleaners),
+// cleans, releases. The caller holds no stripe lock.
+inline uint64_t set_clean_tombstones(const SetView& v) noexcept {
+  for (uint32_t i = 0; i < v.h->stripes; ++i) set_lock(v, v.stripes[i]);
+  SHMF_KILL_POINT("exact_set.clean.locked");
+  uint64_t freed = set_clean_tombstones_all_locked(v);
+  for (uint32_t i = v.h->stripes; i-- > 0;) set_unlock(v.stripes[i]);
+  return freed;
+}
+
 // Inserts key; kInserted exactly once per key across all processes.
 inline SetInsert set_insert(const SetView& v, uint64_t key) noexcept {
   if (is_special(key)) return set_insert_special(v, key);
@@ -243,6 +279,7 @@ inline SetInsert set_insert(const SetView& v, uint64_t key) noexcept {
   set_lock(v, s);
   SHMF_KILL_POINT("exact_set.insert.locked");
   SetInsert result;
+  bool cleaned = false;
   while (true) {
     // Rescan under the lock: nobody else can place or remove this key now.
     uint64_t tomb = kNoSlot, empty = kNoSlot, i = home;
@@ -275,9 +312,24 @@ inline SetInsert set_insert(const SetView& v, uint64_t key) noexcept {
       break;
     }
     if (expected == kSlotEmpty) {
-      if (aref(v.h->used_hint).fetch_add(1) >= v.h->used_limit) {
+      // The used limit is soft: past it an insert first cleans tombstones up;
+      // if keys plus the tombstones inside key runs still reach it, the
+      // insert may use every slot but one (an EMPTY always remains, so every
+      // probe ends), since live keys are below capacity (set_full said so).
+      const uint64_t limit = cleaned ? v.h->slots - 1 : v.h->used_limit;
+      if (aref(v.h->used_hint).fetch_add(1) >= limit) {
         aref(v.h->used_hint).fetch_sub(1);
-        result = SetInsert::kFull;  // too many tombstones on this chain's table: documented in exact_set.hpp
+        if (!cleaned) {
+          // Keys + tombstones reached the used limit while live keys are below
+          // capacity: clean the tombstones up (needs every stripe lock, so give
+          // ours back first), then retry once.
+          cleaned = true;
+          set_unlock(s);
+          set_clean_tombstones(v);
+          set_lock(v, s);
+          continue;
+        }
+        result = SetInsert::kFull;  // still no room after a clean-up: documented in exact_set.hpp
         break;
       }
     }

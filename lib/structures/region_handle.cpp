@@ -42,6 +42,8 @@ std::string region_bounds_problem(const RegionInfo& info, uint64_t min_bytes, ui
     return "region of " + std::to_string(info.size) + " bytes is smaller than its " + std::to_string(min_bytes) +
            "-byte header";
   if (info.offset > segment_size || info.size > segment_size - info.offset) return "region lies outside the segment";
+  // The allocator hands out 64-byte aligned payloads only; every header is alignas(64).
+  if (info.offset % 64 != 0) return "region offset " + std::to_string(info.offset) + " is not 64-byte aligned";
   return {};
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "base/kill_point.h"
+#include "base/text.h"
 #include "structures/region_handle.h"
 #include "structures/roaring_local.h"
 
@@ -101,27 +102,30 @@ bool RoaringSet::drop(Segment& seg, std::string_view name) {
     std::byte* base = txn.base();
     uint64_t size = txn.segment().size();
     std::vector<uint64_t> offs;
+    // A snapshot header at o, or nullptr when o is not an aligned offset with room for one.
+    auto snap_at = [&](uint64_t o) -> const SnapHeader* {
+      if (o == 0 || o % 64 != 0 || o >= size || size - o < sizeof(SnapHeader)) return nullptr;
+      auto* sh = reinterpret_cast<const SnapHeader*>(base + o);
+      return sh->magic == kSnapMagic ? sh : nullptr;
+    };
     auto add_version = [&](uint64_t snap) {
-      if (snap == 0 || snap >= size || size - snap < sizeof(SnapHeader)) return;
       offs.push_back(snap);
-      auto* sh = reinterpret_cast<const SnapHeader*>(base + snap);
-      if (sh->magic != kSnapMagic) return;
-      offs.push_back(sh->delta_off);
-      offs.push_back(sh->prev_delta_off);
+      if (const SnapHeader* sh = snap_at(snap)) {
+        offs.push_back(sh->delta_off);
+        offs.push_back(sh->prev_delta_off);
+      }
     };
     add_version(h->current.load());
     if (h->staged_snap != h->current.load()) {
       // A staged, unpublished version owns its snapshot and active delta only.
-      if (h->staged_snap != 0 && h->staged_snap < size) {
+      if (h->staged_snap != 0) {
         offs.push_back(h->staged_snap);
-        auto* sh = reinterpret_cast<const SnapHeader*>(base + h->staged_snap);
-        if (sh->magic == kSnapMagic) offs.push_back(sh->delta_off);
+        if (const SnapHeader* sh = snap_at(h->staged_snap)) offs.push_back(sh->delta_off);
       }
     } else if (h->staged_from != 0) {
       // Published but its predecessor not yet retired: the predecessor is garbage too.
       offs.push_back(h->staged_from);
-      auto* sh = reinterpret_cast<const SnapHeader*>(base + h->staged_from);
-      if (sh->magic == kSnapMagic) offs.push_back(sh->prev_delta_off);
+      if (const SnapHeader* sh = snap_at(h->staged_from)) offs.push_back(sh->prev_delta_off);
     }
     for (const auto& p : h->pending) {
       offs.push_back(p.snap_off);
@@ -129,8 +133,13 @@ bool RoaringSet::drop(Segment& seg, std::string_view name) {
     }
     std::sort(offs.begin(), offs.end());
     offs.erase(std::unique(offs.begin(), offs.end()), offs.end());
-    for (uint64_t o : offs)
-      if (o != 0 && o < size) txn.free(o);
+    for (uint64_t o : offs) {
+      if (o == 0 || o >= size || o % 64 != 0) continue;
+      try {
+        txn.free(o);  // validates the extent header before any store: a corrupt offset is skipped, not followed
+      } catch (const Error&) {
+      }
+    }
   });
 }
 
@@ -358,11 +367,11 @@ uint32_t RoaringSet::parse_value(std::string_view text) {
   uint64_t v = 0;
   auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec == std::errc::result_out_of_range || (ec == std::errc() && p == text.data() + text.size() && v > UINT32_MAX))
-    throw Error(ErrorCode::kBadInput, "value " + std::string(text) +
+    throw Error(ErrorCode::kBadInput, "value " + internal::clip(text) +
                                           " does not fit in 32 bits: Roaring sets hold 0..4294967295 (map wider ids "
                                           "to 32 bits first, or use an exact set)");
   if (ec != std::errc() || p != text.data() + text.size() || text.empty())
-    throw Error(ErrorCode::kBadInput, "'" + std::string(text) + "' is not a decimal id: pass 0..4294967295");
+    throw Error(ErrorCode::kBadInput, "'" + internal::clip(text) + "' is not a decimal id: pass 0..4294967295");
   return static_cast<uint32_t>(v);
 }
 
@@ -384,6 +393,7 @@ RoaringStats RoaringSet::stats() const {
   for (const auto& p : local_->hdr->pending)
     if (p.snap_off) {
       ++s.pending_free;
+      if (!pending_ok(local_->base, local_->seg.size(), p)) continue;  // corrupt: check reports it
       auto* sh = reinterpret_cast<const SnapHeader*>(local_->base + p.snap_off);
       pending_bytes += sizeof(SnapHeader) + sh->frozen_bytes + (p.delta_off ? delta_bytes(local_->capacity) : 0);
     }
@@ -459,8 +469,10 @@ void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckRep
   uint64_t size = seg.size();
   auto inside = [&](uint64_t off, uint64_t len) { return off != 0 && off <= size && len <= size - off; };
   uint64_t cur = h->current.load();
+  if (!version_ok(base, size, cur, h->delta_capacity))
+    return finding("published snapshot offset " + std::to_string(cur) +
+                   " is misaligned, outside the segment, or not a snapshot (bad magic or delta offsets)");
   auto* sh = reinterpret_cast<const SnapHeader*>(base + cur);
-  if (sh->magic != kSnapMagic) return finding("published snapshot has a bad magic");
   if (!inside(cur + sizeof(SnapHeader), sh->frozen_bytes)) return finding("snapshot bytes run past the segment");
   if (((cur + sizeof(SnapHeader)) & 31) != 0) return finding("snapshot bytes are not 32-byte aligned");
   const roaring_bitmap_t* v = roaring_bitmap_frozen_view(frozen_bytes(sh), sh->frozen_bytes);
@@ -484,9 +496,34 @@ void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckRep
     std::string err = delta_validate(reinterpret_cast<DeltaHeader*>(base + d), h->delta_capacity, &claimed);
     if (!err.empty()) finding(err);
   }
-  for (const auto& p : h->pending)
-    if (p.snap_off && (!inside(p.snap_off, sizeof(SnapHeader)) || (p.delta_off && !inside(p.delta_off, 64))))
-      finding("retired-snapshot list holds an out-of-bounds offset");
+  for (auto& p : h->pending) {
+    if (p.snap_off == 0 || pending_ok(base, size, p)) continue;
+    bool fixed = false;
+    if (repair) {
+      seg.transact([&](ControlTxn& txn) {  // forget it: the space it named shows up as a leak, never freed blindly
+        if (!seg.region_live(region.slot, region.generation)) return;
+        txn.store_u64(&p.snap_off, 0);
+        txn.store_u64(&p.delta_off, 0);
+        txn.store_u64(&p.generation, 0);
+      });
+      fixed = true;
+    }
+    finding("retired-snapshot list holds a malformed offset " + std::to_string(p.snap_off), fixed);
+  }
+  uint64_t st = h->staged_snap, sf = h->staged_from;
+  if (st != 0 && (!version_ok(base, size, st, h->delta_capacity) || !version_ok(base, size, sf, h->delta_capacity))) {
+    bool fixed = false;
+    if (repair) {
+      seg.transact([&](ControlTxn& txn) {
+        if (!seg.region_live(region.slot, region.generation)) return;
+        txn.store_u64(&h->staged_snap, 0);
+        txn.store_u64(&h->staged_from, 0);
+      });
+      fixed = true;
+    }
+    finding("staged compaction names a malformed snapshot (" + std::to_string(st) + " from " + std::to_string(sf) + ")",
+            fixed);
+  }
   uint64_t c = h->claim.load();
   if (c != 0 && !seg.token_alive(c)) {
     bool fixed = repair && h->claim.compare_exchange_strong(c, 0);

@@ -75,8 +75,10 @@ uint32_t reclaim_locked(RoaringLocal& L) {
   for (uint32_t i = 0; i < kPendingSlots; ++i) {
     PendingFree p = L.hdr->pending[i];
     if (p.snap_off == 0) continue;
+    if (!pending_ok(L.base, L.seg.size(), p)) continue;  // corrupt entry: never freed; check --repair clears it
     if (!unread(L, p.generation == 0 ? 0 : p.generation - 1, p.generation)) continue;
     L.seg.transact([&](ControlTxn& txn) {
+      require_live(L);
       PendingFree& e = L.hdr->pending[i];
       if (e.snap_off != p.snap_off) return;
       txn.free(e.snap_off);
@@ -96,6 +98,7 @@ namespace {
 void retire_locked(RoaringLocal& L, uint64_t from) {
   auto* old = reinterpret_cast<const SnapHeader*>(L.base + from);
   L.seg.transact([&](ControlTxn& txn) {
+    require_live(L);
     for (uint32_t i = 0; i < kPendingSlots; ++i) {
       PendingFree& e = L.hdr->pending[i];
       if (e.snap_off != 0) continue;
@@ -122,6 +125,17 @@ void publish_locked(RoaringLocal& L, uint64_t from, uint64_t staged) {
 void recover_locked(RoaringLocal& L) {
   uint64_t staged = L.hdr->staged_snap, from = L.hdr->staged_from;
   if (staged == 0) return;
+  const uint64_t size = L.seg.size();
+  if (!version_ok(L.base, size, staged, L.capacity) || !version_ok(L.base, size, from, L.capacity)) {
+    // Garbage in the staging words (a corrupt segment): never publish or free
+    // what they name; forget them (check reports the space as leaked).
+    L.seg.transact([&](ControlTxn& txn) {
+      require_live(L);
+      txn.store_u64(&L.hdr->staged_snap, 0);
+      txn.store_u64(&L.hdr->staged_from, 0);
+    });
+    return;
+  }
   uint64_t cur = L.hdr->current.load();
   if (cur == from) {  // built and allocated, not published: finish it (it is built on `current`)
     publish_locked(L, from, staged);
@@ -134,6 +148,7 @@ void recover_locked(RoaringLocal& L) {
   // Stale (should not happen under the claim): discard.
   auto* sh = reinterpret_cast<const SnapHeader*>(L.base + staged);
   L.seg.transact([&](ControlTxn& txn) {
+    require_live(L);
     if (L.in_segment(sh->delta_off, 64)) txn.free(sh->delta_off);
     txn.free(staged);
     txn.store_u64(&L.hdr->staged_snap, 0);
@@ -173,6 +188,7 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
   size_t frozen = roaring_bitmap_frozen_size_in_bytes(b.p);
   uint64_t from = view->snap_off;
   L.seg.transact([&](ControlTxn& txn) {
+    require_live(L);
     txn.charge_to(L.region);  // check() reports these extents as leaked if the set is dropped without them
     uint64_t snap = txn.allocate(sizeof(SnapHeader) + frozen);
     uint64_t delta = txn.allocate(delta_bytes(L.capacity));

@@ -137,6 +137,7 @@ std::string portable_validate(const char* buf, size_t len, size_t* consumed) {
       pos += 2;
       if (auto e = need(pos, size_t{nruns} * 4, "a run container"); !e.empty()) return e;
       int64_t prev_end = -1;
+      uint64_t values = 0;
       for (uint32_t r = 0; r < nruns; ++r) {
         uint32_t start = rd16(buf + pos + 4 * r), length = rd16(buf + pos + 4 * r + 2);
         if (static_cast<int64_t>(start) <= prev_end || start + length > 65535) {
@@ -144,6 +145,15 @@ std::string portable_validate(const char* buf, size_t len, size_t* consumed) {
           return msg;
         }
         prev_end = start + length;
+        values += uint64_t{length} + 1;
+      }
+      // A run container with no runs, or whose runs disagree with its header's
+      // cardinality, makes CRoaring 0.2 build a container it later dereferences
+      // as NULL (found by fuzz_roaring_import: a crash in roaring_bitmap_or_inplace).
+      if (nruns == 0 || values != card) {
+        snprintf(msg, sizeof msg, "corrupt Roaring serialization: run container %u holds %" PRIu64
+                 " values in %u runs, header says %u", i, values, nruns, card);
+        return msg;
       }
       pos += size_t{nruns} * 4;
     } else if (card > 4096) {

@@ -66,12 +66,8 @@ std::shared_ptr<View> RoaringLocal::make_view() {
     publish_pins_locked();
     return nullptr;
   };
-  if (!in_segment(cur, sizeof(SnapHeader))) return fail();
+  if (!version_ok(base, seg.size(), cur, capacity)) return fail();
   auto* sh = reinterpret_cast<const SnapHeader*>(base + cur);
-  if (sh->magic != kSnapMagic || !in_segment(cur + sizeof(SnapHeader), sh->frozen_bytes) ||
-      !in_segment(sh->delta_off, delta_bytes(capacity)) ||
-      (sh->prev_delta_off != 0 && !in_segment(sh->prev_delta_off, delta_bytes(capacity))))
-    return fail();
   auto v = std::make_shared<View>();
   v->snap_off = cur;
   v->gen = sh->generation;
@@ -138,6 +134,28 @@ View* current_view(const std::shared_ptr<RoaringLocal>& L) noexcept {
 
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
+bool version_ok(const std::byte* base, uint64_t size, uint64_t off, uint32_t capacity) noexcept {
+  auto inside = [&](uint64_t o, uint64_t len) { return o != 0 && o % 64 == 0 && o <= size && len <= size - o; };
+  if (!inside(off, sizeof(SnapHeader))) return false;
+  auto* sh = reinterpret_cast<const SnapHeader*>(base + off);
+  if (sh->magic != kSnapMagic || sh->frozen_bytes > size - off - sizeof(SnapHeader)) return false;
+  if (!inside(sh->delta_off, delta_bytes(capacity))) return false;
+  return sh->prev_delta_off == 0 || inside(sh->prev_delta_off, delta_bytes(capacity));
+}
+
+bool pending_ok(const std::byte* base, uint64_t size, const PendingFree& p) noexcept {
+  auto inside = [&](uint64_t o, uint64_t len) { return o != 0 && o % 64 == 0 && o <= size && len <= size - o; };
+  if (!inside(p.snap_off, sizeof(SnapHeader))) return false;
+  auto* sh = reinterpret_cast<const SnapHeader*>(base + p.snap_off);
+  if (sh->magic != kSnapMagic || sh->frozen_bytes > size - p.snap_off - sizeof(SnapHeader)) return false;
+  return p.delta_off == 0 || inside(p.delta_off, sizeof(DeltaHeader));
+}
+
+void require_live(const RoaringLocal& L) {
+  if (!L.live_region())
+    throw Error(ErrorCode::kDropped, "Roaring set " + quoted(L.region.name) + " was dropped by another process");
+}
+
 // Validates the region header; throws kCorrupt naming the field.
 RoaringHeader* checked_header(Segment& seg, const RegionInfo& info) {
   auto corrupt = [&](const std::string& what) { return corrupt_error(Kind::kRoaring, info.name, what); };
@@ -149,7 +167,8 @@ RoaringHeader* checked_header(Segment& seg, const RegionInfo& info) {
   if (h->reader_slots == 0 || region_bytes(h->reader_slots) > info.size) throw corrupt("reader table out of bounds");
   if (h->compact_permille == 0 || h->compact_permille > 900) throw corrupt("compaction threshold");
   uint64_t cur = h->current.load();
-  if (cur == 0 || cur > seg.size() || seg.size() - cur < sizeof(SnapHeader)) throw corrupt("snapshot offset");
+  if (cur == 0 || cur % 64 != 0 || cur > seg.size() || seg.size() - cur < sizeof(SnapHeader))
+    throw corrupt("snapshot offset");
   return h;
 }
 

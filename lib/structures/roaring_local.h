@@ -105,6 +105,21 @@ std::shared_ptr<RoaringLocal> attach(Segment& seg, const RegionInfo& info);
 // Validates the region header; throws kCorrupt naming the field.
 RoaringHeader* checked_header(Segment& seg, const RegionInfo& info);
 
+// A snapshot extent that may be followed: 64-byte aligned, its header and
+// frozen bytes inside the segment's `size`, its magic, and its delta tables
+// (when named) 64-byte aligned and inside. Every offset read from the set's
+// header (current, staged_*) passes this before it is dereferenced.
+bool version_ok(const std::byte* base, uint64_t size, uint64_t off, uint32_t capacity) noexcept;
+// A retired-snapshot entry whose offsets may be followed or freed: aligned, inside, a snapshot header.
+bool pending_ok(const std::byte* base, uint64_t size, const PendingFree& p) noexcept;
+// Inside every transaction on the set's memory: the set is still published.
+// Checked under the segment lock (drop takes it too), so the region cannot be
+// freed while the transaction runs. Needed because a transaction quiesces this
+// process at its start: without the check, a set dropped by another process
+// before we got the lock could be reclaimed by our own allocation, and our
+// stores through `hdr` would land in someone else's memory. Throws kDropped.
+void require_live(const RoaringLocal& L);
+
 // "'name'" for messages.
 std::string quoted(std::string_view s);
 

@@ -2,6 +2,7 @@
 #include "cli/command.h"
 
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <utility>
 
@@ -38,6 +39,38 @@ std::vector<std::string> split_lines(std::string_view s) {
   std::fprintf(stderr, "shmtool: internal error: spec of command '%.*s' %s\n", static_cast<int>(path.size()),
                path.data(), why);
   std::abort();
+}
+
+// Positionals the Usage: line allows after the command words: each token
+// that is neither an option ("--x", "[--x") nor an option's metavar nor a
+// "|" separator counts; one spelled with "..." allows any number more.
+// "shmtool hll export SEG NAME [--output FILE]" -> 2.
+size_t max_positionals(const Command& c) {
+  std::vector<std::string> tokens;
+  size_t start = 0;
+  while (start < c.usage.size()) {
+    size_t sp = c.usage.find(' ', start);
+    if (sp == std::string::npos) sp = c.usage.size();
+    if (sp > start) tokens.push_back(c.usage.substr(start, sp - start));
+    start = sp + 1;
+  }
+  size_t skip = 1 + (c.group.empty() ? 1 : 2);  // "shmtool", [group], name
+  size_t n = 0;
+  for (size_t i = skip; i < tokens.size(); ++i) {
+    std::string t = tokens[i];
+    if (t == "|") continue;
+    std::string bare = t;
+    while (!bare.empty() && bare.front() == '[') bare.erase(bare.begin());
+    if (bare.rfind("--", 0) == 0) {
+      while (!bare.empty() && bare.back() == ']') bare.pop_back();
+      for (const auto& o : c.options)
+        if (o.name == bare && !o.metavar.empty() && t.back() != ']') ++i;  // its metavar
+      continue;
+    }
+    if (t.find("...") != std::string::npos) return SIZE_MAX;
+    ++n;
+  }
+  return n;
 }
 
 }  // namespace
@@ -85,6 +118,7 @@ CommandRegistrar::CommandRegistrar(std::string_view path, RunFn run, std::string
   while (description.size() >= 2 && description.substr(description.size() - 2) == "\n\n") description.pop_back();
   if (example.empty()) bad_spec(path, "needs an Example: section");
   c.options.push_back({kFileOption, "PATH"});
+  c.max_positionals = max_positionals(c);
   c.help = "Usage: " + c.usage + "\n\n" + description + "\nOptions:\n" + options + kFileOptionLines +
            "\nExample:\n" + example;
   table().push_back(std::move(c));

@@ -42,6 +42,7 @@ struct Command {
   std::string usage;            // "shmtool bloom create SEG NAME --capacity N [...]"
   std::string help;             // the full help as printed, from "Usage:" to the example
   std::vector<Option> options;  // what the command accepts, --file included
+  size_t max_positionals = 0;   // from the Usage: line (SIZE_MAX after a "..."); main rejects more
   RunFn run = nullptr;
 };
 

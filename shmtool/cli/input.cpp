@@ -89,11 +89,20 @@ std::string read_input(const std::string& path) {
   if (!f)
     throw shmfilter::Error(shmfilter::ErrorCode::kIo,
                            "cannot open '" + path + "': " + std::strerror(errno) + "; check the path");
+  struct stat st{};
+  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
+    if (f != stdin) std::fclose(f);
+    throw shmfilter::Error(shmfilter::ErrorCode::kIo, "'" + path + "' is a directory: pass a file of ids");
+  }
   std::string s;
   char buf[1 << 16];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
+  const bool failed = std::ferror(f) != 0;
+  const int e = errno;
   if (f != stdin) std::fclose(f);
+  if (failed)
+    throw shmfilter::Error(shmfilter::ErrorCode::kIo, "cannot read '" + path + "': " + std::strerror(e));
   return s;
 }
 

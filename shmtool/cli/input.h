@@ -16,6 +16,13 @@ void for_each_stdin_line(const std::function<void(std::string_view line, uint64_
 // The same lines handed over `batch` at a time (for add_many/contains_many).
 void for_each_stdin_batch(size_t batch, const std::function<void(std::span<const std::string_view> lines)>& fn);
 
+// Input text as an error message quotes it: at most 64 bytes, then
+// "... (N bytes)", so a rejected 3 MB line never floods stderr.
+inline std::string clip_input(std::string_view text) {
+  if (text.size() <= 64) return std::string(text);
+  return std::string(text.substr(0, 64)) + "... (" + std::to_string(text.size()) + " bytes)";
+}
+
 // The whole of FILE, or of stdin for "-"; an unreadable file is a kIo error naming it.
 std::string read_input(const std::string& path);
 

@@ -37,14 +37,14 @@ int run_create(const Args& args) {
   if (o.max_size < o.size)
     throw UsageError("--max-size " + shmfilter::format_size(o.max_size) + " is below --size " +
                      shmfilter::format_size(o.size) + ": pass --max-size >= --size");
-  o.directory_capacity = static_cast<uint32_t>(uint_option(args, "--directory", o.directory_capacity, 1, 1u << 24));
+  o.directory_capacity = static_cast<uint32_t>(uint_option(args, "--directory", o.directory_capacity, 1, 1u << 22));
   o.file = args.get("--file");
   if (args.has("--file") && o.file.empty()) throw UsageError("--file needs a path");
   if (args.has("--group")) {
     o.group = parse_group(args.get("--group"));
     o.mode = 0660;  // a group is given to be shared with: let it read and write
   }
-  o.mode = static_cast<uint32_t>(uint_option(args, "--mode", o.mode, 0, 07777, 8));
+  o.mode = static_cast<uint32_t>(uint_option(args, "--mode", o.mode, 0, 0777, 8));
 
   shmfilter::Segment seg;
   try {
@@ -82,10 +82,10 @@ Options:
   --size SIZE      initial backing size (default 64MiB); grows automatically
   --max-size SIZE  largest size it may ever grow to (default 64GiB; address
                    space only, costs no memory until used)
-  --directory N    how many named structures it can hold (default 4096; 8,000
-                   plans x 7 days needs 65536)
-  --mode MODE      permission bits, octal (default 0600: only this user;
-                   0660 with --group)
+  --directory N    how many named structures it can hold, 1..4194304 (default
+                   4096; 8,000 plans x 7 days needs 65536)
+  --mode MODE      permission bits, octal 0..0777 (default 0600: only this
+                   user; 0660 with --group)
   --group GID      group id or name that owns it (every process of that group
                    may then attach; implies --mode 0660 unless --mode is given)
   --json           print what was made as one JSON object

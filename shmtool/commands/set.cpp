@@ -37,12 +37,12 @@ uint64_t to_key(const ExactSet& s, KeyFormat f, std::string_view text, uint64_t 
   uint64_t v = 0;
   int base = f == KeyFormat::kHex ? 16 : 10;
   if (text.empty() || text.size() > (base == 16 ? 16u : 20u))
-    throw UsageError("key '" + std::string(text) + "'" + (line ? " on line " + std::to_string(line) : "") +
+    throw UsageError("key '" + clip_input(text) + "'" + (line ? " on line " + std::to_string(line) : "") +
                      " is not a " + (base == 16 ? "hex" : "decimal") + " uint64");
   for (char c : text) {
     int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : 99;
     if (d >= base)
-      throw UsageError("key '" + std::string(text) + "'" + (line ? " on line " + std::to_string(line) : "") +
+      throw UsageError("key '" + clip_input(text) + "'" + (line ? " on line " + std::to_string(line) : "") +
                        " is not a " + (base == 16 ? "hex" : "decimal") + " uint64 (see --keys)");
     uint64_t next = v * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
     if (base == 10 && next / 10 != v) throw UsageError("key '" + std::string(text) + "' overflows uint64");

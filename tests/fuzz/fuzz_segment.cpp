@@ -1,0 +1,431 @@
+// tests/fuzz/fuzz_segment.cpp: structure-aware libFuzzer target over a real segment image.
+//
+// At start-up a real file-backed segment is built (every structure kind, with
+// data, fixed seeds) and its bytes kept as the base image. An input is a list
+// of PATCHES applied to a copy of that image:
+//
+//   patch := anchor:u8  offset:u32le  len:u8  bytes[len % 33]
+//
+// `anchor` picks a part of the image (the header page, the first undo / free /
+// quarantine entries, the registry, the directory, the data area, each extent
+// header with the start of its payload; the last anchor resizes the file to
+// `offset` bytes instead), `offset` is taken modulo that part's length. The
+// custom mutator adds patches that write "interesting" 1/2/4/8-byte values
+// (0, ~0, 2^63, the file length, offsets of other anchors, existing value +- 1)
+// at field-aligned places, and otherwise lets libFuzzer mutate the bytes.
+//
+// Each input: write the patched image to a file, then Segment::open, every
+// structure's open + stats + contains + add, check(), check(repair) and the
+// structures once more. shmfilter::Error is the expected outcome of a corrupt
+// image; a crash, hang, sanitizer report or huge allocation is a bug.
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "segment/layout.h"
+#include "shmfilter/bloom.hpp"
+#include "shmfilter/cuckoo.hpp"
+#include "shmfilter/error.hpp"
+#include "shmfilter/exact_set.hpp"
+#include "shmfilter/hll.hpp"
+#include "shmfilter/roaring_set.hpp"
+#include "shmfilter/segment.hpp"
+
+using namespace shmfilter;
+
+namespace {
+
+struct Anchor {
+  uint64_t off;
+  uint64_t len;
+};
+
+std::string g_dir;
+std::string g_path;
+std::vector<uint8_t> g_base;
+std::vector<Anchor> g_anchors;
+int g_fd = -1;
+
+void cleanup() {
+  if (g_fd >= 0) ::close(g_fd);
+  if (!g_path.empty()) ::unlink(g_path.c_str());
+  if (!g_dir.empty()) {
+    ::unlink((g_dir + "/seed.seg").c_str());
+    ::rmdir(g_dir.c_str());
+  }
+}
+
+void build_seed(const std::string& path) {
+  CreateOptions o;
+  o.file = path;
+  o.size = 0;                  // the minimum: the tables plus 64 KiB
+  o.max_size = 4ull << 20;     // small reservation: offsets past the file are reachable
+  o.directory_capacity = 16;
+  Segment seg = Segment::create("fuzz", o);
+  {
+    BloomOptions b;
+    b.capacity = 300;
+    b.error = 0.01;
+    b.seed = 11;
+    Bloom f = Bloom::create(seg, "bloom", b);
+    for (int i = 0; i < 100; ++i) f.add("key" + std::to_string(i));
+  }
+  {
+    BloomOptions b;
+    b.capacity = 40;
+    b.error = 0.05;
+    b.layout = BloomLayout::kClassic;
+    b.growth = 2;
+    b.max_layers = 4;
+    b.seed = 12;
+    Bloom f = Bloom::create(seg, "bloom-classic", b);
+    for (int i = 0; i < 120; ++i) f.add(static_cast<uint64_t>(i) * 7919u);  // two or three layers
+  }
+  {
+    CuckooOptions c;
+    c.capacity = 200;
+    c.fingerprint_bits = 12;
+    c.expansion = 2;
+    c.max_subfilters = 3;
+    c.seed = 13;
+    Cuckoo f = Cuckoo::create(seg, "cuckoo", c);
+    for (int i = 0; i < 260; ++i) f.insert(static_cast<uint64_t>(i) * 31u);  // one expansion
+    f.erase(uint64_t{31});
+  }
+  {
+    RoaringOptions r;
+    r.delta_capacity = 64;
+    r.reader_slots = 4;
+    RoaringSet s = RoaringSet::create(seg, "roaring", r);
+    for (uint32_t v = 0; v < 60; ++v) s.add(v * 3);  // crosses compact_at: one snapshot
+    for (uint32_t v = 1000; v < 1010; ++v) s.add(v);  // and a delta
+    s.remove(3);
+  }
+  {
+    Hll h = Hll::create(seg, "hll");
+    for (int i = 0; i < 200; ++i) h.add("u" + std::to_string(i));
+  }
+  {
+    ExactSetOptions e;
+    e.capacity = 64;
+    ExactSet s = ExactSet::create(seg, "set", e);
+    for (uint64_t k = 1; k <= 40; ++k) s.insert(k * 1000003u);
+    for (uint64_t k = 1; k <= 8; ++k) s.erase(k * 1000003u);
+  }
+  seg.create_region("blob", Kind::kBlob, 128, [](std::byte* p, uint64_t n, ControlTxn&) { std::memset(p, 7, n); });
+}
+
+bool read_file(const std::string& path, std::vector<uint8_t>& out) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st {};
+  fstat(fd, &st);
+  out.resize(static_cast<size_t>(st.st_size));
+  size_t got = 0;
+  while (got < out.size()) {
+    ssize_t n = pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(got));
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return got == out.size();
+}
+
+void compute_anchors() {
+  using namespace shmfilter::internal;
+  Header h;
+  std::memcpy(static_cast<void*>(&h), g_base.data(), sizeof h);
+  g_anchors.push_back({0, 4096});                                          // header page
+  g_anchors.push_back({h.undo_offset, 16 * sizeof(UndoEntry)});             // undo log head
+  g_anchors.push_back({h.free_offset, 16 * sizeof(FreeExtent)});
+  g_anchors.push_back({h.quarantine_offset, 16 * sizeof(QuarantineEntry)});
+  g_anchors.push_back({h.registry_offset, 8 * sizeof(RegistrySlot)});
+  g_anchors.push_back({h.directory_offset, uint64_t{h.directory_capacity} * sizeof(DirEntry)});
+  g_anchors.push_back({h.data_offset, h.top - h.data_offset});             // all structures
+  // Each extent: its header and the first 1 KiB of its payload (structure headers, tables).
+  uint64_t p = h.data_offset;
+  while (p + sizeof(ExtentHeader) <= h.top) {
+    ExtentHeader eh;
+    std::memcpy(static_cast<void*>(&eh), g_base.data() + p, sizeof eh);
+    if (eh.magic != kExtentMagic || eh.size < 64 || p + eh.size > h.top) break;
+    g_anchors.push_back({p, std::min<uint64_t>(eh.size, 1024 + sizeof(ExtentHeader))});
+    p += eh.size;
+  }
+}
+
+struct Patch {
+  uint8_t anchor;
+  uint32_t offset;
+  std::vector<uint8_t> bytes;
+};
+
+std::vector<Patch> parse(const uint8_t* data, size_t size) {
+  std::vector<Patch> out;
+  size_t i = 0;
+  while (i + 6 <= size && out.size() < 64) {
+    Patch p;
+    p.anchor = data[i];
+    std::memcpy(&p.offset, data + i + 1, 4);
+    size_t len = data[i + 5] % 33;
+    i += 6;
+    len = std::min(len, size - i);
+    p.bytes.assign(data + i, data + i + len);
+    i += len;
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+size_t serialize(const std::vector<Patch>& ps, uint8_t* out, size_t max) {
+  size_t n = 0;
+  for (const auto& p : ps) {
+    if (n + 6 + p.bytes.size() > max) break;
+    out[n] = p.anchor;
+    std::memcpy(out + n + 1, &p.offset, 4);
+    out[n + 5] = static_cast<uint8_t>(p.bytes.size());
+    if (!p.bytes.empty()) std::memcpy(out + n + 6, p.bytes.data(), p.bytes.size());
+    n += 6 + p.bytes.size();
+  }
+  return n;
+}
+
+// Writes the patched image to the work file (same size as the base unless a resize patch says otherwise).
+void materialise(const std::vector<Patch>& ps) {
+  std::vector<uint8_t> img = g_base;
+  uint64_t file_len = img.size();
+  const size_t n_anchors = g_anchors.size() + 1;  // the last one is "resize the file"
+  for (const auto& p : ps) {
+    size_t a = p.anchor % n_anchors;
+    if (a == g_anchors.size()) {
+      file_len = p.offset % (img.size() + (1u << 20));
+      continue;
+    }
+    const Anchor& an = g_anchors[a];
+    if (an.len == 0) continue;
+    uint64_t at = an.off + p.offset % an.len;
+    for (size_t k = 0; k < p.bytes.size() && at + k < img.size(); ++k) img[at + k] = p.bytes[k];
+  }
+  if (ftruncate(g_fd, 0) != 0) abort();
+  size_t w = std::min<uint64_t>(img.size(), file_len);
+  size_t done = 0;
+  while (done < w) {
+    ssize_t n = pwrite(g_fd, img.data() + done, w - done, static_cast<off_t>(done));
+    if (n <= 0) abort();
+    done += static_cast<size_t>(n);
+  }
+  if (ftruncate(g_fd, static_cast<off_t>(file_len)) != 0) abort();
+}
+
+template <class Fn>
+void guarded(Fn&& fn) {
+  try {
+    fn();
+  } catch (const shmfilter::Error&) {
+    // a named error is the right answer to a corrupt image
+  }
+}
+
+void exercise(Segment& seg) {
+  guarded([&] { (void)seg.stats(); });
+  guarded([&] { (void)seg.processes(); });
+  std::vector<RegionInfo> regions;
+  guarded([&] { regions = seg.list(); });
+  for (const RegionInfo& r : regions) {
+    switch (r.kind) {
+      case Kind::kBloom:
+        guarded([&] {
+          Bloom b = Bloom::open(seg, r.name);
+          (void)b.stats();
+          (void)b.contains("key1");
+          (void)b.contains(uint64_t{7919});
+          (void)b.add("fuzz-new-key");
+          for (uint64_t k = 0; k < 64; ++k) (void)b.add(k * 104729u + 5);  // may grow a layer
+          (void)b.stats();
+        });
+        break;
+      case Kind::kCuckoo:
+        guarded([&] {
+          Cuckoo c = Cuckoo::open(seg, r.name);
+          (void)c.stats();
+          (void)c.contains(uint64_t{62});
+          (void)c.count(uint64_t{93});
+          (void)c.insert(uint64_t{123456789});
+          (void)c.erase(uint64_t{62});
+          for (uint64_t k = 0; k < 64; ++k) (void)c.insert(k * 7777u + 3);  // may expand
+          (void)c.size();
+        });
+        break;
+      case Kind::kRoaring:
+        guarded([&] {
+          RoaringSet s = RoaringSet::open(seg, r.name);
+          (void)s.stats();
+          (void)s.contains(6);
+          (void)s.cardinality();
+          (void)s.add(77777);
+          (void)s.remove(6);
+          for (uint32_t v = 0; v < 40; ++v) (void)s.add(5000 + v);  // may compact
+          (void)s.compact();
+          (void)s.export_portable();
+        });
+        break;
+      case Kind::kHll:
+        guarded([&] {
+          Hll h = Hll::open(seg, r.name);
+          (void)h.stats();
+          (void)h.count();
+          (void)h.add("fuzz");
+          (void)h.export_redis();
+        });
+        break;
+      case Kind::kExactSet:
+        guarded([&] {
+          ExactSet s = ExactSet::open(seg, r.name);
+          (void)s.stats();
+          (void)s.contains(uint64_t{2000006});
+          (void)s.insert(uint64_t{424242});
+          (void)s.erase(uint64_t{3000009});
+          for (uint64_t k = 0; k < 32; ++k) (void)s.insert(k * 99991u + 1);
+          (void)s.size();
+        });
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace
+
+// Work directories of fuzzer processes that are gone (libFuzzer's -fork jobs
+// end without running atexit handlers): /tmp/shmf-fuzz-<pid> with a dead pid.
+static void remove_stale_dirs() {
+  DIR* d = opendir("/tmp");
+  if (d == nullptr) return;
+  while (dirent* e = readdir(d)) {
+    int pid = 0;
+    if (std::sscanf(e->d_name, "shmf-fuzz-%d", &pid) != 1 || pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::string dir = std::string("/tmp/") + e->d_name;
+    for (const char* f : {"/seed.seg", "/work.seg"}) ::unlink((dir + f).c_str());
+    ::rmdir(dir.c_str());
+  }
+  closedir(d);
+}
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  remove_stale_dirs();
+  g_dir = "/tmp/shmf-fuzz-" + std::to_string(getpid());
+  if (mkdir(g_dir.c_str(), 0700) != 0 && errno != EEXIST) abort();
+  std::atexit(cleanup);
+  std::string seed = g_dir + "/seed.seg";
+  build_seed(seed);
+  if (!read_file(seed, g_base)) abort();
+  ::unlink(seed.c_str());
+  compute_anchors();
+  g_path = g_dir + "/work.seg";
+  g_fd = ::open(g_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (g_fd < 0) abort();
+  if (getenv("SHMF_FUZZ_VERBOSE") != nullptr)
+    fprintf(stderr, "fuzz_segment: base image %zu bytes, %zu anchors\n", g_base.size(), g_anchors.size());
+  return 0;
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  materialise(parse(data, size));
+  guarded([&] {
+    OpenOptions oo;
+    oo.file = g_path;
+    Segment seg = Segment::open("fuzz", oo);
+    exercise(seg);
+    guarded([&] { (void)seg.check(false); });
+    guarded([&] { (void)seg.check(true); });
+    exercise(seg);
+    guarded([&] { (void)seg.check(false); });
+  });
+  return 0;
+}
+
+// ---- structure-aware mutation ------------------------------------------------
+
+namespace {
+
+uint64_t rnd(unsigned& state) {
+  state = state * 1103515245u + 12345u;
+  uint64_t hi = state;
+  state = state * 1103515245u + 12345u;
+  return (hi << 32) ^ state;
+}
+
+Patch interesting_patch(unsigned& st) {
+  Patch p;
+  const size_t n_anchors = g_anchors.size() + 1;
+  size_t a = rnd(st) % n_anchors;
+  p.anchor = static_cast<uint8_t>(a);
+  if (a == g_anchors.size()) {  // resize the file
+    uint64_t choices[] = {0, 8, 4096, g_base.size() / 2, g_base.size() - 4096, g_base.size() - 1,
+                          g_base.size() + 4096};
+    p.offset = static_cast<uint32_t>(choices[rnd(st) % 7]);
+    return p;
+  }
+  const Anchor& an = g_anchors[a];
+  static const unsigned widths[] = {1, 2, 4, 8, 8, 8};
+  unsigned w = widths[rnd(st) % 6];
+  uint64_t off = an.len ? (rnd(st) % an.len) & ~uint64_t{w - 1} : 0;
+  p.offset = static_cast<uint32_t>(off);
+  uint64_t at = an.off + off;
+  uint64_t cur = 0;
+  if (at + w <= g_base.size()) std::memcpy(&cur, g_base.data() + at, w);
+  const Anchor& other = g_anchors[rnd(st) % g_anchors.size()];
+  uint64_t vals[] = {0,
+                     1,
+                     ~uint64_t{0},
+                     uint64_t{1} << 63,
+                     (uint64_t{1} << 32) - 1,
+                     uint64_t{1} << 32,
+                     cur + 1,
+                     cur - 1,
+                     cur ^ (uint64_t{1} << (rnd(st) % (8 * w))),
+                     g_base.size(),
+                     g_base.size() - 8,
+                     g_base.size() + 64,
+                     4ull << 20,              // max_size of the seed
+                     (4ull << 20) - 8,
+                     other.off,
+                     other.off + 64,
+                     other.off + 8,
+                     1ull << 30,
+                     rnd(st),
+                     rnd(st) % 256};
+  uint64_t v = vals[rnd(st) % (sizeof vals / sizeof vals[0])];
+  p.bytes.resize(w);
+  std::memcpy(p.bytes.data(), &v, w);
+  return p;
+}
+
+}  // namespace
+
+extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned int seed) {
+  unsigned st = seed;
+  unsigned choice = static_cast<unsigned>(rnd(st) % 8);
+  if (choice < 3) return LLVMFuzzerMutate(data, size, max_size);
+  std::vector<Patch> ps = parse(data, size);
+  if (choice == 3 && !ps.empty()) {
+    ps.erase(ps.begin() + static_cast<long>(rnd(st) % ps.size()));
+  } else if (choice == 4 && !ps.empty()) {
+    ps[rnd(st) % ps.size()] = interesting_patch(st);
+  } else {
+    ps.push_back(interesting_patch(st));
+  }
+  return serialize(ps, data, max_size);
+}
