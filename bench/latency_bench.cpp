@@ -15,6 +15,14 @@
 // the structure goes from 70% to at most 90% of its capacity (small sizes:
 // several rounds of recreate + refill). A plain program (not Google
 // Benchmark): it needs every sample, not a mean.
+//
+// The floor (bench/floor.h): after each out-of-cache structure is dropped,
+// the same run measures one dependent random read of a 64-byte line (pointer
+// chase) and independent-read throughput over a /dev/shm buffer of that
+// structure's size. Every out-of-cache row then carries "x floor": a
+// single-key row's p50 over the dependent read's p50 (same bracket), a
+// batched row's p50 over the independent read's per-read time. 1.0x is one
+// miss per key; a single-key lookup that takes two dependent misses is ~2x.
 #include <unistd.h>
 
 #include <cinttypes>
@@ -25,6 +33,7 @@
 #include <vector>
 
 #include "shmfilter/hll.hpp"
+#include "floor.h"
 #include "subjects.h"
 #include "timed.h"
 
@@ -45,13 +54,23 @@ struct Row {
   std::string structure, size, op;
   double p50, p99, p999, mean;
   size_t samples;
+  double vs_floor;  // p50 / the floor that applies (0: in cache, no floor)
 };
 
 std::vector<Row> g_rows;
+std::vector<std::pair<std::string, Floor>> g_floors;  // (structure, floor at its size)
 Clock* g_clk;
 
-void add_row(const std::string& st, const std::string& size, const std::string& op, Samples& s) {
-  g_rows.push_back({st, size, op, s.pct(0.5), s.pct(0.99), s.pct(0.999), s.mean(), s.size()});
+// Floor the row is compared with: batched rows against independent reads, the rest against one dependent read.
+double floor_ratio(const std::string& op, double p50, const Floor* f) {
+  if (f == nullptr) return 0;
+  const bool batched = op.find("batch") != std::string::npos;
+  const double base = batched ? f->indep_ns : f->dep_p50;
+  return base > 0 ? p50 / base : 0;
+}
+
+void add_row(const std::string& st, const std::string& size, const std::string& op, Samples& s, const Floor* f = nullptr) {
+  g_rows.push_back({st, size, op, s.pct(0.5), s.pct(0.99), s.pct(0.999), s.mean(), s.size(), floor_ratio(op, s.pct(0.5), f)});
   fprintf(stderr, "  %-18s %-26s %-28s p50 %-10s p99 %-10s p99.9 %s\n", st.c_str(), size.c_str(), op.c_str(),
           fmt_ns(s.pct(0.5)).c_str(), fmt_ns(s.pct(0.99)).c_str(), fmt_ns(s.pct(0.999)).c_str());
 }
@@ -64,7 +83,7 @@ std::string size_label(uint64_t n, uint64_t bytes, uint64_t llc) {
 }
 
 template <class S>
-void run_subject(Segment& seg, const Opts& o, uint64_t n, uint64_t llc) {
+void run_subject(Segment& seg, const Opts& o, uint64_t n, uint64_t llc, bool out_of_cache) {
   const Clock& clk = *g_clk;
   const std::string name = "lat:" + std::string(S::kName);
   Samples add1, add64, hit1, miss1, hit64, miss64;
@@ -136,18 +155,23 @@ void run_subject(Segment& seg, const Opts& o, uint64_t n, uint64_t llc) {
   }
   S::drop(seg, name);
   seg.quiesce();
+  const Floor* f = nullptr;
+  if (out_of_cache) {
+    g_floors.emplace_back(S::kName, measure_floor(clk, bytes, o.singles, n));
+    f = &g_floors.back().second;
+  }
   const std::string sz = size_label(n, bytes, llc);
-  add_row(S::kName, sz, "add, single key", add1);
-  add_row(S::kName, sz, "add, batch of 64 (per key)", add64);
-  add_row(S::kName, sz, "contains hit, single key", hit1);
-  add_row(S::kName, sz, "contains miss, single key", miss1);
-  add_row(S::kName, sz, "contains hit, batch of 64", hit64);
-  add_row(S::kName, sz, "contains miss, batch of 64", miss64);
+  add_row(S::kName, sz, "add, single key", add1, f);
+  add_row(S::kName, sz, "add, batch of 64 (per key)", add64, f);
+  add_row(S::kName, sz, "contains hit, single key", hit1, f);
+  add_row(S::kName, sz, "contains miss, single key", miss1, f);
+  add_row(S::kName, sz, "contains hit, batch of 64", hit64, f);
+  add_row(S::kName, sz, "contains miss, batch of 64", miss64, f);
 }
 
 // HLL: 12 KB is always cache-resident, so "out of cache" is many HLLs (one
 // per plan and day, as the mission keeps them), each op on a random one.
-void run_hll(Segment& seg, const Opts& o, uint32_t count, uint64_t llc) {
+void run_hll(Segment& seg, const Opts& o, uint32_t count, uint64_t llc, bool out_of_cache) {
   const Clock& clk = *g_clk;
   std::vector<shmfilter::Hll> h;
   h.reserve(count);
@@ -200,13 +224,18 @@ void run_hll(Segment& seg, const Opts& o, uint32_t count, uint64_t llc) {
   }
   for (uint32_t i = 0; i < count; ++i) shmfilter::Hll::drop(seg, "lat:hll:" + std::to_string(i));
   seg.quiesce();
+  const Floor* f = nullptr;
+  if (out_of_cache) {
+    g_floors.emplace_back("HLL", measure_floor(clk, bytes, o.singles, count));
+    f = &g_floors.back().second;
+  }
   char sz[96];
   snprintf(sz, sizeof sz, "%u HLL%s, %s (%.2fx LLC)", count, count > 1 ? "s" : "", fmt_bytes(static_cast<double>(bytes)).c_str(),
            static_cast<double>(bytes) / static_cast<double>(llc));
-  add_row("HLL", sz, "add, single key", add1);
-  add_row("HLL", sz, "add, batch of 64 (per key)", add64);
-  add_row("HLL", sz, "count (PFCOUNT)", cnt);
-  add_row("HLL", sz, "count_union of 2 (PFCOUNT k1 k2)", cnt2);
+  add_row("HLL", sz, "add, single key", add1, f);
+  add_row("HLL", sz, "add, batch of 64 (per key)", add64, f);
+  add_row("HLL", sz, "count (PFCOUNT)", cnt, f);
+  add_row("HLL", sz, "count_union of 2 (PFCOUNT k1 k2)", cnt2, f);
 }
 
 [[noreturn]] void usage(int rc) {
@@ -264,25 +293,25 @@ int main(int argc, char** argv) {
   try {
     auto want = [&](const char* k) { return o.only.empty() || o.only == k; };
     if (want("bloom")) {
-      run_subject<BloomSubject>(seg, o, o.in_cache_n, llc);
-      run_subject<BloomSubject>(seg, o, BloomSubject::n_for_bytes(target), llc);
+      run_subject<BloomSubject>(seg, o, o.in_cache_n, llc, false);
+      run_subject<BloomSubject>(seg, o, BloomSubject::n_for_bytes(target), llc, true);
     }
     if (want("cuckoo")) {
-      run_subject<CuckooSubject>(seg, o, o.in_cache_n, llc);
-      run_subject<CuckooSubject>(seg, o, CuckooSubject::n_for_bytes(target), llc);
+      run_subject<CuckooSubject>(seg, o, o.in_cache_n, llc, false);
+      run_subject<CuckooSubject>(seg, o, CuckooSubject::n_for_bytes(target), llc, true);
     }
     if (want("exact")) {
-      run_subject<ExactSubject>(seg, o, o.in_cache_n, llc);
-      run_subject<ExactSubject>(seg, o, ExactSubject::n_for_bytes(target), llc);
+      run_subject<ExactSubject>(seg, o, o.in_cache_n, llc, false);
+      run_subject<ExactSubject>(seg, o, ExactSubject::n_for_bytes(target), llc, true);
     }
     if (want("roaring")) {
-      run_subject<RoaringSubject>(seg, o, o.in_cache_n, llc);
-      run_subject<RoaringSubject>(seg, o, RoaringSubject::n_for_bytes(target), llc);
+      run_subject<RoaringSubject>(seg, o, o.in_cache_n, llc, false);
+      run_subject<RoaringSubject>(seg, o, RoaringSubject::n_for_bytes(target), llc, true);
       RoaringSubject::ids = {};
     }
     if (want("hll")) {
-      run_hll(seg, o, 1, llc);
-      run_hll(seg, o, static_cast<uint32_t>(std::min<uint64_t>(30000, target / 13176 + 1)), llc);
+      run_hll(seg, o, 1, llc, false);
+      run_hll(seg, o, static_cast<uint32_t>(std::min<uint64_t>(30000, target / 13176 + 1)), llc, true);
     }
   } catch (const std::exception& e) {
     fprintf(stderr, "latency_bench: %s\n", e.what());
@@ -297,9 +326,21 @@ int main(int argc, char** argv) {
          "contains_many of 64 keys divided by 64; percentiles over %" PRIu64 " batches. Single rows: %" PRIu64
          " samples.\n\n",
          fmt_bytes(static_cast<double>(llc)).c_str(), o.out_factor, o.batches, o.singles);
-  printf("| structure | size | operation | p50 | p99 | p99.9 | mean |\n|---|---|---|---|---|---|---|\n");
-  for (auto& r : g_rows)
-    printf("| %s | %s | %s | %s | %s | %s | %s |\n", r.structure.c_str(), r.size.c_str(), r.op.c_str(),
-           fmt_ns(r.p50).c_str(), fmt_ns(r.p99).c_str(), fmt_ns(r.p999).c_str(), fmt_ns(r.mean).c_str());
+  printf("The machine's floor, measured in this run over a /dev/shm buffer of each out-of-cache structure's size\n"
+         "(bench/floor.h): one dependent random read of a 64-byte line (pointer chase; bracketed like a single-key\n"
+         "operation, and as a long chase timed in 512-read chunks, median chunk), and independent random reads (addresses known up front,\n"
+         "many in flight; median 512-read chunk). \"x floor\" below: single-key p50 / dependent-read p50; batched p50 / independent-read time.\n\n");
+  printf("| floor for | buffer | dependent read p50 | p99 | long chase (ns/read) | independent reads (ns/read) |\n"
+         "|---|---|---|---|---|---|\n");
+  for (auto& [st, f] : g_floors)
+    printf("| %s | %s | %s | %s | %s | %s |\n", st.c_str(), fmt_bytes(static_cast<double>(f.bytes)).c_str(),
+           fmt_ns(f.dep_p50).c_str(), fmt_ns(f.dep_p99).c_str(), fmt_ns(f.chase_ns).c_str(), fmt_ns(f.indep_ns).c_str());
+  printf("\n| structure | size | operation | p50 | p99 | p99.9 | mean | x floor |\n|---|---|---|---|---|---|---|---|\n");
+  for (auto& r : g_rows) {
+    char ratio[32] = "-";
+    if (r.vs_floor > 0) snprintf(ratio, sizeof ratio, "%.2fx", r.vs_floor);
+    printf("| %s | %s | %s | %s | %s | %s | %s | %s |\n", r.structure.c_str(), r.size.c_str(), r.op.c_str(),
+           fmt_ns(r.p50).c_str(), fmt_ns(r.p99).c_str(), fmt_ns(r.p999).c_str(), fmt_ns(r.mean).c_str(), ratio);
+  }
   return rc;
 }
