@@ -13,6 +13,9 @@
 //     p50), and a long chase timed in chunks of 512 reads (no bracket cost).
 //     A structure that needs one miss per lookup cannot beat this; one that
 //     needs two dependent misses is near 2x.
+//   pair: the dependent read and one more random line issued with it (the
+//     cost of a lookup that must read two unrelated lines, as a cuckoo
+//     filter's two buckets; bracketed like a single-key operation).
 //   independent reads: random lines whose addresses are all known up front
 //     (an index array), summed: as many misses in flight as the core allows.
 //     The per-read time is the floor for a batched lookup (contains_many
@@ -41,6 +44,7 @@ namespace shmf_bench {
 struct Floor {
   uint64_t bytes = 0;
   double dep_p50 = 0, dep_p99 = 0, dep_mean = 0;  // bracketed single dependent reads (ns)
+  double pair_p50 = 0;                            // bracketed: a dependent read plus one independent line in parallel
   double chase_ns = 0;                            // long chase: ns per read (median of 512-read chunks)
   double indep_ns = 0;                            // independent reads: ns per read (median of 512-read chunks)
 };
@@ -88,6 +92,27 @@ inline Floor measure_floor(const Clock& clk, uint64_t bytes, uint64_t samples, u
   f.dep_p50 = s.pct(0.5);
   f.dep_p99 = s.pct(0.99);
   f.dep_mean = s.mean();
+  // Two lines per step, issued together (a cuckoo lookup's two buckets): the
+  // dependent chase plus one random line whose address is known up front.
+  {
+    std::vector<uint32_t> other(samples);
+    Rng rng(seed + 2);
+    for (auto& x : other) x = static_cast<uint32_t>(rng.below(lines));
+    Samples s2;
+    s2.reserve(samples);
+    uint64_t sum = 0;
+    for (uint64_t j = 0; j < samples; ++j) {
+      const uint64_t t0 = clk.now();
+      const uint64_t a = *static_cast<volatile uint64_t*>(&w[cur * kStride]);
+      const uint64_t b = *static_cast<volatile uint64_t*>(&w[static_cast<uint64_t>(other[j]) * kStride]);
+      cur = a;
+      sum += b;
+      const uint64_t t1 = clk.now();
+      s2.add(clk.ns_of(t0, t1));
+    }
+    keep(sum);
+    f.pair_p50 = s2.pct(0.5);
+  }
   // Long chase and independent reads: timed in chunks of kChunk reads; the
   // median chunk gives the per-read time, so a preemption (a loaded, shared
   // machine) costs one chunk, not the mean.
