@@ -80,6 +80,8 @@ struct SegmentImpl {
   int fd = -1;
   std::byte* base = nullptr;
   uint64_t map_size = 0;
+  bool huge_requested = false;  // CreateOptions/OpenOptions::huge_pages (this process's mapping)
+  int huge_advise_errno = -1;   // -1: not asked; 0: madvise(MADV_HUGEPAGE) succeeded; else its errno
   pid_t attach_pid = 0;
   uint32_t slot = UINT32_MAX;
   uint64_t token = 0;
