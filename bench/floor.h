@@ -52,7 +52,9 @@ struct Floor {
 // Measures the floor over a /dev/shm buffer of `bytes` (rounded down to whole
 // lines, at least 64 lines). samples: bracketed single reads; the long chase
 // and the independent pass each do max(samples, 1e6) reads.
-inline Floor measure_floor(const Clock& clk, uint64_t bytes, uint64_t samples, uint64_t seed) {
+// huge: madvise(MADV_HUGEPAGE) on the buffer, as a segment opened with huge_pages
+// (effective only where shmem_enabled allows it: docs/huge-pages.md).
+inline Floor measure_floor(const Clock& clk, uint64_t bytes, uint64_t samples, uint64_t seed, bool huge = false) {
   constexpr uint64_t kLine = 64;
   const uint64_t lines = std::max<uint64_t>(bytes / kLine, 64);
   const uint64_t len = lines * kLine;
@@ -67,6 +69,7 @@ inline Floor measure_floor(const Clock& clk, uint64_t bytes, uint64_t samples, u
   void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
   if (p == MAP_FAILED) throw std::runtime_error("floor: mmap failed");
+  if (huge) (void)madvise(p, len, MADV_HUGEPAGE);
   auto* w = static_cast<uint64_t*>(p);
   constexpr uint64_t kStride = kLine / sizeof(uint64_t);
   // Sattolo: one random cycle through every line; word 0 of line i holds the next line.

@@ -2,7 +2,7 @@
 // p99.9) of add and contains for every structure, single key and batched, at
 // an in-cache size and an out-of-cache size (>= 10x the last-level cache).
 //
-//   latency_bench [--out-factor 10] [--singles 100000] [--batches 5000] [--only NAME] [--quick]
+//   latency_bench [--out-factor 10] [--singles 100000] [--batches 5000] [--only NAMES] [--huge-pages] [--quick]
 //
 // Method (bench/timed.h): every single operation is bracketed by two fenced
 // clock reads; the median cost of an empty bracket, measured at start, is
@@ -48,6 +48,7 @@ struct Opts {
   uint64_t batches = 5000;
   uint64_t in_cache_n = 50000;
   std::string only;
+  bool huge_pages = false;
 };
 
 struct Row {
@@ -157,7 +158,7 @@ void run_subject(Segment& seg, const Opts& o, uint64_t n, uint64_t llc, bool out
   seg.quiesce();
   const Floor* f = nullptr;
   if (out_of_cache) {
-    g_floors.emplace_back(S::kName, measure_floor(clk, bytes, o.singles, n));
+    g_floors.emplace_back(S::kName, measure_floor(clk, bytes, o.singles, n, o.huge_pages));
     f = &g_floors.back().second;
   }
   const std::string sz = size_label(n, bytes, llc);
@@ -238,7 +239,7 @@ void run_hll(Segment& seg, const Opts& o, uint32_t count, uint64_t llc, bool out
   seg.quiesce();
   const Floor* f = nullptr;
   if (out_of_cache) {
-    g_floors.emplace_back("HLL", measure_floor(clk, bytes, o.singles, count));
+    g_floors.emplace_back("HLL", measure_floor(clk, bytes, o.singles, count, o.huge_pages));
     f = &g_floors.back().second;
   }
   char sz[96];
@@ -253,12 +254,13 @@ void run_hll(Segment& seg, const Opts& o, uint32_t count, uint64_t llc, bool out
 
 [[noreturn]] void usage(int rc) {
   fprintf(rc ? stderr : stdout,
-          "Usage: latency_bench [--out-factor F] [--singles N] [--batches N] [--in-cache-n N] [--only NAME] [--quick]\n"
+          "Usage: latency_bench [--out-factor F] [--singles N] [--batches N] [--in-cache-n N] [--only NAMES] [--huge-pages] [--quick]\n"
           "  --out-factor F   out-of-cache structures are >= F x the last-level cache (default 10)\n"
           "  --singles N      single-key samples per row (default 100000)\n"
           "  --batches N      batches of 64 per row (default 5000)\n"
           "  --in-cache-n N   keys of the in-cache structures (default 50000)\n"
           "  --only NAMES     comma-separated: bloom, cuckoo, exact, roaring, hll\n"
+          "  --huge-pages     segment and floor buffers advised MADV_HUGEPAGE (docs/huge-pages.md)\n"
           "  --quick          --out-factor 1 --singles 20000 --batches 1000\n");
   exit(rc);
 }
@@ -278,6 +280,7 @@ int main(int argc, char** argv) {
     else if (a == "--batches") o.batches = strtoull(val().c_str(), nullptr, 10);
     else if (a == "--in-cache-n") o.in_cache_n = strtoull(val().c_str(), nullptr, 10);
     else if (a == "--only") o.only = val();
+    else if (a == "--huge-pages") o.huge_pages = true;
     else if (a == "--quick") {
       o.out_factor = 1;
       o.singles = 20000;
@@ -301,6 +304,7 @@ int main(int argc, char** argv) {
   const std::string segname = "shmf-bench-latency-" + std::to_string(getpid());
   shmfilter::CreateOptions co;
   co.directory_capacity = 32768;
+  co.huge_pages = o.huge_pages;
   Segment seg = Segment::create(segname, co);
   int rc = 0;
   try {
@@ -330,6 +334,7 @@ int main(int argc, char** argv) {
     fprintf(stderr, "latency_bench: %s\n", e.what());
     rc = 1;
   }
+  const shmfilter::HugePageStats hp = seg.huge_page_stats();
   Segment::remove(segname);
 
   printf("Clock: %s; one empty bracket costs %.1f ns (median, subtracted from every sample); "
@@ -339,6 +344,9 @@ int main(int argc, char** argv) {
          "contains_many of 64 keys divided by 64; percentiles over %" PRIu64 " batches. Single rows: %" PRIu64
          " samples.\n\n",
          fmt_bytes(static_cast<double>(llc)).c_str(), o.out_factor, o.batches, o.singles);
+  if (o.huge_pages)
+    printf("--huge-pages: the segment and the floor buffers were advised MADV_HUGEPAGE; shmem_enabled is '%s' here%s.\n\n",
+           hp.shmem_enabled.c_str(), hp.huge_bytes > 0 ? "" : " (nothing was on huge pages at the end: see docs/huge-pages.md)");
   printf("The machine's floor, measured in this run over a /dev/shm buffer of each out-of-cache structure's size\n"
          "(bench/floor.h): one dependent random read of a 64-byte line (pointer chase, bracketed like a single-key\n"
          "operation; also as a long chase timed in 512-read chunks, median chunk); \"two lines at once\": that read plus\n"
