@@ -85,7 +85,7 @@ cache() { lscpu | sed -n "s/^$1 cache: *//p"; }
 } >"$OUT.new"
 
 section "Latency percentiles" \
-  "Per-operation latency of add and contains, single key and batched (64 keys per call, per-key time = batch time / 64), at an in-cache size and an out-of-cache size (>= 10x the L3). The cost of the clock itself is measured and subtracted. Roaring adds go through the delta table; their p99.9 includes compactions (rebuilding the snapshot), which is the real cost of a write there." \
+  "Per-operation latency of add and contains, single key and batched (64 keys per call, per-key time = batch time / 64), at an in-cache size and an out-of-cache size (>= 10x the L3). The cost of the clock itself is measured and subtracted. The machine's floor is measured in the same run over a /dev/shm buffer of each out-of-cache structure's size (bench/floor.h: one dependent random read of a 64-byte line by pointer chase, and independent reads with many in flight); every out-of-cache row shows its p50 as a multiple of that floor (single-key rows: of one dependent read; batched rows: of one independent read), so 1.0x is one cache miss per key. Roaring adds go through the delta table; their p99.9 includes compactions (rebuilding the snapshot), which is the real cost of a write there." \
   "$B/latency_bench" $LATENCY_ARGS
 
 section "Multi-process scaling" \

@@ -29,7 +29,7 @@
 namespace shmfilter {
 
 struct HllOptions {
-  // Nothing to choose: precision is fixed at 14 (Redis's), 13,176 bytes per HLL.
+  // Nothing to choose: precision is fixed at 14 (Redis's), 13,240 bytes per HLL.
 };
 
 struct HllStats {
@@ -39,6 +39,9 @@ struct HllStats {
   uint32_t max_register = 0;        // highest rank seen (<= 51)
   uint64_t bytes = 0;               // region size in the segment
   double standard_error = 0;        // 1.04/sqrt(16384)
+  bool count_cached = false;        // count() would answer from the cache now (no change since it was computed)
+  uint64_t changes_in_flight = 0;   // register changes begun and not ended (adds running, or a writer that died
+                                    // inside one: the cache stays off until check --repair; counts stay exact)
 };
 
 class Hll : public internal::RegionHandle {
@@ -66,7 +69,8 @@ class Hll : public internal::RegionHandle {
   uint64_t add_many(std::span<const std::string_view> keys) noexcept;
 
   // Lock-free snapshot read; the same number Redis's PFCOUNT gives for these
-  // registers. 0 when dropped.
+  // registers. 0 when dropped. Cached across processes: an HLL unchanged since
+  // the last count answers from one cache line (docs/hll.md "Count cache").
   uint64_t count() const noexcept;
   // Lock-free, not atomic as a whole: adds racing with clear may survive it.
   // A clear killed midway leaves valid, partly cleared registers: run it again.

@@ -59,15 +59,31 @@ struct CreateOptions {
   std::string file;                     // non-empty: back by this regular file, not /dev/shm
   uint32_t mode = 0600;                 // permission bits of the backing object
   int64_t group = -1;                   // >= 0: chown to this gid (use mode 0660 to share)
+  bool huge_pages = false;              // this process's mapping: madvise(MADV_HUGEPAGE) (docs/huge-pages.md)
 };
 
 struct OpenOptions {
-  std::string file;  // must match how the segment was created
+  std::string file;         // must match how the segment was created
+  bool huge_pages = false;  // this process's mapping: madvise(MADV_HUGEPAGE) (docs/huge-pages.md)
   // Trust rule (docs/SECURITY.md): open() attaches only a regular file, never
   // through a symbolic link, owned by this process's effective uid or by root;
   // anything else fails with kPermission, because whoever owns the file can
   // hand us crafted bytes. Set this to a uid to trust that owner as well.
   int64_t trusted_owner = -1;
+};
+
+// How much of this process's mapping of the segment is on huge pages, from
+// /proc/self/smaps (docs/huge-pages.md). A per-process view: each attachment
+// advises its own mapping.
+struct HugePageStats {
+  bool requested = false;      // huge_pages was set on create/open
+  bool advised = false;        // madvise(MADV_HUGEPAGE) succeeded on the mapping
+  int advise_errno = 0;        // its errno when it failed (EINVAL: kernel without THP)
+  bool smaps_read = false;     // the mapping was found in /proc/self/smaps
+  uint64_t resident_bytes = 0; // Rss of the mapping
+  uint64_t huge_bytes = 0;     // of it, mapped by huge pages (ShmemPmdMapped + FilePmdMapped + AnonHugePages)
+  std::string shmem_enabled;   // /sys/kernel/mm/transparent_hugepage/shmem_enabled, the selected [mode]
+  std::string note;            // what to do when huge_bytes is 0 although requested
 };
 
 // A named structure as the directory describes it.
@@ -175,6 +191,8 @@ class Segment {
   std::byte* base() const noexcept;      // lock-free, any thread; stable for the attachment's life
   uint64_t size() const noexcept;        // current backing size (acquire load)
   SegmentStats stats() const;            // lock-free snapshot (may be slightly stale)
+  // Reads /proc/self/smaps (a few hundred us): not for the data plane. Never throws.
+  HugePageStats huge_page_stats() const;
 
   // ---- directory ---------------------------------------------------------
   // Lock-free, any process.

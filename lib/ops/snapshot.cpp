@@ -144,7 +144,12 @@ void restore_hll(Segment& seg, const std::string& name, In in) {
   const unsigned char* bytes = in.take(size);
   seg.create_region(name, Kind::kHll, size, [&](std::byte* region, uint64_t, ControlTxn&) {
     std::memcpy(region, bytes, size);
-    reinterpret_cast<internal::hll::HllHeader*>(region)->clear_token = 0;  // the source's clear, if any, is not ours
+    auto* hh = reinterpret_cast<internal::hll::HllHeader*>(region);
+    hh->clear_token = 0;  // the source's clear, if any, is not ours
+    // Nothing is in flight in the copy: equal counters, no cached count (the
+    // source's counters may have been mid-change when it was saved).
+    hh->sync.ends = hh->sync.begins;
+    hh->sync.count_cache = 0;
   });
 }
 

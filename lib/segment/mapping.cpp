@@ -197,6 +197,11 @@ void SegmentImpl::map(uint64_t max_size) {
              errno_text(errno) + ": check ulimit -v or recreate with a smaller max_size");
   base = static_cast<std::byte*>(p);
   map_size = max_size;
+  if (huge_requested) {
+    // Advice only: tmpfs honours it when shmem_enabled is advise/within_size/always
+    // (or the mount has huge=); never an error (docs/huge-pages.md).
+    huge_advise_errno = madvise(p, max_size, MADV_HUGEPAGE) == 0 ? 0 : errno;
+  }
 }
 
 // ---- create / open ---------------------------------------------------------------
@@ -278,6 +283,7 @@ std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateO
       fail(ErrorCode::kNoSpace, "no space to create " + who + " of " + format_size(size) + ": " + errno_text(rc) +
                                     ": free space (df -h " + dir + ") or pass a smaller size");
     if (rc != 0) fail(ErrorCode::kIo, "cannot size " + who + ": " + errno_text(rc));
+    impl->huge_requested = options.huge_pages;
     impl->map(max_size);
     Header* h = impl->hdr();
     h->magic = kMagic;
@@ -389,6 +395,7 @@ std::shared_ptr<SegmentImpl> open_segment(std::string_view name, const OpenOptio
   }
   Header hcopy;
   std::memcpy(static_cast<void*>(&hcopy), buf, sizeof(Header));
+  impl->huge_requested = options.huge_pages;
   impl->map(hcopy.max_size);
   impl->finish_attach();
   return impl;

@@ -41,6 +41,7 @@ Segment Segment::open(std::string_view name, const OpenOptions& options) {
 Segment Segment::open_or_create(std::string_view name, const CreateOptions& options) {
   OpenOptions oo;
   oo.file = options.file;
+  oo.huge_pages = options.huge_pages;
   for (int attempt = 0; attempt < 100; ++attempt) {
     try {
       return open(name, oo);

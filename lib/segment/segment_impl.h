@@ -83,6 +83,8 @@ struct SegmentImpl {
   int fd = -1;
   std::byte* base = nullptr;
   uint64_t map_size = 0;
+  bool huge_requested = false;  // CreateOptions/OpenOptions::huge_pages (this process's mapping)
+  int huge_advise_errno = -1;   // -1: not asked; 0: madvise(MADV_HUGEPAGE) succeeded; else its errno
   pid_t attach_pid = 0;
   uint64_t fork_generation = 0;  // fork_generation_now() at attach
   uint32_t slot = UINT32_MAX;

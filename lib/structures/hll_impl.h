@@ -15,6 +15,13 @@
 // words and cannot be updated with one CAS. We pack 10 registers of 6 bits in
 // each 64-bit word (bits 0..59, bits 60..63 always 0): 1639 words, 13,112
 // bytes, and an atomic max is one CAS on one word. Export/import convert.
+//
+// Count cache (layout version 2, docs/hll.md "Count cache"): the header's
+// second line holds two change counters (begins, ends) that bracket every
+// register CAS and a cached estimate tagged with the begins value it was
+// computed at. A reader uses the cache only when no change is in flight and
+// none began since; a writer killed inside its bracket leaves the counters
+// unequal, which only turns the cache off (counts recomputed, still exact).
 #pragma once
 
 #include <atomic>
@@ -25,12 +32,13 @@
 #include <string>
 #include <string_view>
 
+#include "base/kill_point.h"
 #include "shmfilter/segment.hpp"  // Segment, RegionInfo, CheckReport: the checker's signature
 
 namespace shmfilter::internal::hll {
 
 inline constexpr uint32_t kMagic = 0x314c4c48;  // "HLL1" in little-endian bytes
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;  // 2: 128-byte header with the count cache (line 1)
 inline constexpr uint32_t kHllP = 14;                               // precision
 inline constexpr uint32_t kHllRegisters = 1u << kHllP;              // 16384
 inline constexpr uint32_t kHllQ = 64 - kHllP;                       // 50 hash bits left for the rank
@@ -49,6 +57,28 @@ inline constexpr size_t kRedisHllDenseSize = kRedisHllHeader + kRedisHllDenseReg
 inline constexpr uint8_t kRedisHllDense = 0;
 inline constexpr uint8_t kRedisHllSparse = 1;
 
+// Count cache words (the header's second cache line). Any process.
+//   begins       +1 (relaxed RMW) before a writer's first CAS attempt on a register word
+//                (add, merge, import) and by clear() before it zeroes; only grows.
+//   ends         +1 (release RMW) after that writer's last attempt; only grows; ends <= begins.
+//                Equal counters = no register change in flight.
+//   count_cache  0 (empty) or tag << 36 | (estimate + 1), tag = begins & kHllTagMask at a
+//                moment with no change in flight and none during the registers' read;
+//                stored (relaxed) by count(); reset to 0 by clear() after zeroing.
+// Why a reader may trust it: every register CAS lies between a begins and an ends
+// increment, so an unchanged, quiescent begins means unchanged registers (proof and
+// the 28-bit tag's wrap bound in docs/hll.md "Count cache").
+struct HllCountSync {
+  uint64_t begins;
+  uint64_t ends;
+  uint64_t count_cache;
+  uint64_t reserved[5];  // zero; room for later versions
+};
+static_assert(sizeof(HllCountSync) == 64, "the count cache is one cache line; part of the on-segment format");
+inline constexpr uint32_t kHllTagBits = 28;
+inline constexpr uint64_t kHllTagMask = (1ull << kHllTagBits) - 1;
+inline constexpr uint64_t kHllCacheValueMask = (1ull << (64 - kHllTagBits)) - 1;  // 36 bits: estimate + 1
+
 // The region: this header, then kHllWords register words. Lives at the start
 // of the region create_region() returns (64-byte aligned).
 struct alignas(64) HllHeader {
@@ -59,17 +89,19 @@ struct alignas(64) HllHeader {
   uint32_t registers_per_word;  // idem: 10
   uint32_t words;               // idem: 1639
   uint64_t hash_seed;           // idem: 0xadc83b19 (MurmurHash64A seed, Redis's)
-  uint64_t registers_offset;    // idem: offset of the register words from the region start (64)
+  uint64_t registers_offset;    // idem: offset of the register words from the region start (128)
   uint64_t clear_token;         // owner token of a clear() in progress, 0 when none. clear() stores its
                                 // token (seq_cst) before zeroing and 0 after; check --repair finishes a
                                 // clear whose owner died. Any process.
   uint64_t reserved[2];         // zero; room for later versions
+  HllCountSync sync;            // line 1: the count cache (see HllCountSync), written by any process
 };
-static_assert(sizeof(HllHeader) == 64, "HllHeader is one cache line; it is part of the on-segment format");
+static_assert(sizeof(HllHeader) == 128, "HllHeader is two cache lines; it is part of the on-segment format");
 static_assert(offsetof(HllHeader, hash_seed) == 24, "HllHeader field offsets are part of the format");
 static_assert(offsetof(HllHeader, clear_token) == 40, "HllHeader field offsets are part of the format");
-inline constexpr uint64_t kHllRegionBytes = sizeof(HllHeader) + kHllWords * sizeof(uint64_t);  // 13,176
-static_assert(kHllRegionBytes == 13176, "HLL region size is part of the format");
+static_assert(offsetof(HllHeader, sync) == 64, "the count cache is the header's second cache line (format)");
+inline constexpr uint64_t kHllRegionBytes = sizeof(HllHeader) + kHllWords * sizeof(uint64_t);  // 13,240
+static_assert(kHllRegionBytes == 13240, "HLL region size is part of the format");
 static_assert(std::atomic_ref<uint64_t>::is_always_lock_free, "register words need lock-free 64-bit CAS across processes");
 
 // MurmurHash64A (Austin Appleby, public domain), the variant Redis uses: the
@@ -112,34 +144,71 @@ inline uint8_t hll_field(uint64_t word, uint32_t slot) noexcept {
   return static_cast<uint8_t>((word >> (slot * kHllBits)) & kHllFieldMask);
 }
 
+// The bracket around register CASes (HllCountSync). Null sync: bare words (kernel tests).
+inline void hll_change_begin(HllCountSync* sync) noexcept {
+  // relaxed: the register CAS that follows is a release, which orders this increment
+  // before it for any reader that sees the CAS (reader: relaxed loads, acquire fence, re-read).
+  if (sync != nullptr) std::atomic_ref<uint64_t>(sync->begins).fetch_add(1, std::memory_order_relaxed);
+}
+inline void hll_change_end(HllCountSync* sync) noexcept {
+  // release: a reader that sees this increment (acquire) sees the CASes before it.
+  if (sync != nullptr) std::atomic_ref<uint64_t>(sync->ends).fetch_add(1, std::memory_order_release);
+}
+
 // Atomic max of register `index` with `rank`. Lock-free, any process.
-// Returns true when the register grew. Relaxed order: a register is a
-// monotone counter that publishes no other data; readers only need each
-// word read atomically, and merge/count tolerate any interleaving.
-inline bool hll_update(uint64_t* words, uint32_t index, uint8_t rank) noexcept {
+// Returns true when the register grew. Registers are monotone counters that
+// publish no other data, so the loads are relaxed; the CAS is a release only
+// for the count cache's bracket (hll_change_begin). A register that would not
+// grow costs one load and no write.
+inline bool hll_update(uint64_t* words, uint32_t index, uint8_t rank, HllCountSync* sync = nullptr) noexcept {
   std::atomic_ref<uint64_t> w(words[index / kHllPerWord]);
   uint32_t shift = (index % kHllPerWord) * kHllBits;
   uint64_t cur = w.load(std::memory_order_relaxed);  // relaxed: see above
-  while (true) {
-    if (((cur >> shift) & kHllFieldMask) >= rank) return false;
+  if (((cur >> shift) & kHllFieldMask) >= rank) return false;
+  hll_change_begin(sync);
+  SHMF_KILL_POINT("hll.add.after_begin");
+  bool grew = false;
+  while (((cur >> shift) & kHllFieldMask) < rank) {
     uint64_t next = (cur & ~(kHllFieldMask << shift)) | (static_cast<uint64_t>(rank) << shift);
-    if (w.compare_exchange_weak(cur, next, std::memory_order_relaxed)) return true;  // relaxed: see above
+    // release on success: see hll_change_begin; relaxed on failure (cur is reloaded, nothing published).
+    if (w.compare_exchange_weak(cur, next, std::memory_order_release, std::memory_order_relaxed)) {
+      grew = true;
+      break;
+    }
   }
+  SHMF_KILL_POINT("hll.add.before_end");
+  hll_change_end(sync);
+  return grew;
+}
+
+inline uint8_t hll_max_field(uint64_t a, uint64_t b, uint32_t s) noexcept {
+  uint8_t x = hll_field(a, s), y = hll_field(b, s);
+  return x > y ? x : y;
+}
+inline uint64_t hll_max_of_words(uint64_t a, uint64_t b) noexcept {
+  uint64_t next = 0;
+  for (uint32_t s = 0; s < kHllPerWord; ++s) next |= static_cast<uint64_t>(hll_max_field(a, b, s)) << (s * kHllBits);
+  return next;
 }
 
 // Word-wise max of `src` (10 registers) into words[w]. Lock-free. True if it changed.
-inline bool hll_max_word(uint64_t* words, uint32_t wi, uint64_t src) noexcept {
+inline bool hll_max_word(uint64_t* words, uint32_t wi, uint64_t src, HllCountSync* sync = nullptr) noexcept {
   std::atomic_ref<uint64_t> w(words[wi]);
   uint64_t cur = w.load(std::memory_order_relaxed);  // relaxed: monotone registers (see hll_update)
-  while (true) {
-    uint64_t next = 0;
-    for (uint32_t s = 0; s < kHllPerWord; ++s) {
-      uint8_t a = hll_field(cur, s), b = hll_field(src, s);
-      next |= static_cast<uint64_t>(a > b ? a : b) << (s * kHllBits);
+  uint64_t next = hll_max_of_words(cur, src);
+  if (next == cur) return false;
+  hll_change_begin(sync);
+  bool changed = false;
+  while (next != cur) {
+    // release / relaxed: as in hll_update.
+    if (w.compare_exchange_weak(cur, next, std::memory_order_release, std::memory_order_relaxed)) {
+      changed = true;
+      break;
     }
-    if (next == cur) return false;
-    if (w.compare_exchange_weak(cur, next, std::memory_order_relaxed)) return true;  // relaxed: see hll_update
+    next = hll_max_of_words(cur, src);
   }
+  hll_change_end(sync);
+  return changed;
 }
 
 // Snapshot of the registers, one byte each. Each word is read atomically.
@@ -218,6 +287,41 @@ inline uint64_t hll_estimate_words(const uint64_t* words) noexcept {
     for (uint32_t s = 0; s < fields; ++s, w >>= kHllBits) ++hist[w & kHllFieldMask];
   }
   return hll_estimate_histogram(hist);
+}
+
+// count() through the cache (HllCountSync). Lock-free, any process; writes
+// only the cache word, and only when its value changes.
+//   fast path: ends, begins (acquire, in that order), equal, and the cache's
+//     tag is begins' low 28 bits: the registers are those the cached estimate
+//     was computed from (three loads on one line).
+//   slow path: the estimate from the words; cached when the counters were
+//     equal before the read and begins unchanged after it (acquire fence
+//     between: a CAS the read saw makes its begins increment visible).
+inline uint64_t hll_count_cached(HllCountSync* sync, const uint64_t* words) noexcept {
+  const uint64_t e = std::atomic_ref<uint64_t>(sync->ends).load(std::memory_order_acquire);  // acquire: see above
+  const uint64_t b = std::atomic_ref<uint64_t>(sync->begins).load(std::memory_order_acquire);  // acquire: see above
+  std::atomic_ref<uint64_t> cache(sync->count_cache);
+  const uint64_t tag = (b & kHllTagMask) << (64 - kHllTagBits);
+  if (e == b) {
+    const uint64_t k = cache.load(std::memory_order_relaxed);  // relaxed: validated by the tag, a value only
+    if (k != 0 && (k & ~kHllCacheValueMask) == tag) return (k & kHllCacheValueMask) - 1;
+  }
+  const uint64_t est = hll_estimate_words(words);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const uint64_t b1 = std::atomic_ref<uint64_t>(sync->begins).load(std::memory_order_relaxed);  // relaxed: after the fence
+  if (e == b && b1 == b && est < kHllCacheValueMask) {
+    const uint64_t k = tag | (est + 1);
+    if (cache.load(std::memory_order_relaxed) != k) cache.store(k, std::memory_order_relaxed);  // relaxed: a tagged value
+  }
+  return est;
+}
+
+// True when count() would be answered from the cache now (stats, tests).
+inline bool hll_cache_current(const HllCountSync* sync) noexcept {
+  const uint64_t e = std::atomic_ref<const uint64_t>(sync->ends).load(std::memory_order_acquire);
+  const uint64_t b = std::atomic_ref<const uint64_t>(sync->begins).load(std::memory_order_acquire);
+  const uint64_t k = std::atomic_ref<const uint64_t>(sync->count_cache).load(std::memory_order_relaxed);
+  return e == b && k != 0 && (k & ~kHllCacheValueMask) == (b & kHllTagMask) << (64 - kHllTagBits);
 }
 
 // ---- Redis string encodings ---------------------------------------------------

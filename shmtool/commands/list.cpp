@@ -86,7 +86,7 @@ Example:
   segment 'freqcap': 2 of 4096 structures, 137.00 MiB used of 2.00 GiB (may grow to 64.00 GiB)
   NAME                KIND              SIZE  SUMMARY
   freq:17:2026-11-30  bloom       143.05 MiB  ~48211034 items of 120000000, fill 33.1%, fp now 0.0214%
-  uv:17:2026-11-30    hll          12.87 KiB  ~48211 items, fill 94.8%
+  uv:17:2026-11-30    hll          12.93 KiB  ~48211 items, fill 94.8%
 )");
 
 }  // namespace

@@ -362,11 +362,18 @@ void step(Worker& w) {
   uint64_t idx = (n > 0 && w.rng.below(100) < 30) ? w.rng.below(n) : n;  // 30% repeats
   uint64_t k = key64(kT, w.wid(), idx);
   w.logged(kT, Op::kAdd, idx, 0, [&] { return g_hll->add(k) ? Outcome::kChanged : Outcome::kUnchanged; });
+  if (w.rng.below(100) < 5) (void)g_hll->count();  // writes the count cache while others add and die
 }
 void verify(Segment& seg, const Config&, const std::vector<WorkerModel>& models, Verdict& v) {
   shmfilter::Hll h = shmfilter::Hll::open(seg, "t.hll");
   Census c = census(models, kT);
   const uint64_t est = h.count();
+  // The count cache never answers for registers it was not computed from:
+  // count() (cached or not) equals the estimate recomputed from the registers.
+  const uint64_t recomputed = h.stats().estimate;
+  if (est != recomputed || h.count() != recomputed)
+    v.anomalies.note(v.anomalies.inconsistent, "hll: count() " + std::to_string(est) + " != estimate of the registers " +
+                                                   std::to_string(recomputed) + " (stale count cache)");
   // Relative standard error 1.04/sqrt(16384) = 0.81% (Flajolet et al. 2007);
   // 5 sigma plus 3 for tiny counts. Unacknowledged adds may or may not count.
   const double sigma = 1.04 / std::sqrt(16384.0);

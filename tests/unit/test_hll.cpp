@@ -46,7 +46,7 @@ TEST(Hll, AddCountOpenDrop) {
   HllStats st = h.stats();
   EXPECT_EQ(st.registers, 16384u);
   EXPECT_LE(st.max_register, 51u);
-  EXPECT_EQ(st.bytes, 13176u);
+  EXPECT_EQ(st.bytes, 13240u);  // 128-byte header (layout 2: count cache) + 1639 words
   EXPECT_THROW(Hll::create(seg, "uv:plan1:2026-11-30"), Error);
   EXPECT_TRUE(Hll::drop(seg, "uv:plan1:2026-11-30"));
   EXPECT_FALSE(h.valid());
@@ -226,4 +226,173 @@ TEST(Hll, AddersKilledAtRandomLoseNothingAcknowledged) {
     for (uint64_t i = p; i < acked; i += 3) ASSERT_FALSE(h.add(keys[i])) << "acknowledged add of key " << i << " lost";
   }
   expect_clean(seg);
+}
+
+// ---- count cache (layout 2, docs/hll.md "Count cache") ----------------------------
+
+namespace {
+internal::hll::HllCountSync& sync_of(Segment& seg, const char* name) {
+  return reinterpret_cast<internal::hll::HllHeader*>(seg.base() + seg.find(name)->offset)->sync;
+}
+}  // namespace
+
+// Golden bytes of the count-cache line: counters bracket every register change,
+// the cache word is tag << 36 | (estimate + 1).
+TEST(HllCountCache, GoldenCounterAndCacheWords) {
+  SegmentGuard g(unique_name("hll"));
+  Segment seg = Segment::create(g.name);
+  Hll h = Hll::create(seg, "h");
+  auto& s = sync_of(seg, "h");
+  EXPECT_EQ(s.begins, 0u);
+  EXPECT_EQ(s.ends, 0u);
+  EXPECT_EQ(s.count_cache, 0u) << "created empty";
+  EXPECT_FALSE(h.stats().count_cached);
+  EXPECT_EQ(h.count(), 0u);
+  EXPECT_EQ(s.count_cache, 1u) << "tag 0, estimate 0 + 1";
+  EXPECT_TRUE(h.stats().count_cached);
+  EXPECT_TRUE(h.add(uint64_t{42}));  // grows one register: one bracket
+  EXPECT_EQ(s.begins, 1u);
+  EXPECT_EQ(s.ends, 1u);
+  EXPECT_FALSE(h.stats().count_cached) << "a grown register invalidates the cache";
+  EXPECT_FALSE(h.add(uint64_t{42}));  // grows nothing: no bracket, no write
+  EXPECT_EQ(s.begins, 1u);
+  EXPECT_EQ(h.count(), 1u);
+  EXPECT_EQ(s.count_cache, (uint64_t{1} << 36) | 2u) << "tag 1, estimate 1 + 1";
+  EXPECT_EQ(h.stats().changes_in_flight, 0u);
+}
+
+// Every kind of register change (add, add_many, merge, import, clear), made by
+// this process or another, invalidates the cached count: after each, count()
+// equals the estimate recomputed from the registers (stats().estimate).
+TEST(HllCountCache, EveryChangeFromAnyProcessInvalidates) {
+  SegmentGuard g(unique_name("hll"));
+  Segment seg = Segment::create(g.name);
+  Hll h = Hll::create(seg, "h");
+  Hll other = Hll::create(seg, "other");
+  auto expect_exact = [&](const char* after) {
+    const uint64_t c1 = h.count();
+    EXPECT_EQ(c1, h.stats().estimate) << "after " << after;
+    EXPECT_TRUE(h.stats().count_cached) << "after " << after;
+    EXPECT_EQ(h.count(), c1) << "cached answer after " << after;
+  };
+  h.add_many(shmf_bench::distinct_keys(5000, 21));
+  expect_exact("add_many");
+  uint64_t before = h.count();
+  for (uint64_t i = 0; h.count() == before; ++i) h.add(shmf_bench::distinct_keys(1, 1000 + i)[0]);
+  expect_exact("single adds");
+  other.add_many(shmf_bench::distinct_keys(20000, 22));
+  Hll srcs[1] = {other};
+  before = h.count();
+  h.merge_from(srcs);
+  EXPECT_NE(h.count(), before);
+  expect_exact("merge_from");
+  Hll third = Hll::create(seg, "third");
+  third.add_many(shmf_bench::distinct_keys(50000, 23));
+  before = h.count();
+  h.import_redis(third.export_redis());
+  EXPECT_NE(h.count(), before);
+  expect_exact("import_redis");
+  // Another process adds; this process's next count sees it.
+  before = h.count();
+  pid_t pid = fork_child([&] {
+    Segment s2 = Segment::open(g.name);
+    Hll c = Hll::open(s2, "h");
+    c.add_many(shmf_bench::distinct_keys(30000, 24));
+    return 0;
+  });
+  ASSERT_TRUE(exited_ok(wait_status(pid)));
+  EXPECT_NE(h.count(), before) << "a stale cached count survived another process's adds";
+  expect_exact("another process's adds");
+  h.clear();
+  EXPECT_EQ(h.count(), 0u);
+  expect_exact("clear");
+}
+
+// Processes add while others count in a loop (every count may write the
+// cache); once all stop, the count equals the registers' estimate.
+TEST(HllCountCache, CountersRacingAddersEndExact) {
+  SegmentGuard g(unique_name("hll"));
+  Segment seg = Segment::create(g.name);
+  Hll h = Hll::create(seg, "h");
+  auto keys = shmf_bench::distinct_keys(300000, 25);
+  std::vector<pid_t> kids;
+  for (int p = 0; p < 2; ++p)
+    kids.push_back(fork_child([&, p] {
+      Segment s2 = Segment::open(g.name);
+      Hll c = Hll::open(s2, "h");
+      for (size_t i = p; i < keys.size(); i += 2) c.add(keys[i]);
+      return 0;
+    }));
+  kids.push_back(fork_child([&] {
+    Segment s2 = Segment::open(g.name);
+    Hll c = Hll::open(s2, "h");
+    for (int i = 0; i < 3000; ++i) (void)c.count();
+    return 0;
+  }));
+  for (int i = 0; i < 3000; ++i) (void)h.count();
+  for (pid_t k : kids) ASSERT_TRUE(exited_ok(wait_status(k)));
+  EXPECT_EQ(h.count(), h.stats().estimate);
+  EXPECT_EQ(h.count(), h.stats().estimate) << "second (cached) answer";
+  EXPECT_TRUE(h.stats().count_cached);
+  expect_clean(seg);
+}
+
+// A writer SIGKILLed inside its bracket (before or after its CAS): counts stay
+// exact (the cache turns off, never stale); check is clean; --repair turns the
+// cache back on.
+TEST(HllCountCache, WriterKilledInsideTheBracketLeavesCountsExact) {
+  for (const char* point : {"hll.add.after_begin", "hll.add.before_end"}) {
+    SCOPED_TRACE(point);
+    SegmentGuard g(unique_name("hll"));
+    Segment seg = Segment::create(g.name);
+    Hll h = Hll::create(seg, "h");
+    h.add_many(shmf_bench::distinct_keys(2000, 26));
+    const uint64_t cached = h.count();
+    ASSERT_TRUE(h.stats().count_cached);
+    pid_t pid = fork_child([&] {
+      Segment s2 = Segment::open(g.name);
+      Hll c = Hll::open(s2, "h");
+      internal::arm_kill_point(point);
+      c.add_many(shmf_bench::distinct_keys(50000, 27));  // grows registers: reaches the point
+      return 3;
+    });
+    ASSERT_TRUE(killed_by(wait_status(pid), SIGKILL));
+    HllStats st = h.stats();
+    EXPECT_EQ(st.changes_in_flight, 1u);
+    EXPECT_FALSE(st.count_cached);
+    EXPECT_EQ(h.count(), st.estimate) << "count equals the registers' estimate";
+    EXPECT_FALSE(h.stats().count_cached) << "not cached while a change may be in flight";
+    if (std::string(point) == "hll.add.before_end") {
+      EXPECT_NE(h.count(), cached);
+    }
+    expect_clean(seg);
+    CheckReport r = seg.check(true);
+    bool resynced = false;
+    for (const auto& f : r.findings) resynced |= f.problem.find("count cache off") != std::string::npos && f.repaired;
+    EXPECT_TRUE(resynced);
+    EXPECT_EQ(h.count(), h.stats().estimate);
+    EXPECT_TRUE(h.stats().count_cached) << "--repair turned the cache back on";
+    expect_clean(seg);
+  }
+}
+
+// A clear killed after zeroing but before resetting the cache: the pre-clear
+// estimate is never answered.
+TEST(HllCountCache, KilledClearNeverAnswersThePreClearCount) {
+  SegmentGuard g(unique_name("hll"));
+  Segment seg = Segment::create(g.name);
+  Hll h = Hll::create(seg, "h");
+  h.add_many(shmf_bench::distinct_keys(20000, 28));
+  ASSERT_GT(h.count(), 0u);
+  ASSERT_TRUE(h.stats().count_cached);
+  pid_t pid = fork_child([&] {
+    Segment s2 = Segment::open(g.name);
+    Hll c = Hll::open(s2, "h");
+    internal::arm_kill_point("hll.clear.after_zero");
+    c.clear();
+    return 3;
+  });
+  ASSERT_TRUE(killed_by(wait_status(pid), SIGKILL));
+  EXPECT_EQ(h.count(), 0u);
+  EXPECT_EQ(h.count(), h.stats().estimate);
 }

@@ -434,3 +434,32 @@ TEST(Segment, QuarantineCoalescesWhileAProcessLags) {
   EXPECT_LT(s.stats().quarantined_bytes, 1024u);
   EXPECT_TRUE(s.check().findings.empty());
 }
+
+// Huge pages (docs/huge-pages.md): the option advises this process's mapping;
+// huge_page_stats() finds the mapping in /proc/self/smaps and says how much is
+// on huge pages. Where the kernel's shmem_enabled is never/deny (this CI
+// machine), nothing can be huge and the note says what to change.
+TEST(Segment, HugePageStatsFindTheMappingAndExplainAZero) {
+  SegmentGuard g(unique_name("huge"));
+  CreateOptions o = small_options(8ull << 20);
+  o.huge_pages = true;
+  Segment seg = Segment::create(g.name, o);
+  RegionInfo r = seg.create_region("blob", Kind::kBlob, 4ull << 20, {});
+  std::memset(seg.base() + r.offset, 1, r.size);  // touch 4 MiB
+  HugePageStats st = seg.huge_page_stats();
+  EXPECT_TRUE(st.requested);
+  EXPECT_TRUE(st.advised || st.advise_errno != 0) << "madvise was called";
+  ASSERT_TRUE(st.smaps_read) << "the segment's mapping is in /proc/self/smaps";
+  EXPECT_GE(st.resident_bytes, 4ull << 20);
+  EXPECT_LE(st.huge_bytes, st.resident_bytes);
+  if (st.shmem_enabled == "never" || st.shmem_enabled == "deny") {
+    EXPECT_EQ(st.huge_bytes, 0u);
+    EXPECT_NE(st.note.find("shmem_enabled"), std::string::npos) << st.note;
+  }
+  Segment plain = Segment::open(g.name);
+  HugePageStats p = plain.huge_page_stats();
+  EXPECT_FALSE(p.requested);
+  EXPECT_FALSE(p.advised);
+  EXPECT_TRUE(p.note.empty());
+  EXPECT_TRUE(p.smaps_read) << "a second mapping of the same segment is found by its own address";
+}
