@@ -19,6 +19,7 @@
 
 #include "shmfilter/bloom.hpp"
 #include "shmfilter/cuckoo.hpp"
+#include "shmfilter/window.hpp"
 #include "shmfilter/exact_set.hpp"
 #include "shmfilter/hll.hpp"
 #include "shmfilter/roaring_set.hpp"
@@ -70,6 +71,14 @@ constexpr Family kFamilies[] = {
     {"shmfilter_roaring_pending_free_bytes", "gauge", "Retired snapshots waiting for their last reader."},
     {"shmfilter_roaring_readers", "gauge", "Live reader-table slots."},
     {"shmfilter_hll_nonzero_registers", "gauge", "HyperLogLog registers touched at least once (of 16384)."},
+    {"shmfilter_window_fp_rate_window", "gauge", "False-positive rate of a query over the whole retention window, from the buckets now."},
+    {"shmfilter_window_fp_bound_window", "gauge", "What the sizing guarantees for a query over the whole window."},
+    {"shmfilter_window_spaces", "gauge", "Spaces (plans) with their own counter row."},
+    {"shmfilter_window_rotations_total", "counter", "Bucket rotations by the clock."},
+    {"shmfilter_window_racing_marks_total", "counter", "Bloom variant: new answers that lost a race on one of their bits."},
+    {"shmfilter_window_rotation_races_total", "counter", "Cuckoo variant: new answers given twice across a rotation."},
+    {"shmfilter_window_inline_allocations_total", "counter", "Bucket tables the data plane allocated (maintain() was late)."},
+    {"shmfilter_window_overflow_failures_total", "counter", "Overflow tables that could not be allocated."},
 };
 
 // Prometheus label values are UTF-8 with \\, \" and \n escaped. Structure
@@ -205,6 +214,26 @@ Common exact_set_metrics(Segment& seg, const RegionInfo& r, const std::string&, 
           st.size >= st.capacity};
 }
 
+Common window_metrics(Segment& seg, const RegionInfo& r, const std::string& l, Collector& c) {
+  WindowStats st = Window::open(seg, r.name).stats();
+  // The current bucket carries the shared numbers: what the next mark_if_unseen sees.
+  const WindowBucketStats cur = st.buckets.empty() ? WindowBucketStats{} : st.buckets.front();
+  bool over = false;
+  for (const WindowBucketStats& b : st.buckets) over = over || b.over_capacity;
+  double fill = cur.capacity ? static_cast<double>(cur.distinct) / static_cast<double>(cur.capacity) : 0;
+  Common v{static_cast<double>(st.memory_bytes), static_cast<double>(cur.capacity),
+           static_cast<double>(cur.distinct), fill, cur.fp_rate_now, over};
+  c.add("shmfilter_window_fp_rate_window", l, st.window_fp_now(st.retention));
+  c.add("shmfilter_window_fp_bound_window", l, st.window_fp_bound(st.retention));
+  c.add("shmfilter_window_spaces", l, st.spaces);
+  c.add("shmfilter_window_rotations_total", l, static_cast<double>(st.rotations));
+  c.add("shmfilter_window_racing_marks_total", l, static_cast<double>(st.racing_marks));
+  c.add("shmfilter_window_rotation_races_total", l, static_cast<double>(st.rotation_races));
+  c.add("shmfilter_window_inline_allocations_total", l, static_cast<double>(st.inline_allocations));
+  c.add("shmfilter_window_overflow_failures_total", l, static_cast<double>(st.overflow_failures));
+  return v;
+}
+
 // Adds the kind's own families to the collector and returns the shared numbers.
 using KindMetricsFn = Common (*)(Segment&, const RegionInfo&, const std::string& labels, Collector&);
 
@@ -219,6 +248,7 @@ constexpr struct {
     {Kind::kRoaring, &roaring_metrics},
     {Kind::kHll, &hll_metrics},
     {Kind::kExactSet, &exact_set_metrics},
+    {Kind::kWindow, &window_metrics},
 };
 
 KindMetricsFn metrics_fn(Kind kind) {

@@ -12,6 +12,7 @@
 #include "shmfilter/hll.hpp"
 #include "shmfilter/metrics.hpp"
 #include "shmfilter/roaring_set.hpp"
+#include "shmfilter/window.hpp"
 #include "test_util.h"
 
 using namespace shmfilter;
@@ -96,4 +97,30 @@ TEST(Metrics, LabelValuesAreEscapedAndValidUtf8) {
   Hll::create(seg, std::string("a\"b\\c\nd\xff") + "\xe6\x97\xa5");
   const std::string t = prometheus_text(seg);
   EXPECT_NE(t.find("name=\"a\\\"b\\\\c\\nd\xef\xbf\xbd\xe6\x97\xa5\""), std::string::npos) << t;
+}
+
+// The window kind has its row in the per-kind table: the current bucket's numbers in the
+// shared families, the whole window's FP and its counters in shmfilter_window_*.
+TEST(Metrics, WindowReportsItsCurrentBucketAndTheWholeWindow) {
+  shmf_test::SegmentGuard g(shmf_test::unique_name("metricswin"));
+  Segment seg = Segment::create(g.name, shmf_test::small_options());
+  WindowOptions wo;
+  wo.expected_per_bucket = 1000;
+  wo.retention = 3;
+  wo.max_spaces = 16;
+  wo.seed = 5;
+  Window w = Window::create(seg, "fc", wo);
+  w.set_now(1764547200);  // 2025-12-01T00:00:00Z
+  for (uint64_t i = 0; i < 200; ++i) ASSERT_EQ(w.mark_if_unseen(i % 4, std::to_string(i)), WindowStatus::kNew);
+  const std::string t = prometheus_text(seg);
+  const std::string l = "{segment=\"" + g.name + "\",name=\"fc\",kind=\"window\"}";
+  // Bloom variant: distinct counts kNew answers, so exactly the 200 distinct pairs.
+  EXPECT_EQ(sample(t, "shmfilter_structure_items" + l), 200);
+  EXPECT_EQ(sample(t, "shmfilter_structure_capacity" + l), static_cast<double>(w.stats().buckets.front().capacity));
+  EXPECT_EQ(sample(t, "shmfilter_structure_over_capacity" + l), 0);
+  EXPECT_EQ(sample(t, "shmfilter_window_spaces" + l), 4);
+  const double fp = sample(t, "shmfilter_window_fp_rate_window" + l);
+  EXPECT_GE(fp, 0);
+  EXPECT_LE(fp, sample(t, "shmfilter_window_fp_bound_window" + l));
+  EXPECT_EQ(t.find("shmfilter_structure_error" + l), std::string::npos);
 }
