@@ -47,6 +47,9 @@ enum class Kind : uint32_t {
   kBlob = 6,  // raw bytes (tests, the demo's bookkeeping)
   kWindow = 7,  // (space, item) pairs over time buckets (window.hpp)
 };
+// The highest kind this build knows: a directory entry above it was written by a
+// newer build (or is corrupt). Move it when a kind is added.
+inline constexpr Kind kLastKind = Kind::kWindow;
 std::string_view kind_name(Kind kind) noexcept;  // "bloom", "cuckoo", ...
 
 inline constexpr size_t kMaxSegmentNameLength = 200;   // bytes, without the leading '/'

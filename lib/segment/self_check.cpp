@@ -96,7 +96,7 @@ std::vector<RegionInfo> SegmentImpl::check_own(Segment& seg, bool repair, CheckR
         continue;
       }
       where += " '" + info.name + "'";
-      if (info.kind < Kind::kBloom || info.kind > Kind::kBlob) {
+      if (info.kind < Kind::kBloom || info.kind > kLastKind) {
         add(where, "unknown kind " + std::to_string(static_cast<uint32_t>(info.kind)) +
                        " (not a structure this build knows: written by a newer build, or corrupt)", false);
         continue;
