@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <sys/mman.h>
 #include <vector>
 
 #include "shmfilter/segment.hpp"
@@ -52,6 +53,9 @@ struct SegmentGuard {
       shmfilter::Segment::remove(name);
     } catch (...) {
     }
+    // remove() refuses what is not a segment (docs/SECURITY.md); tests that wrote
+    // garbage under their own unique name must still leave nothing behind.
+    ::shm_unlink(("/" + name).c_str());
   }
 };
 
