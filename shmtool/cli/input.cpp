@@ -106,4 +106,18 @@ std::string read_input(const std::string& path) {
   return s;
 }
 
+void Rejects::add(uint64_t line_no, const std::string& why) {
+  if (count++ == 0) first_reason = why;
+  if (first.size() < kShow) first.push_back(line_no);
+}
+
+void Rejects::report() const {
+  if (count == 0) return;
+  std::string lines;
+  for (size_t i = 0; i < first.size(); ++i) lines += (i ? ", " : "") + std::to_string(first[i]);
+  fprintf(stderr, "shmtool: rejected %llu line%s (first at line%s %s%s): %s\n", static_cast<unsigned long long>(count),
+          count == 1 ? "" : "s", first.size() == 1 ? "" : "s", lines.c_str(), count > first.size() ? ", ..." : "",
+          first_reason.c_str());
+}
+
 }  // namespace shmtool

@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace shmtool {
 
@@ -22,6 +23,17 @@ inline std::string clip_input(std::string_view text) {
   if (text.size() <= 64) return std::string(text);
   return std::string(text.substr(0, 64)) + "... (" + std::to_string(text.size()) + " bytes)";
 }
+
+// Rejected input lines of one command: counted, the first few line numbers and
+// the first reason kept, reported as one line on stderr (never one line each).
+struct Rejects {
+  static constexpr size_t kShow = 5;
+  uint64_t count = 0;
+  std::vector<uint64_t> first;
+  std::string first_reason;
+  void add(uint64_t line_no, const std::string& why);
+  void report() const;  // nothing when count is 0
+};
 
 // The whole of FILE, or of stdin for "-"; an unreadable file is a kIo error naming it.
 std::string read_input(const std::string& path);

@@ -29,7 +29,6 @@ using shmfilter::Segment;
 using shmfilter::SetOp;
 
 constexpr size_t kBatch = 1 << 16;
-constexpr int kShowRejected = 5;
 
 uint32_t parse_id_arg(const std::string& s) {
   try {
@@ -48,24 +47,6 @@ void check_status(RoaringStatus st, const std::string& name) {
 }
 
 // Collects rejected input lines: a count and the first few line numbers.
-struct Rejects {
-  uint64_t count = 0;
-  std::vector<uint64_t> first;
-  std::string first_reason;
-  void add(uint64_t line_no, const std::string& why) {
-    if (count++ == 0) first_reason = why;
-    if (first.size() < kShowRejected) first.push_back(line_no);
-  }
-  void report() const {
-    if (count == 0) return;
-    std::string lines;
-    for (size_t i = 0; i < first.size(); ++i) lines += (i ? ", " : "") + std::to_string(first[i]);
-    fprintf(stderr, "shmtool: rejected %llu line%s (first at line%s %s%s): %s\n",
-            static_cast<unsigned long long>(count), count == 1 ? "" : "s", first.size() == 1 ? "" : "s",
-            lines.c_str(), count > first.size() ? ", ..." : "", first_reason.c_str());
-  }
-};
-
 enum Mode { kAdd, kRemove, kCheck };
 
 // add/remove/check share this: ids from arguments (per-id lines) or stdin (counts).

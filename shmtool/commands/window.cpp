@@ -25,7 +25,6 @@ namespace {
 using shmfilter::Window;
 using shmfilter::WindowStatus;
 
-constexpr size_t kShowRejected = 5;
 
 Json bucket_json(const shmfilter::WindowBucketStats& b) {
   Json j;
@@ -98,24 +97,6 @@ bool parse_pair(std::string_view line, uint64_t& space, std::string_view& item, 
   space = v;
   return true;
 }
-
-struct Rejects {
-  uint64_t count = 0;
-  std::vector<uint64_t> first;
-  std::string first_reason;
-  void add(uint64_t line_no, const std::string& why) {
-    if (count++ == 0) first_reason = why;
-    if (first.size() < kShowRejected) first.push_back(line_no);
-  }
-  void report() const {
-    if (count == 0) return;
-    std::string lines;
-    for (size_t i = 0; i < first.size(); ++i) lines += (i ? ", " : "") + std::to_string(first[i]);
-    fprintf(stderr, "shmtool: rejected %llu line%s (first at line%s %s%s): %s\n", static_cast<unsigned long long>(count),
-            count == 1 ? "" : "s", first.size() == 1 ? "" : "s", lines.c_str(), count > first.size() ? ", ..." : "",
-            first_reason.c_str());
-  }
-};
 
 uint64_t stdin_bytes() {
   struct stat st {};
