@@ -177,7 +177,7 @@ static ngx_command_t shmf_ngx_commands[] = {
      NGX_HTTP_MAIN_CONF_OFFSET, OP_FORGET, NULL},
     {ngx_string("shmfilter_hll_add"), NGX_HTTP_MAIN_CONF | NGX_CONF_2MORE, shmf_ngx_variable,
      NGX_HTTP_MAIN_CONF_OFFSET, OP_HLL_ADD, NULL},
-    {ngx_string("shmfilter_count"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE2, shmf_ngx_variable,
+    {ngx_string("shmfilter_count"), NGX_HTTP_MAIN_CONF | NGX_CONF_2MORE, shmf_ngx_variable,
      NGX_HTTP_MAIN_CONF_OFFSET, OP_COUNT, NULL},
     {ngx_string("shmfilter_fail"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_conf_set_enum_slot,
      NGX_HTTP_MAIN_CONF_OFFSET, offsetof(shmf_ngx_main_conf_t, fail_closed), &shmf_ngx_fail_modes},
