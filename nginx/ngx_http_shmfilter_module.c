@@ -402,9 +402,10 @@ static char *shmf_ngx_segment(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
             mcf->file.len = a->len - 5;
         } else if (a->len > 5 && ngx_strncmp(a->data, "size=", 5) == 0) {
             ngx_str_t s = {a->len - 5, a->data + 5};
-            ssize_t n = ngx_parse_size(&s);
+            off_t n = ngx_parse_offset(&s); /* k, m and g suffixes (ngx_parse_size has no g) */
             if (n == NGX_ERROR || n < 65536) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid %V: a size of at least 64k, e.g. size=256m", a);
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid %V: a size of at least 64k, e.g. size=256m or 3g",
+                                   a);
                 return NGX_CONF_ERROR;
             }
             mcf->size = (size_t)n;
