@@ -21,6 +21,9 @@ HTTP="
     shmfilter_structure freq_bloom window expected=100000 create;
     # a short window to see buckets expire: 3 buckets of 1 s
     shmfilter_structure freq_short window variant=cuckoo expected=1000 retention=3 bucket=1s create;
+    # no request touches it: only worker 0's maintain timer rotates it
+    shmfilter_structure freq_idle window expected=1000 retention=2 bucket=1s create;
+    shmfilter_maintain 1s;
     shmfilter_mark   \$fw        freq \$arg_device space=\$arg_plan window=7;
     shmfilter_mark   \$fw_today  freq \$arg_device space=\$arg_plan window=1;
     shmfilter_seen   \$fw_seen   freq \$arg_device space=\$arg_plan window=7;
@@ -135,6 +138,15 @@ expect_eq "short window again" "$(get "$U/ws?plan=1&device=e")" "seen"
 sleep 4.2
 expect_eq "short window: expired" "$(get "$U/ws/seen?plan=1&device=e")" "unseen"
 expect_eq "short window: new again" "$(get "$U/ws?plan=1&device=e")" "new"
+
+note "worker 0 runs the windows' maintain every shmfilter_maintain period (an untouched window rotates)"
+rot=0
+for _ in $(seq 100); do # bounded: 100 x 0.2 s; on a loaded machine timers may run late
+  rot=$(get "$U/status" | awk '/^shmfilter_window_rotations_total\{.*name="freq_idle"/ {print $2}')
+  [[ ${rot:-0} -ge 3 ]] && break
+  sleep 0.2
+done
+[[ ${rot:-0} -ge 3 ]] || fail "the untouched window freq_idle rotated ${rot:-0} times in 20 s: maintain does not run"
 
 note "per-plan HLL created on first use, counted"
 for i in $(seq 1 200); do echo "url = \"$U/uv_add?plan=42&device=d$i\""; echo "output = /dev/null"; done >"$T_DIR/uv.curl"
