@@ -19,8 +19,8 @@ HTTP="
     # the mission's frequency cap: (plan, device) over 7 day buckets (docs/nginx.md)
     shmfilter_structure freq window variant=cuckoo expected=100000 error=0.01 retention=7 bucket=1d utc_offset=8h create;
     shmfilter_structure freq_bloom window expected=100000 create;
-    # a short window to see buckets expire: 3 buckets of 1 s
-    shmfilter_structure freq_short window variant=cuckoo expected=1000 retention=3 bucket=1s create;
+    # a short window to see buckets expire: 3 buckets of 2 s
+    shmfilter_structure freq_short window variant=cuckoo expected=1000 retention=3 bucket=2s create;
     # no request touches it: only worker 0's maintain timer rotates it
     shmfilter_structure freq_idle window expected=1000 retention=2 bucket=1s create;
     shmfilter_maintain 1s;
@@ -132,11 +132,21 @@ expect_eq "window counts count answers (forget does not decrement)" "$(get "$U/a
 expect_eq "window bloom variant new" "$(get "$U/wb?plan=1&device=x")" "new"
 expect_eq "window bloom variant seen" "$(get "$U/wb?plan=1&device=x")" "seen"
 expect_eq "window bloom: other plan" "$(get "$U/wb?plan=2&device=x")" "new"
+t_mark=$(date +%s.%N)
 expect_eq "short window first" "$(get "$U/ws?plan=1&device=e")" "new"
+# 3 buckets of 2 s: the mark stays in the window for at least 4 s after it was made
 expect_eq "short window again" "$(get "$U/ws?plan=1&device=e")" "seen"
-# 3 buckets of 1 s: after >= 4 s the mark's bucket left the window (waiting longer is fine)
-sleep 4.2
-expect_eq "short window: expired" "$(get "$U/ws/seen?plan=1&device=e")" "unseen"
+# ... and leaves it once its bucket is 3 buckets old: poll (read-only, bounded), then
+# check it was not early: unseen at t means t >= start(E + 3) > t_mark + 2 x 2 s.
+gone=0
+for _ in $(seq 150); do
+  [[ "$(get "$U/ws/seen?plan=1&device=e")" == unseen ]] && { gone=1; break; }
+  sleep 0.2
+done
+t_gone=$(date +%s.%N)
+[[ $gone == 1 ]] || fail "short window: the pair is still seen 30 s after its mark (3 buckets of 2 s)"
+awk -v a="$t_mark" -v b="$t_gone" 'BEGIN { exit !(b - a >= 4) }' ||
+  fail "short window: the pair expired $(awk -v a="$t_mark" -v b="$t_gone" 'BEGIN {print b - a}') s after its mark, before 2 whole buckets"
 expect_eq "short window: new again" "$(get "$U/ws?plan=1&device=e")" "new"
 
 note "worker 0 runs the windows' maintain every shmfilter_maintain period (an untouched window rotates)"
