@@ -7,14 +7,19 @@
  *
  *   shmfilter_segment  NAME [file=PATH] [create] [size=SIZE] [mode=OCTAL] [group=NAME];
  *   shmfilter_structure NAME KIND [capacity=N] [error=RATE] [create];   KIND: bloom cuckoo set hll
- *   shmfilter_mark     $var NAME KEY...;  "new" (this request marked KEY) or "seen"
- *   shmfilter_seen     $var NAME KEY...;  read-only: "seen" or "unseen"
- *   shmfilter_forget   $var NAME KEY...;  "forgotten" or "absent" (cuckoo, set)
+ *   shmfilter_structure NAME window [variant=bloom|cuckoo] [expected=N] [error=RATE] [retention=N]
+ *                       [bucket=TIME] [utc_offset=TIME] [max_spaces=N] [error_window=N] [create];
+ *   shmfilter_mark     $var NAME KEY... [space=V window=W];  "new" (this request marked KEY) or "seen";
+ *                                       a window: mark-if-unseen of (space, KEY) over the last W buckets
+ *   shmfilter_seen     $var NAME KEY... [space=V window=W];  read-only: "seen" or "unseen"
+ *   shmfilter_forget   $var NAME KEY... [space=V];  "forgotten" or "absent" (cuckoo, set, cuckoo window)
  *   shmfilter_hll_add  $var NAME KEY...;  "1" a register grew, "0" not; NAME may hold
  *                                       variables (uv:$arg_plan), created on first use
- *   shmfilter_count    $var NAME;       distinct count (hll), size (set, cuckoo),
- *                                       inserted estimate (bloom)
+ *   shmfilter_count    $var NAME [space=V window=W];  distinct count (hll), size (set, cuckoo),
+ *                                       inserted estimate (bloom); window: "new" answers of space V
+ *                                       in the last W buckets (default 1), no space: today's pairs
  *   shmfilter_fail     open | closed;   the answer when the structure cannot answer
+ *   shmfilter_maintain TIME | off;      worker 0 runs shmf_window_maintain this often (60s)
  *   shmfilter_status;                   (location) Prometheus text
  *   shmfilter_answer TEXT;              (location) 200 text/plain TEXT (variables
  *                                       allowed), in the content phase: unlike
@@ -45,8 +50,8 @@
 #include <shmfilter/shmfilter.h>
 
 /* ---- kinds, operations, counters ------------------------------------------ */
-enum { K_UNKNOWN = 0, K_BLOOM, K_CUCKOO, K_SET, K_HLL };
-static const char *const kind_names[] = {"unknown", "bloom", "cuckoo", "set", "hll"};
+enum { K_UNKNOWN = 0, K_BLOOM, K_CUCKOO, K_SET, K_HLL, K_WINDOW, K_LAST = K_WINDOW };
+static const char *const kind_names[] = {"unknown", "bloom", "cuckoo", "set", "hll", "window"};
 
 enum { OP_MARK = 0, OP_SEEN, OP_FORGET, OP_HLL_ADD, OP_COUNT, OP_N };
 static const char *const op_names[] = {"mark", "seen", "forget", "hll_add", "count"};
@@ -54,8 +59,9 @@ static const char *const op_directives[] = {"shmfilter_mark", "shmfilter_seen", 
                                             "shmfilter_hll_add", "shmfilter_count"};
 
 /* Answers counted per worker (shmfilter_answers_total{answer=...}). */
-enum { A_NEW = 0, A_SEEN, A_UNSEEN, A_FORGOTTEN, A_ABSENT, A_FAILED, A_EMPTY_KEY, A_N };
-static const char *const answer_names[] = {"new", "seen", "unseen", "forgotten", "absent", "failed", "empty_key"};
+enum { A_NEW = 0, A_SEEN, A_UNSEEN, A_FORGOTTEN, A_ABSENT, A_FAILED, A_EMPTY_KEY, A_BAD_SPACE, A_N };
+static const char *const answer_names[] = {"new",    "seen",      "unseen",   "forgotten",
+                                           "absent", "failed",    "empty_key", "bad_space"};
 
 #define SHMF_NGX_MAX_WORKERS 64
 /* One worker's counters; written only by that worker (ngx_worker indexes the
@@ -79,6 +85,10 @@ typedef struct {
     ngx_flag_t create;
     uint64_t capacity;
     double error;
+    /* kind window: declared options (shmf_window_options); retention and variant
+     * are replaced in init_module by what the segment holds */
+    shmf_window_options wopt;
+    ngx_flag_t wopt_set[4]; /* variant=, retention=, bucket=, utc_offset= were given */
     ngx_str_t conf_file; /* where it was first named, for error messages */
     ngx_uint_t conf_line;
     /* per worker (set in init_process; the master's copies stay NULL) */
@@ -91,8 +101,10 @@ typedef struct {
     ngx_uint_t op;
     ngx_uint_t index;                  /* into structs when name is static */
     ngx_http_complex_value_t *name_cv; /* dynamic name (hll_add, count on hll) */
-    ngx_http_complex_value_t *parts; /* the key: parts joined by ':' */
+    ngx_http_complex_value_t *parts; /* the key: parts joined by ':' (a window's item) */
     ngx_uint_t nparts;
+    ngx_http_complex_value_t *space; /* window: space=VALUE (the plan id), a decimal uint64 */
+    ngx_uint_t window;               /* window: window=W buckets; 0 = not given (init_module resolves it) */
     ngx_str_t var_name;
     ngx_str_t conf_file;
     ngx_uint_t conf_line;
@@ -116,6 +128,7 @@ typedef struct {
     ngx_str_t conf_file;
     ngx_uint_t conf_line;
     ngx_flag_t fail_closed;
+    ngx_msec_t maintain;  /* shmfilter_maintain: period of shmf_window_maintain in worker 0; 0 = off */
     ngx_array_t structs; /* shmf_ngx_struct_t */
     ngx_array_t vars;    /* shmf_ngx_var_t * */
     ngx_shm_zone_t *zone;
@@ -134,6 +147,7 @@ static char *shmf_ngx_structure(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *shmf_ngx_variable(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *shmf_ngx_status(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static char *shmf_ngx_answer(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+static char *shmf_ngx_maintain_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
 static void *shmf_ngx_create_loc_conf(ngx_conf_t *cf);
 static char *shmf_ngx_merge_loc_conf(ngx_conf_t *cf, void *parent, void *child);
 
@@ -163,10 +177,12 @@ static ngx_command_t shmf_ngx_commands[] = {
      NGX_HTTP_MAIN_CONF_OFFSET, OP_FORGET, NULL},
     {ngx_string("shmfilter_hll_add"), NGX_HTTP_MAIN_CONF | NGX_CONF_2MORE, shmf_ngx_variable,
      NGX_HTTP_MAIN_CONF_OFFSET, OP_HLL_ADD, NULL},
-    {ngx_string("shmfilter_count"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE2, shmf_ngx_variable,
+    {ngx_string("shmfilter_count"), NGX_HTTP_MAIN_CONF | NGX_CONF_2MORE, shmf_ngx_variable,
      NGX_HTTP_MAIN_CONF_OFFSET, OP_COUNT, NULL},
     {ngx_string("shmfilter_fail"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, ngx_conf_set_enum_slot,
      NGX_HTTP_MAIN_CONF_OFFSET, offsetof(shmf_ngx_main_conf_t, fail_closed), &shmf_ngx_fail_modes},
+    {ngx_string("shmfilter_maintain"), NGX_HTTP_MAIN_CONF | NGX_CONF_TAKE1, shmf_ngx_maintain_directive,
+     NGX_HTTP_MAIN_CONF_OFFSET, 0, NULL},
     {ngx_string("shmfilter_status"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS, shmf_ngx_status, 0, 0, NULL},
     {ngx_string("shmfilter_answer"), NGX_HTTP_LOC_CONF | NGX_CONF_TAKE1, shmf_ngx_answer, NGX_HTTP_LOC_CONF_OFFSET, 0,
      NULL},
@@ -214,7 +230,7 @@ static void shmf_ngx_count(shmf_ngx_main_conf_t *mcf, ngx_uint_t op, ngx_int_t a
 
 static ngx_int_t shmf_ngx_parse_kind(ngx_str_t *s) {
     ngx_uint_t k;
-    for (k = K_BLOOM; k <= K_HLL; k++) {
+    for (k = K_BLOOM; k <= K_LAST; k++) {
         if (s->len == ngx_strlen(kind_names[k]) && ngx_strncmp(s->data, kind_names[k], s->len) == 0) return k;
     }
     return -1;
@@ -259,6 +275,7 @@ static void shmf_ngx_close_handle(ngx_uint_t kind, void *h) {
     case K_CUCKOO: shmf_cuckoo_close(h); break;
     case K_SET: shmf_set_close(h); break;
     case K_HLL: shmf_hll_close(h); break;
+    case K_WINDOW: shmf_window_close(h); break;
     }
 }
 
@@ -270,6 +287,7 @@ static int shmf_ngx_open_kind(shmf_segment *seg, ngx_uint_t kind, const char *na
     case K_CUCKOO: return shmf_cuckoo_open(seg, name, (shmf_cuckoo **)out);
     case K_SET: return shmf_set_open(seg, name, (shmf_set **)out);
     case K_HLL: return shmf_hll_open(seg, name, (shmf_hll **)out);
+    case K_WINDOW: return shmf_window_open(seg, name, (shmf_window **)out);
     }
     return -SHMF_EINVAL;
 }
@@ -299,8 +317,21 @@ static int shmf_ngx_create_kind(shmf_segment *seg, shmf_ngx_struct_t *st, void *
         return shmf_set_create(seg, name, &o, (shmf_set **)out);
     }
     case K_HLL: return shmf_hll_open_or_create(seg, name, (shmf_hll **)out);
+    case K_WINDOW: return shmf_window_create(seg, name, &st->wopt, (shmf_window **)out);
     }
     return -SHMF_EINVAL;
+}
+
+/* The module's kind of a C API kind (SHMF_KIND_*); K_UNKNOWN for kinds it does not serve. */
+static ngx_uint_t shmf_ngx_kind_of(uint32_t c_kind) {
+    switch (c_kind) {
+    case SHMF_KIND_BLOOM: return K_BLOOM;
+    case SHMF_KIND_CUCKOO: return K_CUCKOO;
+    case SHMF_KIND_SET: return K_SET;
+    case SHMF_KIND_HLL: return K_HLL;
+    case SHMF_KIND_WINDOW: return K_WINDOW;
+    }
+    return K_UNKNOWN;
 }
 
 /* ---- configuration directives ---------------------------------------------- */
@@ -313,12 +344,14 @@ static void *shmf_ngx_create_main_conf(ngx_conf_t *cf) {
     mcf->mode = -1;
     mcf->group = -1;
     mcf->fail_closed = NGX_CONF_UNSET;
+    mcf->maintain = NGX_CONF_UNSET_MSEC;
     return mcf;
 }
 
 static char *shmf_ngx_init_main_conf(ngx_conf_t *cf, void *conf) {
     shmf_ngx_main_conf_t *mcf = conf;
     ngx_conf_init_value(mcf->fail_closed, 0);
+    ngx_conf_init_msec_value(mcf->maintain, 60000);
     if (mcf->vars.nelts > 0 && mcf->segment.len == 0) {
         shmf_ngx_var_t **v = mcf->vars.elts;
         ngx_log_error(NGX_LOG_EMERG, cf->log, 0,
@@ -369,9 +402,10 @@ static char *shmf_ngx_segment(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
             mcf->file.len = a->len - 5;
         } else if (a->len > 5 && ngx_strncmp(a->data, "size=", 5) == 0) {
             ngx_str_t s = {a->len - 5, a->data + 5};
-            ssize_t n = ngx_parse_size(&s);
+            off_t n = ngx_parse_offset(&s); /* k, m and g suffixes (ngx_parse_size has no g) */
             if (n == NGX_ERROR || n < 65536) {
-                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid %V: a size of at least 64k, e.g. size=256m", a);
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid %V: a size of at least 64k, e.g. size=256m or 3g",
+                                   a);
                 return NGX_CONF_ERROR;
             }
             mcf->size = (size_t)n;
@@ -405,18 +439,113 @@ static char *shmf_ngx_segment(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     return NGX_CONF_OK;
 }
 
+/* A signed nginx time ("8h", "-5h30m", "0", "28800s"): seconds into *OUT. */
+static ngx_int_t shmf_ngx_parse_signed_time(u_char *p, size_t len, int64_t *out) {
+    ngx_int_t sign = 1, t;
+    ngx_str_t v;
+    if (len > 0 && (*p == '+' || *p == '-')) {
+        sign = *p == '-' ? -1 : 1;
+        p++;
+        len--;
+    }
+    v.data = p;
+    v.len = len;
+    t = len ? ngx_parse_time(&v, 1) : NGX_ERROR;
+    if (t == NGX_ERROR) return NGX_ERROR;
+    *out = sign * (int64_t)t;
+    return NGX_OK;
+}
+
+#define SHMF_NGX_PARAM(a, lit) ((a)->len > sizeof(lit) - 1 && ngx_strncmp((a)->data, lit, sizeof(lit) - 1) == 0)
+
+/* The window parameters of shmfilter_structure NAME window ...; NGX_DECLINED: not one of them. */
+static ngx_int_t shmf_ngx_window_param(ngx_conf_t *cf, shmf_ngx_struct_t *st, ngx_str_t *a) {
+    shmf_window_options *o = &st->wopt;
+    u_char *v;
+    size_t n;
+    if (SHMF_NGX_PARAM(a, "variant=")) {
+        v = a->data + 8;
+        n = a->len - 8;
+        if (n == 5 && ngx_strncmp(v, "bloom", 5) == 0) {
+            o->variant = SHMF_WINDOW_BLOOM;
+        } else if (n == 6 && ngx_strncmp(v, "cuckoo", 6) == 0) {
+            o->variant = SHMF_WINDOW_CUCKOO;
+        } else {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid %V: variant=bloom (insert-only, least memory) or variant=cuckoo (deletable: "
+                               "shmfilter_forget)",
+                               a);
+            return NGX_ERROR;
+        }
+        st->wopt_set[0] = 1;
+    } else if (SHMF_NGX_PARAM(a, "expected=")) {
+        off_t x = ngx_atoof(a->data + 9, a->len - 9);
+        if (x <= 0) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid %V: distinct (space, item) pairs one bucket must hold, a positive integer", a);
+            return NGX_ERROR;
+        }
+        o->expected_per_bucket = (uint64_t)x;
+    } else if (SHMF_NGX_PARAM(a, "retention=")) {
+        ngx_int_t x = ngx_atoi(a->data + 10, a->len - 10);
+        if (x < 1 || x > 64) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid %V: buckets kept, 1 to 64 (default 7)", a);
+            return NGX_ERROR;
+        }
+        o->retention = (uint32_t)x;
+        st->wopt_set[1] = 1;
+    } else if (SHMF_NGX_PARAM(a, "bucket=")) {
+        ngx_str_t t = {a->len - 7, a->data + 7};
+        ngx_int_t x = ngx_parse_time(&t, 1);
+        if (x == NGX_ERROR || x < 1) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid %V: a bucket length of at least 1s, e.g. bucket=1d", a);
+            return NGX_ERROR;
+        }
+        o->bucket_seconds = (uint64_t)x;
+        st->wopt_set[2] = 1;
+    } else if (SHMF_NGX_PARAM(a, "utc_offset=")) {
+        int64_t x = 0;
+        if (shmf_ngx_parse_signed_time(a->data + 11, a->len - 11, &x) != NGX_OK || x < -86400 || x > 86400) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid %V: where buckets start, east of UTC, within a day, e.g. utc_offset=8h or "
+                               "utc_offset=-5h",
+                               a);
+            return NGX_ERROR;
+        }
+        o->utc_offset = x;
+        st->wopt_set[3] = 1;
+    } else if (SHMF_NGX_PARAM(a, "max_spaces=")) {
+        ngx_int_t x = ngx_atoi(a->data + 11, a->len - 11);
+        if (x < 1 || x > (1 << 20)) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid %V: spaces with their own counters, 1 to 1048576", a);
+            return NGX_ERROR;
+        }
+        o->max_spaces = (uint32_t)x;
+    } else if (SHMF_NGX_PARAM(a, "error_window=")) {
+        ngx_int_t x = ngx_atoi(a->data + 13, a->len - 13);
+        if (x < 1 || x > 64) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid %V: the window W the error rate is for, 1 to 64", a);
+            return NGX_ERROR;
+        }
+        o->error_window = (uint32_t)x;
+    } else {
+        return NGX_DECLINED;
+    }
+    return NGX_OK;
+}
+
 static char *shmf_ngx_structure(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     shmf_ngx_main_conf_t *mcf = conf;
     ngx_str_t *value = cf->args->elts;
     shmf_ngx_struct_t *st;
-    ngx_int_t kind;
+    ngx_int_t kind, rc;
     ngx_uint_t i;
     (void)cmd;
 
     kind = shmf_ngx_parse_kind(&value[2]);
     if (kind < 0) {
-        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "unknown structure kind \"%V\" (expected bloom, cuckoo, set or hll)",
-                           &value[2]);
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "unknown structure kind \"%V\" (expected bloom, cuckoo, set, hll or window)", &value[2]);
         return NGX_CONF_ERROR;
     }
     st = shmf_ngx_find_struct(mcf, &value[1], NULL);
@@ -427,12 +556,21 @@ static char *shmf_ngx_structure(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) 
     st->declared = 1;
     st->conf_file = cf->conf_file->file.name;
     st->conf_line = cf->conf_file->line;
+    shmf_window_options_init(&st->wopt);
     for (i = 3; i < cf->args->nelts; i++) {
         ngx_str_t *a = &value[i];
         if (a->len == 6 && ngx_strncmp(a->data, "create", 6) == 0) {
             st->create = 1;
+        } else if (st->kind == K_WINDOW && (rc = shmf_ngx_window_param(cf, st, a)) != NGX_DECLINED) {
+            if (rc != NGX_OK) return NGX_CONF_ERROR;
         } else if (a->len > 9 && ngx_strncmp(a->data, "capacity=", 9) == 0) {
             off_t n = ngx_atoof(a->data + 9, a->len - 9);
+            if (st->kind == K_WINDOW) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "%V: a window is sized per bucket: use expected=N (distinct pairs a bucket holds)",
+                                   a);
+                return NGX_CONF_ERROR;
+            }
             if (n <= 0) {
                 ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid %V: a positive integer", a);
                 return NGX_CONF_ERROR;
@@ -446,14 +584,49 @@ static char *shmf_ngx_structure(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) 
                 return NGX_CONF_ERROR;
             }
             st->error = e;
+            st->wopt.error = e;
+        } else if (st->kind == K_WINDOW) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "unknown parameter \"%V\" (a window takes variant=bloom|cuckoo, expected=N, "
+                               "error=RATE, retention=N, bucket=TIME, utc_offset=TIME, max_spaces=N, "
+                               "error_window=N, create)",
+                               a);
+            return NGX_CONF_ERROR;
         } else {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "unknown parameter \"%V\" (expected capacity=N, error=RATE, create)", a);
             return NGX_CONF_ERROR;
         }
     }
-    if (st->create && st->kind != K_HLL && st->capacity == 0) {
+    if (st->kind == K_WINDOW && st->wopt.error_window > st->wopt.retention) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "window \"%V\": error_window=%uD is more than retention=%uD",
+                           &value[1], st->wopt.error_window, st->wopt.retention);
+        return NGX_CONF_ERROR;
+    }
+    if (st->create && st->kind == K_WINDOW && st->wopt.expected_per_bucket == 0) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "window \"%V\": create needs expected=N (distinct pairs one bucket must hold)", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+    if (st->create && st->kind != K_HLL && st->kind != K_WINDOW && st->capacity == 0) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "structure \"%V\": create needs capacity=N", &value[1]);
+        return NGX_CONF_ERROR;
+    }
+    return NGX_CONF_OK;
+}
+
+static char *shmf_ngx_maintain_directive(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
+    shmf_ngx_main_conf_t *mcf = conf;
+    ngx_str_t *value = cf->args->elts;
+    (void)cmd;
+    if (mcf->maintain != NGX_CONF_UNSET_MSEC) return "is duplicate";
+    if (value[1].len == 3 && ngx_strncmp(value[1].data, "off", 3) == 0) {
+        mcf->maintain = 0;
+        return NGX_CONF_OK;
+    }
+    mcf->maintain = ngx_parse_time(&value[1], 0);
+    if (mcf->maintain == (ngx_msec_t)NGX_ERROR || mcf->maintain < 1000) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "invalid value \"%V\": a period of at least 1s, or off", &value[1]);
         return NGX_CONF_ERROR;
     }
     return NGX_CONF_OK;
@@ -499,22 +672,66 @@ static char *shmf_ngx_variable(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
     } else if (shmf_ngx_add_struct(cf, mcf, &value[2], &sv->index) == NULL) {
         return NGX_CONF_ERROR;
     }
-    if (op != OP_COUNT) {
-        ngx_uint_t i;
-        if (cf->args->nelts < 4) return "takes a variable, a structure name and at least one key part";
-        sv->nparts = cf->args->nelts - 3;
-        if (sv->nparts > 8) return "takes at most 8 key parts";
-        sv->parts = ngx_pcalloc(cf->pool, sizeof(ngx_http_complex_value_t) * sv->nparts);
-        if (sv->parts == NULL) return NGX_CONF_ERROR;
-        for (i = 0; i < sv->nparts; i++) {
+    {
+        ngx_uint_t i, nparts = 0;
+        ngx_http_complex_value_t parts[8];
+        for (i = 3; i < cf->args->nelts; i++) {
+            ngx_str_t *a = &value[i];
+            if (SHMF_NGX_PARAM(a, "space=")) { /* a window's space: the plan id, from any variable */
+                ngx_str_t sp = {a->len - 6, a->data + 6};
+                if (sv->space != NULL) return "takes space= once";
+                if (op == OP_HLL_ADD) return "takes no space= (only a window has spaces)";
+                sv->space = ngx_pcalloc(cf->pool, sizeof(ngx_http_complex_value_t));
+                if (sv->space == NULL) return NGX_CONF_ERROR;
+                if (ngx_http_script_variables_count(&sp) == 0) {
+                    u_char *c;
+                    for (c = sp.data; c < sp.data + sp.len; c++)
+                        if (*c < '0' || *c > '9') break;
+                    if (c != sp.data + sp.len || sp.len > 20 ||
+                        (sp.len == 20 && ngx_strncmp(sp.data, "18446744073709551615", 20) > 0)) {
+                        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                           "invalid %V: a space is a decimal uint64 (the plan id) or a variable "
+                                           "holding one, e.g. space=$arg_plan",
+                                           a);
+                        return NGX_CONF_ERROR;
+                    }
+                }
+                ngx_memzero(&ccv, sizeof(ccv));
+                ccv.cf = cf;
+                ccv.value = &sp;
+                ccv.complex_value = sv->space;
+                if (ngx_http_compile_complex_value(&ccv) != NGX_OK) return NGX_CONF_ERROR;
+                continue;
+            }
+            if (SHMF_NGX_PARAM(a, "window=")) { /* the last W buckets */
+                ngx_int_t w = ngx_atoi(a->data + 7, a->len - 7);
+                if (op == OP_HLL_ADD) return "takes no window= (only a window structure has buckets)";
+                if (w < 1 || w > 64) {
+                    ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                       "invalid %V: the last W buckets, 1 to the window's retention", a);
+                    return NGX_CONF_ERROR;
+                }
+                sv->window = (ngx_uint_t)w;
+                continue;
+            }
+            if (op == OP_COUNT) return "takes a variable, a structure name and, for a window, space= and window=";
+            if (nparts == 8) return "takes at most 8 key parts";
             ngx_memzero(&ccv, sizeof(ccv));
             ccv.cf = cf;
-            ccv.value = &value[3 + i];
-            ccv.complex_value = &sv->parts[i];
+            ccv.value = a;
+            ccv.complex_value = &parts[nparts];
             if (ngx_http_compile_complex_value(&ccv) != NGX_OK) return NGX_CONF_ERROR;
+            nparts++;
         }
-    } else if (cf->args->nelts != 3) {
-        return "takes a variable and a structure name";
+        if (op != OP_COUNT && nparts == 0) return "takes a variable, a structure name and at least one key part";
+        if (op == OP_COUNT && sv->name_cv != NULL && (sv->space != NULL || sv->window != 0))
+            return "takes no space= or window= with a per-request (hll) name";
+        sv->nparts = nparts;
+        if (nparts) {
+            sv->parts = ngx_pcalloc(cf->pool, sizeof(ngx_http_complex_value_t) * nparts);
+            if (sv->parts == NULL) return NGX_CONF_ERROR;
+            ngx_memcpy(sv->parts, parts, sizeof(ngx_http_complex_value_t) * nparts);
+        }
     }
     vname.len = value[1].len - 1;
     vname.data = value[1].data + 1;
@@ -582,8 +799,8 @@ static char *shmf_ngx_answer(ngx_conf_t *cf, ngx_command_t *cmd, void *conf) {
 static ngx_flag_t shmf_ngx_op_fits(ngx_uint_t op, ngx_uint_t kind) {
     switch (op) {
     case OP_MARK:
-    case OP_SEEN: return kind == K_BLOOM || kind == K_CUCKOO || kind == K_SET;
-    case OP_FORGET: return kind == K_CUCKOO || kind == K_SET;
+    case OP_SEEN: return kind == K_BLOOM || kind == K_CUCKOO || kind == K_SET || kind == K_WINDOW;
+    case OP_FORGET: return kind == K_CUCKOO || kind == K_SET || kind == K_WINDOW;
     case OP_HLL_ADD: return kind == K_HLL;
     case OP_COUNT: return kind != K_UNKNOWN;
     }
@@ -624,6 +841,86 @@ static void shmf_ngx_check_worker_access(ngx_cycle_t *cycle, shmf_ngx_main_conf_
                       "chmod 0660) or recreate it with the create parameter (docs/nginx.md, Users)",
                       &mcf->segment, path, (int)sb.st_uid, (int)sb.st_gid, mode, (int)ccf->user, (int)ccf->group);
     }
+}
+
+/* A window that exists: what the segment holds wins over the declaration (a
+ * declared variant or retention that differs is an error), and the module keeps
+ * the segment's retention and variant for the checks of the variables. */
+static ngx_int_t shmf_ngx_window_matches(ngx_cycle_t *cycle, shmf_ngx_main_conf_t *mcf, shmf_ngx_struct_t *st,
+                                         void *h) {
+    shmf_window_stats ws;
+    int rc = shmf_window_stats_get(h, &ws);
+    char declared[32], held[32];
+    declared[0] = '\0';
+    if (rc < 0) {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0, "shmfilter: window \"%V\" (%V:%ui) in segment \"%V\": %s: %s",
+                      &st->name, &st->conf_file, st->conf_line, &mcf->segment, shmf_strerror(rc),
+                      shmf_last_error_message());
+        return NGX_ERROR;
+    }
+    if (st->declared && st->wopt_set[0] && st->wopt.variant != ws.variant) {
+        snprintf(declared, sizeof(declared), "variant=%s", st->wopt.variant ? "cuckoo" : "bloom");
+        snprintf(held, sizeof(held), "variant=%s", ws.variant ? "cuckoo" : "bloom");
+    } else if (st->declared && st->wopt_set[1] && st->wopt.retention != ws.retention) {
+        snprintf(declared, sizeof(declared), "retention=%u", (unsigned)st->wopt.retention);
+        snprintf(held, sizeof(held), "retention=%u", (unsigned)ws.retention);
+    }
+    if (declared[0] != '\0') {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                      "shmfilter_structure \"%V\" in %V:%ui: declared %s, the window in segment \"%V\" has %s: fix "
+                      "the declaration, or drop the window (shmtool drop %V %V) to recreate it",
+                      &st->name, &st->conf_file, st->conf_line, declared, &mcf->segment, held, &mcf->segment,
+                      &st->name);
+        return NGX_ERROR;
+    }
+    st->wopt.variant = ws.variant;
+    st->wopt.retention = ws.retention;
+    return NGX_OK;
+}
+
+/* The window parameters of variable V on a structure of KIND (ST NULL: a per-request
+ * hll name): space= only and always on a window, window= within its retention,
+ * forget only on a deletable window. Resolves V->window when not given. */
+static ngx_int_t shmf_ngx_window_var(ngx_cycle_t *cycle, shmf_ngx_var_t *v, ngx_uint_t kind, shmf_ngx_struct_t *st) {
+    const char *dir = op_directives[v->op];
+    if (kind != K_WINDOW) {
+        if (v->space != NULL || v->window != 0) {
+            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                          "%s %V in %V:%ui: space= and window= are for a window structure; \"%V\" is a%s %s", dir,
+                          &v->var_name, &v->conf_file, v->conf_line, st ? &st->name : &v->var_name,
+                          kind == K_HLL ? "n" : "", kind_names[kind]);
+            return NGX_ERROR;
+        }
+        return NGX_OK;
+    }
+    if (v->space == NULL && v->op != OP_COUNT) {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                      "%s %V in %V:%ui: structure \"%V\" is a window: add space=VALUE (the plan id, e.g. "
+                      "space=$arg_plan); the key parts are the item",
+                      dir, &v->var_name, &v->conf_file, v->conf_line, &st->name);
+        return NGX_ERROR;
+    }
+    if (v->window > st->wopt.retention) {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                      "%s %V in %V:%ui: window=%ui is more than the retention of window \"%V\" (%uD buckets): a "
+                      "window answers for at most its retention",
+                      dir, &v->var_name, &v->conf_file, v->conf_line, v->window, &st->name, st->wopt.retention);
+        return NGX_ERROR;
+    }
+    if (v->op == OP_FORGET && v->window != 0) {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                      "%s %V in %V:%ui: forget takes no window= (it removes the pair from every bucket)", dir,
+                      &v->var_name, &v->conf_file, v->conf_line);
+        return NGX_ERROR;
+    }
+    if (v->op == OP_FORGET && st->wopt.variant != SHMF_WINDOW_CUCKOO) {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                      "%s %V in %V:%ui: window \"%V\" is of variant bloom (insert-only); %s needs variant=cuckoo",
+                      dir, &v->var_name, &v->conf_file, v->conf_line, &st->name, dir);
+        return NGX_ERROR;
+    }
+    if (v->window == 0) v->window = v->op == OP_COUNT ? 1 : st->wopt.retention;
+    return NGX_OK;
 }
 
 static ngx_int_t shmf_ngx_init_module(ngx_cycle_t *cycle) {
@@ -690,21 +987,20 @@ static ngx_int_t shmf_ngx_init_module(ngx_cycle_t *cycle) {
             continue;
         }
         if (st[i].kind == K_UNKNOWN) { /* not declared: whatever the segment holds */
-            ngx_uint_t k;
-            rc = -SHMF_ENOTFOUND;
-            for (k = K_BLOOM; k <= K_HLL; k++) {
-                rc = shmf_ngx_open_kind(seg, k, name, &h);
-                if (rc != -SHMF_EWRONGKIND) break;
-            }
-            if (rc == -SHMF_EWRONGKIND) {
+            shmf_structure_info info;
+            rc = shmf_segment_find(seg, name, &info);
+            if (rc == 1 && shmf_ngx_kind_of(info.kind) == K_UNKNOWN) {
                 ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
-                              "shmfilter: structure \"%V\" (%V:%ui) in segment \"%V\" is of a kind this module "
-                              "does not serve (bloom, cuckoo, set, hll)",
-                              &st[i].name, &st[i].conf_file, st[i].conf_line, &mcf->segment);
+                              "shmfilter: structure \"%V\" (%V:%ui) in segment \"%V\" is a %s, a kind this module "
+                              "does not serve (bloom, cuckoo, set, hll, window)",
+                              &st[i].name, &st[i].conf_file, st[i].conf_line, &mcf->segment,
+                              shmf_kind_name(info.kind));
                 shmf_segment_close(seg);
                 return NGX_ERROR;
             }
-            if (rc >= 0) st[i].kind = k;
+            /* open it as its kind: a miss says "no structure ... in segment" (the library's message) */
+            if (rc >= 0) rc = shmf_ngx_open_kind(seg, rc == 1 ? shmf_ngx_kind_of(info.kind) : K_BLOOM, name, &h);
+            if (rc >= 0) st[i].kind = shmf_ngx_kind_of(info.kind);
         } else {
             rc = shmf_ngx_open_kind(seg, st[i].kind, name, &h);
             if (rc == -SHMF_ENOTFOUND && st[i].create && !ngx_test_config) {
@@ -725,6 +1021,11 @@ static ngx_int_t shmf_ngx_init_module(ngx_cycle_t *cycle) {
             shmf_segment_close(seg);
             return NGX_ERROR;
         }
+        if (st[i].kind == K_WINDOW && h != NULL && shmf_ngx_window_matches(cycle, mcf, &st[i], h) != NGX_OK) {
+            shmf_ngx_close_handle(st[i].kind, h);
+            shmf_segment_close(seg);
+            return NGX_ERROR;
+        }
         shmf_ngx_close_handle(st[i].kind, h);
     }
     shmf_segment_close(seg); /* the master keeps nothing: workers attach themselves */
@@ -733,13 +1034,15 @@ static ngx_int_t shmf_ngx_init_module(ngx_cycle_t *cycle) {
     for (i = 0; i < mcf->vars.nelts; i++) {
         shmf_ngx_var_t *v = vars[i];
         ngx_uint_t kind = v->name_cv ? K_HLL : st[v->index].kind;
+        if (shmf_ngx_window_var(cycle, v, kind, v->name_cv ? NULL : &st[v->index]) != NGX_OK) return NGX_ERROR;
         if (!shmf_ngx_op_fits(v->op, kind)) {
             ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
                           "%s %V in %V:%ui: structure \"%V\" is a %s; %s needs %s", op_directives[v->op], &v->var_name,
                           &v->conf_file, v->conf_line, &st[v->index].name, kind_names[kind], op_directives[v->op],
-                          v->op == OP_FORGET ? "a cuckoo or a set (a Bloom filter cannot forget)"
+                          v->op == OP_FORGET ? "a cuckoo, a set or a window of variant=cuckoo (a Bloom filter "
+                                               "cannot forget)"
                           : v->op == OP_HLL_ADD ? "an hll"
-                                                : "a bloom, cuckoo or set");
+                                                : "a bloom, cuckoo, set or window");
             return NGX_ERROR;
         }
     }
@@ -814,6 +1117,31 @@ static void shmf_ngx_struct_failed(shmf_ngx_main_conf_t *mcf, shmf_ngx_struct_t 
     }
 }
 
+/* Worker 0 runs shmf_window_maintain for every window every shmfilter_maintain
+ * period: it rotates by the clock, frees expired buckets and prepares the next
+ * bucket's table ahead, so that no request pays for a table allocation at
+ * midnight (docs/window.md). The timer is cancelable: it never delays a worker's
+ * graceful exit. A killed worker 0 is respawned by the master with the same
+ * number, and its timer with it. */
+static ngx_event_t shmf_ngx_maintain_ev;
+
+static void shmf_ngx_maintain_handler(ngx_event_t *ev) {
+    shmf_ngx_main_conf_t *mcf = ev->data;
+    shmf_ngx_struct_t *st = mcf->structs.elts;
+    ngx_uint_t i;
+    int rc;
+    for (i = 0; i < mcf->structs.nelts; i++) {
+        void *h;
+        if (st[i].kind != K_WINDOW) continue;
+        h = shmf_ngx_handle(mcf, &st[i], ev->log);
+        if (h == NULL) continue;
+        rc = shmf_window_maintain(h);
+        if (rc == -SHMF_EDROPPED) rc = (h = shmf_ngx_handle(mcf, &st[i], ev->log)) ? shmf_window_maintain(h) : rc;
+        if (rc < 0) shmf_ngx_struct_failed(mcf, &st[i], rc, ev->log);
+    }
+    if (!ngx_exiting && !ngx_quit) ngx_add_timer(ev, mcf->maintain);
+}
+
 static ngx_int_t shmf_ngx_init_process(ngx_cycle_t *cycle) {
     shmf_ngx_main_conf_t *mcf;
     shmf_ngx_struct_t *st;
@@ -829,6 +1157,18 @@ static ngx_int_t shmf_ngx_init_process(ngx_cycle_t *cycle) {
         st[i].handle = NULL;
         st[i].retry_at = 0;
         if (st[i].kind != K_UNKNOWN) (void)shmf_ngx_handle(mcf, &st[i], cycle->log);
+    }
+    if (mcf->maintain > 0 && ngx_worker == 0) {
+        ngx_flag_t windows = 0;
+        for (i = 0; i < mcf->structs.nelts; i++) windows |= st[i].kind == K_WINDOW;
+        if (windows) {
+            ngx_memzero(&shmf_ngx_maintain_ev, sizeof(shmf_ngx_maintain_ev));
+            shmf_ngx_maintain_ev.handler = shmf_ngx_maintain_handler;
+            shmf_ngx_maintain_ev.data = mcf;
+            shmf_ngx_maintain_ev.log = cycle->log;
+            shmf_ngx_maintain_ev.cancelable = 1;
+            ngx_add_timer(&shmf_ngx_maintain_ev, 1000); /* first run soon after start */
+        }
     }
     return NGX_OK; /* a failure is logged and answered per shmfilter_fail, never a dead worker */
 }
@@ -984,6 +1324,35 @@ failed:
     return shmf_ngx_fail(r, mcf, sv, v);
 }
 
+/* One window call: mark_if_unseen / seen / forget of (SPACE, KEY) over the last W
+ * buckets; count: kNew answers of SPACE over the last W buckets (HAS_SPACE 0: the
+ * current bucket's distinct pairs of all spaces). 0/1 or a negative shmf code. */
+static int shmf_ngx_apply_window(ngx_uint_t op, shmf_window *h, ngx_str_t *key, ngx_flag_t has_space, uint64_t space,
+                                 ngx_uint_t w, uint64_t *count) {
+    int rc = -SHMF_EINVAL;
+    uint32_t age;
+    uint64_t n = 0, one;
+    shmf_window_stats ws;
+    switch (op) {
+    case OP_MARK: rc = shmf_window_mark_if_unseen(h, space, key->data, key->len, (uint32_t)w); break;
+    case OP_SEEN: rc = shmf_window_seen(h, space, key->data, key->len, (uint32_t)w); break;
+    case OP_FORGET: rc = shmf_window_forget(h, space, key->data, key->len); break;
+    case OP_COUNT:
+        if (!has_space) {
+            rc = shmf_window_stats_get(h, &ws);
+            n = rc < 0 ? 0 : ws.today_distinct;
+            break;
+        }
+        for (age = 0, rc = 0; age < w && rc >= 0; age++) {
+            rc = shmf_window_new_count(h, space, age, &one);
+            n += rc < 0 ? 0 : one;
+        }
+        break;
+    }
+    *count = n;
+    return rc;
+}
+
 /* One data-plane call of OP on handle H of KIND; 0/1 or a negative shmf code. */
 static int shmf_ngx_apply(ngx_uint_t op, ngx_uint_t kind, void *h, ngx_str_t *k, uint64_t *count) {
     int rc = -SHMF_EINVAL;
@@ -1060,6 +1429,26 @@ static int shmf_ngx_key(ngx_http_request_t *r, shmf_ngx_var_t *sv, ngx_str_t *ke
     return NGX_OK;
 }
 
+/* The space= of this request as a uint64: NGX_OK; NGX_DECLINED empty; NGX_ABORT not a
+ * decimal uint64; NGX_ERROR no memory. */
+static ngx_int_t shmf_ngx_space(ngx_http_request_t *r, shmf_ngx_var_t *sv, uint64_t *out) {
+    ngx_str_t s;
+    size_t i;
+    uint64_t x = 0;
+    if (ngx_http_complex_value(r, sv->space, &s) != NGX_OK) return NGX_ERROR;
+    if (s.len == 0) return NGX_DECLINED;
+    if (s.len > 20) return NGX_ABORT;
+    for (i = 0; i < s.len; i++) {
+        uint64_t d;
+        if (s.data[i] < '0' || s.data[i] > '9') return NGX_ABORT;
+        d = (uint64_t)(s.data[i] - '0');
+        if (x > (UINT64_MAX - d) / 10) return NGX_ABORT; /* past 2^64 - 1 */
+        x = x * 10 + d;
+    }
+    *out = x;
+    return NGX_OK;
+}
+
 static ngx_int_t shmf_ngx_variable_get(ngx_http_request_t *r, ngx_http_variable_value_t *v, uintptr_t data) {
     shmf_ngx_var_t *sv = (shmf_ngx_var_t *)data;
     shmf_ngx_main_conf_t *mcf = ngx_http_get_module_main_conf(r, ngx_http_shmfilter_module);
@@ -1067,7 +1456,7 @@ static ngx_int_t shmf_ngx_variable_get(ngx_http_request_t *r, ngx_http_variable_
     ngx_str_t key = ngx_null_string;
     void *h;
     int rc = 0;
-    uint64_t n = 0;
+    uint64_t n = 0, space = 0;
 
     if (sv->op != OP_COUNT) {
         rc = shmf_ngx_key(r, sv, &key);
@@ -1078,18 +1467,31 @@ static ngx_int_t shmf_ngx_variable_get(ngx_http_request_t *r, ngx_http_variable_
             return NGX_OK;
         }
     }
+    if (sv->space != NULL) {
+        ngx_int_t sr = shmf_ngx_space(r, sv, &space);
+        if (sr == NGX_ERROR) return NGX_ERROR;
+        if (sr != NGX_OK) { /* empty, or not a decimal uint64: the variable is empty, nothing marked */
+            shmf_ngx_count(mcf, sv->op, sr == NGX_DECLINED ? A_EMPTY_KEY : A_BAD_SPACE, 0);
+            v->not_found = 1;
+            return NGX_OK;
+        }
+    }
     if (sv->name_cv != NULL) return shmf_ngx_hll_variable(r, mcf, sv, v, &key);
 
     st = &((shmf_ngx_struct_t *)mcf->structs.elts)[sv->index];
     h = shmf_ngx_handle(mcf, st, r->connection->log);
     if (h == NULL) return shmf_ngx_fail(r, mcf, sv, v);
 
-    rc = shmf_ngx_apply(sv->op, st->kind, h, &key, &n);
+#define SHMF_NGX_APPLY()                                                                                \
+    (st->kind == K_WINDOW ? shmf_ngx_apply_window(sv->op, h, &key, sv->space != NULL, space, sv->window, &n) \
+                          : shmf_ngx_apply(sv->op, st->kind, h, &key, &n))
+    rc = SHMF_NGX_APPLY();
     if (rc == -SHMF_EDROPPED) { /* reopen by name at once (an operator may have recreated it), retry once */
         shmf_ngx_struct_failed(mcf, st, rc, r->connection->log);
         h = shmf_ngx_handle(mcf, st, r->connection->log);
-        if (h != NULL) rc = shmf_ngx_apply(sv->op, st->kind, h, &key, &n);
+        if (h != NULL) rc = SHMF_NGX_APPLY();
     }
+#undef SHMF_NGX_APPLY
     if (rc < 0) {
         shmf_ngx_struct_failed(mcf, st, rc, r->connection->log);
         return shmf_ngx_fail(r, mcf, sv, v);
@@ -1136,151 +1538,69 @@ static void shmf_ngx_family(shmf_ngx_text_t *t, const char *name, const char *ty
     shmf_ngx_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-typedef struct {
-    int ok;
-    double fill, fp, fp_bound, over, items, capacity, bytes, failures;
-} shmf_ngx_struct_numbers_t;
-
-static shmf_ngx_struct_numbers_t shmf_ngx_numbers(shmf_ngx_main_conf_t *mcf, shmf_ngx_struct_t *st, ngx_log_t *log) {
-    shmf_ngx_struct_numbers_t x;
-    void *h = shmf_ngx_handle(mcf, st, log);
-    int rc = -1;
-    ngx_memzero(&x, sizeof(x));
-    if (h == NULL) return x;
-    switch (st->kind) {
-    case K_BLOOM: {
-        shmf_bloom_stats s;
-        rc = shmf_bloom_stats_get(h, &s);
-        if (rc >= 0) {
-            x.fill = s.fill_ratio;
-            x.fp = s.fp_rate_now;
-            x.fp_bound = s.fp_bound;
-            x.over = s.over_capacity;
-            x.items = s.inserted_estimate;
-            x.capacity = (double)s.total_capacity;
-            x.bytes = (double)s.memory_bytes;
-            x.failures = 0;
-        }
-        break;
-    }
-    case K_CUCKOO: {
-        shmf_cuckoo_stats s;
-        rc = shmf_cuckoo_stats_get(h, &s);
-        if (rc >= 0) {
-            x.fill = s.load_factor;
-            x.fp = s.fp_rate_estimate;
-            x.fp_bound = s.fp_rate_bound;
-            x.over = s.size > s.capacity;
-            x.items = (double)s.size;
-            x.capacity = (double)s.capacity;
-            x.bytes = (double)s.bytes;
-            x.failures = (double)s.failures;
-        }
-        break;
-    }
-    case K_SET: {
-        shmf_set_stats s;
-        rc = shmf_set_stats_get(h, &s);
-        if (rc >= 0) {
-            x.fill = s.capacity ? (double)s.size / (double)s.capacity : 0;
-            x.fp = 0;
-            x.fp_bound = 0;
-            x.over = s.size >= s.capacity;
-            x.items = (double)s.size;
-            x.capacity = (double)s.capacity;
-            x.bytes = (double)s.bytes;
-        }
-        break;
-    }
-    case K_HLL: {
-        shmf_hll_stats s;
-        rc = shmf_hll_stats_get(h, &s);
-        if (rc >= 0) {
-            x.fill = s.registers ? (double)s.nonzero_registers / (double)s.registers : 0;
-            x.fp = s.standard_error;
-            x.fp_bound = s.standard_error;
-            x.items = (double)s.estimate;
-            x.bytes = (double)s.bytes;
-        }
-        break;
-    }
-    }
-    if (rc < 0) {
-        shmf_ngx_struct_failed(mcf, st, rc, log);
-        return x;
-    }
-    x.ok = 1;
-    return x;
-}
-
+/* shmfilter_status: the module's own families (segment attached, structure up, the
+ * per-worker request/answer/error counters) around the library's Prometheus text of
+ * the whole segment (shmf_segment_prometheus_text: every structure's bytes, fill, FP,
+ * over-capacity and the kind's counters, names as in docs/metrics.md). */
 static ngx_int_t shmf_ngx_status_handler(ngx_http_request_t *r) {
-    static const struct {
-        const char *name, *type, *help;
-        size_t off;
-    } fam[] = {
-        {"shmfilter_structure_fill_ratio", "gauge",
-         "Fill of the structure: Bloom bits set, cuckoo load factor, set size/capacity, HLL nonzero registers.",
-         offsetof(shmf_ngx_struct_numbers_t, fill)},
-        {"shmfilter_structure_false_positive_rate", "gauge",
-         "Current false-positive rate (Bloom, cuckoo; 0 for an exact set; HLL: standard error).",
-         offsetof(shmf_ngx_struct_numbers_t, fp)},
-        {"shmfilter_structure_false_positive_bound", "gauge", "False-positive bound the structure was sized for.",
-         offsetof(shmf_ngx_struct_numbers_t, fp_bound)},
-        {"shmfilter_structure_over_capacity", "gauge", "1 when the structure holds more than its capacity.",
-         offsetof(shmf_ngx_struct_numbers_t, over)},
-        {"shmfilter_structure_items", "gauge", "Items held (Bloom: estimate; HLL: distinct estimate).",
-         offsetof(shmf_ngx_struct_numbers_t, items)},
-        {"shmfilter_structure_capacity", "gauge", "Items the structure was sized for (0 for an HLL).",
-         offsetof(shmf_ngx_struct_numbers_t, capacity)},
-        {"shmfilter_structure_bytes", "gauge", "Bytes of segment memory the structure uses.",
-         offsetof(shmf_ngx_struct_numbers_t, bytes)},
-        {"shmfilter_structure_insert_failures_total", "counter", "Cuckoo inserts that failed (table full).",
-         offsetof(shmf_ngx_struct_numbers_t, failures)},
-    };
     shmf_ngx_main_conf_t *mcf = ngx_http_get_module_main_conf(r, ngx_http_shmfilter_module);
     ngx_core_conf_t *ccf = (ngx_core_conf_t *)ngx_get_conf(ngx_cycle->conf_ctx, ngx_core_module);
     shmf_ngx_struct_t *st = mcf->structs.elts;
     shmf_ngx_counters_t *ctr = mcf->zone ? mcf->zone->data : NULL;
-    shmf_ngx_struct_numbers_t *nums;
-    ngx_uint_t i, f, w, nworkers, k;
+    ngx_uint_t i, w, nworkers, k, tries;
     shmf_ngx_text_t t;
     ngx_buf_t *b;
     ngx_chain_t out;
-    size_t cap;
+    size_t cap, lib_cap = 0, lib_len = 0, need = 0;
+    char *lib = NULL;
     ngx_int_t rc;
+    int lrc;
 
     if (!(r->method & (NGX_HTTP_GET | NGX_HTTP_HEAD))) return NGX_HTTP_NOT_ALLOWED;
     rc = ngx_http_discard_request_body(r);
     if (rc != NGX_OK) return rc;
     if (mcf->segment.len == 0) return NGX_HTTP_NOT_FOUND;
 
+    /* The library's text: ask its size, then fill (a structure created in between
+     * makes it longer: ask again, a few times). */
+    if (shmf_ngx_attach_segment(mcf, r->connection->log) == NGX_OK) {
+        for (tries = 0; tries < 4; tries++) {
+            lrc = shmf_segment_prometheus_text(mcf->seg, lib, lib_cap, &need);
+            if (lrc == 0) {
+                lib_len = need - 1;
+                break;
+            }
+            if (lrc != -SHMF_EFULL) {
+                ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                              "shmfilter_status: segment \"%V\": %s: %s (answering without the structures' numbers)",
+                              &mcf->segment, shmf_strerror(lrc), shmf_last_error_message());
+                break;
+            }
+            lib_cap = need + 4096;
+            lib = ngx_pnalloc(r->pool, lib_cap);
+            if (lib == NULL) return NGX_HTTP_INTERNAL_SERVER_ERROR;
+        }
+    }
+
     nworkers = ccf->worker_processes > 0 ? (ngx_uint_t)ccf->worker_processes : 1;
     if (nworkers > SHMF_NGX_MAX_WORKERS) nworkers = SHMF_NGX_MAX_WORKERS;
-    cap = 4096 + mcf->structs.nelts * 2048 + nworkers * 2048;
+    cap = 4096 + mcf->structs.nelts * 512 + nworkers * 2048 + lib_len;
     t.start = ngx_pnalloc(r->pool, cap);
-    nums = ngx_pcalloc(r->pool, sizeof(*nums) * (mcf->structs.nelts + 1));
-    if (t.start == NULL || nums == NULL) return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    if (t.start == NULL) return NGX_HTTP_INTERNAL_SERVER_ERROR;
     t.pos = t.start;
     t.end = t.start + cap;
-
-    for (i = 0; i < mcf->structs.nelts; i++) nums[i] = shmf_ngx_numbers(mcf, &st[i], r->connection->log);
 
     shmf_ngx_family(&t, "shmfilter_segment_attached", "gauge", "1 when the answering worker is attached to the segment.");
     shmf_ngx_printf(&t, "shmfilter_segment_attached{segment=\"%.*s\"} %d\n", (int)mcf->segment.len,
                     (const char *)mcf->segment.data, mcf->seg != NULL);
-    shmf_ngx_family(&t, "shmfilter_structure_up", "gauge", "1 when the answering worker has the structure open.");
+    shmf_ngx_family(&t, "shmfilter_structure_up", "gauge",
+                    "1 when the answering worker has the configured structure open.");
     for (i = 0; i < mcf->structs.nelts; i++)
-        shmf_ngx_printf(&t, "shmfilter_structure_up{structure=\"%.*s\",kind=\"%s\"} %d\n", (int)st[i].name.len,
-                        (const char *)st[i].name.data, kind_names[st[i].kind], nums[i].ok);
-    for (f = 0; f < sizeof(fam) / sizeof(fam[0]); f++) {
-        shmf_ngx_family(&t, fam[f].name, fam[f].type, fam[f].help);
-        for (i = 0; i < mcf->structs.nelts; i++) {
-            if (!nums[i].ok) continue;
-            shmf_ngx_printf(&t, "%s{structure=\"%.*s\",kind=\"%s\"} %.9g\n", fam[f].name, (int)st[i].name.len,
-                            (const char *)st[i].name.data, kind_names[st[i].kind],
-                            *(const double *)((const char *)&nums[i] + fam[f].off));
-        }
-    }
+        shmf_ngx_printf(&t, "shmfilter_structure_up{segment=\"%.*s\",name=\"%.*s\",kind=\"%s\"} %d\n",
+                        (int)mcf->segment.len, (const char *)mcf->segment.data, (int)st[i].name.len,
+                        (const char *)st[i].name.data, kind_names[st[i].kind],
+                        st[i].kind != K_UNKNOWN && shmf_ngx_handle(mcf, &st[i], r->connection->log) != NULL);
+    if (lib_len > 0 && (size_t)(t.end - t.pos) > lib_len) t.pos = ngx_cpymem(t.pos, lib, lib_len);
     if (ctr != NULL) {
         shmf_ngx_family(&t, "shmfilter_requests_total", "counter",
                         "Evaluations of shmfilter variables, per worker and operation.");

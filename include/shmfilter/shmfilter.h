@@ -272,6 +272,19 @@ int shmf_hll_count(const shmf_hll *h, uint64_t *out);
 int shmf_hll_stats_get(const shmf_hll *h, shmf_hll_stats *out);
 /* Control plane, takes the segment lock: 1 dropped, 0 absent. */
 int shmf_hll_drop(shmf_segment *seg, const char *name);
+/* Redis interchange (docs/hll.md): Redis's dense HLL string, SET it in Redis and
+ * PFCOUNT/PFMERGE it there; GET a Redis HLL key (dense or sparse) and import it here. */
+#define SHMF_HLL_REDIS_DENSE_BYTES 12304 /* what shmf_hll_export_redis writes */
+/* Lock-free snapshot as Redis's dense string (cardinality cache marked invalid).
+ * *NEEDED gets its length (SHMF_HLL_REDIS_DENSE_BYTES; binary, no NUL). When BUF holds
+ * CAP >= *NEEDED bytes the string is copied there and its length returned; otherwise
+ * nothing is copied and -SHMF_EFULL returned (BUF may be NULL with CAP 0 to ask the size). */
+int shmf_hll_export_redis(const shmf_hll *h, void *buf, size_t cap, size_t *needed);
+/* Lock-free register max of a Redis HLL string (dense or sparse, LEN bytes) into H:
+ * 0, or -SHMF_EBADINPUT (the message says what is wrong; H unchanged), -SHMF_EDROPPED. */
+int shmf_hll_import_redis(shmf_hll *h, const void *bytes, size_t len);
+/* Pure: PFCOUNT of a Redis HLL string (dense or sparse) into *OUT, no segment. -SHMF_EBADINPUT. */
+int shmf_hll_count_redis(const void *bytes, size_t len, uint64_t *out);
 
 /* ---- exact hash set of 64-bit keys (striped writer locks) --------------- */
 typedef struct shmf_set_options {
@@ -312,6 +325,46 @@ int shmf_set_size(const shmf_set *s, uint64_t *out);
 int shmf_set_stats_get(const shmf_set *s, shmf_set_stats *out);
 /* Control plane, takes the segment lock: 1 dropped, 0 absent. */
 int shmf_set_drop(shmf_segment *seg, const char *name);
+
+/* ---- directory: the named structures of a segment ------------------------
+ * What `shmtool list` shows, for C programs and bindings (docs/c_api.md). */
+#define SHMF_KIND_BLOOM 1
+#define SHMF_KIND_CUCKOO 2
+#define SHMF_KIND_ROARING 3
+#define SHMF_KIND_HLL 4
+#define SHMF_KIND_SET 5    /* exact hash set */
+#define SHMF_KIND_BLOB 6   /* raw bytes (tests, the demo's bookkeeping) */
+#define SHMF_KIND_WINDOW 7 /* (space, item) pairs over time buckets */
+
+typedef struct shmf_structure_info {
+  char name[64];             /* NUL-terminated (a name is 1..63 bytes without NUL) */
+  uint32_t kind;             /* SHMF_KIND_*; a higher value: a kind of a newer build */
+  uint32_t readable;         /* 1: the numbers below were read; 0: it could not be read
+                                (dropped meanwhile, corrupt): they are 0 */
+  uint32_t over_capacity;    /* 1 beyond what it was sized for (docs/metrics.md) */
+  uint32_t slot;             /* directory slot */
+  uint32_t generation;       /* changes when the slot is dropped or reused */
+  uint32_t reserved;         /* 0 */
+  uint64_t offset;           /* of its region, from the segment base */
+  uint64_t region_bytes;     /* its directory region */
+  uint64_t bytes;            /* region + extents (Bloom layers, window tables, snapshots) */
+  uint64_t capacity;         /* items sized for; 0 when unbounded (roaring, hll) */
+  double items;              /* exact, or estimated (bloom from its fill, hll) */
+  double fill_ratio;         /* as shmfilter_structure_fill_ratio */
+  double fp_rate_estimate;   /* from the fill now; 0 for exact kinds */
+} shmf_structure_info;
+
+/* Pure, any thread: "bloom", "cuckoo", "roaring", "hll", "set", "blob", "window";
+ * "unknown" for any other value. Never NULL. */
+const char *shmf_kind_name(uint32_t kind);
+/* Lock-free (directory and stats snapshots, as the metrics): the live structures in
+ * name order (bytewise). *COUNT gets how many there are. When OUT holds CAP >= *COUNT
+ * entries they are written there and *COUNT returned; otherwise nothing is written
+ * and -SHMF_EFULL returned: call again with *COUNT entries (OUT may be NULL with
+ * CAP 0 to ask; a structure created in between answers -SHMF_EFULL again: loop). */
+int shmf_segment_list(shmf_segment *seg, shmf_structure_info *out, size_t cap, size_t *count);
+/* Lock-free: the entry of NAME into *OUT: 1 found, 0 no such structure. */
+int shmf_segment_find(shmf_segment *seg, const char *name, shmf_structure_info *out);
 
 /* ---- operating: metrics (docs/metrics.md) ------------------------------- */
 /* Lock-free: the segment's Prometheus text (shmfilter::prometheus_text), what a

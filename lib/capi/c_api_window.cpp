@@ -8,6 +8,10 @@
 
 struct shmf_window {
   shmfilter::Window h;
+  // The window's retention, read once per handle (it never changes after creation):
+  // window_arg() checks every query's W against it without a stats() snapshot per
+  // call (a snapshot walks the space table: it made each call cost milliseconds).
+  mutable uint32_t retention = 0;
 };
 
 using namespace shmfilter;
@@ -16,10 +20,14 @@ using namespace shmfilter::capi;
 namespace {
 
 int window_arg(const shmf_window* w, uint32_t window, const char* fn) {
-  WindowStats st = w->h.stats();  // throws kDropped
-  if (window == 0 || window > st.retention)
+  if (!w->h.valid())  // lock-free: the directory slot's generation
+    throw Error(ErrorCode::kDropped, std::string(fn) +
+                                         ": the structure was dropped by some process: close this handle and open "
+                                         "the new structure of that name, if any");
+  if (w->retention == 0) w->retention = w->h.stats().retention;  // throws kDropped
+  if (window == 0 || window > w->retention)
     throw Error(ErrorCode::kInvalidArgument, std::string(fn) + ": window " + std::to_string(window) +
-                                                 " is outside [1, " + std::to_string(st.retention) +
+                                                 " is outside [1, " + std::to_string(w->retention) +
                                                  "]: pass how many buckets the query covers (1 = the current one)");
   return 0;
 }

@@ -29,8 +29,8 @@ import glob
 import os
 from typing import Iterable, Optional, Sequence, Union
 
-__all__ = ["Error", "ForkedHandleError", "Segment", "Bloom", "Cuckoo", "ExactSet", "Hll", "RoaringSet",
-           "library_path", "version"]
+__all__ = ["Error", "ForkedHandleError", "Segment", "Bloom", "Cuckoo", "ExactSet", "Hll", "RoaringSet", "Window",
+           "StructureInfo", "hll_count_redis", "library_path", "version"]
 
 Key = Union[bytes, bytearray, memoryview, str, int]
 
@@ -152,6 +152,30 @@ class _HllStats(C.Structure):
                 + [(n, C.c_uint32) for n in ("registers", "nonzero_registers", "max_register", "reserved")])
 
 
+class _WindowOpts(C.Structure):
+    _fields_ = [("variant", C.c_uint32), ("retention", C.c_uint32), ("expected_per_bucket", C.c_uint64),
+                ("error", C.c_double), ("error_window", C.c_uint32), ("max_spaces", C.c_uint32),
+                ("bucket_seconds", C.c_uint64), ("utc_offset", C.c_int64), ("seed", C.c_uint64)]
+
+
+class _WindowStats(C.Structure):
+    _fields_ = ([(n, C.c_uint32) for n in ("variant", "retention", "spaces", "max_spaces")]
+                + [("current_bucket", C.c_int64)]
+                + [(n, C.c_uint64) for n in ("memory_bytes", "rotations", "racing_marks", "rotation_races",
+                                             "inline_allocations", "overflow_failures", "other_marks")]
+                + [("one_bucket_error", C.c_double)]
+                + [(n, C.c_uint64) for n in ("today_distinct", "today_capacity")]
+                + [(n, C.c_int32) for n in ("today_overflow", "today_over_capacity")]
+                + [(n, C.c_double) for n in ("fp_now_1", "fp_bound_1", "fp_now_all", "fp_bound_all")])
+
+
+class _StructInfo(C.Structure):
+    _fields_ = ([("name", C.c_char * 64)]
+                + [(n, C.c_uint32) for n in ("kind", "readable", "over_capacity", "slot", "generation", "reserved")]
+                + [(n, C.c_uint64) for n in ("offset", "region_bytes", "bytes", "capacity")]
+                + [(n, C.c_double) for n in ("items", "fill_ratio", "fp_rate_estimate")])
+
+
 def _proto(name, restype, *argtypes):
     f = getattr(_lib, name)
     f.restype = restype
@@ -176,6 +200,7 @@ _KINDS = {
     "set": (_SetOpts, _SetStats),
     "hll": (None, _HllStats),
     "roaring": (_RoaringOpts, _RoaringStats),
+    "window": (_WindowOpts, _WindowStats),
 }
 for _k, (_o, _s) in _KINDS.items():
     if _o is not None:
@@ -212,6 +237,31 @@ _proto("shmf_roaring_compact", C.c_int, _vp)
 _proto("shmf_hll_count", C.c_int, _vp, C.POINTER(_u64))
 _proto("shmf_set_size", C.c_int, _vp, C.POINTER(_u64))
 _proto("shmf_cuckoo_size", C.c_int, _vp, C.POINTER(_u64))
+# HLL: Redis interchange
+_proto("shmf_hll_export_redis", C.c_int, _vp, C.c_void_p, _sz, C.POINTER(_sz))
+_proto("shmf_hll_import_redis", C.c_int, _vp, C.c_char_p, _sz)
+_proto("shmf_hll_count_redis", C.c_int, C.c_char_p, _sz, C.POINTER(_u64))
+# directory
+_proto("shmf_kind_name", C.c_char_p, C.c_uint32)
+_proto("shmf_segment_list", C.c_int, _vp, C.POINTER(_StructInfo), _sz, C.POINTER(_sz))
+_proto("shmf_segment_find", C.c_int, _vp, _cp, C.POINTER(_StructInfo))
+_proto("shmf_segment_prometheus_text", C.c_int, _vp, C.c_char_p, _sz, C.POINTER(_sz))
+# window
+_proto("shmf_window_set_now", C.c_int, _vp, C.c_int64)
+for _n in ("shmf_window_mark", "shmf_window_forget"):
+    _proto(_n, C.c_int, _vp, _u64, C.c_char_p, _sz)
+for _n in ("shmf_window_mark_u64", "shmf_window_forget_u64"):
+    _proto(_n, C.c_int, _vp, _u64, _u64)
+for _n in ("shmf_window_seen", "shmf_window_mark_if_unseen"):
+    _proto(_n, C.c_int, _vp, _u64, C.c_char_p, _sz, C.c_uint32)
+for _n in ("shmf_window_seen_u64", "shmf_window_mark_if_unseen_u64"):
+    _proto(_n, C.c_int, _vp, _u64, _u64, C.c_uint32)
+for _n in ("shmf_window_seen_many_u64", "shmf_window_mark_if_unseen_many_u64"):
+    _proto(_n, C.c_int, _vp, C.POINTER(_u64), C.POINTER(_u64), _sz, C.c_uint32, _u8p)
+_proto("shmf_window_new_count", C.c_int, _vp, _u64, C.c_uint32, C.POINTER(_u64))
+_proto("shmf_window_maintain", C.c_int, _vp)
+
+_HLL_REDIS_DENSE_BYTES = 12304
 
 
 def version() -> str:
@@ -430,6 +480,20 @@ class Hll(_Handle):
 
     __len__ = count
 
+    def export_redis(self) -> bytes:
+        """Lock-free snapshot as Redis's dense HLL string (12,304 bytes): SET it in Redis,
+        then PFCOUNT / PFMERGE it there (docs/DEPLOYMENT.md)."""
+        buf = C.create_string_buffer(_HLL_REDIS_DENSE_BYTES)
+        need = C.c_size_t()
+        n = _check(_lib.shmf_hll_export_redis(self._p(), buf, len(buf), C.byref(need)), "hll.export_redis")
+        return buf.raw[:n]
+
+    def import_redis(self, data: Union[bytes, bytearray, memoryview]) -> None:
+        """Lock-free register max of a Redis HLL string (dense or sparse: what GET of a
+        Redis HLL key returns) into this HLL; Error(EBADINPUT) for anything else."""
+        b = bytes(data)
+        _check(_lib.shmf_hll_import_redis(self._p(), b, len(b)), "hll.import_redis")
+
 
 class RoaringSet(_Handle):
     """Exact set of uint32 ids (CRoaring snapshot + shared delta; lock-free readers)."""
@@ -478,6 +542,120 @@ class RoaringSet(_Handle):
     def compact(self) -> bool:
         """True compacted; False another process holds the compaction claim."""
         return _check(_lib.shmf_roaring_compact(self._p()), "roaring.compact") == 1
+
+
+def hll_count_redis(data: Union[bytes, bytearray, memoryview]) -> int:
+    """Redis's PFCOUNT of a Redis HLL string (dense or sparse), without a segment."""
+    b = bytes(data)
+    n = C.c_uint64()
+    _check(_lib.shmf_hll_count_redis(b, len(b), C.byref(n)), "hll_count_redis")
+    return n.value
+
+
+class Window(_Handle):
+    """(space, item) pairs over time buckets (docs/window.md): the frequency cap "has
+    device D been served by plan P in the last w days? if not, it is now".
+
+    space is a uint64 (the plan id); item is bytes, str or int (a device id). w is a
+    number of buckets, 1..retention (None: the whole retention)."""
+    _kind = "window"
+
+    def _pair(self, op: str, space: int, item: Key, *extra) -> int:
+        if isinstance(space, bool) or not isinstance(space, int) or not 0 <= space < 1 << 64:
+            raise TypeError(f"space {space!r}: a uint64 (the plan id)")
+        is_u64, v = _key(item)
+        call = f"window.{op}"
+        if is_u64:
+            return _check(getattr(_lib, f"shmf_window_{op}_u64")(self._p(), space, v, *extra), call)
+        return _check(getattr(_lib, f"shmf_window_{op}")(self._p(), space, v, len(v), *extra), call)
+
+    def _w(self, w: Optional[int]) -> int:
+        return self.retention if w is None else w
+
+    @property
+    def retention(self) -> int:
+        """Buckets kept (fixed at creation; read once per handle)."""
+        r = getattr(self, "_retention", None)
+        if r is None:
+            r = self._retention = self.stats()["retention"]
+        return r
+
+    def set_now(self, unix_seconds: Optional[int]) -> None:
+        """This handle's clock (tests, replays); None: the system clock again."""
+        _check(_lib.shmf_window_set_now(self._p(), -(1 << 63) if unix_seconds is None else unix_seconds),
+               "window.set_now")
+
+    def mark(self, space: int, item: Key) -> bool:
+        """Adds the pair to the current bucket: True new there, False already in it."""
+        return self._pair("mark", space, item) == 1
+
+    def seen(self, space: int, item: Key, w: Optional[int] = None) -> bool:
+        """Lock-free: is the pair in the last w buckets?"""
+        return self._pair("seen", space, item, self._w(w)) == 1
+
+    def mark_if_unseen(self, space: int, item: Key, w: Optional[int] = None) -> bool:
+        """True (new: marked now) if the pair is in none of the last w buckets, else False.
+        Cuckoo variant: exactly one of racing callers gets True (except across a rotation,
+        counted in stats()['rotation_races'])."""
+        return self._pair("mark_if_unseen", space, item, self._w(w)) == 1
+
+    def forget(self, space: int, item: Key) -> bool:
+        """Cuckoo variant: removes the pair from every bucket (True removed, False absent).
+        Forget only pairs that were marked. Bloom variant: Error(EINVAL)."""
+        return self._pair("forget", space, item) == 1
+
+    def _many(self, fn: str, spaces: Sequence[int], items: Sequence[int], w: Optional[int]) -> list:
+        spaces, items = list(spaces), list(items)
+        if len(spaces) != len(items):
+            raise ValueError(f"{len(spaces)} spaces and {len(items)} items: pass one space per item")
+        n = len(items)
+        if n == 0:
+            return []
+        out = (C.c_uint8 * n)()
+        _check(getattr(_lib, fn)(self._p(), (C.c_uint64 * n)(*spaces), (C.c_uint64 * n)(*items), n, self._w(w), out),
+               fn)
+        return [bool(x) for x in out]
+
+    def seen_many(self, spaces: Sequence[int], items: Sequence[int], w: Optional[int] = None) -> list:
+        """Lock-free, prefetched: per pair of uint64 (space, item), seen in the last w buckets."""
+        return self._many("shmf_window_seen_many_u64", spaces, items, w)
+
+    def mark_if_unseen_many(self, spaces: Sequence[int], items: Sequence[int], w: Optional[int] = None) -> list:
+        """Per pair of uint64 (space, item): True new (marked now), False seen."""
+        return self._many("shmf_window_mark_if_unseen_many_u64", spaces, items, w)
+
+    def new_count(self, space: int, age: int = 0) -> int:
+        """"New" answers for SPACE in the bucket AGE buckets ago (0: the current one)."""
+        n = C.c_uint64()
+        _check(_lib.shmf_window_new_count(self._p(), space, age, C.byref(n)), "window.new_count")
+        return n.value
+
+    def maintain(self) -> None:
+        """Control plane: rotate if due, free expired buckets, prepare the next table."""
+        _check(_lib.shmf_window_maintain(self._p()), "window.maintain")
+
+    def stats(self) -> dict:
+        d = super().stats()
+        d["variant"] = "cuckoo" if d["variant"] == 1 else "bloom"
+        return d
+
+
+class StructureInfo:
+    """One named structure of a segment (Segment.structures()); what shmtool list shows."""
+    __slots__ = ("name", "kind", "readable", "over_capacity", "slot", "generation", "offset", "region_bytes",
+                 "bytes", "capacity", "items", "fill_ratio", "fp_rate_estimate")
+
+    def __init__(self, e: "_StructInfo"):
+        self.name = e.name.decode(errors="replace")
+        self.kind = _lib.shmf_kind_name(e.kind).decode()
+        self.readable = bool(e.readable)
+        self.over_capacity = bool(e.over_capacity)
+        for f in ("slot", "generation", "offset", "region_bytes", "bytes", "capacity", "items", "fill_ratio",
+                  "fp_rate_estimate"):
+            setattr(self, f, getattr(e, f))
+
+    def __repr__(self) -> str:
+        return f"StructureInfo(name={self.name!r}, kind={self.kind!r}, bytes={self.bytes}, items={self.items})"
 
 
 class Segment:
@@ -601,6 +779,62 @@ class Segment:
         if delta_capacity is not None:
             o.delta_capacity = delta_capacity
         return self._get("roaring", RoaringSet, name, create, o)
+
+    def window(self, name: str, *, create: bool = False, expected_per_bucket: int = 0, variant: str = "bloom",
+               error: Optional[float] = None, retention: Optional[int] = None, bucket_seconds: Optional[int] = None,
+               utc_offset: Optional[int] = None, max_spaces: Optional[int] = None,
+               error_window: Optional[int] = None, seed: Optional[int] = None) -> Window:
+        """Opens window NAME (create=True: creates it when absent; expected_per_bucket required)."""
+        o = _WindowOpts()
+        _lib.shmf_window_options_init(C.byref(o))
+        if variant not in ("bloom", "cuckoo"):
+            raise ValueError(f"variant {variant!r}: 'bloom' (insert-only) or 'cuckoo' (deletable)")
+        o.variant = 1 if variant == "cuckoo" else 0
+        o.expected_per_bucket = expected_per_bucket
+        for f, v in (("error", error), ("retention", retention), ("bucket_seconds", bucket_seconds),
+                     ("utc_offset", utc_offset), ("max_spaces", max_spaces), ("error_window", error_window),
+                     ("seed", seed)):
+            if v is not None:
+                setattr(o, f, v)
+        return self._get("window", Window, name, create, o)
+
+    def structures(self) -> list:
+        """Lock-free: every named structure (name order), as StructureInfo."""
+        for _ in range(8):  # a structure created between the two calls: ask again
+            n = C.c_size_t()
+            rc = _lib.shmf_segment_list(self._p(), None, 0, C.byref(n))
+            if rc >= 0:
+                return []
+            if rc != -EFULL:
+                _check(rc, "Segment.structures")
+            arr = (_StructInfo * n.value)()
+            rc = _lib.shmf_segment_list(self._p(), arr, n.value, C.byref(n))
+            if rc >= 0:
+                return [StructureInfo(arr[i]) for i in range(rc)]
+            if rc != -EFULL:
+                _check(rc, "Segment.structures")
+        raise Error(EBUSY, "the directory kept changing while it was listed: try again", "Segment.structures")
+
+    def find(self, name: str) -> Optional[StructureInfo]:
+        """Lock-free: the StructureInfo of NAME, or None."""
+        e = _StructInfo()
+        return StructureInfo(e) if _check(_lib.shmf_segment_find(self._p(), _name(name), C.byref(e)),
+                                          "Segment.find") == 1 else None
+
+    def prometheus_text(self) -> str:
+        """Lock-free: the segment's Prometheus text (docs/metrics.md)."""
+        for _ in range(8):
+            need = C.c_size_t()
+            rc = _lib.shmf_segment_prometheus_text(self._p(), None, 0, C.byref(need))
+            if rc != -EFULL:
+                _check(rc, "Segment.prometheus_text")
+            buf = C.create_string_buffer(need.value + 4096)
+            rc = _lib.shmf_segment_prometheus_text(self._p(), buf, len(buf), C.byref(need))
+            if rc == 0:
+                return buf.value.decode()
+            if rc != -EFULL:
+                _check(rc, "Segment.prometheus_text")
+        raise Error(EBUSY, "the segment kept changing while its text was built: try again", "Segment.prometheus_text")
 
     def drop(self, name: str, kind: Optional[str] = None) -> int:
         """Control plane: drops NAME (1 dropped, 0 absent). KIND None: whichever kind it is."""

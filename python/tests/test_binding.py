@@ -165,3 +165,149 @@ def test_roaring(seg):
         assert len(r) == 100 and r.stats()["cardinality"] == 100
         with pytest.raises(ValueError):
             r.add(2**32)
+
+
+# ---- window: (space, item) pairs over day buckets (docs/window.md) -----------------
+DAY = 86400
+T0 = 1_767_225_600  # 2026-01-01T00:00:00Z, a bucket start (utc_offset 0)
+
+
+@pytest.mark.parametrize("variant", ["cuckoo", "bloom"])
+def test_window_frequency_cap_over_days(seg, variant):
+    with seg.window("freq", create=True, expected_per_bucket=10_000, variant=variant, seed=7) as w:
+        w.set_now(T0 + 100)
+        assert w.retention == 7
+        assert w.mark_if_unseen(42, "dev-1") is True       # not served in 7 days: it is now
+        assert w.mark_if_unseen(42, "dev-1") is False      # capped
+        assert w.mark_if_unseen(43, "dev-1") is True       # another plan
+        assert w.mark_if_unseen(42, b"dev-2", 1) is True   # bytes item, w = 1
+        assert w.mark_if_unseen(42, 0xDEADBEEF) is True    # uint64 item
+        assert w.seen(42, 0xDEADBEEF, 1) and not w.seen(42, 0xDEADBEF0, 7)
+        assert w.new_count(42) == 3 and w.new_count(43) == 1 and w.new_count(44) == 0
+        w.set_now(T0 + DAY + 5)                              # the next day
+        assert w.seen(42, "dev-1", 7) and not w.seen(42, "dev-1", 1)
+        assert w.mark_if_unseen(42, "dev-1", 7) is False     # served yesterday: capped for the week
+        assert w.mark_if_unseen(42, "dev-1", 1) is True      # a daily cap serves again
+        assert w.new_count(42, 0) == 1 and w.new_count(42, 1) == 3
+        w.maintain()
+        w.set_now(T0 + 8 * DAY)                              # both marks left the 7-day window
+        assert not w.seen(42, "dev-1", 7)
+        assert w.mark_if_unseen(42, "dev-1") is True
+        st = w.stats()
+        assert st["variant"] == variant and st["retention"] == 7 and st["rotations"] >= 3
+        with pytest.raises(shmfilter.Error) as e:
+            w.seen(42, "dev-1", 8)                           # w > retention
+        assert e.value.code == shmfilter.EINVAL and "outside [1, 7]" in e.value.message
+        with pytest.raises(TypeError):
+            w.mark_if_unseen(-1, "dev-1")
+        if variant == "cuckoo":
+            assert w.forget(42, "dev-1") is True and w.forget(42, "dev-1") is False
+            assert w.mark_if_unseen(42, "dev-1") is True
+        else:
+            with pytest.raises(shmfilter.Error) as e:
+                w.forget(42, "dev-1")
+            assert e.value.code == shmfilter.EINVAL and "SHMF_WINDOW_CUCKOO" in e.value.message
+
+
+def test_window_batches_and_reopen(seg):
+    with seg.window("freq", create=True, expected_per_bucket=10_000, variant="cuckoo", retention=3) as w:
+        w.set_now(T0)
+        assert w.mark_if_unseen_many([1, 1, 2, 1], [10, 11, 10, 10]) == [True, True, True, False]
+        assert w.seen_many([1, 2, 3], [10, 10, 10], 1) == [True, True, False]
+        with pytest.raises(ValueError):
+            w.seen_many([1], [1, 2])
+        assert w.seen_many([], []) == []
+    with seg.window("freq") as again:                       # open: the options are the segment's
+        again.set_now(T0)
+        assert again.retention == 3 and again.seen(1, 11, 1)
+    with pytest.raises(shmfilter.Error) as e:
+        seg.window("nosuch")
+    assert e.value.code == shmfilter.ENOTFOUND
+    with pytest.raises(shmfilter.Error) as e:
+        seg.window("bad", create=True)                       # expected_per_bucket missing
+    assert e.value.code == shmfilter.EINVAL
+    assert seg.drop("freq") == 1
+
+
+def test_window_forked_workers_new_once(seg, segname):
+    """6 forked processes race mark_if_unseen on the same 3,000 (plan, device) pairs on one
+    clock (no rotation): no pair 'new' twice; pairs never 'new' are cuckoo false positives,
+    bounded from the window's own estimate (mean + 4 sd + 2)."""
+    seg.window("race", create=True, expected_per_bucket=20_000, variant="cuckoo", seed=3).close()
+    n_proc, pairs = 6, 3000
+    r_fds, pids = [], []
+    for p in range(n_proc):
+        r, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            with shmfilter.Segment.open(segname) as mine, mine.window("race") as w:
+                w.set_now(T0 + 7)
+                order = range(pairs) if p % 2 == 0 else reversed(range(pairs))
+                won = [i for i in order if w.mark_if_unseen(i % 50, f"dev{i}")]
+            os.write(wfd, ",".join(map(str, won)).encode())
+            os._exit(0)
+        os.close(wfd)
+        r_fds.append(r)
+        pids.append(pid)
+    wins = []
+    for r in r_fds:
+        data = b""
+        while chunk := os.read(r, 1 << 16):
+            data += chunk
+        os.close(r)
+        wins += [int(x) for x in data.decode().split(",") if x]
+    for pid in pids:
+        assert os.WEXITSTATUS(os.waitpid(pid, 0)[1]) == 0
+    with seg.window("race") as w:
+        st = w.stats()
+        w.set_now(T0 + 7)
+        assert all(w.seen(i % 50, f"dev{i}", 1) for i in set(wins)), "an acknowledged 'new' is not seen"
+    assert len(wins) == len(set(wins)), "a pair was answered 'new' twice"
+    assert st["rotation_races"] == 0
+    mean = pairs * st["fp_now_all"]
+    assert pairs - len(wins) <= int(mean + 4 * mean ** 0.5 + 2)
+
+
+# ---- HLL: Redis interchange ------------------------------------------------------
+def test_hll_export_import_redis(seg):
+    with seg.hll("a", create=True) as a, seg.hll("b", create=True) as b:
+        a.add_many(range(5000))
+        b.add_many(range(2500, 10_000))
+        data = a.export_redis()
+        assert isinstance(data, bytes) and len(data) == 12304 and data[:4] == b"HYLL"
+        assert shmfilter.hll_count_redis(data) == a.count()
+        b.import_redis(data)                                  # register max: the union
+        assert abs(b.count() - 10_000) <= 400                 # 5 standard errors (0.81% each)
+        sparse = bytearray(b"HYLL\x01" + b"\0" * 11)          # Redis sparse: one register = 3
+        sparse += bytes([0x40 | (99 >> 8), 99 & 0xFF, 0x80 | (2 << 2)])   # XZERO 100, VAL 3
+        rest = 16384 - 101
+        sparse += bytes([0x40 | ((rest - 1) >> 8), (rest - 1) & 0xFF])
+        assert shmfilter.hll_count_redis(sparse) == 1
+        with pytest.raises(shmfilter.Error) as e:
+            a.import_redis(b"HYLX" + data[4:])
+        assert e.value.code == shmfilter.EBADINPUT and "HYLL" in e.value.message
+        with pytest.raises(shmfilter.Error) as e:
+            shmfilter.hll_count_redis(data[:100])
+        assert e.value.code == shmfilter.EBADINPUT
+
+
+# ---- the directory -----------------------------------------------------------------
+def test_structures_lists_the_directory(seg):
+    assert seg.structures() == []
+    seg.set("pairs", capacity=1000, create=True).close()
+    with seg.set("pairs") as s:
+        for k in range(10):
+            s.mark(k)
+    seg.hll("uv", create=True).close()
+    seg.window("freq", create=True, expected_per_bucket=1000).close()
+    infos = seg.structures()
+    assert [(i.name, i.kind) for i in infos] == [("freq", "window"), ("pairs", "set"), ("uv", "hll")]
+    pairs = infos[1]
+    assert pairs.capacity == 1000 and pairs.items == 10 and pairs.readable and not pairs.over_capacity
+    assert all(i.bytes >= i.region_bytes > 0 for i in infos)
+    assert seg.find("uv").kind == "hll" and seg.find("nosuch") is None
+    text = seg.prometheus_text()
+    assert 'name="freq",kind="window"' in text and "shmfilter_window_spaces" in text
+    assert seg.drop("pairs") == 1
+    assert [i.name for i in seg.structures()] == ["freq", "uv"]

@@ -16,6 +16,24 @@ HTTP="
     shmfilter_structure pairs_bloom bloom capacity=100000 error=0.001 create;
     shmfilter_structure pairs_cuckoo cuckoo capacity=100000 create;
     shmfilter_structure tiny set capacity=2 create;
+    # the mission's frequency cap: (plan, device) over 7 day buckets (docs/nginx.md)
+    shmfilter_structure freq window variant=cuckoo expected=100000 error=0.01 retention=7 bucket=1d utc_offset=8h create;
+    shmfilter_structure freq_bloom window expected=100000 create;
+    # a short window to see buckets expire: 3 buckets of 2 s
+    shmfilter_structure freq_short window variant=cuckoo expected=1000 retention=3 bucket=2s create;
+    # no request touches it: only worker 0's maintain timer rotates it
+    shmfilter_structure freq_idle window expected=1000 retention=2 bucket=1s create;
+    shmfilter_maintain 1s;
+    shmfilter_mark   \$fw        freq \$arg_device space=\$arg_plan window=7;
+    shmfilter_mark   \$fw_today  freq \$arg_device space=\$arg_plan window=1;
+    shmfilter_seen   \$fw_seen   freq \$arg_device space=\$arg_plan window=7;
+    shmfilter_forget \$fw_forget freq \$arg_device space=\$arg_plan;
+    shmfilter_count  \$fw_plan   freq space=\$arg_plan window=7;
+    shmfilter_count  \$fw_plan1  freq space=\$arg_plan;
+    shmfilter_count  \$fw_today_all freq;
+    shmfilter_mark   \$fwb       freq_bloom \$arg_device space=\$arg_plan;
+    shmfilter_mark   \$fws       freq_short \$arg_device space=\$arg_plan;
+    shmfilter_seen   \$fws_seen  freq_short \$arg_device space=\$arg_plan;
     shmfilter_mark   \$fc_tiny   tiny \$arg_device;
     shmfilter_mark   \$fc        pairs \$arg_plan \$arg_device;
     shmfilter_seen   \$fc_seen   pairs \$arg_plan \$arg_device;
@@ -38,12 +56,21 @@ HTTP="
         location = /cuckoo { return 200 \"\$fc_cuckoo\n\"; }
         location = /uv_add { return 200 \"\$uv_add\n\"; }
         location = /tiny { return 200 \"\$fc_tiny\n\"; }
+        location = /w    { add_header X-FC \$fw always; return 200 \"\$fw\n\"; }
+        location = /w/ad { if (\$fw = \"\") { return 400 \"plan and device\n\"; } if (\$fw = seen) { return 204; } return 200 \"ad\n\"; }
+        location = /w/today { return 200 \"\$fw_today\n\"; }
+        location = /w/seen { return 200 \"\$fw_seen\n\"; }
+        location = /wb   { return 200 \"\$fwb\n\"; }
+        location = /ws   { return 200 \"\$fws\n\"; }
+        location = /ws/seen { return 200 \"\$fws_seen\n\"; }
         location /admin/ {
             allow 127.0.0.1; deny all;
             location = /admin/forget { shmfilter_answer \"\$fc_forget\n\"; }
             location = /admin/cuckoo_forget { shmfilter_answer \"\$fc_cuckoo_forget\n\"; }
             location = /admin/uv { return 200 \"\$uv\n\"; }
             location = /admin/pairs { return 200 \"\$pairs_n\n\"; }
+            location = /admin/w/forget { shmfilter_answer \"\$fw_forget\n\"; }
+            location = /admin/w/count { shmfilter_answer \"\$fw_plan \$fw_plan1 \$fw_today_all\n\"; }
         }
         location = /denied/forget { deny all; shmfilter_answer \"\$fc_forget\n\"; }
         location = /status { shmfilter_status; }
@@ -81,6 +108,56 @@ expect_eq "cuckoo seen" "$(get "$U/cuckoo?plan=1&device=x")" "seen"
 expect_eq "cuckoo forget" "$(get "$U/admin/cuckoo_forget?plan=1&device=x")" "forgotten"
 expect_eq "cuckoo new again" "$(get "$U/cuckoo?plan=1&device=x")" "new"
 
+note "window: (plan, device) over 7 day buckets: mark-if-unseen, seen, forget, per-plan counts"
+expect_eq "window first" "$(get "$U/w?plan=42&device=d1")" "new"
+expect_eq "window again" "$(get "$U/w?plan=42&device=d1")" "seen"
+expect_eq "window header" "$(get -D - -o /dev/null "$U/w?plan=42&device=d1" | tr -d '\r' | sed -n 's/^X-FC: //p')" "seen"
+expect_eq "window other plan" "$(get "$U/w?plan=43&device=d1")" "new"
+expect_eq "window w=1 sees today's mark" "$(get "$U/w/today?plan=42&device=d1")" "seen"
+expect_eq "window seen (read-only)" "$(get "$U/w/seen?plan=42&device=d1")" "seen"
+expect_eq "window unseen (read-only)" "$(get "$U/w/seen?plan=42&device=d2")" "unseen"
+expect_eq "window read-only marked nothing" "$(get "$U/w/seen?plan=42&device=d2")" "unseen"
+expect_eq "window if: first" "$(get -o /dev/null -w '%{http_code}' "$U/w/ad?plan=44&device=d9")" "200"
+expect_eq "window if: capped" "$(get -o /dev/null -w '%{http_code}' "$U/w/ad?plan=44&device=d9")" "204"
+expect_eq "window: no plan: empty" "$(get -o /dev/null -w '%{http_code}' "$U/w/ad?device=d9")" "400"
+expect_eq "window: no device: empty" "$(get -o /dev/null -w '%{http_code}' "$U/w/ad?plan=44")" "400"
+expect_eq "window: plan not a number: empty" "$(get -o /dev/null -w '%{http_code}' "$U/w/ad?plan=p44&device=d9")" "400"
+expect_eq "window: plan past uint64: empty" "$(get "$U/w?plan=18446744073709551616&device=d9")" ""
+expect_eq "window: the largest plan" "$(get "$U/w?plan=18446744073709551615&device=d9")" "new"
+expect_eq "window counts: plan 42 (7 days, today), today's pairs" "$(get "$U/admin/w/count?plan=42")" "1 1 4"
+expect_eq "window forget" "$(get "$U/admin/w/forget?plan=42&device=d1")" "forgotten"
+expect_eq "window forget again" "$(get "$U/admin/w/forget?plan=42&device=d1")" "absent"
+expect_eq "window new after forget" "$(get "$U/w?plan=42&device=d1")" "new"
+expect_eq "window counts count answers (forget does not decrement)" "$(get "$U/admin/w/count?plan=42")" "2 2 5"
+expect_eq "window bloom variant new" "$(get "$U/wb?plan=1&device=x")" "new"
+expect_eq "window bloom variant seen" "$(get "$U/wb?plan=1&device=x")" "seen"
+expect_eq "window bloom: other plan" "$(get "$U/wb?plan=2&device=x")" "new"
+t_mark=$(date +%s.%N)
+expect_eq "short window first" "$(get "$U/ws?plan=1&device=e")" "new"
+# 3 buckets of 2 s: the mark stays in the window for at least 4 s after it was made
+expect_eq "short window again" "$(get "$U/ws?plan=1&device=e")" "seen"
+# ... and leaves it once its bucket is 3 buckets old: poll (read-only, bounded), then
+# check it was not early: unseen at t means t >= start(E + 3) > t_mark + 2 x 2 s.
+gone=0
+for _ in $(seq 150); do
+  [[ "$(get "$U/ws/seen?plan=1&device=e")" == unseen ]] && { gone=1; break; }
+  sleep 0.2
+done
+t_gone=$(date +%s.%N)
+[[ $gone == 1 ]] || fail "short window: the pair is still seen 30 s after its mark (3 buckets of 2 s)"
+awk -v a="$t_mark" -v b="$t_gone" 'BEGIN { exit !(b - a >= 4) }' ||
+  fail "short window: the pair expired $(awk -v a="$t_mark" -v b="$t_gone" 'BEGIN {print b - a}') s after its mark, before 2 whole buckets"
+expect_eq "short window: new again" "$(get "$U/ws?plan=1&device=e")" "new"
+
+note "worker 0 runs the windows' maintain every shmfilter_maintain period (an untouched window rotates)"
+rot=0
+for _ in $(seq 100); do # bounded: 100 x 0.2 s; on a loaded machine timers may run late
+  rot=$(get "$U/status" | awk '/^shmfilter_window_rotations_total\{.*name="freq_idle"/ {print $2}')
+  [[ ${rot:-0} -ge 3 ]] && break
+  sleep 0.2
+done
+[[ ${rot:-0} -ge 3 ]] || fail "the untouched window freq_idle rotated ${rot:-0} times in 20 s: maintain does not run"
+
 note "per-plan HLL created on first use, counted"
 for i in $(seq 1 200); do echo "url = \"$U/uv_add?plan=42&device=d$i\""; echo "output = /dev/null"; done >"$T_DIR/uv.curl"
 curl -sS --max-time 20 -K "$T_DIR/uv.curl" || fail "curl batch failed"
@@ -100,10 +177,18 @@ full=$(grep -c 'set "tiny" .*failed: .*full' "$p/error.log" || true)
 note "status endpoint: promtool check metrics"
 get "$U/status" >"$T_DIR/status.txt"
 promtool check metrics <"$T_DIR/status.txt" || fail "promtool check metrics rejected the status text ($(cat "$T_DIR/status.txt"))"
-grep -q '^shmfilter_structure_items{structure="pairs",kind="set"} 3$' "$T_DIR/status.txt" ||
+# the library's names (docs/metrics.md: shmf_segment_prometheus_text) beside the module's own
+grep -q "^shmfilter_structure_items{segment=\"$seg\",name=\"pairs\",kind=\"set\"} 3\$" "$T_DIR/status.txt" ||
   fail "status lacks items of pairs = 3: $(grep items "$T_DIR/status.txt")"
+grep -q "^shmfilter_window_spaces{segment=\"$seg\",name=\"freq\",kind=\"window\"} 3\$" "$T_DIR/status.txt" ||
+  fail "status lacks the window's spaces (3 plans with a row; space 2^64-1 counts in the shared other row): $(grep window_spaces "$T_DIR/status.txt")"
+grep -q "^shmfilter_segment_size_bytes{segment=\"$seg\"} " "$T_DIR/status.txt" || fail "status lacks the segment's size"
+grep -q "^shmfilter_structure_up{segment=\"$seg\",name=\"freq\",kind=\"window\"} 1\$" "$T_DIR/status.txt" ||
+  fail "status lacks structure_up of the window"
 news=$(awk '/^shmfilter_answers_total\{.*answer="new"\}/ {s+=$2} END {print s}' "$T_DIR/status.txt")
-expect_eq "new answers summed over the workers" "$news" 9
+expect_eq "new answers summed over the workers" "$news" 18
+bads=$(awk '/^shmfilter_answers_total\{.*answer="bad_space"\}/ {s+=$2} END {print s}' "$T_DIR/status.txt")
+expect_eq "bad_space answers" "$bads" 2
 
 if [[ $(id -u) -eq 0 ]]; then
   note "root master: workers run as nobody; the created segment belongs to their group, mode 0660"
@@ -174,7 +259,7 @@ bad "missing segment" "shmfilter_segment \"shmf-test-absent-$$\".*does not exist
   "shmfilter_segment shmf-test-absent-$$; shmfilter_mark \$a x \$arg_a;"
 bad "unknown structure" 'structure "nosuch".*no structure .nosuch. in segment' \
   "shmfilter_segment $seg; shmfilter_mark \$a nosuch \$arg_a;"
-bad "wrong kind" 'shmfilter_forget \$a .*"pairs_bloom" is a bloom; shmfilter_forget needs a cuckoo or a set' \
+bad "wrong kind" 'shmfilter_forget \$a .*"pairs_bloom" is a bloom; shmfilter_forget needs a cuckoo, a set or a window of variant=cuckoo' \
   "shmfilter_segment $seg; shmfilter_forget \$a pairs_bloom \$arg_a;"
 bad "declared kind differs" '"pairs_bloom".*is a bloom, not a set' \
   "shmfilter_segment $seg; shmfilter_structure pairs_bloom set; shmfilter_mark \$a pairs_bloom \$arg_a;"
@@ -182,6 +267,33 @@ bad "no segment" 'needs a segment' "shmfilter_mark \$a x \$arg_a;"
 bad "variable defined twice" 'duplicate "a" variable' \
   "shmfilter_segment $seg; shmfilter_mark \$a pairs_bloom \$arg_a; shmfilter_seen \$a pairs_bloom \$arg_a;"
 bad "bad parameter" 'unknown parameter "sise=1m"' "shmfilter_segment $seg sise=1m;"
+# windows: wrong kind, bad space, w > retention, forget on the insert-only variant, bad options
+bad "space= on a set" 'shmfilter_mark \$a .*space= and window= are for a window structure; "pairs_bloom" is a bloom' \
+  "shmfilter_segment $seg; shmfilter_mark \$a pairs_bloom \$arg_a space=\$arg_plan;"
+bad "window without space" 'shmfilter_seen \$a .*"freq" is a window: add space=' \
+  "shmfilter_segment $seg; shmfilter_seen \$a freq \$arg_device;"
+bad "space not a number" 'invalid space=plan7: a space is a decimal uint64' \
+  "shmfilter_segment $seg; shmfilter_mark \$a freq \$arg_device space=plan7;"
+bad "w > retention" 'shmfilter_mark \$a .*window=8 is more than the retention of window "freq" \(7 buckets\)' \
+  "shmfilter_segment $seg; shmfilter_mark \$a freq \$arg_device space=\$arg_plan window=8;"
+bad "w > declared retention" 'window=5 is more than the retention of window "nw" \(3 buckets\)' \
+  "shmfilter_segment $seg; shmfilter_structure nw window expected=10 retention=3 create; shmfilter_mark \$a nw \$arg_d space=1 window=5;"
+bad "forget on a bloom window" 'shmfilter_forget \$a .*window "freq_bloom" is of variant bloom \(insert-only\); shmfilter_forget needs variant=cuckoo' \
+  "shmfilter_segment $seg; shmfilter_forget \$a freq_bloom \$arg_device space=\$arg_plan;"
+bad "declared window is a set" '"pairs_bloom".*is a bloom, not a window' \
+  "shmfilter_segment $seg; shmfilter_structure pairs_bloom window; shmfilter_mark \$a pairs_bloom \$arg_a space=1;"
+bad "declared retention differs" 'shmfilter_structure "freq" in .*declared retention=3, the window in segment "'"$seg"'" has retention=7' \
+  "shmfilter_segment $seg; shmfilter_structure freq window retention=3; shmfilter_mark \$a freq \$arg_a space=1;"
+bad "window create without expected" 'window "nw": create needs expected=N' \
+  "shmfilter_segment $seg; shmfilter_structure nw window create;"
+bad "window capacity" 'capacity=5: a window is sized per bucket: use expected=N' \
+  "shmfilter_segment $seg; shmfilter_structure nw window capacity=5;"
+bad "window variant" 'invalid variant=trie: variant=bloom' \
+  "shmfilter_segment $seg; shmfilter_structure nw window variant=trie;"
+bad "window retention" 'invalid retention=65: buckets kept, 1 to 64' \
+  "shmfilter_segment $seg; shmfilter_structure nw window retention=65;"
+bad "maintain period" 'invalid value "10ms": a period of at least 1s, or off' \
+  "shmfilter_segment $seg; shmfilter_maintain 10ms;"
 note "a removed segment: attached workers keep it; a respawned worker cannot attach, logs once, fails open"
 "$SHMF_SHMTOOL" remove "$seg" >/dev/null || fail "shmtool remove failed"
 expect_eq "attached after remove" "$(get "$U/bloom?plan=77&device=r")" "new"

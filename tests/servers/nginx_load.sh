@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tests/servers/nginx_load.sh MODE: wrk (2 threads, 64 connections, 4 s) sends
 # the known stream of stream.lua to nginx (4 workers); oracle.py checks every
-# answer in the access log against it.
+# answer in the access log against it: the exact set, a Bloom filter, and the
+# frequency-capping windows (cuckoo and bloom variants, space = plan).
 #   plain   exact oracle on the exact set; Bloom false positives counted, bounded
 #   kill    a worker is SIGKILLed mid-load: the master respawns it, nothing
 #           acknowledged is lost, unanswered marks bounded by the connections
@@ -27,7 +28,12 @@ HTTP="
     shmfilter_structure pairs_bloom bloom capacity=100000 error=0.001 create;
     shmfilter_mark \$fc pairs \$arg_plan \$arg_device;
     shmfilter_mark \$fcb pairs_bloom \$arg_plan \$arg_device;
-    log_format fc '\$arg_plan \$arg_device \$fc \$fcb';
+    # the frequency cap on windows: (plan, device) over 7 day buckets, both variants
+    shmfilter_structure freq window variant=cuckoo expected=100000 create;
+    shmfilter_structure freq_bloom window variant=bloom expected=100000 create;
+    shmfilter_mark \$fw freq \$arg_device space=\$arg_plan window=7;
+    shmfilter_mark \$fwb freq_bloom \$arg_device space=\$arg_plan window=7;
+    log_format fc '\$arg_plan \$arg_device \$fc \$fcb \$fw \$fwb';
     server {
         listen 127.0.0.1:$port backlog=1024;
         location = /   { return 200 \"up\n\"; }
@@ -94,8 +100,9 @@ for _ in $(seq 100); do kill -0 "$master" 2>/dev/null || break; sleep 0.05; done
 grep -v '^9 after' "$p/logs/access.log" >"$T_DIR/stream.log" || true
 if [[ $MODE == kill ]]; then
   "$PY" "$SHMF_SOURCE_DIR/tests/servers/oracle.py" --log "$T_DIR/stream.log" --segment "$seg" --mode killed \
-    --slack $CONNS --bloom-fp-max $((2 + CONNS)) || fail "oracle"
+    --slack $CONNS --bloom-fp-max $((2 + CONNS)) --window freq --window-bloom freq_bloom || fail "oracle"
 else
-  "$PY" "$SHMF_SOURCE_DIR/tests/servers/oracle.py" --log "$T_DIR/stream.log" --segment "$seg" --mode exact || fail "oracle"
+  "$PY" "$SHMF_SOURCE_DIR/tests/servers/oracle.py" --log "$T_DIR/stream.log" --segment "$seg" --mode exact \
+    --window freq --window-bloom freq_bloom || fail "oracle"
 fi
 echo "PASS nginx_load_$MODE"

@@ -12,8 +12,17 @@ the gunicorn app's log) and the segment through the Python binding:
 Bloom column (optional): distinct keys never answered "new" are false
 positives, bounded by --bloom-fp-max; keys answered "new" more than once are
 racing adds (two requests setting different bits of one key), counted.
+Window columns (optional, --window NAME for column 5, --window-bloom NAME for
+column 6): mark-if-unseen of (space = PLAN, item = DEVICE) over the whole
+retention. Cuckoo window: no pair "new" twice (except stats' rotation_races,
+counted), every pair answered "new" still seen in the window, pairs never "new"
+are false positives within the bound from the window's own FP estimate (plus
+--slack when a worker was killed). Bloom window: the same FP bound; pairs "new"
+more than once at most stats' racing_marks (an upper bound on double answers).
+FP bound: n x fp_now_all (the FP of a query over all buckets at the final
+load, an upper bound for every earlier query) + 4 standard deviations + 2.
 """
-import argparse, collections, os, sys
+import argparse, collections, math, os, sys
 sys.path.insert(0, os.path.join(os.environ["SHMF_SOURCE_DIR"], "python"))
 import shmfilter
 
@@ -25,7 +34,10 @@ ap.add_argument("--mode", choices=["exact", "killed"], default="exact")
 ap.add_argument("--slack", type=int, default=0)
 ap.add_argument("--bloom-fp-max", type=int, default=2)
 ap.add_argument("--min-requests", type=int, default=1000)
+ap.add_argument("--window", default=None, help="cuckoo window of column 5")
+ap.add_argument("--window-bloom", default=None, help="bloom window of column 6")
 a = ap.parse_args()
+window_new = {5: collections.Counter(), 6: collections.Counter()}
 
 new = collections.Counter()
 bloom_new = collections.Counter()
@@ -49,6 +61,12 @@ for path in a.log:
                 has_bloom = True
                 if parts[3] == "new":
                     bloom_new[k] += 1
+            for col in (5, 6):
+                if len(parts) >= col:
+                    if parts[col - 1] == "new":
+                        window_new[col][k] += 1
+                    elif parts[col - 1] != "seen":
+                        sys.exit(f"FAIL: window answer {parts[col - 1]!r} for {k} (line {line.strip()!r})")
 if lines < a.min_requests:
     sys.exit(f"FAIL: only {lines} answered requests in the log, expected >= {a.min_requests}")
 twice = [k for k, c in new.items() if c > 1]
@@ -80,4 +98,37 @@ if has_bloom:
     print(f"oracle: bloom: {len(fp)} false positives (bound {a.bloom_fp_max}), {racing} keys with racing adds")
     if len(fp) > a.bloom_fp_max:
         sys.exit(f"FAIL: bloom answered {len(fp)} distinct keys 'seen' on first sight, bound {a.bloom_fp_max}")
+
+
+def fp_bound(n, p):
+    mean = n * p
+    return int(mean + 4 * math.sqrt(mean) + 2)
+
+
+for col, name, variant in ((5, a.window, "cuckoo"), (6, a.window_bloom, "bloom")):
+    if name is None:
+        continue
+    counts = window_new[col]
+    with shmfilter.Segment.open(a.segment) as seg, seg.window(name) as w:
+        st = w.stats()
+        if st["variant"] != variant:
+            sys.exit(f"FAIL: window {name} is a {st['variant']}, the oracle expected {variant}")
+        keyed = sorted(counts)
+        pairs = [(int(k.split(":")[0]), k.split(":", 1)[1]) for k in keyed]
+        lost = [k for k, (sp, dev) in zip(keyed, pairs) if not w.seen(sp, dev)]
+    twice = sum(c - 1 for c in counts.values() if c > 1)
+    never = [k for k in keys if counts[k] == 0]
+    bound = fp_bound(len(keys), st["fp_now_all"])
+    slack = a.slack if a.mode == "killed" else 0
+    print(f"oracle: window {name} ({variant}): {sum(counts.values())} 'new', {len(never)} pairs never new "
+          f"(FP bound {bound} + slack {slack}: fp_now_all {st['fp_now_all']:.3g}), {twice} extra 'new' answers "
+          f"(racing_marks {st['racing_marks']}, rotation_races {st['rotation_races']}), {len(lost)} lost")
+    if lost:
+        sys.exit(f"FAIL: {len(lost)} pairs answered 'new' are not seen in window {name}, e.g. {lost[:5]}")
+    allowed_twice = st["rotation_races"] if variant == "cuckoo" else st["racing_marks"]
+    if twice > allowed_twice:
+        sys.exit(f"FAIL: window {name}: {twice} extra 'new' answers, bound {allowed_twice} "
+                 f"({'rotation_races' if variant == 'cuckoo' else 'racing_marks'})")
+    if len(never) > bound + slack:
+        sys.exit(f"FAIL: window {name}: {len(never)} pairs never answered 'new', bound {bound} + {slack}")
 print("oracle: OK")

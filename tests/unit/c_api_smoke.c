@@ -31,6 +31,9 @@ int shmf_c_smoke(const char *segment_name) {
   uint8_t out[3] = {0, 0, 0};
   uint64_t n = 0;
   int rc;
+  size_t count = 0, need = 0;
+  shmf_structure_info infos[3];
+  static char redis[SHMF_HLL_REDIS_DENSE_BYTES];
 
   CHECK(1, strcmp(shmf_version(), "") != 0);
   CHECK(2, SHMF_VERSION_MAJOR >= 0);
@@ -62,6 +65,14 @@ int shmf_c_smoke(const char *segment_name) {
   CHECK(15, shmf_hll_open_or_create(seg, "c-hll", &hll) == 0);
   CHECK(16, shmf_hll_add_u64(hll, 99) == 1);
   CHECK(17, shmf_hll_count(hll, &n) == 0 && n == 1);
+
+  CHECK(23, shmf_segment_list(seg, NULL, 0, &count) == -SHMF_EFULL && count == 3);
+  CHECK(24, shmf_segment_list(seg, infos, 3, &count) == 3);
+  CHECK(25, strcmp(infos[0].name, "c-bloom") == 0 && infos[0].kind == SHMF_KIND_BLOOM && infos[0].readable == 1);
+  CHECK(26, strcmp(infos[1].name, "c-hll") == 0 && strcmp(shmf_kind_name(infos[1].kind), "hll") == 0);
+  CHECK(27, shmf_hll_export_redis(hll, redis, sizeof redis, &need) == SHMF_HLL_REDIS_DENSE_BYTES);
+  CHECK(28, shmf_hll_count_redis(redis, need, &n) == 0 && n == 1);
+  CHECK(29, shmf_hll_import_redis(hll, redis, 4) == -SHMF_EBADINPUT);
 
   rc = shmf_bloom_open(seg, "no-such", &missing);
   CHECK(18, rc == -SHMF_ENOTFOUND && missing == NULL);
