@@ -104,11 +104,13 @@ if twice or len(never) > cut:
 if len(share) != 2 or min(share.values()) < 0.2 * len(host_of):
     sys.exit(f"FAIL: consistent hashing gave a lopsided split {dict(share)}")
 r = None
-for _ in range(50):
+for _ in range(300):  # up to 30 s: a loaded CI machine may start redis-server slowly
     try:
-        r = redis.Redis(host="127.0.0.1", port=rport); r.ping(); break
+        c = redis.Redis(host="127.0.0.1", port=rport); c.ping(); r = c; break
     except redis.exceptions.ConnectionError:
         time.sleep(0.1)
+if r is None:
+    sys.exit(f"FAIL: the redis-server started on port {rport} did not answer PING in 30 s (see redis.log)")
 for plan in sorted(per_plan):
     for h in "ab":
         r.set(f"{h}:uv:{plan}", open(f"{tdir}/{h}-uv-{plan}.hll", "rb").read())
