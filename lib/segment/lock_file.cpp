@@ -137,8 +137,10 @@ void SegmentImpl::open_lock_file(uint64_t lock_id, const struct stat& seg, int64
                                    "never follows one (another user may have planted it): remove it");
     if (e == EACCES || e == EPERM)
       fail(ErrorCode::kPermission, "no permission to open the lock file " + lock_path + " of " + who +
-                                       " read-write: only users who may write the segment can attach; to inspect "
-                                       "it, open it read-only (OpenOptions::read_only, shmtool --read-only)");
+                                       " read-write: only users who may write the segment can attach (after a "
+                                       "chgrp/chmod of the segment, its owner or root re-syncs the lock file by "
+                                       "opening the segment once); to inspect it, open it read-only "
+                                       "(OpenOptions::read_only, shmtool --read-only)");
     if (e != ENOENT) fail(open_errno_code(e), "cannot open the lock file " + lock_path + " of " + who + ": " + errno_text(e));
     // Absent (a copied segment, a restore renamed into place): the first writer creates it.
     lfd = create_lock_file(lock_path, lock_file_mode(seg.st_mode), static_cast<int64_t>(seg.st_gid), who);
@@ -163,16 +165,34 @@ void SegmentImpl::open_lock_file(uint64_t lock_id, const struct stat& seg, int64
                                      "): its owner could fake or block attachments; if you trust that user, pass "
                                      "OpenOptions::trusted_owner = " + std::to_string(st.st_uid) +
                                      ", else remove it (docs/SECURITY.md)");
+  // The lock file follows the segment's writers: after a chgrp/chmod of the
+  // segment (how docs/nginx.md shares one with workers), its owner or root
+  // re-syncs it on the next open: the segment's group, rw for each class that
+  // may write the segment. Access for anyone else is refused: they could
+  // read-lock the registry (an inspector only reads, so it never refuses).
   const uint32_t allowed = lock_file_mode(seg.st_mode);
-  const uint32_t extra = static_cast<uint32_t>(st.st_mode) & 0777u & ~allowed;
-  // Someone who cannot write the segment could open it and read-lock the
-  // registry: fix it when it is ours, else refuse (an inspector only reads).
-  if (extra != 0 && !read_only && (st.st_uid != me || fchmod(lfd, static_cast<uint32_t>(st.st_mode) & allowed) != 0)) {
-    char modes[32];
-    std::snprintf(modes, sizeof modes, "%04o, at most %04o", static_cast<unsigned>(st.st_mode & 0777u), allowed);
+  auto extra_access = [&] {
+    uint32_t extra = static_cast<uint32_t>(st.st_mode) & 0777u & ~allowed;
+    if (st.st_gid != seg.st_gid) extra |= static_cast<uint32_t>(st.st_mode) & 0070u;  // another group's access
+    return extra;
+  };
+  if (!read_only && (st.st_uid == me || me == 0) &&
+      ((static_cast<uint32_t>(st.st_mode) & 0777u) != allowed || st.st_gid != seg.st_gid)) {
+    uint32_t m = allowed;
+    if (st.st_gid != seg.st_gid && fchown(lfd, static_cast<uid_t>(-1), seg.st_gid) != 0) m &= ~0070u;
+    (void)fchmod(lfd, m);
+    if (fstat(lfd, &st) != 0) fail(ErrorCode::kIo, "cannot stat the lock file " + lock_path + ": " + errno_text(errno));
+  }
+  if (!read_only && extra_access() != 0) {
+    char modes[48];
+    std::snprintf(modes, sizeof modes, "%04o, group %u; at most %04o, group %u",
+                  static_cast<unsigned>(st.st_mode & 0777u), static_cast<unsigned>(st.st_gid), allowed,
+                  static_cast<unsigned>(seg.st_gid));
     fail(ErrorCode::kPermission, "the lock file " + lock_path + " of " + who +
                                      " grants access to users who cannot write the segment (mode " + modes +
-                                     "): they could block attaches; chmod it as its owner (docs/SECURITY.md)");
+                                     "): they could block attaches; open the segment once as the lock file's "
+                                     "owner (uid " + std::to_string(st.st_uid) + ") or root, which re-syncs it "
+                                     "(docs/SECURITY.md)");
   }
 }
 

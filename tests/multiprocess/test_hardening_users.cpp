@@ -304,6 +304,36 @@ TEST(HardeningFork, WritersRefuseThroughHandlesInheritedAcrossFork) {
 
 }  // namespace
 
+// Sharing with a group after creation (chgrp + chmod 0660, docs/nginx.md): the
+// owner's next open re-syncs the lock file, and a group member then attaches
+// read-write; before that re-sync it gets a named error, never a silent one.
+TEST(HardeningTrust, AGroupWriterAttachesOnceTheOwnerResyncsTheLockFile) {
+  ASSERT_EQ(geteuid(), 0u) << "this test needs root (to run a second user): run it as root, as CI does";
+  ImageFile img;
+  { Segment s = Segment::create("img", img.options()); }  // 0600, root's group
+  ASSERT_EQ(chown(img.path.c_str(), static_cast<uid_t>(-1), kNogroup), 0);
+  ASSERT_EQ(chmod(img.path.c_str(), 0660), 0);
+  auto member_attaches = [&] {
+    Outcome o = in_child([&]() -> int {
+      if (!drop_to_nobody()) return 30;  // uid nobody, gid nogroup: a member of the segment's group
+      try {
+        Segment s = img.open();
+        return s.token_alive(s.owner_token()) ? 0 : 31;
+      } catch (const Error& e) {
+        return e.code() == ErrorCode::kPermission ? 40 : 41;
+      }
+    });
+    return o.hung ? -1 : WIFEXITED(o.status) ? WEXITSTATUS(o.status) : -2;
+  };
+  EXPECT_EQ(member_attaches(), 40) << "before the re-sync: a named kPermission on the lock file";
+  { Segment s = img.open(); }  // the owner (root) re-syncs it
+  struct stat st{};
+  ASSERT_EQ(::stat(lock_file_of(img.path).c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0660u);
+  EXPECT_EQ(st.st_gid, kNogroup);
+  EXPECT_EQ(member_attaches(), 0) << "a member of the segment's group could not attach read-write";
+}
+
 // ---- read-only inspection (OpenOptions::read_only) -------------------------------------------
 
 // A user with read permission only inspects a root segment: lookups, stats,
