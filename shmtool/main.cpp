@@ -10,6 +10,7 @@
 
 #include "cli/command.h"
 #include "cli/progress.h"
+#include "cli/segment.h"
 #include "shmfilter/error.hpp"
 
 namespace shmtool {
@@ -163,6 +164,7 @@ int main(int argc, char** argv) {
     }
   }
   set_progress_label(group.empty() ? name : group + " " + name);
+  set_current_command(group.empty() ? name : group + " " + name);
   int rc = 0;
   try {
     Args parsed(rest, cmd->options);

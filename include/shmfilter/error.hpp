@@ -41,7 +41,8 @@ namespace shmfilter {
   X(kIo, 15, "io", SHMF_EIO, "system call failed")                                                             \
   X(kPermission, 16, "permission", SHMF_EPERM, "permission denied")                                            \
   X(kBusy, 17, "busy", SHMF_EBUSY, "resource busy")                                                            \
-  X(kBadInput, 18, "bad-input", SHMF_EBADINPUT, "malformed input")
+  X(kBadInput, 18, "bad-input", SHMF_EBADINPUT, "malformed input")                                            \
+  X(kReadOnly, 19, "read-only", SHMF_EREADONLY, "the segment was opened read-only")
 
 // What each code means (the table's rows, in order):
 //  kInvalidArgument  a parameter is out of range (capacity 0, p outside (0,1), ...)
@@ -62,6 +63,8 @@ namespace shmfilter {
 //  kPermission       EACCES/EPERM on the backing object
 //  kBusy             the operation needs an exclusive state it could not get
 //  kBadInput         malformed external input (serialized bytes, an input line)
+//  kReadOnly         a write (control plane or data plane) through a read-only attachment
+//                    (OpenOptions::read_only); reopen without it, with write access
 enum class ErrorCode : int32_t {
 #define SHMFILTER_X_ENUM(e, v, name, c, msg) e = v,
   SHMFILTER_ERROR_CODES(SHMFILTER_X_ENUM)

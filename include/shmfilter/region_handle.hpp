@@ -50,6 +50,9 @@ class RegionHandle {
   std::byte* region_ = nullptr;  // seg_.base() + the region's offset; nullptr until bound
   uint32_t slot_ = 0, generation_ = 0;
   Kind kind_ = Kind::kNone;
+  // The attachment is read-only (OpenOptions::read_only): every writer of the
+  // handle refuses first (its "not done" status, kReadOnly when it throws).
+  bool read_only_ = false;
 };
 
 }  // namespace shmfilter::internal

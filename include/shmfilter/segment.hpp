@@ -73,6 +73,14 @@ struct OpenOptions {
   // anything else fails with kPermission, because whoever owns the file can
   // hand us crafted bytes. Set this to a uid to trust that owner as well.
   int64_t trusted_owner = -1;
+  // Inspection only (docs/SECURITY.md): the file is opened O_RDONLY and mapped
+  // PROT_READ, no registry slot is claimed and no lock is taken, so a user
+  // with read permission only can list, dump, check (without repair), and
+  // query structures (contains/seen/stats). Every write, control plane or
+  // data plane, fails with kReadOnly (data-plane calls return their
+  // "not done" status: see each handle). Liveness of other processes is
+  // reported only when the lock file can be opened too (else "alive").
+  bool read_only = false;
 };
 
 // How much of this process's mapping of the segment is on huge pages, from
@@ -241,6 +249,9 @@ class Segment {
   // and every structure's invariants; with repair, fixes what it can.
   // Safe to run while other processes work.
   CheckReport check(bool repair = false);
+
+  // True for an attachment opened with OpenOptions::read_only. Lock-free.
+  bool read_only() const noexcept;
 
   internal::SegmentImpl* impl() const noexcept { return impl_.get(); }
 

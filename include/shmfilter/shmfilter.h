@@ -57,7 +57,8 @@ extern "C" {
 #define SHMF_EPERM 16          /* EACCES/EPERM on the backing object */
 #define SHMF_EBUSY 17          /* an exclusive state could not be obtained */
 #define SHMF_EBADINPUT 18      /* malformed external input */
-#define SHMF_ELAST 18          /* the highest code shared with the C++ API */
+#define SHMF_EREADONLY 19      /* a write through a read-only attachment */
+#define SHMF_ELAST 19          /* the highest code shared with the C++ API */
 /* Codes of the C API alone (no C++ ErrorCode): */
 #define SHMF_ENOMEM 30         /* process memory exhausted (std::bad_alloc) */
 #define SHMF_EINTERNAL 31      /* an unexpected internal failure (a bug: report it) */

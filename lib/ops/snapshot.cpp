@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "base/hash.h"
+#include "segment/lock_file.h"
 #include "shmfilter/bloom.hpp"
 #include "shmfilter/exact_set.hpp"
 #include "shmfilter/hll.hpp"
@@ -683,6 +684,7 @@ SnapshotInfo restore(const std::string& path, std::string_view segment_name, con
       fail(ErrorCode::kExists, "segment '" + std::string(segment_name) + "' was created during the restore: nothing restored");
     fail(ErrorCode::kIo, "cannot rename '" + tmp_path + "' to '" + final_path + "': " + std::strerror(e));
   }
+  internal::move_lock_file(tmp_path, final_path);  // its lock file goes with it (docs/SECURITY.md)
   return info;
 }
 

@@ -21,7 +21,12 @@ namespace shmfilter::internal {
 // kNotASegment.
 inline constexpr uint64_t kMagic = 0x31544c49464d4853ull;  // bytes 'S','H','M','F','I','L','T','1'
 inline constexpr uint64_t kMagicSwapped = __builtin_bswap64(kMagic);
-inline constexpr uint32_t kFormatVersion = 1;
+// Version 2 added the writers-only lock file (Header::lock_id, docs/SECURITY.md
+// rule 5). Version 1 segments still open: their registry locks live on the
+// segment file itself, as before (a build that reads only version 1 refuses
+// version 2, so the two locking schemes never share one segment).
+inline constexpr uint32_t kFormatVersion = 2;
+inline constexpr uint32_t kFormatVersionLegacyLocks = 1;
 inline constexpr uint32_t kCacheLine = 64;
 
 inline constexpr uint32_t kUndoCapacity = 8192;        // logged stores per transaction
@@ -32,6 +37,10 @@ inline constexpr uint32_t kMinDirectoryCapacity = 16;
 inline constexpr uint32_t kMaxDirectoryCapacity = 1u << 22;
 inline constexpr uint64_t kMaxReservation = 1ull << 46;  // 64 TiB of address space
 inline constexpr uint64_t kLockBase = 1ull << 40;       // OFD lock byte of registry slot s: kLockBase + s
+// OFD write lock held by a creator on its new lock file from creating it until
+// its registry slot is locked: a lock file with no lock in
+// [kCreatorLockByte, kLockBase + kRegistrySlots) has no live user.
+inline constexpr uint64_t kCreatorLockByte = kLockBase - 1;
 inline constexpr uint64_t kDirectorySeed = 0x5348'4d46'4449'5231ull;  // hash seed of directory names
 inline constexpr uint32_t kExtentMagic = 0x31545845u;  // "EXT1"
 
@@ -138,7 +147,9 @@ static_assert(sizeof(DirEntry) == 128 && alignof(DirEntry) == 64, "DirEntry is t
 static_assert(offsetof(DirEntry, name) == 64, "the name is the second cache line of an entry");
 
 // One attached process. A slot belongs to the attachment that holds the OFD
-// write lock on byte kLockBase + slot of the segment file; only that holder
+// write lock on byte kLockBase + slot of the segment's lock file (version 2:
+// PATH.lock-<lock_id>, which only writers can open; version 1: the segment
+// file itself); only that holder
 // writes the slot (no control lock needed).
 struct alignas(64) RegistrySlot {
   uint64_t incarnation;      // slot holder: atomically incremented on each claim; only grows
@@ -172,7 +183,9 @@ struct alignas(64) Header {
   uint32_t mode;                // creator: permission bits asked for
   uint32_t file_backed;         // creator: 1 when CreateOptions::file was used
   char boot_id[40];             // creator; rewritten under flock by the first attacher of a new boot
-  uint64_t reserved0[4];
+  uint64_t lock_id;             // creator (version 2): random, nonzero; names the lock file PATH.lock-<16 hex>
+  uint64_t lock_id_check;       // creator (version 2): ~lock_id (a damaged lock_id is kCorrupt, never a new lock file)
+  uint64_t reserved0[2];
 
   // ---- backing size: its own line ----
   alignas(64) uint64_t size;    // grower (under the control lock): release store AFTER the space
@@ -204,6 +217,8 @@ static_assert(alignof(Header) == 64, "Header is cache-line aligned");
 static_assert(offsetof(Header, size) % 64 == 0 && offsetof(Header, mutex) % 64 == 0 &&
                   offsetof(Header, undo_count) % 64 == 0 && offsetof(Header, global_epoch) % 64 == 0,
               "hot header words start their own cache line");
+static_assert(offsetof(Header, lock_id) == 200 && offsetof(Header, lock_id_check) == 208,
+              "lock_id took the first reserved words after boot_id (docs/FORMAT.md): version 1 has zeros there");
 static_assert(sizeof(Header) <= 4096, "the header fits one page (pread on open reads one page)");
 
 // ---- atomic access helpers for shared words -----------------------------

@@ -107,9 +107,10 @@ void validate_header(std::string_view name, const std::string& path, const std::
                                     " bytes, smaller than its header): remove it and create it again");
   uint32_t version;
   std::memcpy(&version, buf + 8, 4);
-  if (version != kFormatVersion)
+  if (version != kFormatVersion && version != kFormatVersionLegacyLocks)
     fail(ErrorCode::kVersionMismatch, who + " has format version " + std::to_string(version) +
-                                          "; this build reads version " + std::to_string(kFormatVersion) +
+                                          "; this build reads versions " + std::to_string(kFormatVersionLegacyLocks) +
+                                          " and " + std::to_string(kFormatVersion) +
                                           ": use a shmfilter build of that version, or recreate the segment");
   if (n < sizeof(Header))
     fail(ErrorCode::kTruncated, who + " is truncated (" + std::to_string(file_size) +
@@ -141,6 +142,8 @@ void validate_header(std::string_view name, const std::string& path, const std::
     fail(ErrorCode::kCorrupt, who + " is corrupt: " + what + ": run shmtool check " + std::string(name) +
                                   " or recreate the segment");
   };
+  if (h.version == kFormatVersion && (h.lock_id == 0 || h.lock_id_check != ~h.lock_id))
+    corrupt("lock_id does not match its check word (the name of its lock file is damaged)");
   if (h.header_bytes != sizeof(Header)) corrupt("header_bytes is " + std::to_string(h.header_bytes));
   if (h.registry_slots != kRegistrySlots) corrupt("registry_slots is " + std::to_string(h.registry_slots));
   uint32_t cap = h.directory_capacity;
@@ -174,9 +177,10 @@ void validate_header(std::string_view name, const std::string& path, const std::
 // a forked child (which inherits the mapping) keep our registry lock alive
 // after we die. The mapping's description never holds a lock.
 int SegmentImpl::reopen_for_map() const {
-  int m = ::open(("/proc/self/fd/" + std::to_string(fd)).c_str(), O_RDWR | O_CLOEXEC);
+  const int how = read_only ? O_RDONLY : O_RDWR;
+  int m = ::open(("/proc/self/fd/" + std::to_string(fd)).c_str(), how | O_CLOEXEC);
   if (m >= 0) return m;
-  m = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW);  // no /proc: same path, same inode checked below
+  m = ::open(path.c_str(), how | O_CLOEXEC | O_NOFOLLOW);  // no /proc: same path, same inode checked below
   struct stat a{}, b{};
   if (m < 0 || fstat(fd, &a) != 0 || fstat(m, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
     if (m >= 0) ::close(m);
@@ -187,7 +191,9 @@ int SegmentImpl::reopen_for_map() const {
 
 void SegmentImpl::map(uint64_t max_size) {
   int mfd = reopen_for_map();
-  void* p = mmap(nullptr, max_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, mfd, 0);
+  // Read-only: PROT_READ, so no code path can write what others see (a stray
+  // write faults instead); every write entry point refuses first with kReadOnly.
+  void* p = mmap(nullptr, max_size, read_only ? PROT_READ : PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, mfd, 0);
   int map_errno = errno;
   ::close(mfd);
   errno = map_errno;
@@ -210,23 +216,27 @@ void SegmentImpl::map(uint64_t max_size) {
 // segment left behind (the non-O_TMPFILE path). Liveness from the kernel: a
 // creator holds flock(LOCK_EX) on its file until it links it, so a leftover
 // whose flock we get has no live creator. Only our own regular files.
-static void remove_creating_leftovers(const std::string& path) noexcept {
+std::vector<std::string> creating_leftovers(const std::string& path, bool remove) {
+  std::vector<std::string> found;
   const std::string dir = parent_dir(path);
   const std::string base = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
   const std::string prefix = base + ".creating.";
   DIR* d = opendir(dir.c_str());
-  if (d == nullptr) return;
+  if (d == nullptr) return found;
   while (dirent* e = readdir(d)) {
     if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) != 0) continue;
     const std::string leftover = dir + "/" + e->d_name;
     int fd = ::open(leftover.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) continue;
     struct stat st{};
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && flock(fd, LOCK_EX | LOCK_NB) == 0)
-      ::unlink(leftover.c_str());
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      found.push_back(leftover);
+      if (remove) ::unlink(leftover.c_str());
+    }
     ::close(fd);
   }
   closedir(d);
+  return found;
 }
 
 std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateOptions& options) {
@@ -250,7 +260,8 @@ std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateO
   if ((options.mode & ~0777u) != 0)
     fail(ErrorCode::kInvalidArgument, "mode " + std::to_string(options.mode) + " is invalid: pass permission bits such as 0600");
 
-  remove_creating_leftovers(path);
+  (void)creating_leftovers(path, true);
+  (void)lock_file_leftovers(path, read_lock_id(path), true);
   auto impl = std::make_shared<SegmentImpl>();
   impl->name = std::string(name);
   impl->path = path;
@@ -262,13 +273,14 @@ std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateO
     fd = mkostemp(tmpl.data(), O_CLOEXEC);
     if (fd >= 0) {
       tmp_path = tmpl;
-      flock(fd, LOCK_EX | LOCK_NB);  // held until the link: tells remove_creating_leftovers we are alive
+      flock(fd, LOCK_EX | LOCK_NB);  // held until the link: tells creating_leftovers we are alive
     }
   }
   if (fd < 0)
     fail(open_errno_code(errno) == ErrorCode::kNotFound ? ErrorCode::kNotFound : open_errno_code(errno),
          "cannot create " + who + ": " + errno_text(errno) + ": check that " + dir + " exists and is writable");
   impl->fd = fd;
+  bool linked = false;
   auto cleanup_tmp = [&] {
     if (!tmp_path.empty()) ::unlink(tmp_path.c_str());
   };
@@ -301,6 +313,8 @@ std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateO
     h->data_offset = l.data_offset;
     h->created_unix_ns = now_unix_ns();
     h->mode = options.mode;
+    h->lock_id = new_lock_id();
+    h->lock_id_check = ~h->lock_id;
     h->file_backed = options.file.empty() ? 0 : 1;
     std::string boot = read_boot_id();
     std::memcpy(h->boot_id, boot.c_str(), std::min<size_t>(boot.size(), 39));
@@ -309,6 +323,8 @@ std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateO
     h->dirty_top = l.data_offset;
     if (int e = robust_mutex_init(&h->mutex); e != 0)
       fail(ErrorCode::kIo, "cannot initialise the control lock of " + who + ": " + errno_text(e));
+    // Before the link: whoever sees the segment finds its lock file.
+    impl->create_lock_file_for(h->lock_id, options.mode, options.group);
     SHMF_KILL_POINT("segment.create.before_link");
     int lrc;
     if (tmp_path.empty()) {
@@ -326,12 +342,15 @@ std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateO
       fail(open_errno_code(e) == ErrorCode::kPermission ? ErrorCode::kPermission : ErrorCode::kIo,
            "cannot create " + who + ": " + errno_text(e));
     }
+    linked = true;
+    if (!tmp_path.empty()) flock(fd, LOCK_UN);
     cleanup_tmp();
     tmp_path.clear();
     SHMF_KILL_POINT("segment.create.after_link");
     impl->finish_attach();
   } catch (...) {
     cleanup_tmp();
+    if (!linked && impl->lock_file_created) ::unlink(impl->lock_path.c_str());  // ours; no segment names it
     throw;  // impl's destructor unmaps and closes; the unlinked inode vanishes
   }
   return impl;
@@ -343,7 +362,7 @@ std::shared_ptr<SegmentImpl> open_segment(std::string_view name, const OpenOptio
   const std::string who = what_it_is(name, path);
   // O_NOFOLLOW: a symlink planted at the path is refused, not followed;
   // O_NONBLOCK: a FIFO or device planted there cannot make open() wait.
-  int fd = ::open(path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  int fd = ::open(path.c_str(), (options.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     int e = errno;
     if (e == EISDIR)
@@ -355,16 +374,19 @@ std::shared_ptr<SegmentImpl> open_segment(std::string_view name, const OpenOptio
     if (c == ErrorCode::kNotFound)
       fail(c, who + " does not exist: create it first (shmtool create " + std::string(name) + ")");
     if (c == ErrorCode::kPermission)
-      fail(c, "no permission to open " + who + " read-write: " + errno_text(e) +
-                  ": run as its owner or a member of its group");
+      fail(c, "no permission to open " + who + (options.read_only ? " for reading: " : " read-write: ") +
+                  errno_text(e) + ": run as its owner or a member of its group" +
+                  (options.read_only ? "" : ", or open it read-only to inspect it (shmtool --read-only)"));
     fail(c, "cannot open " + who + ": " + errno_text(e));
   }
   auto impl = std::make_shared<SegmentImpl>();
   impl->name = std::string(name);
   impl->path = path;
   impl->fd = fd;
+  impl->read_only = options.read_only;
+  struct stat seg_st{};
   {
-    struct stat st{};
+    struct stat& st = seg_st;
     if (fstat(fd, &st) != 0) fail(ErrorCode::kIo, "cannot stat " + who + ": " + errno_text(errno));
     if (!S_ISREG(st.st_mode))
       fail(ErrorCode::kNotASegment, who + " is not a regular file (a directory, FIFO, device or socket): "
@@ -375,7 +397,7 @@ std::shared_ptr<SegmentImpl> open_segment(std::string_view name, const OpenOptio
       fail(ErrorCode::kPermission,
            who + " is owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " + std::to_string(me) +
                ") or root: its owner can feed you crafted bytes, so it is not attached. If you trust that user, "
-               "open it with OpenOptions::trusted_owner = " + std::to_string(st.st_uid) +
+               "open it with OpenOptions::trusted_owner = " + std::to_string(st.st_uid) + " (shmtool --trust-owner " + std::to_string(st.st_uid) + ")" +
                "; else remove it (docs/SECURITY.md)");
   }
   std::byte buf[kPage];
@@ -397,6 +419,10 @@ std::shared_ptr<SegmentImpl> open_segment(std::string_view name, const OpenOptio
   std::memcpy(static_cast<void*>(&hcopy), buf, sizeof(Header));
   impl->huge_requested = options.huge_pages;
   impl->map(hcopy.max_size);
+  if (hcopy.version == kFormatVersionLegacyLocks)
+    impl->lock_fd = fd;  // version 1: the registry's locks are on the segment file (docs/SECURITY.md)
+  else
+    impl->open_lock_file(hcopy.lock_id, seg_st, options.trusted_owner);
   impl->finish_attach();
   return impl;
 }

@@ -1,8 +1,8 @@
 // lib/segment/registry.cpp: the process registry and attachment lifetime.
 //
 // One slot per attachment; its liveness is the kernel's OFD write lock on byte
-// kLockBase + slot of the segment file (dropped when the process dies), never
-// a bare pid. Also: owner tokens, quiescent epochs, fork detection (a child
+// kLockBase + slot of the segment's lock file (lock_file.cpp; the segment file
+// itself for version 1), dropped when the process dies, never a bare pid. Also: owner tokens, quiescent epochs, fork detection (a child
 // closes inherited attachment fds), and the first attach after a reboot.
 #include <fcntl.h>
 #include <pthread.h>
@@ -17,6 +17,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "base/wait_stats.h"
 #include "segment/robust_mutex.h"
 #include "segment/segment_impl.h"
 
@@ -88,9 +89,13 @@ SegmentImpl::~SegmentImpl() {
     store_release(&registry()[slot].state, kSlotFree);
   }
   if (base != nullptr) munmap(base, map_size);
+  if (lock_fd >= 0 && lock_fd != fd && same_process) {
+    untrack_fd(lock_fd);
+    ::close(lock_fd);  // drops the OFD lock: the kernel now reports this slot dead
+  }
   if (fd >= 0 && same_process) {
     untrack_fd(fd);
-    ::close(fd);  // drops the OFD lock: the kernel now reports this slot dead
+    ::close(fd);  // version 1: drops the OFD lock
   }
 }
 
@@ -114,7 +119,7 @@ bool SegmentImpl::slot_locked_by_other(uint32_t s) const noexcept {
   fl.l_whence = SEEK_SET;
   fl.l_start = static_cast<off_t>(kLockBase + s);
   fl.l_len = 1;
-  if (fcntl(fd, F_OFD_GETLK, &fl) != 0) return true;  // cannot tell: assume alive (safe side)
+  if (lock_fd < 0 || fcntl(lock_fd, F_OFD_GETLK, &fl) != 0) return true;  // cannot tell: assume alive (safe side)
   return fl.l_type != F_UNLCK;
 }
 
@@ -166,7 +171,7 @@ void SegmentImpl::claim_slot() {
     fl.l_whence = SEEK_SET;
     fl.l_start = static_cast<off_t>(kLockBase + s);
     fl.l_len = 1;
-    if (fcntl(fd, F_OFD_SETLK, &fl) != 0) {
+    if (fcntl(lock_fd, F_OFD_SETLK, &fl) != 0) {
       if (errno != EAGAIN && errno != EACCES)
         fail(ErrorCode::kIo, "segment '" + name + "': cannot lock registry slot: " + errno_text(errno));
       struct flock q{};
@@ -174,7 +179,7 @@ void SegmentImpl::claim_slot() {
       q.l_whence = SEEK_SET;
       q.l_start = fl.l_start;
       q.l_len = 1;
-      if (!slot_locked_by_other(s) && fcntl(fd, F_OFD_GETLK, &q) == 0 && q.l_type != F_UNLCK) {
+      if (!slot_locked_by_other(s) && fcntl(lock_fd, F_OFD_GETLK, &q) == 0 && q.l_type != F_UNLCK) {
         ++read_locked;  // no attachment holds it: only someone's read lock
         squatter = q.l_pid;
       }
@@ -223,11 +228,14 @@ uint64_t SegmentImpl::min_live_epoch() const noexcept {
 // open the file (a read-only user too) can hold a flock, and must not make
 // opens hang; past the bound the caller gets false.
 static bool flock_bounded(int fd) noexcept {
+  SlowWait wait("first-attach flock");
   for (int i = 0; i < 200; ++i) {  // ~2 s
     if (flock(fd, LOCK_EX | LOCK_NB) == 0) return true;
     if (errno != EWOULDBLOCK && errno != EINTR) return false;
+    wait.start();
     usleep(10000);
   }
+  note_wait_expired("first-attach flock");
   return false;
 }
 
@@ -239,7 +247,7 @@ bool SegmentImpl::nobody_attached() const noexcept {
   fl.l_whence = SEEK_SET;
   fl.l_start = static_cast<off_t>(kLockBase);
   fl.l_len = kRegistrySlots;
-  return fcntl(fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK;
+  return lock_fd >= 0 && fcntl(lock_fd, F_OFD_GETLK, &fl) == 0 && fl.l_type == F_UNLCK;
 }
 
 // Nobody is attached (the kernel says so) but the control lock's bytes are not
@@ -251,7 +259,7 @@ bool SegmentImpl::nobody_attached() const noexcept {
 // so that two first openers do not race (a later opener sees our slot).
 void SegmentImpl::reinit_unattended_lock_if_needed() {
   if (robust_mutex_pristine(&hdr()->mutex) || !nobody_attached()) return;
-  if (!flock_bounded(fd)) return;  // someone holds flock: leave it; lock_control reports a bad lock by name
+  if (!flock_bounded(lock_fd)) return;  // someone holds flock: leave it; lock_control reports a bad lock by name
   if (!robust_mutex_pristine(&hdr()->mutex) && nobody_attached()) {
     settle_locked();
     robust_mutex_init(&hdr()->mutex);
@@ -259,7 +267,7 @@ void SegmentImpl::reinit_unattended_lock_if_needed() {
     store_relaxed(&hdr()->holder_pid, uint64_t{0});
     store_relaxed(&hdr()->recoveries, hdr()->recoveries + 1);
   }
-  flock(fd, LOCK_UN);
+  flock(lock_fd, LOCK_UN);
 }
 
 // First attacher after a reboot (file-backed segments): the robust mutex may
@@ -273,10 +281,10 @@ void SegmentImpl::reinit_after_reboot_if_needed() {
     return std::strncmp(cur, boot.c_str(), 40) == 0;
   };
   if (same_boot()) return;
-  if (!flock_bounded(fd))
+  if (!flock_bounded(lock_fd))
     fail(ErrorCode::kBusy, "segment '" + name + "': the first open after a reboot recovers the segment under "
                                "flock, and another process has held flock on " + path +
-                               " for seconds: stop it (fuser " + path + ") and retry");
+                               " for seconds: stop it (fuser " + (lock_path.empty() ? path : lock_path) + ") and retry");
   if (!same_boot()) {
     settle_locked();  // a holder of the previous boot may have died mid-transaction
     robust_mutex_init(&hdr()->mutex);
@@ -287,7 +295,7 @@ void SegmentImpl::reinit_after_reboot_if_needed() {
     std::memcpy(id, boot.c_str(), std::min<size_t>(boot.size(), 39));
     for (int i = 0; i < 40; ++i) store_release(&hdr()->boot_id[i], id[i]);
   }
-  flock(fd, LOCK_UN);
+  flock(lock_fd, LOCK_UN);
 }
 
 void SegmentImpl::finish_attach() {
@@ -295,10 +303,20 @@ void SegmentImpl::finish_attach() {
   fork_generation = fork_generation_now();
   dir_capacity = hdr()->directory_capacity;
   lay = compute_layout(dir_capacity);  // equal to the header's offsets (validated by open / written by create)
+  if (read_only) return;  // an inspector: writes nothing, takes no slot, holds no lock
   reinit_after_reboot_if_needed();
   reinit_unattended_lock_if_needed();
   claim_slot();
+  if (lock_file_created) set_creator_lock(lock_fd, false);  // our slot's lock now says the file is in use
   track_fd(fd);
+  if (lock_fd != fd) track_fd(lock_fd);
+}
+
+void SegmentImpl::require_writable(const char* what) const {
+  if (read_only)
+    fail(ErrorCode::kReadOnly, "segment '" + name + "' was opened read-only (OpenOptions::read_only): " + what +
+                                   " needs a read-write attachment: open it without read_only, as a user who may "
+                                   "write " + path);
 }
 
 }  // namespace shmfilter::internal

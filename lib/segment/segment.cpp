@@ -88,7 +88,13 @@ bool Segment::remove(std::string_view name, const OpenOptions& options) {
                                                                "not removing it; check the name or --file path");
     }
   }
-  if (::unlink(path.c_str()) == 0) return true;
+  const uint64_t lock_id = internal::read_lock_id(path);
+  if (::unlink(path.c_str()) == 0) {
+    // Its lock file too (attached processes keep theirs open). A segment
+    // created again under the name has another id, so another lock file.
+    if (lock_id != 0) ::unlink(internal::lock_file_path(path, lock_id).c_str());
+    return true;
+  }
   int e = errno;
   if (e == ENOENT) return false;
   fail(open_errno_code(e), "cannot remove " + what_it_is(name, path) + ": " + errno_text(e));
@@ -112,6 +118,7 @@ uint64_t Segment::size() const noexcept { return impl_ ? load_acquire(&impl_->hd
 uint64_t Segment::owner_token() const noexcept {
   return impl_ && impl_->fork_generation == internal::fork_generation_now() ? impl_->token : 0;
 }
+bool Segment::read_only() const noexcept { return impl_ && impl_->read_only; }
 bool Segment::token_alive(uint64_t token) const noexcept { return impl_ && impl_->token_alive(token); }
 void Segment::quiesce() noexcept {
   if (impl_) impl_->quiesce();

@@ -5,6 +5,7 @@
 // holding thread's transaction state); its methods live with their subsystem:
 //   mapping.cpp    create/open the backing object, map it, grow/shrink it
 //   registry.cpp   registry slots, OFD-lock liveness, quiescence, fork, reboot
+//   lock_file.cpp  the writers-only lock file that holds the registry's OFD locks
 //   txn.cpp        robust control lock, undo log, recovery, ControlTxn
 //   allocator.cpp  extents, free table, quarantine
 //   directory.cpp  lock-free lookups, publish (create_region), drop
@@ -13,6 +14,7 @@
 // Segment::check through self_check.h); nothing above may include it.
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstdint>
@@ -66,6 +68,9 @@ struct SegmentImpl;
 // The bodies of Segment::create / Segment::open: a new attachment, mapped and registered.
 std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateOptions& options);
 std::shared_ptr<SegmentImpl> open_segment(std::string_view name, const OpenOptions& options);
+// PATH.creating.* files of creators that died before linking (no flock held),
+// ours; removed when REMOVE. Returns their paths.
+std::vector<std::string> creating_leftovers(const std::string& path, bool remove);
 
 // ---- registry.cpp ----------------------------------------------------------------
 uint64_t now_unix_ns();
@@ -74,6 +79,20 @@ uint64_t now_unix_ns();
 uint64_t fork_generation_now() noexcept;
 std::string read_boot_id();  // this boot's id, at most 39 bytes ("" without /proc)
 
+// ---- lock_file.cpp: PATH.lock-<16 hex>, the registry's OFD locks (version 2) --------
+std::string lock_file_path(const std::string& segment_path, uint64_t lock_id);
+uint64_t new_lock_id();                                // random, nonzero
+uint32_t lock_file_mode(uint32_t segment_mode) noexcept;  // rw for each class that may write the segment
+bool set_creator_lock(int fd, bool on) noexcept;     // the creator byte (kCreatorLockByte)
+bool lock_file_in_use(int fd) noexcept;              // any lock in the creator/registry range
+// Lock files of the segment at SEGMENT_PATH other than KEEP_ID's, ours, with
+// no user left (removed when REMOVE). Returns their paths.
+std::vector<std::string> lock_file_leftovers(const std::string& segment_path, uint64_t keep_id, bool remove);
+uint64_t read_lock_id(const std::string& segment_path) noexcept;
+// PATH.restoring-<pid> segments no live process is attached to (a restore
+// that died before its rename), ours; removed with their lock file when REMOVE.
+std::vector<std::string> restoring_leftovers(const std::string& path, bool remove);  // 0: none / version 1 / unreadable
+
 // ---- directory.cpp ---------------------------------------------------------------
 void validate_structure_name(std::string_view name);
 
@@ -81,6 +100,13 @@ struct SegmentImpl {
   std::string name;
   std::string path;
   int fd = -1;
+  // Where the registry's OFD locks live: the lock file (version 2), or fd
+  // itself (version 1); -1 in a read-only attachment that may not open the
+  // lock file (liveness unknown: every slot answers "alive", the safe side).
+  int lock_fd = -1;
+  std::string lock_path;           // "" for version 1
+  bool lock_file_created = false;  // this attachment created it: its creator byte is locked until the claim
+  bool read_only = false;          // OpenOptions::read_only: O_RDONLY, PROT_READ, no registry slot
   std::byte* base = nullptr;
   uint64_t map_size = 0;
   bool huge_requested = false;  // CreateOptions/OpenOptions::huge_pages (this process's mapping)
@@ -123,6 +149,11 @@ struct SegmentImpl {
 
   // ---- mapping.cpp -----------------------------------------------------------
   int reopen_for_map() const;
+  // ---- lock_file.cpp -----------------------------------------------------------
+  void create_lock_file_for(uint64_t lock_id, uint32_t segment_mode, int64_t gid);
+  void open_lock_file(uint64_t lock_id, const struct stat& seg, int64_t trusted_owner);
+  // kReadOnly naming WHAT when this attachment is read-only.
+  void require_writable(const char* what) const;
   void map(uint64_t max_size);
   void resize(uint64_t new_size);
 

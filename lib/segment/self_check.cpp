@@ -21,7 +21,7 @@ std::vector<RegionInfo> SegmentImpl::check_own(Segment& seg, bool repair, CheckR
     report.findings.push_back(CheckFinding{std::move(where), std::move(problem), repaired});
   };
   std::vector<RegionInfo> live;
-  im->run_txn([&] {
+  auto body = [&] {
     ControlTxn txn(&seg);
     Header* h = im->hdr();
     if (im->recovered_in_lock)
@@ -34,7 +34,7 @@ std::vector<RegionInfo> SegmentImpl::check_own(Segment& seg, bool repair, CheckR
     {
       Layout l = compute_layout(h->directory_capacity);
       AbiDescriptor abi = current_abi();
-      if (h->magic != kMagic || h->version != kFormatVersion || std::memcmp(&h->abi, &abi, sizeof abi) != 0 ||
+      if (h->magic != kMagic || (h->version != kFormatVersion && h->version != kFormatVersionLegacyLocks) || std::memcmp(&h->abi, &abi, sizeof abi) != 0 ||
           h->directory_capacity != im->dir_capacity || h->undo_offset != l.undo_offset ||
           h->free_offset != l.free_offset || h->quarantine_offset != l.quarantine_offset ||
           h->registry_offset != l.registry_offset || h->directory_offset != l.directory_offset ||
@@ -69,10 +69,10 @@ std::vector<RegionInfo> SegmentImpl::check_own(Segment& seg, bool repair, CheckR
         fl.l_whence = SEEK_SET;
         fl.l_start = static_cast<off_t>(kLockBase + s);
         fl.l_len = 1;
-        if (fcntl(im->fd, F_OFD_SETLK, &fl) == 0) {
+        if (fcntl(im->lock_fd, F_OFD_SETLK, &fl) == 0) {
           if (load_acquire(&r[s].state) == kSlotAttached) store_release(&r[s].state, kSlotFree);
           fl.l_type = F_UNLCK;
-          fcntl(im->fd, F_OFD_SETLK, &fl);
+          fcntl(im->lock_fd, F_OFD_SETLK, &fl);
           fixed = true;
         }
       }
@@ -199,7 +199,47 @@ std::vector<RegionInfo> SegmentImpl::check_own(Segment& seg, bool repair, CheckR
     }
     (void)unattributed;  // extents allocated in plain transact(): their structures' checkers account for them
     (void)txn;
-  });
+  };
+  // Leftovers next to the segment's file, of creators and restores that died
+  // (liveness from the kernel: flock / lock-file locks), and lock files of
+  // segments gone: findings, removed with --repair. Only our own files.
+  auto leftovers = [&] {
+    for (const std::string& p : creating_leftovers(path, repair))
+      add("leftover " + p, "a segment being created whose creator died before linking it", repair);
+    for (const std::string& p : restoring_leftovers(path, repair))
+      add("leftover " + p, "a restore's segment whose restorer died before renaming it into place", repair);
+    for (const std::string& p : lock_file_leftovers(path, load_relaxed(&hdr()->lock_id), repair))
+      add("leftover " + p, "a lock file of no segment (its creator died, or its segment was removed)", repair);
+  };
+  if (!im->read_only) {
+    im->run_txn(body);
+    leftovers();
+    return live;
+  }
+  // Read-only: the control lock cannot be taken (it is a write), so the same
+  // checks run lock-free and are retried while a transaction ran meanwhile
+  // (txn_serial moved, the lock was held or an undo log was open): a finding is reported only
+  // from a pass that no control-plane transaction overlapped, or, after 8
+  // overlapped passes, from the last one, saying so.
+  if (repair) require_writable("check --repair");
+  const size_t before = report.findings.size();
+  for (int pass = 0;; ++pass) {
+    report.findings.resize(before);
+    live.clear();
+    const uint64_t serial = load_acquire(&hdr()->txn_serial);
+    auto in_txn = [&] { return load_acquire(&hdr()->undo_count) != 0 || load_acquire(&hdr()->holder_token) != 0; };
+    const bool open_txn = in_txn();
+    body();
+    const bool overlapped = open_txn || in_txn() || load_acquire(&hdr()->txn_serial) != serial;
+    if (!overlapped) break;
+    if (pass == 7) {
+      if (report.findings.size() > before)
+        report.findings.push_back({"segment", "checked read-only while other processes ran control-plane "
+                                              "transactions: findings above may be transient; run check again", false});
+      break;
+    }
+  }
+  leftovers();
   return live;
 }
 

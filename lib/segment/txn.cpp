@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "base/wait_stats.h"
 #include "base/kill_point.h"
 #include "segment/robust_mutex.h"
 #include "segment/segment_impl.h"
@@ -116,7 +117,13 @@ void SegmentImpl::lock_control() {
                                   "): detach every process (shmtool dump " + name +
                                   " lists them); the next open re-initialises the lock when nobody is attached");
   int err = 0;
-  LockResult r = robust_mutex_lock(&hdr()->mutex, kLockTimeoutMs, &err);
+  LockResult r;
+  {
+    SlowWait wait("control lock");
+    wait.start();
+    r = robust_mutex_lock(&hdr()->mutex, kLockTimeoutMs, &err);
+  }
+  if (r == LockResult::kTimedOut) note_wait_expired("control lock");
   recovered_in_lock = false;
   switch (r) {
     case LockResult::kAcquired: break;
@@ -190,6 +197,7 @@ void SegmentImpl::commit_store(uint64_t* f, uint64_t v) {
 
 void SegmentImpl::run_txn(const std::function<void()>& fn) {
   check_fork();
+  require_writable("a control-plane transaction (create, drop, resize, grow, repair)");
   if (t_txn_impl == this) {  // nested: part of the enclosing transaction, with a savepoint
     uint64_t mark = hdr()->undo_count;
     ++txn_depth;

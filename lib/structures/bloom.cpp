@@ -368,7 +368,7 @@ void Bloom::grow(uint64_t seen) noexcept {
 
 template <class K>
 bool Bloom::add_one(const K& key) noexcept {
-  if (!valid()) return false;
+  if (read_only_ || !valid()) return false;  // read-only attachment: nothing set (docs/SECURITY.md)
   BloomHeader* h = header_at(base_, offset_);
   uint64_t hv = hash_key(key, h->seed);
   uint64_t count = layer_count(h);
@@ -400,7 +400,7 @@ bool Bloom::contains_one(const K& key) const noexcept {
 template <class K>
 uint64_t Bloom::add_batch(std::span<const K> keys, std::span<uint8_t> out) noexcept {
   const bool want_out = out.size() >= keys.size();
-  if (!valid()) {
+  if (read_only_ || !valid()) {
     if (want_out) std::fill(out.begin(), out.begin() + static_cast<ptrdiff_t>(keys.size()), uint8_t{0});
     return 0;
   }
@@ -491,6 +491,7 @@ uint64_t Bloom::contains_many(std::span<const std::string_view> keys, std::span<
 }
 
 void Bloom::clear() {
+  if (read_only_) internal::throw_read_only(kind_, name_, "clear");
   require_valid();
   BloomHeader* h = header_at(base_, offset_);
   uint64_t count = layer_count(h);

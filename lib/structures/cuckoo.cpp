@@ -371,6 +371,8 @@ static void check_body(Segment& seg, const RegionInfo& region, ck::Header* h, co
     report.findings.push_back(f);
   }
   // 2. Quiescent checks need the lock; wait at most ~1 s for a live writer, else skip them.
+  // A read-only attachment cannot take it (a write): they are skipped.
+  if (seg.read_only() || lv.token() == 0) return;
   bool locked = false;
   for (int i = 0; i < 1000 && !locked; ++i) {
     uint64_t e = 0;
@@ -378,7 +380,10 @@ static void check_body(Segment& seg, const RegionInfo& region, ck::Header* h, co
     locked = ck::A(h->lock_owner).compare_exchange_strong(e, lv.token(), std::memory_order_acquire, std::memory_order_relaxed);
     if (!locked) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (!locked) return;
+  if (!locked) {
+    internal::note_wait_expired("cuckoo check, waiting for the writer lock");
+    return;
+  }
   if (h->intent.op != ck::kOpNone) {
     CheckFinding f{where, "intent record set (op " + std::to_string(h->intent.op) + ") with the lock free", false};
     if (repair) {

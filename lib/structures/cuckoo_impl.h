@@ -33,6 +33,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/wait_stats.h"
 #include "base/hash.h"
 #include "base/kill_point.h"
 #include "structures/cuckoo_layout.h"
@@ -66,6 +67,7 @@ inline bool try_takeover(std::byte* base, Header* h, uint64_t seen, const Livene
 template <class LT>
 inline void lock(std::byte* base, Header* h, const Liveness& lv) noexcept {
   uint32_t spins = 0, yields = 0;
+  SlowWait wait("cuckoo writer lock");
   const uint64_t self = lv.token();
   for (;;) {
     uint64_t expect = 0;
@@ -82,6 +84,7 @@ inline void lock(std::byte* base, Header* h, const Liveness& lv) noexcept {
       cpu_relax();
       continue;
     }
+    wait.start();
     sched_yield();
     if (++yields % kYieldsBetweenLivenessChecks == 0 && expect != 0 && try_takeover<LT>(base, h, expect, lv)) return;
   }
@@ -136,24 +139,33 @@ void repair_locked(std::byte* base, Header* h) noexcept {
 
 // A reader that found stripe version odd for a while: if the writer is dead,
 // take its lock, repair, release. Returns after at most one liveness check.
+// True when the reader may read the buckets as they are: it cannot repair (no
+// token of its own: a handle inherited across fork, or a read-only attachment
+// whose mapping cannot be written) and no live writer holds the lock, so
+// nothing changes them; a dead writer's move leaves the item in at least one
+// of its buckets (copy before clear), so such a read misses nothing.
 template <class LT>
-inline void reader_help(std::byte* base, Header* h, const Liveness& lv) noexcept {
+inline bool reader_help(std::byte* base, Header* h, const Liveness& lv) noexcept {
+  const uint64_t self = lv.token();
+  if (self == 0) {
+    uint64_t owner = A(h->lock_owner).load(std::memory_order_acquire);  // acquire: the dead writer's last stores
+    return owner == 0 || !lv.is_alive(owner);
+  }
   uint64_t owner = A(h->lock_owner).load(std::memory_order_relaxed);  // relaxed: only a hint for the CAS
   if (owner == 0) {
     // An odd version with the lock free: left by a writer whose repairer never
     // ran (or written into the segment's bytes). Take the free lock and repair:
     // versions change only under the lock, so none of them is a live move.
-    const uint64_t self = lv.token();
-    if (self == 0) return;  // no token of our own (a handle inherited across fork)
     uint64_t expect = 0;
     // acquire: as in lock().
     if (A(h->lock_owner).compare_exchange_strong(expect, self, std::memory_order_acquire, std::memory_order_relaxed)) {
       repair_locked<LT>(base, h);
       unlock(h);
     }
-    return;
+    return false;
   }
   if (try_takeover<LT>(base, h, owner, lv)) unlock(h);
+  return false;
 }
 
 // ---- lookups (lock-free) ----------------------------------------------------------
@@ -172,6 +184,7 @@ template <class LT>
 inline void read_pair(std::byte* base, Header* h, const Sub& s, const Probe& p, const Liveness& lv,
                       typename LT::Word& w1, typename LT::Word& w2) noexcept {
   uint32_t spins = 0, yields = 0;
+  SlowWait wait("cuckoo read of an odd stripe version");
   for (;;) {
     // acquire: if we see the even version a writer released, we see its bucket stores.
     uint64_t v1 = A(s.versions[p.stripe]).load(std::memory_order_acquire);
@@ -187,8 +200,13 @@ inline void read_pair(std::byte* base, Header* h, const Sub& s, const Probe& p, 
       cpu_relax();
       continue;
     }
+    wait.start();
     sched_yield();
-    if (++yields % kYieldsBetweenLivenessChecks == 0) reader_help<LT>(base, h, lv);
+    if (++yields % kYieldsBetweenLivenessChecks == 0 && reader_help<LT>(base, h, lv)) {
+      w1 = bucket_load<LT>(s, p.i1);  // static: no live writer (see reader_help)
+      w2 = bucket_load<LT>(s, p.i2);
+      return;
+    }
   }
 }
 

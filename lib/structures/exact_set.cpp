@@ -108,8 +108,9 @@ uint64_t ExactSet::key_of(std::string_view key) const noexcept {
 
 // A handle inherited across fork() holds the parent's token: writers refuse
 // (kDropped / false, as RoaringSet does) instead of taking stripe locks in its name.
+// So do writers through a read-only attachment (its mapping is PROT_READ).
 InsertResult ExactSet::insert(uint64_t key) noexcept {
-  if (!valid() || seg_.owner_token() != token_) return InsertResult::kDropped;
+  if (read_only_ || !valid() || seg_.owner_token() != token_) return InsertResult::kDropped;
   SHMF_SET_VIEW(v);
   return static_cast<InsertResult>(set_insert(v, key));
 }
@@ -118,7 +119,7 @@ InsertResult ExactSet::insert(std::string_view key) noexcept { return insert(key
 template <class K>
 uint64_t ExactSet::insert_batch(std::span<const K> keys, std::span<InsertResult> out) noexcept {
   size_t n = std::min(keys.size(), out.size());
-  if (!valid() || seg_.owner_token() != token_) {
+  if (read_only_ || !valid() || seg_.owner_token() != token_) {
     std::fill(out.begin(), out.begin() + static_cast<long>(n), InsertResult::kDropped);
     return 0;
   }
@@ -184,7 +185,7 @@ uint64_t ExactSet::contains_many(std::span<const std::string_view> keys, std::sp
 }
 
 bool ExactSet::erase(uint64_t key) noexcept {
-  if (!valid() || seg_.owner_token() != token_) return false;
+  if (read_only_ || !valid() || seg_.owner_token() != token_) return false;
   SHMF_SET_VIEW(v);
   return set_erase(v, key);
 }

@@ -35,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/wait_stats.h"
 #include "base/hash.h"
 #include "base/kill_point.h"
 
@@ -175,6 +176,7 @@ inline void set_pause(uint64_t spins) noexcept {
 
 // Takes the stripe lock; takes it over (and replays the intent) from a dead holder.
 inline void set_lock(const SetView& v, ExactSetStripe& s) noexcept {
+  SlowWait wait("exact-set stripe lock");
   for (uint64_t spins = 0;; ++spins) {
     uint64_t cur = 0;
     if (aref(s.lock).compare_exchange_strong(cur, v.token)) break;
@@ -182,6 +184,7 @@ inline void set_lock(const SetView& v, ExactSetStripe& s) noexcept {
     if (cur != v.token && (spins & 15) == 15 && !v.alive(v.ctx, cur)) {
       if (aref(s.lock).compare_exchange_strong(cur, v.token)) break;
     }
+    if (spins >= 64) wait.start();  // yielding from here on: the slow path
     set_pause(spins);
   }
   set_recover_stripe(v, s);  // no-op unless a dead holder left an intent

@@ -85,7 +85,7 @@ Hll Hll::open_or_create(Segment& seg, std::string_view name) {
 bool Hll::drop(Segment& seg, std::string_view name) { return drop_region(seg, name, Kind::kHll); }
 
 bool Hll::add(std::string_view key) noexcept {
-  if (!valid()) return false;
+  if (read_only_ || !valid()) return false;  // read-only attachment: nothing changed
   uint32_t idx;
   uint8_t rank;
   hll_index_rank(murmur64a(key.data(), key.size(), kRedisHllSeed), idx, rank);
@@ -93,7 +93,7 @@ bool Hll::add(std::string_view key) noexcept {
 }
 
 bool Hll::add(uint64_t key) noexcept {
-  if (!valid()) return false;
+  if (read_only_ || !valid()) return false;
   uint8_t le[8];
   for (int i = 0; i < 8; ++i) le[i] = static_cast<uint8_t>(key >> (8 * i));
   uint32_t idx;
@@ -103,7 +103,7 @@ bool Hll::add(uint64_t key) noexcept {
 }
 
 uint64_t Hll::add_many(std::span<const uint64_t> keys) noexcept {
-  if (!valid()) return 0;
+  if (read_only_ || !valid()) return 0;
   HllCountSync* sync = sync_of(region_);
   uint64_t grew = 0;
   for (uint64_t k : keys) {
@@ -118,7 +118,7 @@ uint64_t Hll::add_many(std::span<const uint64_t> keys) noexcept {
 }
 
 uint64_t Hll::add_many(std::span<const std::string_view> keys) noexcept {
-  if (!valid()) return 0;
+  if (read_only_ || !valid()) return 0;
   HllCountSync* sync = sync_of(region_);
   uint64_t grew = 0;
   for (auto k : keys) {
@@ -132,11 +132,12 @@ uint64_t Hll::add_many(std::span<const std::string_view> keys) noexcept {
 
 uint64_t Hll::count() const noexcept {
   if (!valid()) return 0;
+  if (read_only_) return hll_estimate_words(words_);  // the cache is a write: compute it
   return hll_count_cached(sync_of(region_), words_);
 }
 
 void Hll::clear() noexcept {
-  if (!valid()) return;
+  if (read_only_ || !valid()) return;  // read-only attachment: nothing changed
   auto* h = header_of(region_);
   std::atomic_ref<uint64_t>(h->clear_token).store(seg_.owner_token());  // seq_cst: before any zeroing
   hll_change_begin(&h->sync);  // the zeroing is a register change: the count cache's bracket
@@ -150,6 +151,7 @@ void Hll::clear() noexcept {
 
 void Hll::merge_from(std::span<const Hll> sources) {
   require_valid();
+  if (read_only_) internal::throw_read_only(kind_, name_, "changing it");
   for (const Hll& s : sources) {
     s.require_valid();
     for (uint32_t wi = 0; wi < kHllWords; ++wi) {
@@ -187,6 +189,7 @@ std::string Hll::export_redis() const {
 
 void Hll::import_redis(std::string_view bytes) {
   require_valid();
+  if (read_only_) internal::throw_read_only(kind_, name_, "changing it");
   uint8_t regs[kHllRegisters];
   std::string err = hll_redis_decode(bytes, regs);
   if (!err.empty()) throw Error(ErrorCode::kBadInput, err);

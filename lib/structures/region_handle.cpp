@@ -78,7 +78,22 @@ RegionInfo RegionHandle::bind(Segment& seg, std::string_view name, Kind kind) {
   return info;
 }
 
+void throw_read_only(Kind kind, std::string_view name, const char* what) {
+  throw Error(ErrorCode::kReadOnly, std::string(structure_noun(kind)) + " '" + std::string(name) + "': " + what +
+                                        " needs a read-write attachment, and the segment was opened read-only "
+                                        "(OpenOptions::read_only, shmtool --read-only): open it read-write");
+}
+
 void RegionHandle::bind(Segment& seg, const RegionInfo& info) {
+  // Kinds whose READS write the segment cannot be used through a PROT_READ
+  // mapping: a Roaring reader pins the snapshot it reads in a shared slot, a
+  // window's first reader of a new bucket rotates it.
+  if (seg.read_only() && (info.kind == Kind::kRoaring || info.kind == Kind::kWindow))
+    throw Error(ErrorCode::kReadOnly,
+                std::string(structure_noun(info.kind)) + " '" + info.name + "' cannot be opened through a read-only "
+                "attachment (its readers " + (info.kind == Kind::kRoaring ? "pin snapshots in the segment" :
+                "may rotate its buckets") + "): open the segment read-write to query it");
+  read_only_ = seg.read_only();
   seg_ = seg;
   name_ = info.name;
   region_ = seg.base() + info.offset;

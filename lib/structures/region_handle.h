@@ -20,6 +20,8 @@ std::string_view structure_noun(Kind kind) noexcept;
 Error corrupt_error(Kind kind, std::string_view name, const std::string& problem);
 // kVersionMismatch: "<noun> '<name>' has layout version F, this build reads E: use a matching shmfilter".
 Error version_error(Kind kind, std::string_view name, uint32_t found, uint32_t expected);
+// kReadOnly: "<noun> '<name>': WHAT needs a read-write attachment: the segment was opened read-only ...".
+[[noreturn]] void throw_read_only(Kind kind, std::string_view name, const char* what);
 // The bounds every region is checked against first: "" when INFO's region holds
 // at least MIN_BYTES and lies inside a segment of SEGMENT_SIZE bytes, else the problem.
 std::string region_bounds_problem(const RegionInfo& info, uint64_t min_bytes, uint64_t segment_size);

@@ -1,6 +1,7 @@
 // lib/structures/roaring.cpp: RoaringSet, the handle (over roaring_local.h: reader
 // slot, views, compaction; and roaring_impl.h: layout and kernels), and its checker.
 // Protocol (who writes what, and why nothing acknowledged is lost): docs/roaring.md.
+#include "base/wait_stats.h"
 #include "shmfilter/roaring_set.hpp"
 
 #include <roaring/roaring.h>
@@ -286,9 +287,11 @@ void RoaringSet::merge(const roaring_bitmap_t* b) {
   if (!local_) throw Error(ErrorCode::kInvalidArgument, "merge() on an empty RoaringSet handle");
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (!compact_impl(local_, b)) {
-    if (std::chrono::steady_clock::now() > deadline)
+    if (std::chrono::steady_clock::now() > deadline) {
+      internal::note_wait_expired("Roaring merge, waiting for the compaction claim");
       throw Error(ErrorCode::kBusy, "Roaring set " + quoted(local_->region.name) +
                                         ": another process has been compacting for 30 s; retry later");
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }

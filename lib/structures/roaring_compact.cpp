@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "base/wait_stats.h"
 #include "base/kill_point.h"
 #include "structures/roaring_local.h"
 
@@ -224,6 +225,7 @@ bool compact_impl(const std::shared_ptr<RoaringLocal>& L, const roaring_bitmap_t
 // claimer to publish. True when the caller should retry.
 bool make_room(const std::shared_ptr<RoaringLocal>& L, uint64_t seen) noexcept {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  SlowWait wait("Roaring delta full, waiting for the compaction claim");
   while (std::chrono::steady_clock::now() < deadline) {
     if (L->hdr->current.load() != seen) return true;
     try {
@@ -231,8 +233,10 @@ bool make_room(const std::shared_ptr<RoaringLocal>& L, uint64_t seen) noexcept {
     } catch (...) {
       return false;
     }
+    wait.start();
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
+  note_wait_expired("Roaring delta full, waiting for the compaction claim");
   return false;
 }
 

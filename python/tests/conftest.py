@@ -1,5 +1,6 @@
 """python/tests/conftest.py: shared fixtures: the package on sys.path, unique
 /dev/shm names removed after each test, a free loopback port."""
+import glob
 import os
 import random
 import socket
@@ -22,6 +23,8 @@ def segname():
         os.unlink(f"/dev/shm/{name}")
     except FileNotFoundError:
         pass
+    for lock in glob.glob(f"/dev/shm/{name}.lock-*"):  # its lock file (docs/SECURITY.md)
+        os.unlink(lock)
 
 
 @pytest.fixture

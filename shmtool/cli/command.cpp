@@ -17,9 +17,17 @@ std::vector<Command>& table() {
 // Every command takes --file; its help is the same everywhere. (constexpr:
 // registrars in other files run during static initialisation.)
 constexpr const char* kFileOption = "--file";
+constexpr const char* kReadOnlyOption = "--read-only";
+constexpr const char* kTrustOwnerOption = "--trust-owner";
 constexpr const char* kFileOptionLines =
     "  --file PATH      the segment is backed by this regular file (persistent across\n"
-    "                   restarts) instead of /dev/shm/NAME; pass the same PATH to every command\n";
+    "                   restarts) instead of /dev/shm/NAME; pass the same PATH to every command\n"
+    "  --read-only      open the segment for inspection only (no registry slot, no lock,\n"
+    "                   PROT_READ); chosen by itself when you may read but not write it;\n"
+    "                   anything that writes then fails with a read-only error\n"
+    "  --trust-owner UID\n"
+    "                   attach a segment owned by UID (by default only your own or root's\n"
+    "                   segments are attached: docs/SECURITY.md)\n";
 
 std::vector<std::string> split_lines(std::string_view s) {
   std::vector<std::string> lines;
@@ -118,6 +126,8 @@ CommandRegistrar::CommandRegistrar(std::string_view path, RunFn run, std::string
   while (description.size() >= 2 && description.substr(description.size() - 2) == "\n\n") description.pop_back();
   if (example.empty()) bad_spec(path, "needs an Example: section");
   c.options.push_back({kFileOption, "PATH"});
+  c.options.push_back({kReadOnlyOption, ""});
+  c.options.push_back({kTrustOwnerOption, "UID"});
   c.max_positionals = max_positionals(c);
   c.help = "Usage: " + c.usage + "\n\n" + description + "\nOptions:\n" + options + kFileOptionLines +
            "\nExample:\n" + example;

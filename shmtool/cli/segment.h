@@ -15,6 +15,12 @@ const std::string& segment_name(const Args& args);
 
 // --file PATH as OpenOptions (empty: /dev/shm/NAME).
 shmfilter::OpenOptions open_options(const Args& args);
+// main: the command about to run ("list", "bloom add"). A command that may
+// write refuses a read-only attachment (--read-only, or a segment the caller
+// may only read) with kReadOnly before it opens anything; the inspectors
+// (list, dump, stats, check, save, X info, X check, hll count/export, ...)
+// run read-only.
+void set_current_command(const std::string& path);
 
 // Where the segment lives: the --file path, else /dev/shm/NAME.
 std::string backing_path(const std::string& name, const Args& args);

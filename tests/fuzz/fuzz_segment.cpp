@@ -56,13 +56,20 @@ std::vector<uint8_t> g_base;
 std::vector<Anchor> g_anchors;
 int g_fd = -1;
 
+// Removes DIR and every file in it (the images and their lock files, PATH.lock-<id>).
+void remove_dir_files(const std::string& dir) {
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0)
+        ::unlink((dir + "/" + e->d_name).c_str());
+    closedir(d);
+  }
+  ::rmdir(dir.c_str());
+}
+
 void cleanup() {
   if (g_fd >= 0) ::close(g_fd);
-  if (!g_path.empty()) ::unlink(g_path.c_str());
-  if (!g_dir.empty()) {
-    ::unlink((g_dir + "/seed.seg").c_str());
-    ::rmdir(g_dir.c_str());
-  }
+  if (!g_dir.empty()) remove_dir_files(g_dir);
 }
 
 void build_seed(const std::string& path) {
@@ -314,9 +321,7 @@ static void remove_stale_dirs() {
   while (dirent* e = readdir(d)) {
     int pid = 0;
     if (std::sscanf(e->d_name, "shmf-fuzz-%d", &pid) != 1 || pid <= 0 || kill(pid, 0) == 0 || errno != ESRCH) continue;
-    std::string dir = std::string("/tmp/") + e->d_name;
-    for (const char* f : {"/seed.seg", "/work.seg"}) ::unlink((dir + f).c_str());
-    ::rmdir(dir.c_str());
+    remove_dir_files(std::string("/tmp/") + e->d_name);
   }
   closedir(d);
 }

@@ -258,3 +258,71 @@ TEST(HardeningCreate, LeftoverCreatingFilesOfDeadCreatorsAreRemovedOnTheNextCrea
 }
 
 }  // namespace
+
+// ---- leftovers of dead creators and restores (check, check --repair) -------------------------
+
+namespace {
+bool has_finding(const CheckReport& r, const std::string& path, bool repaired) {
+  for (const auto& f : r.findings)
+    if (f.where == "leftover " + path && f.repaired == repaired) return true;
+  return false;
+}
+bool exists_path(const std::string& p) {
+  struct stat st{};
+  return ::lstat(p.c_str(), &st) == 0;
+}
+}  // namespace
+
+// NAME.creating.* (a creator killed before linking), NAME.restoring-PID (a
+// restore killed before its rename) and lock files of no segment: check
+// reports them, --repair removes them, and a live creator's files stay.
+TEST(HardeningLeftovers, CheckFindsAndRepairRemovesOnlyDeadCreatorsLeftovers) {
+  ImageFile img;
+  Segment seg = Segment::create("img", img.options());
+  // Dead: nobody holds flock / no lock in the lock file.
+  const std::string creating_dead = img.path + ".creating.dead01";
+  int fd = ::open(creating_dead.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const std::string restoring_dead = img.path + ".restoring-99999999";
+  { CreateOptions o = img.options(); o.file = restoring_dead; Segment::create("img", o); }
+  const std::string orphan_lock = img.path + ".lock-0123456789abcdef";
+  fd = ::open(orphan_lock.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  // Live: a creator holding flock, a restorer still attached.
+  const std::string creating_live = img.path + ".creating.live01";
+  int live_fd = ::open(creating_live.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  ASSERT_GE(live_fd, 0);
+  ASSERT_EQ(flock(live_fd, LOCK_EX | LOCK_NB), 0);
+  const std::string restoring_live = img.path + ".restoring-" + std::to_string(getpid());
+  CreateOptions lo = img.options();
+  lo.file = restoring_live;
+  Segment live_restore = Segment::create("img", lo);
+
+  CheckReport r = seg.check(false);
+  EXPECT_TRUE(has_finding(r, creating_dead, false));
+  EXPECT_TRUE(has_finding(r, restoring_dead, false));
+  EXPECT_TRUE(has_finding(r, orphan_lock, false));
+  EXPECT_FALSE(has_finding(r, creating_live, false)) << "a live creator's file was reported";
+  EXPECT_FALSE(has_finding(r, restoring_live, false)) << "a live restore was reported";
+  EXPECT_FALSE(r.consistent());
+  EXPECT_TRUE(exists_path(creating_dead)) << "check without --repair removed a file";
+
+  r = seg.check(true);
+  EXPECT_TRUE(has_finding(r, creating_dead, true));
+  EXPECT_TRUE(has_finding(r, restoring_dead, true));
+  EXPECT_TRUE(r.consistent());
+  EXPECT_FALSE(exists_path(creating_dead));
+  EXPECT_FALSE(exists_path(restoring_dead));
+  EXPECT_EQ(remove_lock_files(restoring_dead), 0) << "the dead restore's lock file was left";
+  EXPECT_FALSE(exists_path(orphan_lock));
+  EXPECT_TRUE(exists_path(creating_live));
+  EXPECT_TRUE(exists_path(restoring_live));
+  EXPECT_TRUE(seg.check(false).consistent());  // the segment's own lock file is not a leftover
+  ::close(live_fd);
+  ::unlink(creating_live.c_str());
+  live_restore = Segment();
+  ::unlink(restoring_live.c_str());
+  remove_lock_files(restoring_live);
+}

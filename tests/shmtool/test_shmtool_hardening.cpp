@@ -4,6 +4,7 @@
 // exit 1, a directory is not an input file, a rejected line is quoted cut,
 // --directory and --mode ranges are the library's, and a capacity beyond the
 // segment's maximum size is one exit code (1) for every kind.
+#include <dirent.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -18,6 +19,7 @@
 using shmf_test::run_shmtool;
 using shmf_test::SegmentGuard;
 using shmf_test::unique_name;
+using shmf_test::remove_lock_files;
 
 namespace {
 
@@ -143,3 +145,95 @@ TEST(ShmtoolHardening, ACapacityBeyondTheMaximumSizeIsExit1ForEveryKind) {
 }
 
 }  // namespace
+
+// ---- read-only inspection and --trust-owner (issue 12) ------------------------------------------
+
+// A user who may only read a segment inspects it with shmtool: read-only is
+// chosen by itself; anything that writes fails naming "read-only".
+TEST(ShmtoolHardening, AReaderInspectsReadOnlyAndEveryWriteSaysReadOnly) {
+  ASSERT_EQ(geteuid(), 0u) << "this test needs root (to run a second user): run it as root, as CI does";
+  SegmentGuard g(unique_name("ro"));
+  ASSERT_EQ(run_shmtool({"create", g.name, "--size", "8MiB", "--mode", "0644"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"bloom", "create", g.name, "b", "--capacity", "1000"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"bloom", "add", g.name, "b", "k1"}).exit_code, 0);
+  constexpr int kNobody = 65534;
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{"list", g.name}, {"dump", g.name}, {"stats", g.name}, {"check", g.name},
+        {"bloom", "info", g.name, "b"}}) {
+    shmf_test::ToolResult r = run_shmtool(cmd, "", kNobody);
+    EXPECT_EQ(r.exit_code, 0) << cmd[0] << " as a reader: " << r.err;
+  }
+  shmf_test::ToolResult r = run_shmtool({"bloom", "check", g.name, "b", "k1", "k2"}, "", kNobody);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("k1"), std::string::npos) << r.out;
+  for (const std::vector<std::string>& cmd :
+       {std::vector<std::string>{"bloom", "add", g.name, "b", "k2"}, {"check", g.name, "--repair"},
+        {"bloom", "create", g.name, "b2", "--capacity", "10"}, {"drop", g.name, "b"}}) {
+    r = run_shmtool(cmd, "", kNobody);
+    EXPECT_NE(r.exit_code, 0) << cmd[0] << " " << cmd[1] << " wrote through a read-only attachment";
+    EXPECT_NE(r.err.find("read-only"), std::string::npos) << r.err;
+  }
+  // --read-only by hand, as the owner: the same refusals.
+  r = run_shmtool({"list", g.name, "--read-only"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = run_shmtool({"bloom", "add", g.name, "b", "k3", "--read-only"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("read-only"), std::string::npos) << r.err;
+  r = run_shmtool({"bloom", "check", g.name, "b", "k2", "k3"});
+  EXPECT_EQ(r.out.find("k2: present"), std::string::npos) << "a read-only shmtool added a key: " << r.out;
+}
+
+// Another user's segment is attached only with --trust-owner UID.
+TEST(ShmtoolHardening, TrustOwnerAttachesAnotherUsersSegment) {
+  ASSERT_EQ(geteuid(), 0u) << "this test needs root (to give a file to another user): run it as root, as CI does";
+  SegmentGuard g(unique_name("trust"));
+  ASSERT_EQ(run_shmtool({"create", g.name, "--size", "8MiB"}).exit_code, 0);
+  ASSERT_EQ(chown(("/dev/shm/" + g.name).c_str(), 65534, 65534), 0);
+  shmf_test::ToolResult r = run_shmtool({"list", g.name});
+  EXPECT_NE(r.exit_code, 0) << "root attached a segment that another user owns";
+  EXPECT_NE(r.err.find("--trust-owner 65534"), std::string::npos) << r.err;
+  r = run_shmtool({"list", g.name, "--trust-owner", "65534"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = run_shmtool({"list", g.name, "--trust-owner", "nobody"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("not a uid"), std::string::npos) << r.err;
+  r = run_shmtool({"list", "--help"});
+  EXPECT_NE(r.out.find("--trust-owner UID"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--read-only"), std::string::npos) << r.out;
+}
+
+// A restore SIGKILLed midway (kill point segment.create.after_link: its
+// NAME.restoring-PID segment is linked, the rename never happens) leaves a
+// leftover that `check` reports and `check --repair` removes with its lock file.
+TEST(ShmtoolHardening, AKilledRestoreLeavesALeftoverThatCheckRepairRemoves) {
+  SegmentGuard g(unique_name("rst"));
+  const std::string save = "/tmp/" + g.name + ".save";
+  ASSERT_EQ(run_shmtool({"create", g.name, "--size", "8MiB"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"bloom", "create", g.name, "b", "--capacity", "1000"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"save", g.name, save}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"remove", g.name}).exit_code, 0);
+  setenv("SHMF_KILL_POINT", "segment.create.after_link", 1);
+  shmf_test::ToolResult r = run_shmtool({"restore", save, g.name});
+  unsetenv("SHMF_KILL_POINT");
+  ::unlink(save.c_str());
+  ASSERT_EQ(r.exit_code, 128 + SIGKILL) << "the restore was not killed at segment.create.after_link: " << r.err;
+  std::string leftover;
+  if (DIR* d = opendir("/dev/shm")) {
+    while (dirent* e = readdir(d)) {
+      std::string n = e->d_name;
+      if (n.rfind(g.name + ".restoring-", 0) == 0 && n.find(".lock-") == std::string::npos) leftover = "/dev/shm/" + n;
+    }
+    closedir(d);
+  }
+  ASSERT_FALSE(leftover.empty()) << "the killed restore left no NAME.restoring-PID";
+  ASSERT_EQ(run_shmtool({"create", g.name, "--size", "8MiB"}).exit_code, 0);
+  r = run_shmtool({"check", g.name});
+  EXPECT_EQ(r.exit_code, 1) << "check did not report the leftover: " << r.out;
+  EXPECT_NE((r.out + r.err).find(leftover), std::string::npos) << r.out << r.err;
+  r = run_shmtool({"check", g.name, "--repair"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(::access(leftover.c_str(), F_OK), 0) << "check --repair left " << leftover;
+  EXPECT_EQ(remove_lock_files(leftover), 0) << "check --repair left the leftover's lock file";
+  EXPECT_EQ(run_shmtool({"check", g.name}).exit_code, 0);
+  ::unlink(leftover.c_str());
+}

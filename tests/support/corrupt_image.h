@@ -37,7 +37,10 @@ struct ImageFile {
     path = "/tmp/shmf-test-" + std::to_string(getpid()) + "-" + std::to_string(n++) + ".seg";
     ::unlink(path.c_str());
   }
-  ~ImageFile() { ::unlink(path.c_str()); }
+  ~ImageFile() {
+    ::unlink(path.c_str());
+    remove_lock_files(path);
+  }
   shmfilter::CreateOptions options(uint64_t max_size = 64ull << 20) const {
     shmfilter::CreateOptions o;
     o.file = path;

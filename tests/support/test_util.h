@@ -1,6 +1,8 @@
 // tests/support/test_util.h: helpers shared by every test program.
 #pragma once
 
+#include <dirent.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -44,6 +46,22 @@ inline shmfilter::ErrorCode code_of(const std::function<void()>& fn) {
   return shmfilter::ErrorCode::kOk;
 }
 
+// Unlinks every lock file of the segment at PATH (PATH.lock-<16 hex>, docs/SECURITY.md),
+// for tests that remove a segment file themselves. Returns how many.
+inline int remove_lock_files(const std::string& path) {
+  const auto slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+  const std::string prefix = path.substr(slash == std::string::npos ? 0 : slash + 1) + ".lock-";
+  int n = 0;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d))
+      if (std::string(e->d_name).rfind(prefix, 0) == 0 && std::string(e->d_name).size() == prefix.size() + 16)
+        n += ::unlink((dir + "/" + e->d_name).c_str()) == 0;
+    closedir(d);
+  }
+  return n;
+}
+
 // Removes the named segment when the test ends, pass or fail.
 struct SegmentGuard {
   std::string name;
@@ -56,6 +74,7 @@ struct SegmentGuard {
     // remove() refuses what is not a segment (docs/SECURITY.md); tests that wrote
     // garbage under their own unique name must still leave nothing behind.
     ::shm_unlink(("/" + name).c_str());
+    remove_lock_files("/dev/shm/" + name);
   }
 };
 
@@ -93,7 +112,8 @@ struct ToolResult {
 };
 
 // Runs the built shmtool with args (and optional stdin text); captures output.
-inline ToolResult run_shmtool(const std::vector<std::string>& args, const std::string& input = "") {
+// AS_UID >= 0 (needs root): the tool runs as that uid, group nogroup (65534), no supplementary groups.
+inline ToolResult run_shmtool(const std::vector<std::string>& args, const std::string& input = "", int as_uid = -1) {
   char out_path[] = "/tmp/shmf-tool-out-XXXXXX";
   char err_path[] = "/tmp/shmf-tool-err-XXXXXX";
   char in_path[] = "/tmp/shmf-tool-in-XXXXXX";
@@ -113,6 +133,9 @@ inline ToolResult run_shmtool(const std::vector<std::string>& args, const std::s
     dup2(in_fd, 0);
     dup2(out_fd, 1);
     dup2(err_fd, 2);
+    if (as_uid >= 0 && (setgroups(0, nullptr) != 0 || setresgid(65534, 65534, 65534) != 0 ||
+                        setresuid(static_cast<uid_t>(as_uid), static_cast<uid_t>(as_uid), static_cast<uid_t>(as_uid)) != 0))
+      _exit(126);
     std::vector<char*> argv;
     std::string tool = SHMTOOL_PATH;
     argv.push_back(tool.data());

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "base/kill_point.h"
+#include "base/wait_stats.h"
 #include "torture.h"
 
 namespace torture {
@@ -57,6 +58,23 @@ std::string area_of(const std::string& point) { return point.substr(0, point.fin
 
 // ---- the worker process ----------------------------------------------------------
 
+// Waits that gave up (wait_snapshot().expired) already added to this worker's Beat.
+uint64_t g_published_expired = 0;
+
+// Copies this process's bounded-wait record (lib/base/wait_stats.h) into its Beat.
+void publish_waits(Beat& b) noexcept {
+  const shmfilter::internal::WaitSnapshot ws = shmfilter::internal::wait_snapshot();
+  if (ws.longest_ns > b.longest_wait_ns.load(std::memory_order_relaxed)) {  // relaxed: only this worker writes it
+    std::snprintf(b.longest_site, sizeof b.longest_site, "%s", ws.longest_site);
+    b.longest_wait_ns.store(ws.longest_ns, std::memory_order_release);  // release: the site above first
+  }
+  if (ws.expired > g_published_expired) {
+    std::snprintf(b.expired_site, sizeof b.expired_site, "%s", ws.expired_site);
+    b.waits_expired.fetch_add(ws.expired - g_published_expired, std::memory_order_release);  // release: the site
+    g_published_expired = ws.expired;
+  }
+}
+
 int worker_main(const Config& cfg, const WorkerPlan& plan, SharedState* sh) {
   Oracle oracle(cfg.dir, plan.wid);
   Anomalies seen_by_parent_later;  // the parent replays the same log and reports these
@@ -76,6 +94,8 @@ int worker_main(const Config& cfg, const WorkerPlan& plan, SharedState* sh) {
     if (plan.main_only && (d.id == Target::kScratch || d.id == Target::kResize)) weight = 0;
     cumulative.push_back(total += weight);
   }
+  shmfilter::internal::reset_wait_stats();  // the parent's own waits are not this worker's
+  g_published_expired = 0;
   for (const auto& d : defs) d.attach(w);
   sh->beat[plan.wid].progress_ns.store(now_ns());
   for (uint64_t ops = 0; sh->stop.load() == 0 && (plan.max_ops == 0 || ops < plan.max_ops); ++ops) {
@@ -256,6 +276,33 @@ void run_round(const Config& cfg, SharedState* sh, uint64_t kill_quota, double d
   for (int wid = 0; wid < cfg.workers; ++wid) start(wid);
 
   const uint64_t bound_ns = uint64_t(cfg.stall_bound_s * 1e9);
+  // The library's bounded waits, as the workers publish them: a wait longer
+  // than the stall bound, or one that gave up at its own bound, fails.
+  std::vector<uint64_t> expired_seen(cfg.workers), longest_seen(cfg.workers);
+  for (int wid = 0; wid < cfg.workers; ++wid) {
+    expired_seen[wid] = sh->beat[wid].waits_expired.load(std::memory_order_acquire);
+    longest_seen[wid] = std::max(bound_ns, sh->beat[wid].longest_wait_ns.load(std::memory_order_acquire));
+  }
+  auto check_waits = [&](int wid) {
+    Beat& b = sh->beat[wid];
+    const uint64_t ex = b.waits_expired.load(std::memory_order_acquire);  // acquire: expired_site is written
+    if (ex > expired_seen[wid]) {
+      ++tot.hangs;
+      tot.fail("worker " + std::to_string(wid) + ": a bounded wait gave up at its bound (" +
+               std::string(b.expired_site, strnlen(b.expired_site, sizeof b.expired_site)) + "), " +
+               std::to_string(ex - expired_seen[wid]) + " time(s)");
+      expired_seen[wid] = ex;
+    }
+    const uint64_t lw = b.longest_wait_ns.load(std::memory_order_acquire);  // acquire: longest_site is written
+    tot.max_stall_s = std::max(tot.max_stall_s, double(lw) / 1e9);
+    if (lw > longest_seen[wid]) {
+      ++tot.hangs;
+      tot.fail("worker " + std::to_string(wid) + " waited " + std::to_string(double(lw) / 1e9) + " s in " +
+               std::string(b.longest_site, strnlen(b.longest_site, sizeof b.longest_site)) + " (bound " +
+               std::to_string(cfg.stall_bound_s) + " s)");
+      longest_seen[wid] = lw;
+    }
+  };
   const uint64_t t0 = now_ns();
   uint64_t kills = 0;
   uint64_t next_action = now_ns() + 1000000ull * (cfg.kill_min_ms + rng.below(cfg.kill_max_ms - cfg.kill_min_ms + 1));
@@ -277,6 +324,7 @@ void run_round(const Config& cfg, SharedState* sh, uint64_t kill_quota, double d
         p.stopped = false;
         p.resumed_at = now;
       }
+      check_waits(wid);
       if (p.stopped) continue;
       const uint64_t last = std::max(sh->beat[wid].progress_ns.load(), p.resumed_at);
       const double gap = now > last ? double(now - last) / 1e9 : 0;
@@ -325,6 +373,7 @@ void run_round(const Config& cfg, SharedState* sh, uint64_t kill_quota, double d
       ++tot.crashes;
       tot.fail("worker " + std::to_string(wid) + " ended the round with " + describe_status(st));
     }
+    check_waits(wid);  // what the last operations published
   }
   sh->stop.store(0);
 }
@@ -562,6 +611,7 @@ Outcome Worker::logged(Target t, Op op, uint64_t key, uint32_t aux, const std::f
   replay.feed(r);
   Beat& b = shared->beat[plan.wid];
   b.ops.fetch_add(1, std::memory_order_relaxed);  // relaxed: a statistic
+  publish_waits(b);
   b.progress_ns.store(now_ns());
   return static_cast<Outcome>(r.outcome);
 }

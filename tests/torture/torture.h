@@ -36,6 +36,13 @@ struct Config {
 struct alignas(64) Beat {
   std::atomic<uint64_t> progress_ns{0};  // CLOCK_MONOTONIC of its last completed operation
   std::atomic<uint64_t> ops{0};          // operations completed by this worker id (all incarnations)
+  // The library's bounded waits (lib/base/wait_stats.h), published after each
+  // operation: the stall bound covers a wait inside an operation too, and a
+  // wait that gave up at its own bound fails the round.
+  std::atomic<uint64_t> longest_wait_ns{0};  // worker: the longest wait of any incarnation
+  std::atomic<uint64_t> waits_expired{0};    // worker: waits that gave up at their bound, all incarnations
+  char longest_site[64] = {};                // worker, before the release store of longest_wait_ns
+  char expired_site[64] = {};                // worker, before the release add to waits_expired
 };
 struct SharedState {
   std::atomic<uint32_t> stop{0};  // parent sets 1: finish the current operation and exit 0

@@ -292,7 +292,7 @@ TEST(Segment, StatsAndCheck) {
   SegmentGuard g(unique_name("stats"));
   Segment s = Segment::create(g.name, small_options());
   auto st0 = s.stats();
-  EXPECT_EQ(st0.format_version, 1u);
+  EXPECT_EQ(st0.format_version, 2u);
   EXPECT_EQ(st0.used_bytes, 0u);
   EXPECT_EQ(st0.processes_alive, 1u);
   EXPECT_EQ(st0.directory_capacity, 64u);

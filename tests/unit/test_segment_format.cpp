@@ -196,7 +196,10 @@ TEST(SegmentFormat, LayoutIsPinned) {
   EXPECT_EQ(offsetof(Header, abi), 16u);
   EXPECT_EQ(offsetof(Header, size), 256u);
   EXPECT_EQ(offsetof(Header, mutex), 320u);
-  EXPECT_EQ(kFormatVersion, 1u);
+  EXPECT_EQ(kFormatVersion, 2u);  // 2: the lock file (Header::lock_id); 1 is still read
+  EXPECT_EQ(kFormatVersionLegacyLocks, 1u);
+  EXPECT_EQ(offsetof(Header, lock_id), 200u);
+  EXPECT_EQ(offsetof(Header, lock_id_check), 208u);
 }
 
 // File-backed segment from a previous boot: its mutex may be "held" by a
