@@ -321,3 +321,63 @@ TEST(ShmtoolProgress, RateAndEtaOnATerminalAndSilentOtherwise) {
   EXPECT_EQ(r.err, "");
   std::remove(ids.c_str());
 }
+
+// A segment with a window of each variant (two days of marks, a forget, the day ring
+// rotated by --now): save lists them (nothing skipped), restore answers seen/count
+// exactly as the source over every window w, and check is clean.
+TEST(ShmtoolSaveRestore, WindowsRoundTripWithTheirDayRing) {
+  SegmentGuard src(unique_name("savew")), dst(unique_name("restorew"));
+  const std::string file = tmp_path("savew") + ".save";
+  const std::string day0 = "1764550800", day1 = "1764637200", day2 = "1764723600";  // 2025-12-01/02/03 01:00 UTC
+  ASSERT_EQ(run_shmtool({"create", src.name, "--size", "8MiB", "--max-size", "256MiB"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"window", "create", src.name, "ads", "--expected", "2000", "--retention", "3", "--max-spaces",
+                         "64", "--seed", "4"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"window", "create", src.name, "undo", "--variant", "cuckoo", "--expected", "2000",
+                         "--retention", "3", "--max-spaces", "64", "--seed", "5"}).exit_code, 0);
+  std::string pairs0, pairs1;
+  for (int i = 0; i < 600; ++i) pairs0 += std::to_string(i % 7) + " dev-" + std::to_string(i) + "\n";
+  for (int i = 300; i < 900; ++i) pairs1 += std::to_string(i % 7) + " dev-" + std::to_string(i) + "\n";
+  for (const char* w : {"ads", "undo"}) {
+    ASSERT_EQ(run_shmtool({"window", "mark", src.name, w, "--now", day0}, pairs0).exit_code, 0);
+    ASSERT_EQ(run_shmtool({"window", "mark", src.name, w, "--if-unseen", "--now", day1}, pairs1).exit_code, 0);
+  }
+  ASSERT_EQ(run_shmtool({"window", "forget", src.name, "undo", "3", "dev-304", "--now", day1}).exit_code, 0);
+  ToolResult r = run_shmtool({"save", src.name, file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("saved 2 structures"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("skipped"), std::string::npos) << r.out;
+  r = run_shmtool({"restore", file, dst.name});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("restored 2 structures"), std::string::npos) << r.out;
+  EXPECT_EQ(run_shmtool({"check", dst.name}).exit_code, 0);
+  std::string query;
+  for (int i = 0; i < 1000; i += 7) query += std::to_string(i % 7) + " dev-" + std::to_string(i) + "\n";
+  for (const char* w : {"ads", "undo"})
+    for (const std::string& now : {day1, day2})
+      for (const char* win : {"1", "2", "3"}) {
+        SCOPED_TRACE(std::string(w) + " now " + now + " window " + win);
+        ToolResult a = run_shmtool({"window", "seen", src.name, w, "--window", win, "--now", now}, query);
+        ToolResult b = run_shmtool({"window", "seen", dst.name, w, "--window", win, "--now", now}, query);
+        ASSERT_EQ(a.exit_code, 0) << a.err;
+        EXPECT_EQ(a.out, b.out);  // the summary: how many of the query pairs were seen
+      }
+  for (const char* w : {"ads", "undo"})
+    for (const char* age : {"0", "1"}) {
+      ToolResult a = run_shmtool({"window", "count", src.name, w, "3", "--age", age, "--now", day1, "--json"});
+      ToolResult b = run_shmtool({"window", "count", dst.name, w, "3", "--age", age, "--now", day1, "--json"});
+      ASSERT_EQ(a.exit_code, 0) << a.err;
+      EXPECT_EQ(a.out, b.out);
+    }
+  r = run_shmtool({"window", "seen", dst.name, "undo", "3", "dev-304", "--window", "3", "--now", day1});
+  EXPECT_EQ(r.out, "3 dev-304 unseen\n") << "the forget came along";
+  r = run_shmtool({"window", "seen", dst.name, "ads", "0", "dev-0", "1", "dev-897", "--window", "2", "--now", day1});
+  EXPECT_EQ(r.out, "0 dev-0 seen\n1 dev-897 seen\n");
+  r = run_shmtool({"window", "seen", dst.name, "ads", "0", "dev-0", "--window", "1", "--now", day1});
+  EXPECT_EQ(r.out, "0 dev-0 unseen\n") << "day 0's pair is not in day 1's bucket";
+  // The restored ring rotates on: day 2 is a new bucket in both.
+  for (const SegmentGuard* g : {&src, &dst}) {
+    r = run_shmtool({"window", "mark", g->name, "ads", "1", "fresh-device", "--now", day2});
+    EXPECT_EQ(r.out, "1 fresh-device new\n") << g->name;
+  }
+  std::remove(file.c_str());
+}
