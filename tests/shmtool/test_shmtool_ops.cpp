@@ -116,6 +116,36 @@ TEST(ShmtoolAdvise, HexDeviceIdsAreBloomWindowWithWindowCuckooWithDeletesSetWhen
   EXPECT_NE(r.out.find("exceeds 32 bits"), std::string::npos) << r.out;
 }
 
+// --window: the window structure sized by Window::plan (7 day tables + the spare at p1 a day),
+// the command that creates it (--variant cuckoo with --deletes), in the golden text view,
+// in --json and in the SVG's title.
+TEST(ShmtoolAdvise, WindowIsSizedByTheWindowsOwnPlanAndTheTextViewIsGolden) {
+  const std::string ids = hex_ids(20'000, 7);
+  ToolResult r = run_shmtool({"advise", "--daily", "120M", "--window", "7", "--headroom", "1", "--name", "freq"}, ids);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("* window             1.76 GiB  1%"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("create: shmtool window create SEG freq --expected 120000000 --retention 7 --error 0.01\n"),
+            std::string::npos)
+      << r.out;
+  expect_golden(r.out, "advise_window.txt");
+  r = run_shmtool({"advise", "--daily", "120M", "--window", "7", "--deletes", "--json"}, ids);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"choice\":\"window\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--retention 7 --error 0.01 --variant cuckoo\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"bytes\":4296681344"), std::string::npos) << "8 cuckoo day tables of 512.19 MiB: " << r.out;
+  // The printed command works: it creates the window it advised (small numbers, same flags).
+  SegmentGuard g(unique_name("advise-window"));
+  ASSERT_EQ(run_shmtool({"create", g.name, "--size", "8MiB"}).exit_code, 0);
+  r = run_shmtool({"window", "create", g.name, "freq", "--expected", "1000", "--retention", "7", "--error", "0.01",
+                   "--variant", "cuckoo"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string svg = tmp_path("advise-window") + ".svg";
+  r = run_shmtool({"advise", "--daily", "120M", "--window", "7", "--headroom", "1", "--svg", svg}, ids);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(slurp(svg).find("&#8594; window (1.76 GiB)"), std::string::npos);
+  std::remove(svg.c_str());
+}
+
 TEST(ShmtoolAdvise, NoIdsAndUnparsableLinesAreOneClearError) {
   ToolResult r = run_shmtool({"advise"}, "");
   EXPECT_EQ(r.exit_code, 1);
