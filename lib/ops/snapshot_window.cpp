@@ -64,13 +64,18 @@ struct SlotRead {
   uint64_t tag, table;
 };
 // The readers' protocol (window.cpp table_for): acquire tag, relaxed table, acquire fence, relaxed tag re-check.
+// Bounded: a tag changes a few times a bucket period; after kReadTries changing reads the
+// last pair is returned with table 0, which no caller accepts (they read again or give up).
+constexpr int kReadTries = 1000;
 SlotRead read_slot(wi::BucketSlot& s) noexcept {
-  for (;;) {
-    uint64_t tag = s.tag.load(std::memory_order_acquire);  // acquire: the table it names was written before
+  uint64_t tag = 0;
+  for (int i = 0; i < kReadTries; ++i) {
+    tag = s.tag.load(std::memory_order_acquire);  // acquire: the table it names was written before
     uint64_t off = std::atomic_ref<uint64_t>(s.table).load(std::memory_order_relaxed);  // relaxed: re-checked
     std::atomic_thread_fence(std::memory_order_acquire);  // orders the table load before the re-check
     if (s.tag.load(std::memory_order_relaxed) == tag) return {tag, off};  // relaxed: after the fence
   }
+  return {tag, 0};
 }
 
 uint32_t lane_bits(uint32_t k_main) { return k_main <= 8 ? 8 : 16; }

@@ -411,3 +411,53 @@ TEST(ShmtoolSaveRestore, WindowsRoundTripWithTheirDayRing) {
   }
   std::remove(file.c_str());
 }
+
+// ---- windows in stats and info -------------------------------------------------------
+
+// Windows of both variants in the Prometheus text: promtool clean, the window families present.
+TEST(ShmtoolStats, PrometheusTextWithWindowsPassesPromtool) {
+  ASSERT_TRUE(have("promtool")) << "promtool (Debian package prometheus) checks the metrics text: run "
+                                   "scripts/install-deps.sh";
+  SegmentGuard g(unique_name("promw"));
+  ASSERT_EQ(run_shmtool({"create", g.name, "--size", "8MiB"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"window", "create", g.name, "ads", "--expected", "1000", "--max-spaces", "16"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"window", "create", g.name, "undo", "--variant", "cuckoo", "--expected", "1000",
+                         "--max-spaces", "16"}).exit_code, 0);
+  std::string pairs;
+  for (int i = 0; i < 300; ++i) pairs += std::to_string(i % 5) + " d" + std::to_string(i) + "\n";
+  ASSERT_EQ(run_shmtool({"window", "mark", g.name, "ads"}, pairs).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"window", "mark", g.name, "undo"}, pairs).exit_code, 0);
+  ToolResult r = run_shmtool({"stats", g.name, "--prometheus"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string file = tmp_path("promw") + ".prom";
+  spit(file, r.out);
+  std::string out;
+  EXPECT_EQ(sh("promtool check metrics < " + file, &out), 0) << out;
+  EXPECT_EQ(out, "") << "promtool found problems (lint):\n" << out;
+  std::remove(file.c_str());
+  for (const char* n : {"ads", "undo"})
+    EXPECT_NE(r.out.find("shmfilter_window_spaces{segment=\"" + g.name + "\",name=\"" + n + "\",kind=\"window\"} 5"),
+              std::string::npos)
+        << n << " in " << r.out;
+}
+
+// `window info` reads as the other info views: aligned labels, rates in %, seconds with
+// their unit, sizes with units, and the buckets as a table (--json keeps the numbers).
+TEST(ShmtoolInfo, WindowInfoShowsUnitsAndTheBucketsAsATable) {
+  SegmentGuard g(unique_name("infow"));
+  ASSERT_EQ(run_shmtool({"create", g.name, "--size", "8MiB"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"window", "create", g.name, "ads", "--expected", "1000", "--retention", "3"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"window", "mark", g.name, "ads", "1", "a", "2", "b"}).exit_code, 0);
+  ToolResult r = run_shmtool({"window", "info", g.name, "ads"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\nbucket_seconds       86400 s\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nerror                1%\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\none_bucket_error     0.334%\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nbuckets\n  bucket  age  distinct  capacity  overflow  fp_rate_now"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("[{"), std::string::npos) << "no raw JSON in the text view: " << r.out;
+  r = run_shmtool({"window", "info", g.name, "ads", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"error\":0.01,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"bucket_seconds\":86400,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"buckets\":[{\"bucket\":"), std::string::npos) << r.out;
+}
