@@ -31,7 +31,7 @@ void print_table(const Json::Member& m, size_t width) {
   std::vector<std::vector<std::string>> cells(m.rows.size() + 1);
   for (const auto& c : head) cells[0].push_back(c.key);
   for (size_t r = 0; r < m.rows.size(); ++r)
-    for (const auto& c : m.rows[r].members()) cells[r + 1].push_back(plain(c, true));
+    for (const auto& c : m.rows[r].members()) cells[r + 1].push_back(plain(c, false));
   std::vector<size_t> w;
   for (const auto& row : cells)
     for (size_t i = 0; i < row.size(); ++i) {
