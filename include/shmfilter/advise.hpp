@@ -4,8 +4,9 @@
 // advise() profiles the sample (distinct count, duplicates, value range, whether
 // every value fits 32 bits, how densely the values fill 2^16-value chunks: the
 // Roaring container question) and sizes every candidate at the expected daily
-// volume with the library's own sizing: Bloom::plan for Bloom, the cuckoo and
-// exact-set layouts as create() allocates them, and for Roaring a CRoaring
+// volume with the library's own sizing: Bloom::plan for Bloom, Window::plan for
+// the window structure (W day tables + the spare, cuckoo variant with deletes),
+// the cuckoo and exact-set layouts as create() allocates them, and for Roaring a CRoaring
 // bitmap built from the sample (run-optimised) whose containers are
 // extrapolated to the daily volume (docs/advise.md has the model and where it
 // stops holding). The choice follows the seed's selection table.
@@ -53,7 +54,7 @@ struct IdProfile {
 struct Candidate {
   std::string structure;   // "roaring", "bloom", "bloom-classic", "cuckoo", "set", "hll", "window"
   bool applicable = true;  // false: cannot hold these IDs (why in note)
-  uint64_t bytes = 0;      // at capacity (all window days for "window")
+  uint64_t bytes = 0;      // at capacity ("window": Window::plan's full_window_bytes, all days + the spare)
   double fp_rate = 0;      // 0: exact
   bool deletes = false;    // supports removing one ID
   bool membership = true;  // answers "seen before?" (HLL does not)

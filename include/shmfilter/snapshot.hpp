@@ -5,10 +5,15 @@
 // save() runs while workers keep writing. "Consistent" means, per kind: every
 // operation acknowledged before save() began is in the file (Bloom: its bits;
 // HLL: its registers; ExactSet and Cuckoo: their keys, and acknowledged erases
-// are absent; Roaring: snapshot + delta as one bitmap). A cuckoo filter is
-// copied under its writer lock (its writers wait; readers never do). Operations running concurrently
-// with the save may or may not be in it. Structures created after the save
-// began are not in it.
+// are absent; Roaring: snapshot + delta as one bitmap; Window: every
+// acknowledged mark and forget whose bucket is still in the window, the slot
+// ring and the per-space counts). A cuckoo filter (and each bucket table of a
+// cuckoo window) is copied under its writer lock (its writers wait; readers
+// never do). Operations running concurrently with the save may or may not be
+// in it. Structures created after the save began are not in it. A window
+// save must not run beside another thread of the saving process that calls
+// quiesce() or a control-plane function on the same Segment (a table freed
+// meanwhile could then be reused under the copy); shmtool save is one thread.
 //
 // restore() checks the whole file (magic, format version, byte order, every
 // entry's checksum, the trailer) BEFORE it creates anything, so a truncated,

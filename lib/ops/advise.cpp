@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "shmfilter/bloom.hpp"
+#include "shmfilter/window.hpp"
 #include "structures/cuckoo_impl.h"     // fp_bits_for_error, log2_buckets_for, region_bytes_for: create()'s sizing
 #include "structures/exact_set_impl.h"  // set_layout: create()'s sizing
 #include "structures/hll_impl.h"        // kHllRegionBytes
@@ -154,7 +155,7 @@ Advice advise(std::span<const uint64_t> ids, const AdviseOptions& o) {
   BloomSizing blocked = Bloom::plan(bo);
   bo.layout = BloomLayout::kClassic;
   BloomSizing classic = Bloom::plan(bo);
-  char note[160];
+  char note[200];
   std::snprintf(note, sizeof note, "one cache line per query; %.2f bits/ID, k=%u; no deletion", blocked.bits_per_key,
                 blocked.k);
   Candidate bloom{"bloom", true, blocked.region_bytes, o.error, false, true, note};
@@ -186,12 +187,33 @@ Advice advise(std::span<const uint64_t> ids, const AdviseOptions& o) {
   Candidate hll{"hll", true, internal::hll::kHllRegionBytes, 0.0081, false, false,
                 "counts distinct IDs only (+-0.81%): NOT a membership test"};
 
-  Candidate window{"window", o.window_days > 0, 0, 0, false, true, ""};
-  if (o.window_days > 0) {
-    window.bytes = blocked.region_bytes * o.window_days;
-    window.fp_rate = 1 - std::pow(1 - o.error, o.window_days);
-    window.note = std::to_string(o.window_days) + " daily buckets (blocked Bloom each); a " +
-                  std::to_string(o.window_days) + "-day question is one call, FP <= " + pct(window.fp_rate);
+  // The window structure, sized by Window::plan (the sizing Window::create uses): one bucket
+  // table per day holding `capacity` pairs, error P for a query over all W days (so one
+  // bucket gets p1 = 1 - (1 - P)^(1/W)), W tables + the spare the next day rotates into.
+  // --deletes picks the deletable (cuckoo) variant.
+  Candidate window{"window", o.window_days > 0, 0, 0, o.deletes, true, ""};
+  if (o.window_days > kWindowMaxRetention) {
+    window.applicable = false;
+    window.note = "a window keeps at most " + std::to_string(kWindowMaxRetention) +
+                  " buckets: use longer buckets (window create --bucket-seconds)";
+  } else if (o.window_days > 0) {
+    WindowOptions wo;
+    wo.variant = o.deletes ? WindowVariant::kCuckoo : WindowVariant::kBloom;
+    wo.expected_per_bucket = a.capacity;
+    wo.error = o.error;
+    wo.retention = o.window_days;
+    try {
+      const WindowSizing ws = Window::plan(wo);
+      window.bytes = ws.full_window_bytes;
+      window.fp_rate = o.error;
+      std::snprintf(note, sizeof note, "%u day tables (%s) + 1 spare, %s each, %.2f bits/pair; FP over a %u-day "
+                    "question (one call), %s a day", o.window_days, o.deletes ? "cuckoo" : "Bloom",
+                    format_size(ws.table_bytes).c_str(), ws.bits_per_pair, o.window_days, pct(ws.one_bucket_error).c_str());
+      window.note = note;
+    } catch (const Error& e) {
+      window.applicable = false;
+      window.note = e.what();
+    }
   } else {
     window.note = "no --window asked";
   }
@@ -208,12 +230,16 @@ Advice advise(std::span<const uint64_t> ids, const AdviseOptions& o) {
     a.choice = "set";
     a.reason = "fewer than 1e7 IDs a day: an exact set; the memory an approximate filter saves does not pay for "
                "its false positives";
+  } else if (o.window_days > 0 && window.applicable && o.deletes) {
+    a.choice = "window";
+    a.reason = "the workload deletes IDs, over a " + std::to_string(o.window_days) +
+               "-day window: the window structure's deletable (cuckoo) variant, one table per day";
   } else if (o.deletes) {
     a.choice = "cuckoo";
     a.reason = "the workload deletes IDs and a Bloom filter cannot: a Cuckoo filter";
     if (a.daily > 50'000'000)
       a.reason += " (above 5e7 a day its kick chains fail more often: watch shmfilter_cuckoo_insert_failures_total)";
-  } else if (o.window_days > 0) {
+  } else if (o.window_days > 0 && window.applicable) {
     a.choice = "window";
     a.reason = "sparse or 64-bit IDs, insert-only, over a " + std::to_string(o.window_days) +
                "-day window: one window structure instead of daily filters OR-ed at query time";

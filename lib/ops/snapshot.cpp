@@ -10,7 +10,8 @@
 // then opens the structure, whose open() validates every field as untrusted.
 // Cuckoo: the same raw copy, taken under the filter's writer lock (items move
 // between buckets). Roaring: the portable serialization, restored with
-// create_from (published complete). Blobs are not saved (listed in `skipped`).
+// create_from (published complete). Window: snapshot_window.cpp (the slot ring,
+// each bucket table under its own protocol). Blobs are not saved (listed in `skipped`).
 #include "shmfilter/snapshot.hpp"
 
 #include <fcntl.h>
@@ -41,12 +42,15 @@
 #include "structures/cuckoo_impl.h"
 #include "structures/exact_set_impl.h"
 #include "structures/hll_impl.h"
+#include "ops/snapshot_io.h"
+#include "shmfilter/window.hpp"
 
 namespace shmfilter {
 namespace {
 
 namespace bl = internal::bloom;
 namespace ck = internal::cuckoo;
+using namespace internal::snapshot;
 
 constexpr char kFileMagic[8] = {'S', 'H', 'M', 'F', 'S', 'A', 'V', 'E'};
 constexpr char kTrailerMagic[8] = {'S', 'H', 'M', 'F', 'E', 'N', 'D', '!'};
@@ -56,71 +60,6 @@ constexpr size_t kHeaderBytes = 64;
 constexpr size_t kEntryHeaderBytes = 24;
 constexpr size_t kTrailerBytes = 24;
 constexpr uint32_t kKindFormat = 1;  // per-kind data layout version (docs/save-restore.md)
-
-[[noreturn]] void fail(ErrorCode c, const std::string& m) { throw Error(c, m); }
-
-// ---- little-endian byte building ----------------------------------------------
-struct Out {
-  std::string b;
-  void u32(uint32_t v) {
-    for (int i = 0; i < 4; ++i) b.push_back(static_cast<char>(v >> (8 * i)));
-  }
-  void u64(uint64_t v) {
-    for (int i = 0; i < 8; ++i) b.push_back(static_cast<char>(v >> (8 * i)));
-  }
-  void bytes(const void* p, size_t n) { b.append(static_cast<const char*>(p), n); }
-};
-
-uint32_t get32(const unsigned char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = v << 8 | p[i];
-  return v;
-}
-uint64_t get64(const unsigned char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = v << 8 | p[i];
-  return v;
-}
-
-// A bounded reader over untrusted bytes: every read checks what is left.
-struct In {
-  const unsigned char* p;
-  size_t left;
-  std::string what;
-  void need(size_t n) const {
-    if (n > left) fail(ErrorCode::kBadInput, what + " is truncated: the save file is damaged or incomplete");
-  }
-  uint32_t u32() {
-    need(4);
-    uint32_t v = get32(p);
-    p += 4, left -= 4;
-    return v;
-  }
-  uint64_t u64() {
-    need(8);
-    uint64_t v = get64(p);
-    p += 8, left -= 8;
-    return v;
-  }
-  const unsigned char* take(uint64_t n) {
-    need(n);
-    const unsigned char* r = p;
-    p += n, left -= n;
-    return r;
-  }
-};
-
-// Copies live shared memory word by word (relaxed atomic loads: writers may be running).
-void copy_live(std::string& out, const std::byte* src, uint64_t bytes) {
-  const auto* w = reinterpret_cast<const uint64_t*>(src);
-  size_t at = out.size();
-  out.resize(at + bytes);
-  for (uint64_t i = 0; i < bytes / 8; ++i) {
-    uint64_t v = __atomic_load_n(w + i, __ATOMIC_RELAXED);  // relaxed: per-word; the save's guarantee is per word
-    std::memcpy(out.data() + at + i * 8, &v, 8);
-  }
-  std::memcpy(out.data() + at + bytes / 8 * 8, src + bytes / 8 * 8, bytes % 8);
-}
 
 // ---- per-kind serializers ---------------------------------------------------------
 // save: the data of one entry. restore: creates NAME in seg from data (already checksummed).
@@ -384,6 +323,7 @@ constexpr KindOps kKinds[] = {
     {Kind::kRoaring, &save_roaring, &restore_roaring},
     {Kind::kHll, &save_hll, &restore_hll},
     {Kind::kExactSet, &save_set, &restore_set},
+    {Kind::kWindow, &save_window, &restore_window},  // snapshot_window.cpp
 };
 
 const KindOps* ops_for(Kind k) {
@@ -609,6 +549,7 @@ SnapshotInfo restore(const std::string& path, std::string_view segment_name, con
       if (e.kind == Kind::kHll) Hll::open(seg, e.name);
       if (e.kind == Kind::kExactSet) ExactSet::open(seg, e.name);
       if (e.kind == Kind::kCuckoo) Cuckoo::open(seg, e.name);
+      if (e.kind == Kind::kWindow) Window::open(seg, e.name);
     } catch (const Error& err) {
       fail(ErrorCode::kBadInput, in.what + " does not validate: " + err.what());
     }
@@ -639,6 +580,7 @@ SnapshotInfo restore(const std::string& path, std::string_view segment_name, con
             case Kind::kRoaring: RoaringSet::drop(seg, n); break;
             case Kind::kHll: Hll::drop(seg, n); break;
             case Kind::kExactSet: ExactSet::drop(seg, n); break;
+            case Kind::kWindow: Window::drop(seg, n); break;
             default: seg.drop(n);
           }
         } catch (const Error&) {

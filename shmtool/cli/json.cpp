@@ -17,6 +17,13 @@ Json& Json::add_size(const std::string& key, uint64_t bytes) {
   return raw(key, std::to_string(bytes), shmfilter::format_size(bytes));
 }
 
+Json& Json::add_rate(const std::string& key, double v) {
+  char json[64], text[64];
+  std::snprintf(json, sizeof json, "%.10g", v);
+  std::snprintf(text, sizeof text, "%.3g%%", 100 * v);
+  return raw(key, json, text);
+}
+
 Json& Json::add_array(const std::string& key, const std::vector<Json>& items) {
   std::string s = "[";
   for (size_t i = 0; i < items.size(); ++i) {
@@ -24,7 +31,10 @@ Json& Json::add_array(const std::string& key, const std::vector<Json>& items) {
     s += items[i].str();
   }
   s += ']';
-  return raw(key, s);
+  raw(key, s);
+  members_.back().array = true;
+  members_.back().rows = items;
+  return *this;
 }
 
 std::string Json::str() const {

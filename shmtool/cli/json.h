@@ -25,6 +25,13 @@ class Json {
   // A byte count: a number in JSON, "8.00 MiB" in the text view.
   Json& add_size(const std::string& key, uint64_t bytes);
   Json& add_array(const std::string& key, const std::vector<Json>& items);
+  // A rate in [0, 1]: a number in JSON, "0.334%" in the text view.
+  Json& add_rate(const std::string& key, double v);
+  // Seconds: a number in JSON, "86400 s" in the text view.
+  template <class T>
+  Json& add_seconds(const std::string& key, T v) {
+    return raw(key, std::to_string(v), std::to_string(v) + " s");
+  }
   // Appends other's members after this object's.
   Json& append(const Json& other) {
     members_.insert(members_.end(), other.members_.begin(), other.members_.end());
@@ -39,6 +46,8 @@ class Json {
     std::string key;
     std::string json;  // the value as JSON text
     std::string text;  // how the text view shows it; empty: derived from json
+    bool array = false;      // add_array: the text view shows `rows` as a table
+    std::vector<Json> rows;  // add_array's items
   };
   // The top-level members in order.
   const std::vector<Member>& members() const { return members_; }

@@ -9,7 +9,8 @@
 namespace shmtool {
 
 // Text: one "key  value" line per top-level member, values aligned, strings
-// unquoted, nested objects and arrays as compact JSON. JSON: obj on one line.
+// unquoted, nested objects as compact JSON, arrays (add_array) as a table under
+// their label. JSON: obj on one line.
 void print_report(const Json& obj, bool json);
 
 // {"name":"n","a":1,"b":"x","c":{...}} -> a=1 b=x c={...}: a describer's object

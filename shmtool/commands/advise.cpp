@@ -154,7 +154,7 @@ std::string human_value(uint64_t v, bool hex) {
 }
 
 // The command that creates the chosen structure, at the advised capacity.
-std::string create_command(const Advice& a, const std::string& name, double error, uint32_t days) {
+std::string create_command(const Advice& a, const std::string& name, double error, uint32_t days, bool deletes) {
   const std::string cap = std::to_string(a.capacity);
   char err[32];
   std::snprintf(err, sizeof err, "%g", error);
@@ -163,16 +163,19 @@ std::string create_command(const Advice& a, const std::string& name, double erro
   if (a.choice == "cuckoo") return "shmtool cuckoo create SEG " + name + " --capacity " + cap + " --error " + err;
   if (a.choice == "set") return "shmtool set create SEG " + name + " --capacity " + cap;
   if (a.choice == "hll") return "shmtool hll create SEG " + name;
-  // The window structure (issue 13) when this build has it, else one Bloom filter per day.
-  for (const auto& c : commands())
-    if (c.group == "window" && c.name == "create")
-      return "shmtool window create SEG " + name + " --days " + std::to_string(days) + " --capacity " + cap +
-             " --error " + err;
-  return "for each day D: shmtool bloom create SEG " + name + ":D --capacity " + cap + " --error " + err +
-         "  (this build has no window structure yet)";
+  // The window structure: one table per day of `capacity` pairs, error P over all DAYS days.
+  return "shmtool window create SEG " + name + " --expected " + cap + " --retention " + std::to_string(days) +
+         " --error " + err + (deletes ? " --variant cuckoo" : "");
 }
 
 // ---- the pictures --------------------------------------------------------
+
+// The chosen candidate's memory at capacity (the window: all days + the spare, from Window::plan).
+std::string chosen_memory(const Advice& a) {
+  for (const auto& c : a.candidates)
+    if (c.structure == a.choice) return shmfilter::format_size(c.bytes);
+  return "?";
+}
 
 std::string bars(const std::vector<uint64_t>& h) {
   static const char* kBlocks[] = {" ", "\u2581", "\u2582", "\u2583", "\u2584", "\u2585", "\u2586", "\u2587", "\u2588"};
@@ -277,9 +280,9 @@ std::string svg(const Advice& a, bool hex) {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "<text x=\"450\" y=\"30\" class=\"title\" text-anchor=\"middle\">shmtool advise: %s IDs, %s distinct "
-                "(%.1f%% duplicates) &#8594; %s</text>\n",
+                "(%.1f%% duplicates) &#8594; %s (%s)</text>\n",
                 human_count(static_cast<double>(p.lines)).c_str(), human_count(static_cast<double>(p.distinct)).c_str(),
-                100 * p.duplicates_ratio, a.choice.c_str());
+                100 * p.duplicates_ratio, a.choice.c_str(), chosen_memory(a).c_str());
   s += buf;
   std::snprintf(buf, sizeof buf,
                 "<text x=\"450\" y=\"50\" class=\"subtitle\" text-anchor=\"middle\">values %s .. %s%s; %llu chunks of "
@@ -325,7 +328,7 @@ int run_advise(const Args& a) {
   const IdProfile& p = adv.profile;
   const bool hex = fmt == Format::kHex || (fmt == Format::kAuto && !hashed && p.max >= (uint64_t{1} << 32));
   const std::string name = a.get("--name", "NAME");
-  const std::string cmd = create_command(adv, name, o.error, o.window_days);
+  const std::string cmd = create_command(adv, name, o.error, o.window_days, o.deletes);
 
   if (a.has("--svg")) {
     const std::string path = a.get("--svg");

@@ -29,7 +29,7 @@ using shmfilter::WindowStatus;
 Json bucket_json(const shmfilter::WindowBucketStats& b) {
   Json j;
   j.add("bucket", b.bucket).add("age", b.age).add("distinct", b.distinct).add("capacity", b.capacity);
-  j.add("overflow", b.overflow).add("fp_rate_now", b.fp_rate_now).add("fp_bound", b.fp_bound);
+  j.add("overflow", b.overflow).add_rate("fp_rate_now", b.fp_rate_now).add_rate("fp_bound", b.fp_bound);
   j.add("over_capacity", b.over_capacity).add_size("bytes", b.bytes);
   return j;
 }
@@ -38,11 +38,11 @@ Json describe_fields(shmfilter::Segment& seg, const shmfilter::RegionInfo& r) {
   const shmfilter::WindowStats s = Window::open(seg, r.name).stats();
   Json j;
   j.add("variant", std::string(shmfilter::window_variant_name(s.variant)));
-  j.add("retention", s.retention).add("bucket_seconds", s.bucket_seconds).add("utc_offset", s.utc_offset);
-  j.add("expected_per_bucket", s.expected_per_bucket).add("error", s.error).add("error_window", s.error_window);
-  j.add("one_bucket_error", s.one_bucket_error).add("current_bucket", s.current_bucket);
-  j.add("fp_bound_w1", s.window_fp_bound(1)).add("fp_now_w1", s.window_fp_now(1));
-  j.add("fp_bound_full", s.window_fp_bound(s.retention)).add("fp_now_full", s.window_fp_now(s.retention));
+  j.add("retention", s.retention).add_seconds("bucket_seconds", s.bucket_seconds).add_seconds("utc_offset", s.utc_offset);
+  j.add("expected_per_bucket", s.expected_per_bucket).add_rate("error", s.error).add("error_window", s.error_window);
+  j.add_rate("one_bucket_error", s.one_bucket_error).add("current_bucket", s.current_bucket);
+  j.add_rate("fp_bound_w1", s.window_fp_bound(1)).add_rate("fp_now_w1", s.window_fp_now(1));
+  j.add_rate("fp_bound_full", s.window_fp_bound(s.retention)).add_rate("fp_now_full", s.window_fp_now(s.retention));
   j.add("spaces", s.spaces).add("max_spaces", s.max_spaces).add("other_marks", s.other_marks);
   j.add("rotations", s.rotations).add("racing_marks", s.racing_marks).add("rotation_races", s.rotation_races);
   j.add("inline_allocations", s.inline_allocations).add("overflow_failures", s.overflow_failures);

@@ -20,6 +20,8 @@
 #include "shmfilter/hll.hpp"
 #include "shmfilter/roaring_set.hpp"
 #include "shmfilter/snapshot.hpp"
+#include "shmfilter/window.hpp"
+#include "ops/snapshot_io.h"
 #include "test_util.h"
 
 using namespace shmfilter;
@@ -153,4 +155,182 @@ TEST(SnapshotMultiProcess, SaveUnderConcurrentWritersKeepsEveryAcknowledgedOpera
   for (size_t i = 0; i < want.size(); ++i) lower += got[i] < want[i];
   EXPECT_EQ(lower, 0u);
   munmap(acked, 4096);
+}
+
+// ---- windows ---------------------------------------------------------------------------
+// A window saved while three forked writers keep answering mark_if_unseen and while the
+// day rotates (and maintain() re-prepares a slot) in the middle of the copy. Both are made
+// to happen during the save, not hoped for: the save's test hook (ops/snapshot_io.h), at
+// its first slot, opens the writers' gates, waits (bounded, by progress, not time) until
+// every writer acknowledged more operations, then moves the shared clock to day 1,
+// rotates through another handle and runs maintain() through another attachment.
+// Every pair acknowledged before the save began (kNew: stored; kSeen: found in a table
+// the save copies) is seen over the window in the restored copy; the per-space counts
+// lie between the kNew answers acknowledged before the save and those after it; the
+// restored ring is at day 1 (the rotation the save saw), consistent, and keeps working.
+namespace {
+
+constexpr int64_t kDay = 86400;
+constexpr int64_t kT0 = 1764547200;  // 2025-12-01 00:00:00 UTC
+constexpr uint64_t kSpaces = 16;
+constexpr uint64_t kGateStep = 15'000;
+
+struct WindowShared {
+  std::atomic<int64_t> day;
+  std::atomic<uint64_t> acked[kWriters];  // writer w: its op j returned (and its news were counted) before this store
+  std::atomic<uint64_t> gate[kWriters];   // writer w waits while j > gate
+  std::atomic<uint64_t> news[kWriters][kSpaces];  // kNew answers acknowledged, per space
+  std::atomic<int> done[kWriters];        // nonzero: the writer stopped (its exit code + 1000)
+};
+
+int64_t shared_clock(void* ctx) {
+  return kT0 + static_cast<WindowShared*>(ctx)->day.load(std::memory_order_acquire) * kDay + 3600;
+}
+
+// Waits (bounded) until pred() holds; false after `limit_s` seconds of no success.
+template <class Pred>
+bool wait_for(Pred pred, int limit_s) {
+  for (int i = 0; i < limit_s * 1000; ++i) {
+    if (pred()) return true;
+    usleep(1000);
+  }
+  return pred();
+}
+
+struct WindowRace {
+  WindowShared* sh;
+  std::string seg_name;
+  uint64_t start[kWriters];
+  bool fired = false;
+  std::string failure;
+};
+
+void window_race_hook(uint32_t, int, void* ctx) {
+  auto* r = static_cast<WindowRace*>(ctx);
+  if (r->fired) return;
+  r->fired = true;
+  for (int w = 0; w < kWriters; ++w) r->sh->gate[w].fetch_add(kGateStep, std::memory_order_release);
+  for (int w = 0; w < kWriters; ++w)
+    if (!wait_for([&] { return r->sh->acked[w].load(std::memory_order_acquire) > r->start[w] ||
+                               r->sh->done[w].load() != 0; }, 300) ||
+        r->sh->done[w].load() != 0) {
+      r->failure = "writer " + std::to_string(w) + " made no progress during the save (done=" +
+                   std::to_string(r->sh->done[w].load()) + ")";
+      return;
+    }
+  r->sh->day.store(1, std::memory_order_release);
+  Segment other = Segment::open(r->seg_name);  // its own attachment: its quiescent points are not the saver's
+  Window w = Window::open(other, "freq");
+  w.set_now(shared_clock(r->sh));
+  if (w.mark(999, uint64_t{1}) == WindowStatus::kDropped) r->failure = "the rotation's mark failed";
+  w.maintain();
+}
+
+class WindowSnapshotMP : public ::testing::TestWithParam<WindowVariant> {};
+
+}  // namespace
+
+INSTANTIATE_TEST_SUITE_P(Variants, WindowSnapshotMP, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo),
+                         [](const auto& p) { return std::string(window_variant_name(p.param)); });
+
+TEST_P(WindowSnapshotMP, SaveUnderConcurrentWritersAndARotationKeepsEveryAcknowledgedMark) {
+  SegmentGuard src(unique_name("snapmpw-src")), dst(unique_name("snapmpw-dst"));
+  const std::string file = "/tmp/" + unique_name("snapmpw") + ".save";
+  constexpr uint32_t kRetention = 3;
+  auto* sh = static_cast<WindowShared*>(
+      mmap(nullptr, sizeof(WindowShared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  ASSERT_NE(sh, MAP_FAILED);
+  new (sh) WindowShared{};
+  for (int w = 0; w < kWriters; ++w) sh->gate[w].store(kGateStep);
+  int64_t e0 = 0;
+  {
+    Segment seg = Segment::create(src.name, shmf_test::small_options(64ull << 20, 1ull << 30, 64));
+    WindowOptions o;
+    o.variant = GetParam();
+    o.expected_per_bucket = 100'000;
+    o.retention = kRetention;
+    o.max_spaces = 64;
+    o.seed = 9;
+    Window w = Window::create(seg, "freq", o);
+    w.set_clock(&shared_clock, sh);
+    w.maintain();  // day 0's table and the spare for day 1
+    e0 = w.bucket_of(shared_clock(sh));
+  }
+  std::vector<pid_t> pids;
+  for (int w = 0; w < kWriters; ++w) {
+    pids.push_back(fork_child([&, w] {
+      Segment seg = Segment::open(src.name);
+      Window win = Window::open(seg, "freq");
+      win.set_clock(&shared_clock, sh);
+      for (uint64_t j = 1; j < kKeySpace; ++j) {
+        while (j > sh->gate[w].load(std::memory_order_acquire)) usleep(200);  // until the parent opens the gate (or kills us)
+        const uint64_t space = j % kSpaces;
+        WindowStatus st = win.mark_if_unseen(space, key(w, j), kRetention);
+        if (st != WindowStatus::kNew && st != WindowStatus::kSeen) {
+          sh->done[w].store(1000 + static_cast<int>(st));
+          return 3;
+        }
+        if (st == WindowStatus::kNew) sh->news[w][space].fetch_add(1, std::memory_order_relaxed);  // relaxed: ordered by the release below
+        sh->acked[w].store(j, std::memory_order_release);  // release: op j (and its count) happened before
+      }
+      sh->done[w].store(1000);
+      return 0;
+    }));
+  }
+  // Progress, not time: every writer reached its first gate.
+  for (int w = 0; w < kWriters; ++w)
+    ASSERT_TRUE(wait_for([&] { return sh->acked[w].load() >= kGateStep || sh->done[w].load() != 0; }, 300))
+        << "writer " << w << " did not reach " << kGateStep << " operations in 300 s";
+  for (int w = 0; w < kWriters; ++w) ASSERT_EQ(sh->done[w].load(), 0) << "writer " << w << " stopped early";
+  uint64_t mark[kWriters], news_before[kSpaces] = {};
+  WindowRace race{sh, src.name, {}, false, ""};
+  for (int w = 0; w < kWriters; ++w) {
+    mark[w] = race.start[w] = sh->acked[w].load(std::memory_order_acquire);
+    for (uint64_t s = 0; s < kSpaces; ++s) news_before[s] += sh->news[w][s].load(std::memory_order_relaxed);
+  }
+  {
+    Segment seg = Segment::open(src.name);
+    internal::snapshot::set_window_copy_hook(&window_race_hook, &race);
+    try {
+      save(seg, file);
+    } catch (...) {
+      internal::snapshot::set_window_copy_hook(nullptr, nullptr);
+      for (pid_t p : pids) kill(p, SIGKILL);
+      for (pid_t p : pids) wait_status(p);
+      throw;
+    }
+    internal::snapshot::set_window_copy_hook(nullptr, nullptr);
+  }
+  for (pid_t p : pids) kill(p, SIGKILL);
+  for (pid_t p : pids) wait_status(p);
+  ASSERT_TRUE(race.fired);
+  ASSERT_EQ(race.failure, "");
+  uint64_t news_after[kSpaces] = {};
+  for (int w = 0; w < kWriters; ++w)
+    for (uint64_t s = 0; s < kSpaces; ++s) news_after[s] += sh->news[w][s].load(std::memory_order_relaxed);
+
+  restore(file, dst.name);
+  std::remove(file.c_str());
+  Segment out = Segment::open(dst.name);
+  {
+    CheckReport rep = out.check(false);
+    for (const auto& f : rep.findings) ADD_FAILURE() << f.where << ": " << f.problem;
+  }
+  Window r = Window::open(out, "freq");
+  r.set_now(kT0 + 3600);  // day 0's clock: the restored epoch (day 1, seen during the save) wins
+  EXPECT_EQ(r.stats().current_bucket, e0 + 1);
+  uint64_t missing = 0;
+  for (int w = 0; w < kWriters; ++w)
+    for (uint64_t j = 1; j <= mark[w]; ++j) missing += !r.seen(j % kSpaces, key(w, j), kRetention);
+  EXPECT_EQ(missing, 0u) << "acknowledged marks missing from the restored window";
+  for (uint64_t s = 0; s < kSpaces; ++s) {
+    uint64_t n = 0;
+    for (uint32_t age = 0; age < kRetention; ++age) n += r.new_count(s, age);
+    EXPECT_GE(n, news_before[s]) << "space " << s;
+    EXPECT_LE(n, news_after[s] + kWriters) << "space " << s << " (a killed writer may have counted one unacknowledged kNew)";
+  }
+  // The restored copy keeps working: an old pair is seen, a new one is new.
+  EXPECT_EQ(r.mark_if_unseen(1, key(0, 1), kRetention), WindowStatus::kSeen);
+  EXPECT_EQ(r.mark_if_unseen(1, uint64_t{123'456'789'012}, kRetention), WindowStatus::kNew);
+  munmap(sh, sizeof(WindowShared));
 }

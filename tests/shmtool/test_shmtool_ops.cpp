@@ -116,6 +116,36 @@ TEST(ShmtoolAdvise, HexDeviceIdsAreBloomWindowWithWindowCuckooWithDeletesSetWhen
   EXPECT_NE(r.out.find("exceeds 32 bits"), std::string::npos) << r.out;
 }
 
+// --window: the window structure sized by Window::plan (7 day tables + the spare at p1 a day),
+// the command that creates it (--variant cuckoo with --deletes), in the golden text view,
+// in --json and in the SVG's title.
+TEST(ShmtoolAdvise, WindowIsSizedByTheWindowsOwnPlanAndTheTextViewIsGolden) {
+  const std::string ids = hex_ids(20'000, 7);
+  ToolResult r = run_shmtool({"advise", "--daily", "120M", "--window", "7", "--headroom", "1", "--name", "freq"}, ids);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("* window             1.76 GiB  1%"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("create: shmtool window create SEG freq --expected 120000000 --retention 7 --error 0.01\n"),
+            std::string::npos)
+      << r.out;
+  expect_golden(r.out, "advise_window.txt");
+  r = run_shmtool({"advise", "--daily", "120M", "--window", "7", "--deletes", "--json"}, ids);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"choice\":\"window\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("--retention 7 --error 0.01 --variant cuckoo\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"bytes\":4296681344"), std::string::npos) << "8 cuckoo day tables of 512.19 MiB: " << r.out;
+  // The printed command works: it creates the window it advised (small numbers, same flags).
+  SegmentGuard g(unique_name("advise-window"));
+  ASSERT_EQ(run_shmtool({"create", g.name, "--size", "8MiB"}).exit_code, 0);
+  r = run_shmtool({"window", "create", g.name, "freq", "--expected", "1000", "--retention", "7", "--error", "0.01",
+                   "--variant", "cuckoo"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  const std::string svg = tmp_path("advise-window") + ".svg";
+  r = run_shmtool({"advise", "--daily", "120M", "--window", "7", "--headroom", "1", "--svg", svg}, ids);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(slurp(svg).find("&#8594; window (1.76 GiB)"), std::string::npos);
+  std::remove(svg.c_str());
+}
+
 TEST(ShmtoolAdvise, NoIdsAndUnparsableLinesAreOneClearError) {
   ToolResult r = run_shmtool({"advise"}, "");
   EXPECT_EQ(r.exit_code, 1);
@@ -320,4 +350,114 @@ TEST(ShmtoolProgress, RateAndEtaOnATerminalAndSilentOtherwise) {
   EXPECT_EQ(r.exit_code, 0);
   EXPECT_EQ(r.err, "");
   std::remove(ids.c_str());
+}
+
+// A segment with a window of each variant (two days of marks, a forget, the day ring
+// rotated by --now): save lists them (nothing skipped), restore answers seen/count
+// exactly as the source over every window w, and check is clean.
+TEST(ShmtoolSaveRestore, WindowsRoundTripWithTheirDayRing) {
+  SegmentGuard src(unique_name("savew")), dst(unique_name("restorew"));
+  const std::string file = tmp_path("savew") + ".save";
+  const std::string day0 = "1764550800", day1 = "1764637200", day2 = "1764723600";  // 2025-12-01/02/03 01:00 UTC
+  ASSERT_EQ(run_shmtool({"create", src.name, "--size", "8MiB", "--max-size", "256MiB"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"window", "create", src.name, "ads", "--expected", "2000", "--retention", "3", "--max-spaces",
+                         "64", "--seed", "4"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"window", "create", src.name, "undo", "--variant", "cuckoo", "--expected", "2000",
+                         "--retention", "3", "--max-spaces", "64", "--seed", "5"}).exit_code, 0);
+  std::string pairs0, pairs1;
+  for (int i = 0; i < 600; ++i) pairs0 += std::to_string(i % 7) + " dev-" + std::to_string(i) + "\n";
+  for (int i = 300; i < 900; ++i) pairs1 += std::to_string(i % 7) + " dev-" + std::to_string(i) + "\n";
+  for (const char* w : {"ads", "undo"}) {
+    ASSERT_EQ(run_shmtool({"window", "mark", src.name, w, "--now", day0}, pairs0).exit_code, 0);
+    ASSERT_EQ(run_shmtool({"window", "mark", src.name, w, "--if-unseen", "--now", day1}, pairs1).exit_code, 0);
+  }
+  ASSERT_EQ(run_shmtool({"window", "forget", src.name, "undo", "3", "dev-304", "--now", day1}).exit_code, 0);
+  ToolResult r = run_shmtool({"save", src.name, file});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("saved 2 structures"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("skipped"), std::string::npos) << r.out;
+  r = run_shmtool({"restore", file, dst.name});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("restored 2 structures"), std::string::npos) << r.out;
+  EXPECT_EQ(run_shmtool({"check", dst.name}).exit_code, 0);
+  std::string query;
+  for (int i = 0; i < 1000; i += 7) query += std::to_string(i % 7) + " dev-" + std::to_string(i) + "\n";
+  for (const char* w : {"ads", "undo"})
+    for (const std::string& now : {day1, day2})
+      for (const char* win : {"1", "2", "3"}) {
+        SCOPED_TRACE(std::string(w) + " now " + now + " window " + win);
+        ToolResult a = run_shmtool({"window", "seen", src.name, w, "--window", win, "--now", now}, query);
+        ToolResult b = run_shmtool({"window", "seen", dst.name, w, "--window", win, "--now", now}, query);
+        ASSERT_EQ(a.exit_code, 0) << a.err;
+        EXPECT_EQ(a.out, b.out);  // the summary: how many of the query pairs were seen
+      }
+  for (const char* w : {"ads", "undo"})
+    for (const char* age : {"0", "1"}) {
+      ToolResult a = run_shmtool({"window", "count", src.name, w, "3", "--age", age, "--now", day1, "--json"});
+      ToolResult b = run_shmtool({"window", "count", dst.name, w, "3", "--age", age, "--now", day1, "--json"});
+      ASSERT_EQ(a.exit_code, 0) << a.err;
+      EXPECT_EQ(a.out, b.out);
+    }
+  r = run_shmtool({"window", "seen", dst.name, "undo", "3", "dev-304", "--window", "3", "--now", day1});
+  EXPECT_EQ(r.out, "3 dev-304 unseen\n") << "the forget came along";
+  r = run_shmtool({"window", "seen", dst.name, "ads", "0", "dev-0", "1", "dev-897", "--window", "2", "--now", day1});
+  EXPECT_EQ(r.out, "0 dev-0 seen\n1 dev-897 seen\n");
+  r = run_shmtool({"window", "seen", dst.name, "ads", "0", "dev-0", "--window", "1", "--now", day1});
+  EXPECT_EQ(r.out, "0 dev-0 unseen\n") << "day 0's pair is not in day 1's bucket";
+  // The restored ring rotates on: day 2 is a new bucket in both.
+  for (const SegmentGuard* g : {&src, &dst}) {
+    r = run_shmtool({"window", "mark", g->name, "ads", "1", "fresh-device", "--now", day2});
+    EXPECT_EQ(r.out, "1 fresh-device new\n") << g->name;
+  }
+  std::remove(file.c_str());
+}
+
+// ---- windows in stats and info -------------------------------------------------------
+
+// Windows of both variants in the Prometheus text: promtool clean, the window families present.
+TEST(ShmtoolStats, PrometheusTextWithWindowsPassesPromtool) {
+  ASSERT_TRUE(have("promtool")) << "promtool (Debian package prometheus) checks the metrics text: run "
+                                   "scripts/install-deps.sh";
+  SegmentGuard g(unique_name("promw"));
+  ASSERT_EQ(run_shmtool({"create", g.name, "--size", "8MiB"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"window", "create", g.name, "ads", "--expected", "1000", "--max-spaces", "16"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"window", "create", g.name, "undo", "--variant", "cuckoo", "--expected", "1000",
+                         "--max-spaces", "16"}).exit_code, 0);
+  std::string pairs;
+  for (int i = 0; i < 300; ++i) pairs += std::to_string(i % 5) + " d" + std::to_string(i) + "\n";
+  ASSERT_EQ(run_shmtool({"window", "mark", g.name, "ads"}, pairs).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"window", "mark", g.name, "undo"}, pairs).exit_code, 0);
+  ToolResult r = run_shmtool({"stats", g.name, "--prometheus"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string file = tmp_path("promw") + ".prom";
+  spit(file, r.out);
+  std::string out;
+  EXPECT_EQ(sh("promtool check metrics < " + file, &out), 0) << out;
+  EXPECT_EQ(out, "") << "promtool found problems (lint):\n" << out;
+  std::remove(file.c_str());
+  for (const char* n : {"ads", "undo"})
+    EXPECT_NE(r.out.find("shmfilter_window_spaces{segment=\"" + g.name + "\",name=\"" + n + "\",kind=\"window\"} 5"),
+              std::string::npos)
+        << n << " in " << r.out;
+}
+
+// `window info` reads as the other info views: aligned labels, rates in %, seconds with
+// their unit, sizes with units, and the buckets as a table (--json keeps the numbers).
+TEST(ShmtoolInfo, WindowInfoShowsUnitsAndTheBucketsAsATable) {
+  SegmentGuard g(unique_name("infow"));
+  ASSERT_EQ(run_shmtool({"create", g.name, "--size", "8MiB"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"window", "create", g.name, "ads", "--expected", "1000", "--retention", "3"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"window", "mark", g.name, "ads", "1", "a", "2", "b"}).exit_code, 0);
+  ToolResult r = run_shmtool({"window", "info", g.name, "ads"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\nbucket_seconds       86400 s\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nerror                1%\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\none_bucket_error     0.334%\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\nbuckets\n  bucket  age  distinct  capacity  overflow  fp_rate_now"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("[{"), std::string::npos) << "no raw JSON in the text view: " << r.out;
+  r = run_shmtool({"window", "info", g.name, "ads", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"error\":0.01,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"bucket_seconds\":86400,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"buckets\":[{\"bucket\":"), std::string::npos) << r.out;
 }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "shmfilter/advise.hpp"
+#include "shmfilter/window.hpp"
 #include "test_util.h"
 
 using shmfilter::Advice;
@@ -76,7 +77,35 @@ TEST(Advise, WindowDeletesSmallSetsAndCountsFollowTheSelectionTable) {
   o.window_days = 7;
   Advice w = shmfilter::advise(ids, o);
   EXPECT_EQ(w.choice, "window");
-  EXPECT_EQ(candidate(w, "window").bytes, 7 * candidate(w, "bloom").bytes);
+  {
+    // Sized by Window::plan: 7 day tables + the spare, 1% over a 7-day question (p1 = 0.1435%).
+    shmfilter::WindowOptions wo;
+    wo.expected_per_bucket = 120'000'000;
+    wo.error = 0.01;
+    wo.retention = 7;
+    const shmfilter::WindowSizing ws = shmfilter::Window::plan(wo);
+    EXPECT_EQ(candidate(w, "window").bytes, ws.full_window_bytes);
+    EXPECT_DOUBLE_EQ(candidate(w, "window").fp_rate, 0.01);
+    EXPECT_FALSE(candidate(w, "window").deletes);
+    // docs/window.md's table: 225.0 MiB a bucket, 1,800 MiB for 7 days + the spare.
+    EXPECT_NEAR(static_cast<double>(ws.table_bytes) / (1 << 20), 225.0, 0.5);
+    EXPECT_NEAR(static_cast<double>(candidate(w, "window").bytes) / (1 << 20), 1800.0, 4.0);
+    EXPECT_GT(candidate(w, "window").bytes, 7 * candidate(w, "bloom").bytes) << "per-day rate p1 < p";
+  }
+  // --deletes with --window: the window's deletable (cuckoo) variant, 256.2 MiB a bucket.
+  o.deletes = true;
+  Advice wd = shmfilter::advise(ids, o);
+  EXPECT_EQ(wd.choice, "window");
+  EXPECT_TRUE(candidate(wd, "window").deletes);
+  EXPECT_NEAR(static_cast<double>(candidate(wd, "window").bytes) / (1 << 20), 8 * 256.2, 8.0);
+  // More days than a window keeps: not applicable, and the choice falls back to bloom.
+  o.deletes = false;
+  o.window_days = 100;
+  Advice w100 = shmfilter::advise(ids, o);
+  EXPECT_FALSE(candidate(w100, "window").applicable);
+  EXPECT_EQ(w100.choice, "bloom");
+  o.window_days = 7;
+  o.deletes = false;
 
   o = at(30'000'000);
   o.deletes = true;
