@@ -397,7 +397,8 @@ TEST(Cuckoo, LayoutOneRegionsOpenAndExpandAsLayoutOne) {
 }
 
 // A layout-2 filter above 2^16 buckets: chunks of 2^16, expansions multiply the
-// chunks, and the filter holds its capacity at <= 95% load with zero failures.
+// chunks, and the filter holds its capacity at <= 95% load with zero failures;
+// a sub-filter table that does not nest is refused by open and check.
 TEST(Cuckoo, ChunkedFilterHoldsItsCapacityAndExpandsByChunks) {
   namespace ck = shmfilter::internal::cuckoo;
   Fixture f;
@@ -422,5 +423,17 @@ TEST(Cuckoo, ChunkedFilterHoldsItsCapacityAndExpandsByChunks) {
   EXPECT_EQ(h->subs[1].log2_buckets, 16u);
   EXPECT_EQ(h->subs[1].chunks_minus_1, 3u);
   for (uint64_t k : keys) ASSERT_TRUE(c.contains(k));
+  EXPECT_TRUE(f.seg.check(false).consistent());
+  // A sub-filter table that does not nest (3 chunks after 2) is refused: erase would lose keys in it.
+  h->subs[1].chunks_minus_1 = 2;
+  try {
+    Cuckoo::open(f.seg, "chunked");
+    ADD_FAILURE() << "a non-nested sub-filter opened";
+  } catch (const shmfilter::Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kCorrupt);
+    EXPECT_NE(std::string(e.what()).find("not nested in sub-filter 0"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(f.seg.check(false).consistent());
+  h->subs[1].chunks_minus_1 = 3;
   EXPECT_TRUE(f.seg.check(false).consistent());
 }
