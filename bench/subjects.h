@@ -74,8 +74,8 @@ struct BloomSubject : U64Keys<BloomSubject> {
 struct CuckooSubject : U64Keys<CuckooSubject> {
   static constexpr const char* kName = "Cuckoo f=12";
   shmfilter::Cuckoo h;
-  // Buckets are a power of two (8 bytes each): the smallest such table >= b, filled to 95%.
-  static uint64_t n_for_bytes(uint64_t b) { return static_cast<uint64_t>(static_cast<double>(std::bit_ceil(b / 8)) * 4 * 0.95); }
+  // Buckets of 8 bytes in chunks of 2^16 (layout 2, no power-of-two rounding): ~b bytes at 95%.
+  static uint64_t n_for_bytes(uint64_t b) { return static_cast<uint64_t>(static_cast<double>(b / 8) * 4 * 0.95); }
   static void create(shmfilter::Segment& s, const std::string& name, uint64_t n) {
     shmfilter::CuckooOptions o;
     o.capacity = n;

@@ -30,7 +30,7 @@
 
 #include "shmfilter/bloom.hpp"
 #include "shmfilter/window.hpp"
-#include "structures/cuckoo_impl.h"     // fp_bits_for_error, log2_buckets_for, region_bytes_for: create()'s sizing
+#include "structures/cuckoo_impl.h"     // fp_bits_for_error, geometry_for, region_bytes_for: create()'s sizing
 #include "structures/exact_set_impl.h"  // set_layout: create()'s sizing
 #include "structures/hll_impl.h"        // kHllRegionBytes
 
@@ -166,16 +166,16 @@ Advice advise(std::span<const uint64_t> ids, const AdviseOptions& o) {
   Candidate cuckoo{"cuckoo", true, 0, 0, true, true, ""};
   {
     uint32_t f = ck::fp_bits_for_error(o.error);
-    uint32_t l2 = ck::log2_buckets_for(a.capacity);
-    if (l2 > 32) {
+    const ck::Geometry geo = ck::geometry_for(a.capacity);
+    if (geo.buckets() > ck::kMaxBuckets) {
       cuckoo.applicable = false;
       cuckoo.note = "more than 2^32 buckets";
     } else {
       uint32_t lane = f <= 8 ? 8 : 16;
-      cuckoo.bytes = ck::region_bytes_for(l2, lane);
+      cuckoo.bytes = ck::region_bytes_for(geo, lane);
       cuckoo.fp_rate = 8.0 / static_cast<double>(uint64_t{1} << f);
-      double load = static_cast<double>(a.capacity) / static_cast<double>(uint64_t{4} << l2);
-      std::snprintf(note, sizeof note, "%u-bit fingerprints, load %.0f%% at capacity (power-of-two buckets); deletes",
+      double load = static_cast<double>(a.capacity) / static_cast<double>(4 * geo.buckets());
+      std::snprintf(note, sizeof note, "%u-bit fingerprints, load %.0f%% at capacity (buckets in 2^16 chunks); deletes",
                     f, 100 * load);
       cuckoo.note = note;
     }

@@ -251,7 +251,7 @@ std::string save_cuckoo_locked(Segment& seg, const RegionInfo& r) {
     o.u32(count - 1);
     for (uint32_t i = 1; i < count; ++i) {
       const ck::SubDesc d = h->subs[i];
-      uint64_t len = ck::sub_bytes(d.log2_buckets, d.log2_stripes, h->lane_bits);
+      uint64_t len = ck::sub_bytes(d, h->lane_bits);
       o.u64(len);
       copy_live(o.b, seg.base() + d.offset, len);
     }
@@ -275,22 +275,24 @@ void restore_cuckoo(Segment& seg, const std::string& name, In in) {
   const unsigned char* bytes = in.take(size);
   ck::Header h0;
   std::memcpy(static_cast<void*>(&h0), bytes, sizeof h0);
-  if (h0.magic != ck::kMagic || h0.layout_version != ck::kLayoutVersion)
-    fail(ErrorCode::kBadInput, in.what + ": not a cuckoo filter of layout version " + std::to_string(ck::kLayoutVersion));
+  if (h0.magic != ck::kMagic || (h0.layout_version != ck::kLayoutVersion && h0.layout_version != ck::kLayoutVersionPow2))
+    fail(ErrorCode::kBadInput, in.what + ": not a cuckoo filter of layout version " + std::to_string(ck::kLayoutVersionPow2) +
+                                   " or " + std::to_string(ck::kLayoutVersion));
   if ((h0.lane_bits != 8 && h0.lane_bits != 16) || h0.max_subs < 1 || h0.max_subs > ck::kMaxSubs ||
       h0.sub_count < 1 || h0.sub_count > h0.max_subs)
     fail(ErrorCode::kBadInput, in.what + ": the cuckoo header's sub-filter counts are out of range");
   for (uint32_t i = 0; i < h0.sub_count; ++i)
-    if (h0.subs[i].log2_buckets < 1 || h0.subs[i].log2_buckets > 32 || h0.subs[i].log2_stripes > h0.subs[i].log2_buckets)
+    if (!ck::sub_shape_ok(h0.subs[i]) || (i > 0 && !ck::nests_in(h0.subs[i - 1], h0.subs[i])) ||
+        (h0.layout_version == ck::kLayoutVersionPow2 && h0.subs[i].chunks_minus_1 != 0))
       fail(ErrorCode::kBadInput, in.what + ": cuckoo sub-filter " + std::to_string(i) + " has a bad size");
-  if (sizeof(ck::Header) + ck::sub_bytes(h0.subs[0].log2_buckets, h0.subs[0].log2_stripes, h0.lane_bits) > size)
+  if (sizeof(ck::Header) + ck::sub_bytes(h0.subs[0], h0.lane_bits) > size)
     fail(ErrorCode::kBadInput, in.what + ": the cuckoo region does not hold its first sub-filter");
   uint32_t extents = in.u32();
   if (extents != h0.sub_count - 1) fail(ErrorCode::kBadInput, in.what + ": the sub-filter count does not match its extents");
   std::vector<std::pair<uint64_t, const unsigned char*>> ext;
   for (uint32_t i = 1; i <= extents; ++i) {
     uint64_t len = in.u64();
-    if (len != ck::sub_bytes(h0.subs[i].log2_buckets, h0.subs[i].log2_stripes, h0.lane_bits))
+    if (len != ck::sub_bytes(h0.subs[i], h0.lane_bits))
       fail(ErrorCode::kBadInput, in.what + ": cuckoo sub-filter " + std::to_string(i) + " has the wrong size");
     ext.emplace_back(len, in.take(len));
   }

@@ -42,8 +42,8 @@ ck::Liveness liveness_of(const Segment& seg) noexcept {
 std::string hdr_problem(const ck::Header* h, const RegionInfo& r, uint64_t seg_size) {
   if (auto pre = internal::check_prefix(r, reinterpret_cast<const std::byte*>(h), sizeof(ck::Header), seg_size,
                                         ck::kMagic, ck::kLayoutVersion);
-      !pre.problem.empty())
-    return pre.problem;
+      !pre.problem.empty() && !(pre.version_mismatch && h->layout_version == ck::kLayoutVersionPow2))
+    return pre.problem;  // layout 1 (2^n buckets) is read as one chunk: see cuckoo_layout.h
   if (h->fp_bits != 8 && h->fp_bits != 12 && h->fp_bits != 16) return "fingerprint bits " + std::to_string(h->fp_bits);
   if (h->lane_bits != (h->fp_bits <= 8 ? 8u : 16u)) return "lane bits " + std::to_string(h->lane_bits);
   if (h->max_path < 1 || h->max_path > ck::kMaxPathLimit) return "max path " + std::to_string(h->max_path);
@@ -53,9 +53,18 @@ std::string hdr_problem(const ck::Header* h, const RegionInfo& r, uint64_t seg_s
   if (n < 1 || n > h->max_subs) return "sub-filter count " + std::to_string(n);
   for (uint32_t j = 0; j < n; ++j) {
     const ck::SubDesc& d = h->subs[j];
-    if (d.log2_buckets < 1 || d.log2_buckets > 32 || d.log2_stripes != ck::stripes_for(d.log2_buckets))
-      return "sub-filter " + std::to_string(j) + " has bad geometry";
-    uint64_t bytes = ck::sub_bytes(d.log2_buckets, d.log2_stripes, h->lane_bits);
+    // One chunk of 2^1..2^32 buckets, or chunks of 2^1..2^16; <= 2^32 buckets; every
+    // sub-filter nests in the one before (same chunk size, a multiple of its chunks).
+    const bool shape_ok = ck::sub_shape_ok(d);
+    const bool nests = j == 0 || ck::nests_in(h->subs[j - 1], d);
+    if (!shape_ok || !nests)
+      return "sub-filter " + std::to_string(j) + " has bad geometry (" + std::to_string(ck::sub_chunks(d)) +
+             " chunks of 2^" + std::to_string(d.log2_buckets) + " buckets, 2^" + std::to_string(d.log2_stripes) +
+             " stripes" + (shape_ok ? ", not nested in sub-filter " + std::to_string(j - 1) : std::string()) + ")";
+    if (h->layout_version == ck::kLayoutVersionPow2 && d.chunks_minus_1 != 0)
+      return "sub-filter " + std::to_string(j) + " has " + std::to_string(ck::sub_chunks(d)) +
+             " chunks in a layout-1 region (layout 1 has one)";
+    uint64_t bytes = ck::sub_bytes(d, h->lane_bits);
     if (d.offset % 64 != 0 || d.offset > seg_size || bytes > seg_size - d.offset)
       return "sub-filter " + std::to_string(j) + " lies outside the segment";
     if (j == 0 && (d.offset != r.offset + sizeof(ck::Header) || sizeof(ck::Header) + bytes > r.size))
@@ -76,9 +85,11 @@ struct CuckooOps {
       const ck::SubDesc& last = h->subs[n - 1];
       uint32_t grow = 1;
       while ((1u << grow) < h->expansion) ++grow;  // next power of two of the expansion factor
-      uint32_t l2 = std::min<uint32_t>(last.log2_buckets + grow, 32);
-      uint32_t st = ck::stripes_for(l2);
-      uint64_t bytes = ck::sub_bytes(l2, st, h->lane_bits);
+      const bool one_chunk = h->layout_version == ck::kLayoutVersionPow2;  // layout 1 stays layout 1
+      const ck::Geometry g = ck::expansion_geometry(last, grow, one_chunk);  // nests in `last` (cuckoo_layout.h)
+      if (g.buckets() > ck::kMaxBuckets) return false;             // no larger sub-filter: kFull
+      const ck::SubDesc next = ck::sub_desc(0, g);
+      uint64_t bytes = ck::sub_bytes(next, h->lane_bits);
       uint64_t off = 0;
       // The allocation and the record of it commit together; if this process dies inside,
       // both roll back. Publishing happens after the commit, under the writer lock, so no
@@ -99,7 +110,7 @@ struct CuckooOps {
         txn.store_u64(&h->pending_extent, off);
       });
       SHMF_KILL_POINT("cuckoo.expand.after_commit");
-      h->subs[n] = ck::SubDesc{off, l2, st};  // invisible until sub_count grows
+      h->subs[n] = ck::sub_desc(off, g);  // invisible until sub_count grows
       // release: subs[n] is complete before a reader's acquire of sub_count can see n + 1.
       ck::A(h->sub_count).store(n + 1, std::memory_order_release);
       SHMF_KILL_POINT("cuckoo.expand.after_publish");
@@ -160,18 +171,18 @@ Cuckoo Cuckoo::create(Segment& seg, std::string_view name, const CuckooOptions& 
     throw Error(ErrorCode::kInvalidArgument, "max sub-filters " + std::to_string(o.max_subfilters) + " is invalid: pass 1..16");
   if (o.max_path < 1 || o.max_path > ck::kMaxPathLimit)
     throw Error(ErrorCode::kInvalidArgument, "max path " + std::to_string(o.max_path) + " is invalid: pass 1..6");
-  uint32_t l2 = ck::log2_buckets_for(o.capacity);
-  if (l2 > 32)
+  const ck::Geometry geo = ck::geometry_for(o.capacity);
+  if (geo.buckets() > ck::kMaxBuckets)
     throw Error(ErrorCode::kInvalidArgument,
                 "capacity " + std::to_string(o.capacity) + " needs more than 2^32 buckets: pass a smaller --capacity");
   uint32_t lane = f <= 8 ? 8 : 16;
-  uint64_t bytes = ck::region_bytes_for(l2, lane);
+  uint64_t bytes = ck::region_bytes_for(geo, lane);
   uint64_t seed = o.seed != 0 ? o.seed : internal::random_seed();
   uint32_t max_subs = o.expansion >= 2 ? o.max_subfilters : 1;
   seg.create_region(name, Kind::kCuckoo, bytes, [&](std::byte* region, uint64_t got, ControlTxn& txn) {
     uint64_t off = static_cast<uint64_t>(region - txn.base());
     ck::init_header(reinterpret_cast<ck::Header*>(region), f, o.max_path, o.expansion, max_subs, seed, o.capacity,
-                    o.fingerprint_bits == 0 ? o.error : 0.0, got, l2, off + sizeof(ck::Header));
+                    o.fingerprint_bits == 0 ? o.error : 0.0, got, geo, off + sizeof(ck::Header));
   });
   return open(seg, name);
 }
@@ -182,6 +193,10 @@ Cuckoo Cuckoo::open(Segment& seg, std::string_view name) {
   c.base_ = seg.base();
   c.hdr_ = reinterpret_cast<ck::Header*>(c.region_);
   if (r.offset % 64 != 0) throw internal::corrupt_error(Kind::kCuckoo, name, "region is not 64-byte aligned");
+  // Layout 1 is read (the one-chunk case); any other version is named as such.
+  if (auto pre = internal::check_prefix(r, c.region_, sizeof(ck::Header), seg.size(), ck::kMagic, ck::kLayoutVersion);
+      pre.version_mismatch && c.hdr_->layout_version != ck::kLayoutVersionPow2)
+    throw internal::version_error(Kind::kCuckoo, name, c.hdr_->layout_version, ck::kLayoutVersion);
   if (std::string p = hdr_problem(c.hdr_, r, seg.size()); !p.empty()) throw internal::corrupt_error(Kind::kCuckoo, name, p);
   c.lane16_ = c.hdr_->lane_bits == 16;
   return c;
@@ -307,7 +322,7 @@ double Cuckoo::load_factor() const noexcept {
   if (!valid()) return 0.0;
   uint64_t slots = 0;
   uint32_t n = ck::sub_count_acquire(hdr_);
-  for (uint32_t j = 0; j < n; ++j) slots += uint64_t{ck::kSlots} << hdr_->subs[j].log2_buckets;
+  for (uint32_t j = 0; j < n; ++j) slots += ck::kSlots * ck::sub_buckets(hdr_->subs[j]);
   return static_cast<double>(ck::load_relaxed(hdr_->size)) / static_cast<double>(slots);
 }
 
@@ -335,10 +350,10 @@ CuckooStats Cuckoo::stats() const {
   uint64_t bucket_bits = 0;
   s.bytes = h->region_bytes;
   for (uint32_t j = 0; j < s.subfilters; ++j) {
-    uint64_t slots = uint64_t{ck::kSlots} << h->subs[j].log2_buckets;
+    uint64_t slots = ck::kSlots * ck::sub_buckets(h->subs[j]);
     s.slots += slots;
     bucket_bits += slots * h->lane_bits;
-    if (j > 0) s.bytes += ck::sub_bytes(h->subs[j].log2_buckets, h->subs[j].log2_stripes, h->lane_bits);
+    if (j > 0) s.bytes += ck::sub_bytes(h->subs[j], h->lane_bits);
     s.fp_rate_bound += 2.0 * ck::kSlots * q;
   }
   s.load_factor = s.slots ? static_cast<double>(s.size) / static_cast<double>(s.slots) : 0.0;

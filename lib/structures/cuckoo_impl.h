@@ -24,7 +24,6 @@
 //    (completes a half-done move, fixes the size counter, makes odd versions
 //    even), then carries on.
 #pragma once
-#pragma once
 
 #include <sched.h>
 
@@ -105,14 +104,14 @@ void repair_locked(std::byte* base, Header* h) noexcept {
   if (in.op != kOpNone && in.op != kOpExpand && in.sub < subs) {
     Sub s = sub_view(base, h->subs[in.sub]);
     if (in.op == kOpPlace || in.op == kOpErase) {
-      if (in.bucket <= s.mask && in.lane < kSlots) {
+      if (in.bucket < s.n && in.lane < kSlots) {
         bool applied = in.op == kOpPlace ? LT::lane(bucket_load<LT>(s, in.bucket), in.lane) == in.fp
                                          : LT::lane(bucket_load<LT>(s, in.bucket), in.lane) == 0;
         uint64_t size = in.size_before;
         if (applied) size = in.op == kOpPlace ? size + 1 : size - 1;
         A(h->size).store(size, std::memory_order_relaxed);  // relaxed: lock holder only
       }
-    } else if (in.op == kOpMove && in.bucket <= s.mask && in.dst_bucket <= s.mask && in.lane < kSlots &&
+    } else if (in.op == kOpMove && in.bucket < s.n && in.dst_bucket < s.n && in.lane < kSlots &&
                in.dst_lane < kSlots) {
       auto src = bucket_load<LT>(s, in.bucket);
       auto dst = bucket_load<LT>(s, in.dst_bucket);
@@ -174,8 +173,8 @@ struct Probe {
   uint32_t fp;
 };
 inline Probe probe(const Sub& s, const KeyHash& k) noexcept {
-  uint64_t i1 = k.h & s.mask;
-  uint64_t i2 = alt_bucket(i1, k.fp, s.mask);
+  uint64_t i1 = primary_bucket(k.h, s.chunks, s.log2_chunk);
+  uint64_t i2 = alt_bucket(i1, k.fp, s.chunk_mask);
   return Probe{i1, i2, std::min(i1, i2) & s.stripe_mask, k.fp};
 }
 
@@ -360,7 +359,7 @@ inline int bfs(const Sub& s, uint64_t i1, uint64_t i2, uint32_t max_path, PathSt
     if (nd.depth < max_path && tail + kSlots <= cap) {
       for (unsigned l = 0; l < kSlots; ++l) {
         uint32_t fp = LT::lane(w, l);
-        q[tail++] = BfsNode{static_cast<uint32_t>(alt_bucket(nd.bucket, fp, s.mask)), static_cast<uint16_t>(head),
+        q[tail++] = BfsNode{static_cast<uint32_t>(alt_bucket(nd.bucket, fp, s.chunk_mask)), static_cast<uint16_t>(head),
                             static_cast<uint8_t>(l), static_cast<uint8_t>(nd.depth + 1)};
       }
     }
@@ -387,7 +386,7 @@ inline int insert_into_sub(std::byte* base, Header* h, uint32_t j, const KeyHash
       auto ws = bucket_load<LT>(s, path[m].bucket);
       auto wd = bucket_load<LT>(s, path[m + 1].bucket);
       uint32_t fp = LT::lane(ws, path[m].lane);
-      if (fp == 0 || LT::lane(wd, path[m + 1].lane) != 0 || alt_bucket(path[m].bucket, fp, s.mask) != path[m + 1].bucket) {
+      if (fp == 0 || LT::lane(wd, path[m + 1].lane) != 0 || alt_bucket(path[m].bucket, fp, s.chunk_mask) != path[m + 1].bucket) {
         ok = false;
         break;
       }
@@ -501,7 +500,7 @@ inline bool erase(std::byte* base, Header* h, const KeyHash& k, const Liveness& 
 // `sub0_offset` is sub-filter 0's offset from the segment base.
 inline void init_header(Header* h, uint32_t fp_bits, uint32_t max_path, uint32_t expansion, uint32_t max_subs,
                         uint64_t seed, uint64_t capacity, double target_error, uint64_t region_bytes,
-                        uint32_t log2_buckets, uint64_t sub0_offset) noexcept {
+                        Geometry g, uint64_t sub0_offset) noexcept {
   h->magic = kMagic;
   h->layout_version = kLayoutVersion;
   h->fp_bits = fp_bits;
@@ -513,11 +512,15 @@ inline void init_header(Header* h, uint32_t fp_bits, uint32_t max_path, uint32_t
   h->capacity = capacity;
   h->target_error = target_error;
   h->region_bytes = region_bytes;
-  h->subs[0] = SubDesc{sub0_offset, log2_buckets, stripes_for(log2_buckets)};
+  h->subs[0] = sub_desc(sub0_offset, g);
   A(h->sub_count).store(1, std::memory_order_release);  // release: publishes subs[0]
 }
-inline uint64_t region_bytes_for(uint32_t log2_buckets, uint32_t lane_bits) noexcept {
-  return sizeof(Header) + sub_bytes(log2_buckets, stripes_for(log2_buckets), lane_bits);
+// One chunk of 2^log2_buckets buckets (the window's tables; layout 1's geometry).
+inline void init_header(Header* h, uint32_t fp_bits, uint32_t max_path, uint32_t expansion, uint32_t max_subs,
+                        uint64_t seed, uint64_t capacity, double target_error, uint64_t region_bytes,
+                        uint32_t log2_buckets, uint64_t sub0_offset) noexcept {
+  init_header(h, fp_bits, max_path, expansion, max_subs, seed, capacity, target_error, region_bytes,
+              Geometry{1, log2_buckets}, sub0_offset);
 }
 
 // Counts occupied lanes of every sub-filter (check, stats); lanes with bits above f set go to `bad_lanes`.
@@ -527,7 +530,7 @@ inline uint64_t count_occupied(std::byte* base, const Header* h, uint32_t fp_bit
   uint32_t subs = sub_count_acquire(h);
   for (uint32_t j = 0; j < subs; ++j) {
     Sub s = sub_view(base, h->subs[j]);
-    for (uint64_t b = 0; b <= s.mask; ++b) {
+    for (uint64_t b = 0; b < s.n; ++b) {
       auto w = bucket_load<LT>(s, b);
       for (unsigned l = 0; l < kSlots; ++l) {
         uint32_t fp = LT::lane(w, l);

@@ -5,12 +5,32 @@
 // use it (writer lock, lookups, inserts, erase) are in cuckoo_impl.h.
 //
 // Layout:
-//   region = Header | sub-filter 0 (versions[stripes] | buckets[2^n])
+//   region = Header | sub-filter 0 (versions[stripes] | buckets[chunks x 2^log2_buckets])
 //   further sub-filters (expansion) live in extents from ControlTxn::allocate.
 // A bucket is 4 slots packed in ONE word: 4 x 8-bit lanes in a uint32_t for
 // f = 8, 4 x 16-bit lanes in a uint64_t for f = 12 or 16 (the top 4 bits of a
 // 12-bit lane stay 0). So a reader loads a bucket with one atomic load.
 // Fingerprint 0 means "empty slot".
+//
+// Bucket count (layout 2): not a power of two. A sub-filter is `chunks`
+// chunks of C = 2^log2_chunk buckets. New filters use C = 2^16 (or, below
+// 2^16 buckets, one chunk of the next power of two). A key's chunk is
+// fastrange(bits 16..47 of h, chunks) (Lemire 2019: (x * n) >> 32), its
+// offset in the chunk the low log2_chunk bits of h; i1 = chunk * C + offset,
+// i2 = i1 XOR (H(fp) & (C - 1)): partial-key cuckoo hashing (Fan et al. 2014)
+// inside the chunk, still an involution, so a bucket's alternate is computed
+// from the fingerprint alone. This is the Vacuum filter's answer (Wang et al.,
+// VLDB 2019: alternates within a chunk so that the table size need not be a
+// power of two), with a chunk large enough (262,144 slots) that the load
+// reached with zero failures is that of a whole table.
+//
+// Sub-filters NEST (the property erase relies on, docs/cuckoo.md "Why
+// sub-filters must nest"): every sub-filter of a filter has the same C and a
+// chunk count that is a multiple of the previous one's, so two keys with the
+// same fingerprint and the same bucket pair in a later sub-filter have the
+// same pair in every earlier one. A layout-1 filter (2^n buckets, i1 = h mod
+// 2^n) is the case chunks = 1, C = 2^n: it is read unchanged and expands as
+// layout 1 did (C doubles, chunks stay 1), which nests too.
 #pragma once
 
 #include <sched.h>
@@ -26,12 +46,15 @@ namespace shmfilter::internal::cuckoo {
 
 
 inline constexpr uint32_t kMagic = 0x4b434653;  // "SFCK" little-endian
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;  // written by create: chunked bucket count (docs/cuckoo.md)
+inline constexpr uint32_t kLayoutVersionPow2 = 1;  // layout 1 (2^n buckets): still read, the chunks = 1 case
 inline constexpr uint32_t kSlots = 4;           // slots per bucket (b)
 inline constexpr uint32_t kMaxSubs = 16;        // sub-filter table size
 inline constexpr uint32_t kMaxPathLimit = 6;    // longest BFS path (moves) a filter may be created with
 inline constexpr uint32_t kDefaultMaxPath = 5;  // libcuckoo's MAX_BFS_PATH_LEN is 5
 inline constexpr uint32_t kMaxStripesLog2 = 13; // 8192 version counters per sub-filter (64 KiB)
+inline constexpr uint32_t kChunkLog2 = 16;      // chunk size of multi-chunk sub-filters: 2^16 buckets
+inline constexpr uint64_t kMaxBuckets = uint64_t{1} << 32;  // BFS nodes hold 32-bit bucket indices
 
 // Operation kinds in the intent record.
 enum : uint32_t { kOpNone = 0, kOpPlace = 1, kOpErase = 2, kOpMove = 3, kOpExpand = 4 };
@@ -40,11 +63,19 @@ enum : uint32_t { kOpNone = 0, kOpPlace = 1, kOpErase = 2, kOpMove = 3, kOpExpan
 // expansion inside a ControlTxn) BEFORE sub_count makes it visible; never
 // changed afterwards.
 struct SubDesc {
-  uint64_t offset;        // from the segment base: versions array, then buckets (64-byte aligned)
-  uint32_t log2_buckets;  // bucket count = 2^log2_buckets (>= 2)
-  uint32_t log2_stripes;  // version counters = 2^log2_stripes (<= log2_buckets)
+  uint64_t offset;          // from the segment base: versions array, then buckets (64-byte aligned)
+  uint32_t log2_buckets;    // log2 of ONE CHUNK's bucket count (1..32; <= 16 when chunks > 1): the
+                            // sub-filter's bucket count when chunks_minus_1 == 0, as in layout 1
+                            // (the layout-1 name is kept: the window's tables are one chunk)
+  uint16_t log2_stripes;    // version counters = 2^log2_stripes (floor(log2(bucket count)), <= 13)
+  uint16_t chunks_minus_1;  // chunks - 1 (0..2^16 - 1); 0 in every layout-1 region (bytes 14-15 were 0)
 };
 static_assert(sizeof(SubDesc) == 16, "SubDesc is part of the on-disk format: 16 bytes");
+static_assert(offsetof(SubDesc, log2_buckets) == 8 && offsetof(SubDesc, log2_stripes) == 12 &&
+                  offsetof(SubDesc, chunks_minus_1) == 14,
+              "SubDesc field offsets are part of the on-disk format (layout 1 had u32 log2_stripes at 12)");
+inline uint64_t sub_chunks(const SubDesc& d) noexcept { return uint64_t{d.chunks_minus_1} + 1; }
+inline uint64_t sub_buckets(const SubDesc& d) noexcept { return sub_chunks(d) << d.log2_buckets; }
 
 // The move/insert/erase in progress. Written only by the writer-lock holder
 // (plain relaxed stores, published to a repairer by the lock CAS). op != 0
@@ -139,10 +170,82 @@ inline constexpr uint32_t kYieldsBetweenLivenessChecks = 256;
 inline uint64_t versions_bytes(uint32_t log2_stripes) noexcept {
   return ((uint64_t{8} << log2_stripes) + 63) & ~uint64_t{63};
 }
-inline uint64_t sub_bytes(uint32_t log2_buckets, uint32_t log2_stripes, uint32_t lane_bits) noexcept {
-  return versions_bytes(log2_stripes) + (uint64_t{lane_bits / 2} << log2_buckets);  // 4 lanes x lane_bits/8
+// Version counters for a sub-filter of `buckets` buckets: the largest 2^l <= buckets, l <= 13.
+inline uint32_t stripes_for_buckets(uint64_t buckets) noexcept {
+  uint32_t l = 0;
+  while (l < kMaxStripesLog2 && (uint64_t{2} << l) <= buckets) ++l;
+  return l;
 }
-inline uint32_t stripes_for(uint32_t log2_buckets) noexcept { return std::min(log2_buckets, kMaxStripesLog2); }
+// A sub-filter's bucket geometry: chunks x 2^log2_chunk buckets.
+struct Geometry {
+  uint32_t chunks = 1;
+  uint32_t log2_chunk = 1;
+  uint64_t buckets() const noexcept { return uint64_t{chunks} << log2_chunk; }
+};
+inline Geometry geometry_of(const SubDesc& d) noexcept {
+  return Geometry{static_cast<uint32_t>(sub_chunks(d)), d.log2_buckets};
+}
+// n buckets as a new filter's geometry: up to 2^16, the next power of two (one
+// chunk); above, the next multiple of 2^16 (chunks of 2^16).
+inline Geometry geometry_of_buckets(uint64_t n) noexcept {
+  if (n <= (uint64_t{1} << kChunkLog2)) {
+    uint32_t l = 1;
+    while ((uint64_t{1} << l) < n) ++l;
+    return Geometry{1, l};
+  }
+  return Geometry{static_cast<uint32_t>((n + (uint64_t{1} << kChunkLog2) - 1) >> kChunkLog2), kChunkLog2};
+}
+// The sub-filter an expansion adds after `last`: 2^grow times its buckets, nesting
+// in it (nests_in). A power-of-two chunk grows as one chunk up to 2^16 buckets,
+// then into chunks of 2^16; chunks of 2^16 multiply. `one_chunk` (a layout-1
+// region, which must stay readable by layout-1 builds) grows as one chunk, as
+// layout 1 did. buckets() > kMaxBuckets: no such sub-filter (the caller refuses).
+inline Geometry expansion_geometry(const SubDesc& last, uint32_t grow, bool one_chunk) noexcept {
+  const Geometry g = geometry_of(last);
+  constexpr Geometry kTooLarge{1u << 16, kChunkLog2 + 1};
+  if (grow > 32) return kTooLarge;
+  if (g.chunks == 1 && (one_chunk || g.log2_chunk > kChunkLog2 || g.log2_chunk + grow <= kChunkLog2))
+    return g.log2_chunk + grow > 32 ? kTooLarge : Geometry{1, g.log2_chunk + grow};
+  if (g.chunks == 1) return Geometry{1u << (g.log2_chunk + grow - kChunkLog2), kChunkLog2};
+  if ((uint64_t{g.chunks} << grow) > (uint64_t{1} << 16)) return kTooLarge;
+  return Geometry{g.chunks << grow, g.log2_chunk};
+}
+// A well-formed sub-filter shape: one chunk of 2^1..2^32 buckets, or chunks of
+// 2^1..2^16 buckets; <= 2^32 buckets; the stripe count stripes_for_buckets gives.
+inline bool sub_shape_ok(const SubDesc& d) noexcept {
+  return d.log2_buckets >= 1 && d.log2_buckets <= 32 && (d.chunks_minus_1 == 0 || d.log2_buckets <= kChunkLog2) &&
+         sub_buckets(d) <= kMaxBuckets && d.log2_stripes == stripes_for_buckets(sub_buckets(d));
+}
+// Does `d` nest in `prev` (the sub-filter before it)? Same fingerprint and the same
+// bucket pair in `d` imply the same pair in `prev` when d's chunk is no smaller,
+// d's chunk count is a multiple of prev's (fastrange nests: floor(x*c*m) / m =
+// floor(x*c)), and a multi-chunk prev keeps its chunk size (the XOR stays inside it).
+inline bool nests_in(const SubDesc& prev, const SubDesc& d) noexcept {
+  const uint64_t cp = sub_chunks(prev), cd = sub_chunks(d);
+  return d.log2_buckets >= prev.log2_buckets && cd % cp == 0 && (cp == 1 || d.log2_buckets == prev.log2_buckets);
+}
+inline uint32_t stripes_for(uint32_t log2_buckets) noexcept { return std::min(log2_buckets, kMaxStripesLog2); }  // one chunk of 2^n
+inline uint64_t sub_bytes_of(uint64_t buckets, uint32_t log2_stripes, uint32_t lane_bits) noexcept {
+  return versions_bytes(log2_stripes) + buckets * (lane_bits / 2);  // 4 lanes x lane_bits/8
+}
+inline uint64_t sub_bytes(const SubDesc& d, uint32_t lane_bits) noexcept {
+  return sub_bytes_of(sub_buckets(d), d.log2_stripes, lane_bits);
+}
+// One chunk of 2^log2_buckets buckets (the window's tables).
+inline uint64_t sub_bytes(uint32_t log2_buckets, uint32_t log2_stripes, uint32_t lane_bits) noexcept {
+  return sub_bytes_of(uint64_t{1} << log2_buckets, log2_stripes, lane_bits);
+}
+inline SubDesc sub_desc(uint64_t offset, Geometry g) noexcept {
+  return SubDesc{offset, g.log2_chunk, static_cast<uint16_t>(stripes_for_buckets(g.buckets())),
+                 static_cast<uint16_t>(g.chunks - 1)};
+}
+// A region: the header and sub-filter 0.
+inline uint64_t region_bytes_for(Geometry g, uint32_t lane_bits) noexcept {
+  return sizeof(Header) + sub_bytes_of(g.buckets(), stripes_for_buckets(g.buckets()), lane_bits);
+}
+inline uint64_t region_bytes_for(uint32_t log2_buckets, uint32_t lane_bits) noexcept {  // one chunk (the window)
+  return region_bytes_for(Geometry{1, log2_buckets}, lane_bits);
+}
 // f = ceil(log2(2b/p)) (Fan et al. CoNEXT'14, eq. for semi-sorted-free cuckoo filters), rounded up to 8/12/16.
 inline uint32_t fp_bits_for_error(double p) noexcept {
   double f = std::ceil(std::log2(2.0 * kSlots / p));
@@ -150,7 +253,16 @@ inline uint32_t fp_bits_for_error(double p) noexcept {
   if (f <= 12) return 12;
   return 16;
 }
-// Buckets for `capacity` items at <= 95% load: next power of two of capacity / (4 * 0.95).
+// Buckets for `capacity` items at <= 95% load: ceil(capacity / (4 * 0.95)),
+// rounded up to a power of two below 2^16 buckets and to a multiple of 2^16
+// above (at most 2^16 - 1 buckets, 512 KiB at 16-bit lanes, more than asked).
+// buckets() > kMaxBuckets: too large (the caller refuses it).
+inline Geometry geometry_for(uint64_t capacity) noexcept {
+  double need = std::ceil(static_cast<double>(capacity) / (kSlots * 0.95));
+  if (need > static_cast<double>(kMaxBuckets)) return Geometry{1u << 16, kChunkLog2 + 1};  // > 2^32: refused
+  return geometry_of_buckets(std::max<uint64_t>(2, static_cast<uint64_t>(need)));
+}
+// Power-of-two sizing (the window's tables, one chunk): next power of two of capacity / (4 * 0.95).
 inline uint32_t log2_buckets_for(uint64_t capacity) noexcept {
   double need = std::ceil(static_cast<double>(capacity) / (kSlots * 0.95));
   uint32_t l = 1;
@@ -170,10 +282,18 @@ inline KeyHash split_hash(uint64_t h, uint32_t fp_bits) noexcept {
   uint32_t fp = static_cast<uint32_t>(((h >> 32) * range) >> 32) + 1;
   return {h, fp};
 }
-// Partial-key cuckoo hashing: i2 = i1 XOR H(fp) (Fan et al. 2014). H is a
-// Fibonacci multiply; its high 32 bits are well mixed for small fp.
+// Partial-key cuckoo hashing inside a chunk: i2 = i1 XOR (H(fp) & chunk_mask)
+// (Fan et al. 2014; Vacuum filters' chunks). H is a Fibonacci multiply; its
+// high 32 bits are well mixed for small fp. An involution; i and i2 share a chunk.
 inline uint64_t fp_hash(uint32_t fp) noexcept { return (uint64_t{fp} * 0x9e3779b97f4a7c15ull) >> 32; }
-inline uint64_t alt_bucket(uint64_t i, uint32_t fp, uint64_t mask) noexcept { return (i ^ fp_hash(fp)) & mask; }
+inline uint64_t alt_bucket(uint64_t i, uint32_t fp, uint64_t chunk_mask) noexcept { return i ^ (fp_hash(fp) & chunk_mask); }
+// Primary bucket: chunk = fastrange(bits 16..47 of h, chunks), offset = h mod 2^log2_chunk.
+// chunks = 1 gives layout 1's h & (2^n - 1). The chunk's bits lie above the offset's
+// (log2_chunk <= 16 when chunks > 1) and below the top bits the fingerprint is taken from.
+inline uint64_t primary_bucket(uint64_t h, uint64_t chunks, uint32_t log2_chunk) noexcept {
+  const uint64_t chunk = ((h >> 16) & 0xffffffffull) * chunks >> 32;
+  return (chunk << log2_chunk) | (h & ((uint64_t{1} << log2_chunk) - 1));
+}
 
 // ---- lanes ----------------------------------------------------------------------
 template <class W, unsigned L>
@@ -211,13 +331,16 @@ using Lanes16 = Lanes<uint64_t, 16>;
 struct Sub {
   uint64_t* versions;
   void* buckets;
-  uint64_t mask;         // buckets - 1
+  uint64_t n;            // bucket count (chunks << log2_chunk)
+  uint64_t chunks;       // chunk count (1 for a power-of-two table)
+  uint64_t chunk_mask;   // 2^log2_chunk - 1
   uint64_t stripe_mask;  // stripes - 1
+  uint32_t log2_chunk;
 };
 inline Sub sub_view(std::byte* base, const SubDesc& d) noexcept {
   std::byte* p = base + d.offset;
-  return Sub{reinterpret_cast<uint64_t*>(p), p + versions_bytes(d.log2_stripes), (uint64_t{1} << d.log2_buckets) - 1,
-             (uint64_t{1} << d.log2_stripes) - 1};
+  return Sub{reinterpret_cast<uint64_t*>(p), p + versions_bytes(d.log2_stripes), sub_buckets(d), sub_chunks(d),
+             (uint64_t{1} << d.log2_buckets) - 1, (uint64_t{1} << d.log2_stripes) - 1, d.log2_buckets};
 }
 // Published sub-filter count; acquire pairs with the release store that
 // published the last SubDesc, so its fields are visible.

@@ -20,6 +20,8 @@
 #endif
 #if __has_include("shmfilter/cuckoo.hpp")
 #include "shmfilter/cuckoo.hpp"
+#include "base/hash.h"                 // hash_key: the filter's key hash, for explain_lost
+#include "structures/cuckoo_layout.h"  // bucket derivation, for explain_lost
 #define TORTURE_CUCKOO 1
 #endif
 #if __has_include("shmfilter/exact_set.hpp")
@@ -223,6 +225,46 @@ void step(Worker& w) {
       return;
   }
 }
+// A lost key, explained: its fingerprint and bucket pair in every sub-filter, and
+// every other oracle key with the same fingerprint that shares a pair with it in
+// some sub-filter (the keys an erase could have taken a copy from). Read-only.
+std::string explain_lost(Segment& seg, const std::vector<WorkerModel>& models, int wid, uint64_t idx) {
+  namespace ck = shmfilter::internal::cuckoo;
+  const shmfilter::RegionInfo r = seg.open_region("t.cuckoo", shmfilter::Kind::kCuckoo);
+  const auto* h = reinterpret_cast<const ck::Header*>(seg.base() + r.offset);
+  const uint32_t subs = std::min(ck::sub_count_acquire(h), ck::kMaxSubs);
+  auto pairs = [&](uint64_t key, uint32_t& fp) {
+    const ck::KeyHash kh = ck::split_hash(shmfilter::internal::hash_key(key, h->seed), h->fp_bits);
+    fp = kh.fp;
+    std::vector<std::pair<uint64_t, uint64_t>> p;
+    for (uint32_t j = 0; j < subs; ++j) {
+      const ck::Sub s = ck::sub_view(seg.base(), h->subs[j]);
+      const uint64_t i1 = ck::primary_bucket(kh.h, s.chunks, s.log2_chunk), i2 = ck::alt_bucket(i1, kh.fp, s.chunk_mask);
+      p.emplace_back(std::min(i1, i2), std::max(i1, i2));
+    }
+    return p;
+  };
+  uint32_t fp = 0;
+  const auto mine = pairs(key64(kT, wid, idx), fp);
+  std::string out = " (fp " + std::to_string(fp) + ", pairs";
+  for (const auto& p : mine) out += " {" + std::to_string(p.first) + "," + std::to_string(p.second) + "}";
+  out += "; same fp sharing a pair:";
+  for (size_t w = 0; w < models.size(); ++w) {
+    const auto& st = models[w].keys[static_cast<int>(kT)];
+    for (uint64_t i = 0; i < st.size(); ++i) {
+      if (static_cast<int>(w) == wid && i == idx) continue;
+      uint32_t f2 = 0;
+      const auto theirs = pairs(key64(kT, static_cast<int>(w), i), f2);
+      if (f2 != fp) continue;
+      std::string shared;
+      for (uint32_t j = 0; j < subs; ++j) shared += mine[j] == theirs[j] ? "=" : "x";
+      if (shared.find('=') == std::string::npos) continue;
+      out += " worker " + std::to_string(w) + " key " + std::to_string(i) + " (" +
+             (st[i] == kPresent ? "present" : st[i] == kAbsent ? "absent" : "unknown") + ", sub-filters " + shared + ")";
+    }
+  }
+  return out + ")";
+}
 void verify(Segment& seg, const Config&, const std::vector<WorkerModel>& models, Verdict& v) {
   shmfilter::Cuckoo c = shmfilter::Cuckoo::open(seg, "t.cuckoo");
   auto probe = [&](int wid, std::span<const uint64_t> idx, std::span<uint8_t> out) {
@@ -232,7 +274,7 @@ void verify(Segment& seg, const Config&, const std::vector<WorkerModel>& models,
   };
   auto& a = v.anomalies;
   v.keys_verified += probe_state(models, kT, kPresent, true, probe, [&](int wid, uint64_t idx) {
-    a.note(a.lost, "LOST: acknowledged insert absent: " + key_text(kT, wid, idx));
+    a.note(a.lost, "LOST: acknowledged insert absent: " + key_text(kT, wid, idx) + explain_lost(seg, models, wid, idx));
   });
   uint64_t fp = 0;
   const uint64_t absent = probe_state(models, kT, kAbsent, false, probe, [&](int, uint64_t) { ++fp; });

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/kill_point.h"
+#include "structures/cuckoo_layout.h"  // the header, to write layout-1 and bad-version regions
 #include "shmfilter/cuckoo.hpp"
 #include "test_util.h"
 #include "workload.h"
@@ -294,4 +295,145 @@ TEST(CuckooTool, CreateAddCheckDelInfo) {
   EXPECT_EQ(r.exit_code, 1);
   r = shmf_test::run_shmtool({"cuckoo", "info", s + "-nope", "today"});
   EXPECT_EQ(r.exit_code, 1);
+}
+
+// Erase removes a copy of the key's fingerprint from the newest sub-filter whose
+// pair holds one; that copy may be another key's. It is safe only because
+// sub-filters nest (same fingerprint and pair in a later sub-filter => the same
+// pair in every earlier one, so the key whose copy went is still served by the
+// erased key's own copy: docs/cuckoo.md). f = 8 over 3,000 keys and 4+ sub-filters
+// gives hundreds of same-fingerprint pairs. Branch perf's layout 2 (not nested)
+// lost exactly such a key in the torture test; this test fails on it.
+TEST(Cuckoo, EraseNeverTakesAnotherKeysCopyAcrossSubFilters) {
+  Fixture f;
+  CuckooOptions o = opts(64, 8, 11);
+  o.expansion = 2;
+  o.max_subfilters = 8;
+  Cuckoo c = Cuckoo::create(f.seg, "nest", o);
+  auto keys = shmf_bench::distinct_keys(3000, 23);
+  // 0 absent, 1 present (insert_unique stored it), 2 shadow (insert_unique said
+  // "exists": another key's fingerprint; not stored, never erased, re-inserted).
+  std::vector<int> state(keys.size(), 0);
+  shmf_bench::Rng rng(5);
+  uint64_t erased = 0, shadows = 0;
+  auto all_present = [&](int step) {
+    for (size_t i = 0; i < keys.size(); ++i)
+      if (state[i] == 1) {
+        ASSERT_TRUE(c.contains(keys[i])) << "key " << i << " lost by step " << step;
+      }
+  };
+  for (int step = 0; step < 60000; ++step) {
+    const size_t i = rng.below(keys.size());
+    if (state[i] != 1) {
+      CuckooStatus st = c.insert_unique(keys[i]);
+      ASSERT_NE(st, CuckooStatus::kFull) << step;
+      state[i] = st == CuckooStatus::kInserted ? 1 : 2;
+      shadows += st == CuckooStatus::kExists;
+    } else if (rng.below(2) == 0) {
+      ASSERT_TRUE(c.erase(keys[i])) << "erase of present key " << i << " at step " << step;
+      state[i] = 0;
+      ++erased;
+    }
+    if (step % 5000 == 4999) {
+      all_present(step);
+      if (HasFatalFailure()) return;
+    }
+  }
+  all_present(60000);
+  EXPECT_GE(c.stats().subfilters, 4u);
+  EXPECT_GT(erased, 10000u);
+  EXPECT_GT(shadows, 50u) << "too few fingerprint matches to test anything";
+}
+
+// Layout 1 (2^n buckets, i1 = h mod 2^n) is the one-chunk case of layout 2: a
+// region written by a layout-1 build opens, answers, and expands as layout 1
+// did (one chunk, twice the buckets), so a layout-1 build can still read it.
+// A layout-1 header claiming several chunks, or a layout version above 2, is refused.
+TEST(Cuckoo, LayoutOneRegionsOpenAndExpandAsLayoutOne) {
+  namespace ck = shmfilter::internal::cuckoo;
+  Fixture f;
+  CuckooOptions o = opts(2000, 12);  // 2000 / 3.8 -> 1024 buckets: one chunk, as layout 1 would size it
+  o.expansion = 2;
+  o.max_subfilters = 4;
+  Cuckoo::create(f.seg, "v1", o);
+  auto* h = reinterpret_cast<ck::Header*>(f.seg.base() + f.seg.open_region("v1", shmfilter::Kind::kCuckoo).offset);
+  ASSERT_EQ(h->layout_version, 2u);
+  ASSERT_EQ(h->subs[0].log2_buckets, 10u);
+  ASSERT_EQ(h->subs[0].chunks_minus_1, 0u);
+  h->layout_version = 1;  // the bytes a layout-1 build writes for this filter (the golden test pins i1, i2)
+  Cuckoo c = Cuckoo::open(f.seg, "v1");
+  auto keys = shmf_bench::distinct_keys(16000, 4);
+  for (uint64_t k : keys) ASSERT_EQ(c.insert(k), CuckooStatus::kInserted);
+  ASSERT_GE(ck::sub_count_acquire(h), 3u);
+  for (uint32_t j = 1; j < ck::sub_count_acquire(h); ++j) {
+    EXPECT_EQ(h->subs[j].chunks_minus_1, 0u) << "sub-filter " << j;
+    EXPECT_EQ(h->subs[j].log2_buckets, 10u + j) << "sub-filter " << j;
+  }
+  EXPECT_EQ(h->layout_version, 1u);
+  for (uint64_t k : keys) ASSERT_TRUE(c.contains(k));
+  EXPECT_TRUE(f.seg.check(false).consistent());
+
+  const ck::SubDesc keep = h->subs[1];
+  h->subs[1].chunks_minus_1 = 1;  // a well-formed 2-chunk shape (stripes to match), but not in layout 1
+  h->subs[1].log2_stripes = static_cast<uint16_t>(ck::stripes_for_buckets(ck::sub_buckets(h->subs[1])));
+  try {
+    Cuckoo::open(f.seg, "v1");
+    ADD_FAILURE() << "a layout-1 region with 2 chunks opened";
+  } catch (const shmfilter::Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kCorrupt);
+    EXPECT_NE(std::string(e.what()).find("layout-1 region"), std::string::npos) << e.what();
+  }
+  h->subs[1] = keep;
+  h->layout_version = 3;
+  try {
+    Cuckoo::open(f.seg, "v1");
+    ADD_FAILURE() << "layout version 3 opened";
+  } catch (const shmfilter::Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kVersionMismatch);
+    EXPECT_NE(std::string(e.what()).find("layout version 3"), std::string::npos) << e.what();
+  }
+  h->layout_version = 1;
+  EXPECT_TRUE(Cuckoo::drop(f.seg, "v1"));
+}
+
+// A layout-2 filter above 2^16 buckets: chunks of 2^16, expansions multiply the
+// chunks, and the filter holds its capacity at <= 95% load with zero failures;
+// a sub-filter table that does not nest is refused by open and check.
+TEST(Cuckoo, ChunkedFilterHoldsItsCapacityAndExpandsByChunks) {
+  namespace ck = shmfilter::internal::cuckoo;
+  Fixture f;
+  CuckooOptions o = opts(300000, 12);  // need 78,948 buckets: 2 chunks (131,072), 57% load at capacity
+  o.expansion = 2;
+  o.max_subfilters = 2;
+  Cuckoo c = Cuckoo::create(f.seg, "chunked", o);
+  auto* h = reinterpret_cast<ck::Header*>(f.seg.base() + f.seg.open_region("chunked", shmfilter::Kind::kCuckoo).offset);
+  EXPECT_EQ(h->subs[0].log2_buckets, 16u);
+  EXPECT_EQ(h->subs[0].chunks_minus_1, 1u);
+  EXPECT_EQ(ck::region_bytes_for(ck::Geometry{2, 16}, 16), 576u + 65536u + 131072u * 8) << "8192 versions, 2 chunks";
+  EXPECT_LT(c.stats().bytes, ck::region_bytes_for(ck::Geometry{2, 16}, 16) + 4096) << "what it needs, not 2^17 buckets";
+  // Fill sub-filter 0 to 95% of its slots with zero failures, then past it: expansion to 4 chunks.
+  const uint64_t slots = 4 * 131072;
+  auto keys = shmf_bench::distinct_keys(slots + 20000, 6);
+  const size_t n95 = static_cast<size_t>(0.95 * static_cast<double>(slots));
+  for (size_t i = 0; i < n95; ++i) ASSERT_EQ(c.insert(keys[i]), CuckooStatus::kInserted) << i;
+  EXPECT_EQ(c.stats().subfilters, 1u) << "95% of one chunked table, no expansion";
+  EXPECT_EQ(c.stats().failures, 0u);
+  for (size_t i = n95; i < keys.size(); ++i) ASSERT_EQ(c.insert(keys[i]), CuckooStatus::kInserted) << i;
+  ASSERT_EQ(c.stats().subfilters, 2u);
+  EXPECT_EQ(h->subs[1].log2_buckets, 16u);
+  EXPECT_EQ(h->subs[1].chunks_minus_1, 3u);
+  for (uint64_t k : keys) ASSERT_TRUE(c.contains(k));
+  EXPECT_TRUE(f.seg.check(false).consistent());
+  // A sub-filter table that does not nest (3 chunks after 2) is refused: erase would lose keys in it.
+  h->subs[1].chunks_minus_1 = 2;
+  try {
+    Cuckoo::open(f.seg, "chunked");
+    ADD_FAILURE() << "a non-nested sub-filter opened";
+  } catch (const shmfilter::Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kCorrupt);
+    EXPECT_NE(std::string(e.what()).find("not nested in sub-filter 0"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(f.seg.check(false).consistent());
+  h->subs[1].chunks_minus_1 = 3;
+  EXPECT_TRUE(f.seg.check(false).consistent());
 }
