@@ -82,8 +82,9 @@ RoaringSet RoaringSet::create_from(Segment& seg, std::string_view name, const ro
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count());
         uint64_t snap = txn.allocate(sizeof(SnapHeader) + frozen);
-        uint64_t delta = txn.allocate(delta_bytes(opts.delta_capacity));
-        write_version(txn.base(), snap, b.p, frozen, 1, delta, 0, opts.delta_capacity);
+        const uint32_t cap = next_delta_capacity(roaring_bitmap_get_cardinality(b.p), opts.delta_capacity);
+        uint64_t delta = txn.allocate(delta_bytes(cap));
+        write_version(txn.base(), snap, b.p, frozen, 1, delta, 0, cap);
         h->current.store(snap);
         h->gen_counter.store(1);
       });
@@ -152,7 +153,7 @@ RoaringStatus RoaringSet::write(uint32_t value, int op_int) noexcept {
   if (!view) return RoaringStatus::kDropped;
   uint64_t fill = 0;
   for (;;) {
-    if (delta_write(view->delta, value, op, local_->limit) == WriteResult::kFull) {
+    if (delta_write(view->delta, value, op, view->limit) == WriteResult::kFull) {
       if (!make_room(local_, view->snap_off)) return RoaringStatus::kFull;
       view = current_view(local_);
       if (!view) return RoaringStatus::kDropped;
@@ -169,7 +170,7 @@ RoaringStatus RoaringSet::write(uint32_t value, int op_int) noexcept {
     if (!view) return RoaringStatus::kDropped;
   }
   fill = view->delta->fill.load(std::memory_order_relaxed);  // relaxed: a trigger heuristic
-  if (local_->auto_compact && fill >= local_->trigger && local_->hdr->claim.load(std::memory_order_relaxed) == 0) {
+  if (local_->auto_compact && fill >= view->trigger && local_->hdr->claim.load(std::memory_order_relaxed) == 0) {
     try {
       compact_impl(local_, nullptr);
     } catch (...) {
@@ -383,10 +384,11 @@ RoaringStats RoaringSet::stats() const {
   s.snapshot_cardinality = view->snap->cardinality;
   s.snapshot_bytes = view->snap->frozen_bytes;
   s.snapshot_generation = view->gen;
-  s.delta_capacity = local_->capacity;
+  s.delta_capacity = view->delta->capacity;
+  s.delta_max_capacity = local_->max_capacity;
   s.delta_fill = view->delta->fill.load(std::memory_order_relaxed);  // relaxed: statistics
   s.prev_delta_fill = view->prev ? view->prev->fill.load(std::memory_order_relaxed) : 0;
-  s.delta_bytes = delta_bytes(local_->capacity) * (view->prev ? 2 : 1);
+  s.delta_bytes = delta_bytes(view->delta->capacity) + (view->prev ? delta_bytes(view->prev->capacity) : 0);
   s.compactions = local_->hdr->compactions;
   s.claim_owner = local_->hdr->claim.load();
   uint64_t pending_bytes = 0;
@@ -395,7 +397,9 @@ RoaringStats RoaringSet::stats() const {
       ++s.pending_free;
       if (!pending_ok(local_->base, local_->seg.size(), p)) continue;  // corrupt: check reports it
       auto* sh = reinterpret_cast<const SnapHeader*>(local_->base + p.snap_off);
-      pending_bytes += sizeof(SnapHeader) + sh->frozen_bytes + (p.delta_off ? delta_bytes(local_->capacity) : 0);
+      const bool delta = p.delta_off && delta_ok(local_->base, local_->seg.size(), p.delta_off, local_->max_capacity);
+      pending_bytes += sizeof(SnapHeader) + sh->frozen_bytes +
+                       (delta ? delta_bytes(reinterpret_cast<const DeltaHeader*>(local_->base + p.delta_off)->capacity) : 0);
     }
   s.total_bytes = local_->region.size + sizeof(SnapHeader) + s.snapshot_bytes + s.delta_bytes + pending_bytes;
   roaring_statistics_t st;
@@ -488,8 +492,8 @@ void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckRep
   for (int which = 0; which < 2; ++which) {
     uint64_t d = which == 0 ? sh->delta_off : sh->prev_delta_off;
     if (which == 1 && d == 0) continue;
-    if (!inside(d, delta_bytes(h->delta_capacity))) {
-      finding("delta table offset " + std::to_string(d) + " out of bounds");
+    if (!delta_ok(base, size, d, h->delta_capacity)) {  // version_ok passed: only a racing corruption gets here
+      finding("delta table offset " + std::to_string(d) + " out of bounds or not a delta table");
       continue;
     }
     uint64_t claimed = 0;

@@ -126,7 +126,7 @@ void recover_locked(RoaringLocal& L) {
   uint64_t staged = L.hdr->staged_snap, from = L.hdr->staged_from;
   if (staged == 0) return;
   const uint64_t size = L.seg.size();
-  if (!version_ok(L.base, size, staged, L.capacity) || !version_ok(L.base, size, from, L.capacity)) {
+  if (!version_ok(L.base, size, staged, L.max_capacity) || !version_ok(L.base, size, from, L.max_capacity)) {
     // Garbage in the staging words (a corrupt segment): never publish or free
     // what they name; forget them (check reports the space as leaked).
     L.seg.transact([&](ControlTxn& txn) {
@@ -187,12 +187,16 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
   roaring_bitmap_shrink_to_fit(b.p);
   size_t frozen = roaring_bitmap_frozen_size_in_bytes(b.p);
   uint64_t from = view->snap_off;
+  // The next active delta grows (or shrinks) with the set: next_delta_capacity.
+  const uint32_t cap = next_delta_capacity(roaring_bitmap_get_cardinality(b.p), L.max_capacity);
+  const bool grows = cap > view->delta->capacity;
   L.seg.transact([&](ControlTxn& txn) {
     require_live(L);
     txn.charge_to(L.region);  // check() reports these extents as leaked if the set is dropped without them
     uint64_t snap = txn.allocate(sizeof(SnapHeader) + frozen);
-    uint64_t delta = txn.allocate(delta_bytes(L.capacity));
-    write_version(L.base, snap, b.p, frozen, view->gen + 1, delta, view->snap->delta_off, L.capacity);
+    if (grows) SHMF_KILL_POINT("roaring.delta.grow");  // inside the transaction: the recovery rolls both allocations back
+    uint64_t delta = txn.allocate(delta_bytes(cap));
+    write_version(L.base, snap, b.p, frozen, view->gen + 1, delta, view->snap->delta_off, cap);
     txn.store_u64(&L.hdr->staged_from, from);
     txn.store_u64(&L.hdr->staged_snap, snap);
   });

@@ -39,9 +39,8 @@ struct RoaringLocal : std::enable_shared_from_this<RoaringLocal> {
   ReaderSlot* slot = nullptr;  // this process's reader-table slot
   uint64_t token = 0;
   pid_t pid = 0;
-  uint32_t capacity = 0;
-  uint64_t limit = 0;     // delta fill at which writes of new values get kFull (90%)
-  uint64_t trigger = 0;   // delta fill at which auto-compaction starts
+  uint32_t max_capacity = 0;   // the header's delta_capacity: no delta is larger
+  uint32_t compact_permille = 500;
   bool auto_compact = true;
 
   std::mutex mu;                       // guards live, latest, the slot's lo/hi stores
@@ -67,6 +66,8 @@ struct View {
   const SnapHeader* snap = nullptr;
   DeltaHeader* delta = nullptr;
   DeltaHeader* prev = nullptr;  // may be null
+  uint64_t limit = 0;    // active delta fill at which writes of new values get kFull (90% of its capacity)
+  uint64_t trigger = 0;  // active delta fill at which auto-compaction starts
   const roaring_bitmap_t* bm = nullptr;
   ~View() {
     if (bm) roaring_bitmap_free(bm);  // frees only the process-local view struct, never the frozen bytes
@@ -107,9 +108,10 @@ RoaringHeader* checked_header(Segment& seg, const RegionInfo& info);
 
 // A snapshot extent that may be followed: 64-byte aligned, its header and
 // frozen bytes inside the segment's `size`, its magic, and its delta tables
-// (when named) 64-byte aligned and inside. Every offset read from the set's
+// (when named) passing delta_ok (aligned, magic, capacity a power of two
+// <= max_capacity, every slot inside). Every offset read from the set's
 // header (current, staged_*) passes this before it is dereferenced.
-bool version_ok(const std::byte* base, uint64_t size, uint64_t off, uint32_t capacity) noexcept;
+bool version_ok(const std::byte* base, uint64_t size, uint64_t off, uint32_t max_capacity) noexcept;
 // A retired-snapshot entry whose offsets may be followed or freed: aligned, inside, a snapshot header.
 bool pending_ok(const std::byte* base, uint64_t size, const PendingFree& p) noexcept;
 // Inside every transaction on the set's memory: the set is still published.
@@ -124,7 +126,7 @@ void require_live(const RoaringLocal& L);
 std::string quoted(std::string_view s);
 
 // ---- compaction (roaring_compact.cpp) ------------------------------------------------
-// Fills a fresh snapshot extent at `snap` (64 + frozen bytes) and a delta extent.
+// Fills a fresh snapshot extent at `snap` (64 + frozen bytes) and a delta extent of `capacity` slots.
 void write_version(std::byte* base, uint64_t snap, const roaring_bitmap_t* bm, size_t frozen, uint64_t gen,
                    uint64_t delta, uint64_t prev_delta, uint32_t capacity);
 

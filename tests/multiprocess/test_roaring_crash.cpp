@@ -228,3 +228,45 @@ TEST(RoaringCrash, RandomKillsLoseNothingAcknowledged) {
   expect_acknowledged(rs, all);
   EXPECT_TRUE(consistent(seg));
 }
+
+// Issue 16: the delta grows inside the compaction's transaction. A writer
+// killed there (roaring.delta.grow, between the snapshot's and the bigger
+// delta's allocation) leaves nothing half-made: the segment's recovery rolls
+// the transaction back, every acknowledged write is still there, the next
+// compaction takes over the dead claim and grows the delta itself, and
+// dropping the set returns every byte.
+TEST(RoaringCrash, KilledWhileGrowingTheDelta) {
+  SegmentGuard g(unique_name("rcg"));
+  Segment seg = Segment::create(g.name, seg_options());
+  uint64_t used0 = seg.stats().used_bytes;
+  RoaringOptions o;
+  o.delta_capacity = 1u << 16;
+  o.auto_compact = true;
+  RoaringSet::create(seg, "set", o);
+  Ack ack;
+  pid_t child = shmf_test::fork_child([&] {
+    Segment s = Segment::open(g.name);
+    RoaringSet rs = RoaringSet::open(s, "set");
+    internal::arm_kill_point("roaring.delta.grow", 2);  // the second growth: 128 -> 256 slots
+    for (uint32_t v = 0; v < 20000; ++v) {
+      ack.send(v * 5, true, true);
+      if (rs.add(v * 5) != RoaringStatus::kOk) return 3;
+      ack.send(v * 5, true);
+    }
+    return 0;  // the kill point must fire before this (growth starts near 1,040 values)
+  });
+  int st = shmf_test::wait_status(child);
+  ASSERT_TRUE(shmf_test::killed_by(st, SIGKILL)) << "child was not killed at roaring.delta.grow";
+  auto log = ack.drain();
+  ASSERT_GT(log.size(), 2000u);
+  RoaringSet rs = RoaringSet::open(seg, "set");
+  expect_acknowledged(rs, log);
+  EXPECT_EQ(rs.stats().delta_capacity, 128u) << "the killed growth did not publish";
+  for (uint32_t v = 1000000; v < 1004000; ++v) ASSERT_EQ(rs.add(v), RoaringStatus::kOk) << v;
+  EXPECT_GE(rs.stats().delta_capacity, 256u) << "the next compaction grew the delta through the dead claim";
+  expect_acknowledged(rs, log);
+  EXPECT_TRUE(consistent(seg));
+  rs = RoaringSet();
+  EXPECT_TRUE(RoaringSet::drop(seg, "set"));
+  EXPECT_EQ(seg.stats().used_bytes, used0) << "no extent leaked by the killed growth";
+}

@@ -143,7 +143,7 @@ TEST(RoaringKernels, DeltaValidateFindsDamage) {
   uint32_t v = 12345;
   delta_slots(d)[(delta_home(v, cap) + 5) & (cap - 1)].store(make_word(v, Op::kAdd));  // off its probe path
   EXPECT_NE(delta_validate(d, cap, nullptr).find("unreachable"), std::string::npos);
-  EXPECT_NE(delta_validate(d, 128, nullptr).find("capacity"), std::string::npos);
+  EXPECT_NE(delta_validate(d, 32, nullptr).find("capacity"), std::string::npos);  // 64 slots above a maximum of 32
 }
 
 // The snapshot layout puts frozen bytes 64 bytes into a 64-byte-aligned
@@ -267,4 +267,18 @@ TEST(RoaringKernels, ParseValueRejectsWideIds) {
   } catch (const shmfilter::Error& e) {
     EXPECT_NE(std::string(e.what()).find("does not fit in 32 bits"), std::string::npos);
   }
+}
+
+// The delta sizing rule (layout version 2): cardinality / 16 rounded up to a
+// power of two, from 64 to the set's maximum. Pinned: it decides memory and
+// the amortised cost of a write (roaring_impl.h, next_delta_capacity).
+TEST(RoaringKernels, NextDeltaCapacityFollowsTheSet) {
+  EXPECT_EQ(next_delta_capacity(0, 1u << 24), 64u);
+  EXPECT_EQ(next_delta_capacity(1024, 1u << 24), 64u);
+  EXPECT_EQ(next_delta_capacity(1025 + 15, 1u << 24), 128u);
+  EXPECT_EQ(next_delta_capacity(1000000, 1u << 24), 65536u);
+  EXPECT_EQ(next_delta_capacity(120000000, 1u << 24), 1u << 23);
+  EXPECT_EQ(next_delta_capacity(4000000000ull, 1u << 24), 1u << 24);
+  EXPECT_EQ(next_delta_capacity(1000000, 1024), 1024u);
+  EXPECT_EQ(next_delta_capacity(0, 64), 64u);
 }
