@@ -199,15 +199,32 @@ bool RoaringSet::contains_u64(uint64_t value) const noexcept {
 }
 
 RoaringStatus RoaringSet::add_many(std::span<const uint32_t> values) noexcept {
-  for (uint32_t v : values)
-    if (auto s = add(v); s != RoaringStatus::kOk) return s;
+  // Blocks of 16: prefetch (for write) the home slots of the block in the
+  // current active delta, then add each (the delta of a large set is far
+  // bigger than the cache: one miss per add otherwise, one chain at a time).
+  constexpr size_t kBlock = 16;
+  for (size_t i0 = 0; i0 < values.size(); i0 += kBlock) {
+    const size_t m = std::min(kBlock, values.size() - i0);
+    if (local_ && local_->live_region())
+      if (View* view = current_view(local_)) {
+        std::atomic<uint64_t>* slots = delta_slots(view->delta);
+        const uint32_t cap = view->delta->capacity;
+        for (size_t i = i0; i < i0 + m; ++i) __builtin_prefetch(slots + delta_home(values[i], cap), 1);
+      }
+    for (size_t i = i0; i < i0 + m; ++i)
+      if (auto s = add(values[i]); s != RoaringStatus::kOk) return s;
+  }
   return RoaringStatus::kOk;
 }
 RoaringStatus RoaringSet::add_many(std::span<const uint64_t> values) noexcept {
   for (uint64_t v : values)
     if (v > UINT32_MAX) return RoaringStatus::kOutOfRange;
-  for (uint64_t v : values)
-    if (auto s = add(static_cast<uint32_t>(v)); s != RoaringStatus::kOk) return s;
+  uint32_t buf[256];
+  for (size_t i0 = 0; i0 < values.size(); i0 += 256) {
+    const size_t m = std::min<size_t>(256, values.size() - i0);
+    for (size_t i = 0; i < m; ++i) buf[i] = static_cast<uint32_t>(values[i0 + i]);
+    if (auto s = add_many(std::span<const uint32_t>(buf, m)); s != RoaringStatus::kOk) return s;
+  }
   return RoaringStatus::kOk;
 }
 RoaringStatus RoaringSet::remove_many(std::span<const uint32_t> values) noexcept {
@@ -219,16 +236,30 @@ RoaringStatus RoaringSet::remove_many(std::span<const uint32_t> values) noexcept
 namespace {
 // out[i] = contains(values[i]) for i < min(sizes) (0 for a uint64 value >= 2^32, and for
 // every value when the set is dropped); returns how many are present.
+// Blocks of 16: prefetch every value's first loads, then the containers
+// they name, then answer (memory-level parallelism instead of a chain of
+// misses per value; bench/RESULTS.md roaring section).
 template <class V>
 uint64_t contains_each(const std::shared_ptr<RoaringLocal>& L, bool live, std::span<const V> values,
                        std::span<uint8_t> out) noexcept {
   size_t n = std::min(values.size(), out.size());
   View* view = live ? current_view(L) : nullptr;
   uint64_t present = 0;
-  for (size_t i = 0; i < n; ++i) {
-    bool in_range = true;
-    if constexpr (sizeof(V) > sizeof(uint32_t)) in_range = values[i] <= UINT32_MAX;
-    present += out[i] = view && in_range && view->contains(static_cast<uint32_t>(values[i]));
+  constexpr size_t kBlock = 16;
+  for (size_t i0 = 0; i0 < n; i0 += kBlock) {
+    const size_t m = std::min(kBlock, n - i0);
+    auto in_range = [&](size_t i) {
+      if constexpr (sizeof(V) > sizeof(uint32_t)) return values[i] <= UINT32_MAX;
+      return true;
+    };
+    if (view) {
+      for (size_t i = i0; i < i0 + m; ++i)
+        if (in_range(i)) view->prefetch1(static_cast<uint32_t>(values[i]));
+      for (size_t i = i0; i < i0 + m; ++i)
+        if (in_range(i)) view->prefetch2(static_cast<uint32_t>(values[i]));
+    }
+    for (size_t i = i0; i < i0 + m; ++i)
+      present += out[i] = view && in_range(i) && view->contains(static_cast<uint32_t>(values[i]));
   }
   return present;
 }
@@ -455,6 +486,29 @@ RoaringSet RoaringSet::store(Segment& seg, std::string_view dest, SetOp op, std:
 }
 
 bool RoaringSet::contains_any(std::span<const RoaringSet> sets, uint32_t x) noexcept {
+  // Up to 16 sets at once: the first loads of every set are issued before any
+  // is awaited (prefetch1, then prefetch2), so 7 sets cost about one set's
+  // latency plus the instructions. A view made on the way may evict another
+  // set's cached view (current_view's pointer lives until the next call), so
+  // then, and for more sets, the plain loop answers.
+  constexpr size_t kMax = 16;
+  View* views[kMax];
+  bool made = false;
+  const size_t n = sets.size();
+  if (n <= kMax) {
+    for (size_t i = 0; i < n; ++i) {
+      const auto& L = sets[i].local_;
+      views[i] = (L && L->live_region()) ? current_view(L, &made) : nullptr;
+      if (views[i]) views[i]->prefetch1(x);
+    }
+    if (!made) {
+      for (size_t i = 0; i < n; ++i)
+        if (views[i]) views[i]->prefetch2(x);
+      for (size_t i = 0; i < n; ++i)
+        if (views[i] && views[i]->contains(x)) return true;
+      return false;
+    }
+  }
   for (const auto& s : sets)
     if (s.contains(x)) return true;
   return false;

@@ -81,6 +81,8 @@ std::shared_ptr<View> RoaringLocal::make_view() {
   v->trigger = std::max<uint64_t>(1, cap * compact_permille / 1000);
   v->bm = roaring_bitmap_frozen_view(frozen_bytes(sh), sh->frozen_bytes);
   if (v->bm == nullptr) return fail();
+  v->frozen = frozen_bytes(sh);
+  v->index = build_index(v->bm, v->frozen, sh->frozen_bytes);  // O(containers), once per view per process
   ++live[v->gen];
   publish_pins_locked();  // narrow to the generations really in use
   v->local = weak_from_this();
@@ -111,10 +113,16 @@ std::map<std::tuple<pid_t, const std::byte*, uint32_t, uint32_t>, std::weak_ptr<
 // The view for the published snapshot, or nullptr (dropped / corrupt).
 // The returned pointer stays valid until this thread's next call on a set.
 View* current_view(const std::shared_ptr<RoaringLocal>& L) noexcept {
+  bool made = false;
+  return current_view(L, &made);
+}
+
+View* current_view(const std::shared_ptr<RoaringLocal>& L, bool* made) noexcept {
   if (L->fork_epoch != g_fork_epoch.load(std::memory_order_relaxed)) return nullptr;  // relaxed: set before the child runs
   uint64_t cur = L->hdr->current.load();  // seq_cst: a call after a publish sees it (real-time order)
   for (auto& e : t_views)
     if (e.owner == L->serial && e.view->snap_off == cur) return e.view.get();
+  *made = true;
   std::shared_ptr<View> v;
   try {
     v = L->make_view();

@@ -17,6 +17,7 @@
 
 #include "shmfilter/roaring_set.hpp"
 #include "structures/roaring_impl.h"
+#include "structures/roaring_index.h"
 
 namespace shmfilter::internal::roaring {
 
@@ -69,15 +70,43 @@ struct View {
   uint64_t limit = 0;    // active delta fill at which writes of new values get kFull (90% of its capacity)
   uint64_t trigger = 0;  // active delta fill at which auto-compaction starts
   const roaring_bitmap_t* bm = nullptr;
+  const char* frozen = nullptr;       // the snapshot's frozen bytes (immutable while the view pins them)
+  std::unique_ptr<uint64_t[]> index;  // roaring_index.h; null for small sets (CRoaring's search)
   ~View() {
     if (bm) roaring_bitmap_free(bm);  // frees only the process-local view struct, never the frozen bytes
     if (auto l = local.lock()) l->view_died(gen);
+  }
+  bool snap_contains(uint32_t v) const noexcept {
+    return index ? index_contains(frozen, index[v >> 16], v) : roaring_bitmap_contains(bm, v);
   }
   bool contains(uint32_t v) const noexcept {
     Op op = delta_lookup(delta, v);
     if (op == Op::kNone && prev) op = delta_lookup(prev, v);
     if (op != Op::kNone) return op == Op::kAdd;
-    return roaring_bitmap_contains(bm, v);
+    return snap_contains(v);
+  }
+  // Batched lookups (contains_many, contains_any): stage 1 prefetches the
+  // independent first loads (delta home slots, index word), stage 2 the
+  // container line the index word names; then contains() finds them cached.
+  void prefetch1(uint32_t v) const noexcept {
+    if (delta->fill.load(std::memory_order_relaxed) != 0)  // relaxed: a hint only
+      __builtin_prefetch(delta_slots(delta) + delta_home(v, delta->capacity));
+    if (prev && prev->fill.load(std::memory_order_relaxed) != 0)  // relaxed: a hint only
+      __builtin_prefetch(delta_slots(prev) + delta_home(v, prev->capacity));
+    if (index) __builtin_prefetch(&index[v >> 16]);
+  }
+  void prefetch2(uint32_t v) const noexcept {
+    if (!index) return;
+    const uint64_t w = index[v >> 16];
+    if (iw_type(w) == kCNone) return;
+    const char* p = static_cast<const char*>(index_probe_address(frozen, w, static_cast<uint16_t>(v)));
+    __builtin_prefetch(p);
+    if (iw_type(w) == kCArray) {  // the +-32-position window spans up to 3 lines
+      const char* lo = frozen + iw_off(w);
+      const char* hi = lo + uint64_t{iw_count(w)} * 2;
+      if (p - 64 >= lo) __builtin_prefetch(p - 64);
+      if (p + 64 < hi) __builtin_prefetch(p + 64);
+    }
   }
 };
 
@@ -99,6 +128,9 @@ struct BitmapPtr {
 // The view for the published snapshot, or nullptr (dropped / corrupt).
 // The returned pointer stays valid until this thread's next call on a set.
 View* current_view(const std::shared_ptr<RoaringLocal>& L) noexcept;
+// The same; *made is set true when the call had to make a view (and so may
+// have evicted another set's view from this thread's cache).
+View* current_view(const std::shared_ptr<RoaringLocal>& L, bool* made) noexcept;
 
 // Lock-free lookup done: validates the header and takes (or shares) this process's reader slot.
 std::shared_ptr<RoaringLocal> attach(Segment& seg, const RegionInfo& info);

@@ -625,3 +625,55 @@ TEST(Roaring, OldLayoutRefusedAndBadDeltaCapacityNotFollowed) {
   }
   EXPECT_TRUE(RoaringSet::open(other, "o").contains(5));
 }
+
+// Issue 16: sets big enough for the per-view container index (>= 1 MiB of
+// frozen bytes) answer contains, contains_many (prefetching batches) and
+// contains_any (7 sets interleaved) exactly as a process-local CRoaring copy,
+// with values in the snapshot, in the deltas and removed; add_many equals adds.
+TEST(Roaring, IndexedLookupsAndBatchesAgreeWithOracle) {
+  SegmentGuard g(unique_name("ridx"));
+  Segment seg = Segment::create(g.name, seg_options(256ull << 20));
+  const uint64_t span = (uint64_t{1} << 32) * 1000000 / 120000000;  // the mission's density, 547 chunks
+  std::vector<RoaringSet> sets;
+  std::vector<roaring_bitmap_t*> oracle;
+  shmf_bench::Rng r(77);
+  for (int d = 0; d < 7; ++d) {
+    RoaringSet s = RoaringSet::create(seg, "day" + std::to_string(d));
+    roaring_bitmap_t* o = roaring_bitmap_create();
+    std::vector<uint32_t> vals(d == 0 ? 700000 : 120000);
+    for (auto& v : vals) v = static_cast<uint32_t>(r.below(span));
+    ASSERT_EQ(s.add_many(std::span<const uint32_t>(vals)), RoaringStatus::kOk);
+    roaring_bitmap_add_many(o, vals.size(), vals.data());
+    for (int i = 0; i < 2000; ++i) {  // removes and fresh adds that stay in the delta
+      uint32_t rm = vals[r.below(vals.size())], add = static_cast<uint32_t>(r.below(span));
+      ASSERT_EQ(s.remove(rm), RoaringStatus::kOk);
+      roaring_bitmap_remove(o, rm);
+      ASSERT_EQ(s.add(add), RoaringStatus::kOk);
+      roaring_bitmap_add(o, add);
+    }
+    sets.push_back(std::move(s));
+    oracle.push_back(o);
+  }
+  EXPECT_GE(sets[0].stats().snapshot_bytes, 1u << 20) << "day0 must be indexed";
+  EXPECT_EQ(sets[0].cardinality(), roaring_bitmap_get_cardinality(oracle[0]));
+  std::vector<uint32_t> q(300000);
+  for (size_t i = 0; i < q.size(); ++i)
+    q[i] = i % 3 == 0 ? static_cast<uint32_t>(r.next()) : static_cast<uint32_t>(r.below(span));
+  std::vector<uint8_t> out(q.size());
+  uint64_t present = sets[0].contains_many(std::span<const uint32_t>(q), std::span<uint8_t>(out));
+  uint64_t want_present = 0, any_hits = 0;
+  for (size_t i = 0; i < q.size(); ++i) {
+    const bool want = roaring_bitmap_contains(oracle[0], q[i]);
+    want_present += want;
+    ASSERT_EQ(sets[0].contains(q[i]), want) << q[i];
+    ASSERT_EQ(out[i] != 0, want) << q[i];
+    bool any = false;
+    for (auto* o : oracle) any |= roaring_bitmap_contains(o, q[i]);
+    any_hits += any;
+    ASSERT_EQ(RoaringSet::contains_any(sets, q[i]), any) << q[i];
+  }
+  EXPECT_EQ(present, want_present);
+  EXPECT_GT(want_present, 3000u);  // expected 2/3 x 300,000 x 700,000 / 35.8e6 = 3,910 hits
+  EXPECT_GT(any_hits, want_present);
+  for (auto* o : oracle) roaring_bitmap_free(o);
+}
