@@ -4,6 +4,8 @@
 // snapshots no reader can still see. Protocol: docs/roaring.md.
 #include <roaring/roaring.h>
 
+#include <time.h>
+
 #include <chrono>
 #include <thread>
 
@@ -11,6 +13,14 @@
 #include "structures/roaring_local.h"
 
 namespace shmfilter::internal::roaring {
+
+namespace {
+uint64_t thread_cpu_ns() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000000000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+}  // namespace
 
 // Fills a fresh snapshot extent at `snap` (64 + frozen bytes) and a delta extent.
 void write_version(std::byte* base, uint64_t snap, const roaring_bitmap_t* bm, size_t frozen, uint64_t gen,
@@ -166,6 +176,7 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
     throw Error(ErrorCode::kBusy, "Roaring set " + quoted(L.region.name) + ": " + std::to_string(kPendingSlots) +
                                       " retired snapshots are still read by live processes; compaction must wait "
                                       "(long-idle processes keep their last view: have them call the set again)");
+  const uint64_t cpu0 = thread_cpu_ns();
   std::shared_ptr<View> view = L.make_view();  // pins the version we build on
   if (!view) throw Error(ErrorCode::kCorrupt, "Roaring set " + quoted(L.region.name) + ": published snapshot is unreadable; run 'shmtool check'");
   BitmapPtr b(roaring_bitmap_copy(view->bm));
@@ -187,8 +198,10 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
   roaring_bitmap_shrink_to_fit(b.p);
   size_t frozen = roaring_bitmap_frozen_size_in_bytes(b.p);
   uint64_t from = view->snap_off;
-  // The next active delta grows (or shrinks) with the set: next_delta_capacity.
-  const uint32_t cap = next_delta_capacity(roaring_bitmap_get_cardinality(b.p), L.max_capacity);
+  // The next active delta grows (or shrinks) with the set and with what a
+  // compaction of it costs: next_delta_capacity (roaring_impl.h).
+  const uint64_t card = roaring_bitmap_get_cardinality(b.p);
+  const uint32_t cap = next_delta_capacity(card, L.max_capacity, thread_cpu_ns() - cpu0, L.compact_permille);
   const bool grows = cap > view->delta->capacity;
   L.seg.transact([&](ControlTxn& txn) {
     require_live(L);

@@ -15,6 +15,7 @@
 // Everything here is a kernel over raw memory: no Segment, no allocation.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -40,17 +41,29 @@ inline constexpr uint32_t kMinDeltaCapacity = 64;
 inline constexpr uint32_t kMaxDeltaCapacity = 1u << 24;
 inline constexpr uint32_t kInitialDeltaCapacity = 64;  // an empty set's delta: 64 + 512 bytes
 
-// Capacity of the next active delta for a snapshot of `card` values: the
-// smallest power of two >= card / 16, clamped to [64, max_capacity]. Why:
-// a compaction rewrites the whole snapshot (cost ~ c * card, c = 2.8 ns per
-// value measured for sparse ids), and it runs every capacity * compact_at
-// writes; a delta proportional to the set makes the amortised compaction cost
-// per write a constant (c * 16 / 0.5 / [1..2] = 45-90 ns at compact_at 0.5)
-// instead of growing with the set. Memory: 0.5-1 slot of 8 B per value per
-// delta table, i.e. 4-8 B per 16 values on top of the snapshot's ~2 B per value
-// (sparse); once card / 16 exceeds max_capacity the cost grows with the set again.
-inline uint32_t next_delta_capacity(uint64_t card, uint32_t max_capacity) noexcept {
+// Capacity of the next active delta for a snapshot of `card` values whose
+// build cost `build_cpu_ns` of thread CPU: the smallest power of two >= both
+// card / 16 and build_cpu_ns * 10 / compact_permille (i.e. >= cost / (100 ns
+// x compact_at)), at most the power of two >= card / 4, clamped to [64,
+// max_capacity]. Why: a compaction rewrites the whole snapshot and runs every
+// capacity * compact_at writes, so a delta sized from its cost keeps the
+// amortised compaction cost per write near 100 ns whatever the set's size
+// and shape (CRoaring costs ~3 ns per value at the mission's density, ~50 ns
+// per value when 2^32-wide random ids leave ~15 values per container: a fixed
+// delta or a pure card-proportional one made writes cost 1-2 us there, issue
+// 16). card / 16 is the floor that makes growth deterministic for a growing
+// set. Memory: the delta costs 8 B a slot, at most one slot per 4 values per
+// table (2-4 B per value; a sparse snapshot costs 2-7 B per value); once
+// max_capacity binds, the cost grows with the set again.
+inline uint32_t next_delta_capacity(uint64_t card, uint32_t max_capacity, uint64_t build_cpu_ns = 0,
+                                    uint32_t compact_permille = 500) noexcept {
   uint64_t want = card / 16;
+  if (compact_permille != 0) {
+    uint64_t by_cost = build_cpu_ns / compact_permille * 10;
+    uint64_t ceiling = 1;
+    while (ceiling < card / 4) ceiling <<= 1;
+    want = std::max(want, std::min(by_cost, ceiling));
+  }
   uint64_t cap = kInitialDeltaCapacity;
   while (cap < want && cap < max_capacity) cap <<= 1;
   return static_cast<uint32_t>(cap < max_capacity ? cap : max_capacity);

@@ -545,8 +545,9 @@ TEST(Roaring, EmptySetIsSmallAndDeltaGrowsWithUse) {
     }
   }
   auto st = s.stats();
-  // cardinality / 16 rounded up to a power of two, measured at the last compaction (<= now).
-  EXPECT_LE(st.delta_capacity, 16384u);
+  // >= cardinality / 16 at the last compaction (the deterministic floor), more when
+  // compactions cost more (by CPU time), never above the power of two >= cardinality / 4.
+  EXPECT_LE(st.delta_capacity, 65536u);
   EXPECT_GE(st.delta_capacity, 4096u) << "200,000 values / 16 needs at least 8192 slots at the last compaction, give or take one";
   EXPECT_GE(grew, 6u) << "64 -> 8192 slots is 7 doublings";
   for (uint32_t v : oracle) ASSERT_TRUE(s.contains(v)) << v;

@@ -282,6 +282,13 @@ TEST(RoaringKernels, NextDeltaCapacityFollowsTheSet) {
   EXPECT_EQ(next_delta_capacity(4000000000ull, 1u << 24), 1u << 24);
   EXPECT_EQ(next_delta_capacity(1000000, 1024), 1024u);
   EXPECT_EQ(next_delta_capacity(0, 64), 64u);
+  // By cost: a 20 ms build at compact_at 0.5 wants 400,000 slots (100 ns per write amortised) ...
+  EXPECT_EQ(next_delta_capacity(4000000, 1u << 24, 20000000, 500), 1u << 19);
+  EXPECT_EQ(next_delta_capacity(1000000, 1u << 24, 20000000, 500), 1u << 18) << "capped at card / 4";
+  // ... but never more than the set's own size, nor the maximum.
+  EXPECT_EQ(next_delta_capacity(4000, 1u << 24, 20000000, 500), 1024u);
+  EXPECT_EQ(next_delta_capacity(1000000, 1u << 16, 20000000, 500), 1u << 16);
+  EXPECT_EQ(next_delta_capacity(1000000, 1u << 24, 1000, 500), 65536u) << "a cheap build keeps the card / 16 floor";
 }
 
 // The per-view container index (roaring_index.h) answers exactly what CRoaring
