@@ -4,6 +4,7 @@
 // snapshots no reader can still see. Protocol: docs/roaring.md.
 #include <roaring/roaring.h>
 
+#include <sys/mman.h>
 #include <time.h>
 
 #include <chrono>
@@ -15,6 +16,24 @@
 namespace shmfilter::internal::roaring {
 
 namespace {
+// Maps the pages of a fresh (large) delta in this process now, inside the
+// compaction, instead of one page fault per page in the first writes after
+// the publish (a 2^24-slot delta is 32,768 pages: the latency bench saw the
+// out-of-cache add p50 at 3.7 us from those faults). A hint: errors (kernels
+// before 5.14, a full /dev/shm is already excluded by posix_fallocate) ignored.
+void prefault(std::byte* p, uint64_t len) noexcept {
+  if (len < (uint64_t{1} << 16)) return;
+  const uintptr_t page = 4096;
+  uintptr_t a = reinterpret_cast<uintptr_t>(p) & ~(page - 1);
+  uintptr_t e = reinterpret_cast<uintptr_t>(p) + len;
+#ifdef MADV_POPULATE_WRITE
+  (void)madvise(reinterpret_cast<void*>(a), e - a, MADV_POPULATE_WRITE);
+#else
+  (void)a;
+  (void)e;
+#endif
+}
+
 uint64_t thread_cpu_ns() noexcept {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -203,16 +222,19 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
   const uint64_t card = roaring_bitmap_get_cardinality(b.p);
   const uint32_t cap = next_delta_capacity(card, L.max_capacity, thread_cpu_ns() - cpu0, L.compact_permille);
   const bool grows = cap > view->delta->capacity;
+  uint64_t new_delta = 0;
   L.seg.transact([&](ControlTxn& txn) {
     require_live(L);
     txn.charge_to(L.region);  // check() reports these extents as leaked if the set is dropped without them
     uint64_t snap = txn.allocate(sizeof(SnapHeader) + frozen);
     if (grows) SHMF_KILL_POINT("roaring.delta.grow");  // inside the transaction: the recovery rolls both allocations back
     uint64_t delta = txn.allocate(delta_bytes(cap));
+    new_delta = delta;
     write_version(L.base, snap, b.p, frozen, view->gen + 1, delta, view->snap->delta_off, cap);
     txn.store_u64(&L.hdr->staged_from, from);
     txn.store_u64(&L.hdr->staged_snap, snap);
   });
+  prefault(L.base + new_delta, delta_bytes(cap));
   SHMF_KILL_POINT("roaring.compact.after_build");
   uint64_t staged = L.hdr->staged_snap;
   publish_locked(L, from, staged);
