@@ -33,9 +33,14 @@ struct RoaringLocal;  // process-local cache: reader slot + frozen views (lib/st
 }
 
 struct RoaringOptions {
-  uint32_t delta_capacity = 1u << 16;  // delta table slots (power of two, 64 .. 2^24); 8 bytes each
+  // MAXIMUM delta table slots (power of two, 64 .. 2^24; 8 bytes each). A delta
+  // starts at 64 slots and each compaction sizes the next one from the set's
+  // cardinality (about cardinality / 16, up to this): memory follows use.
+  uint32_t delta_capacity = 1u << 24;
   double compact_at = 0.5;             // delta fill fraction (0 < f <= 0.9) that triggers compaction
-  uint32_t reader_slots = 256;         // processes that may have the set open at once (1 .. 65536)
+  // Processes that may have the set open at once (1 .. 65536); 64 bytes each.
+  // 32 keeps an empty set under 4 KiB; raise it for larger worker pools.
+  uint32_t reader_slots = 32;
   bool auto_compact = true;            // the write that crosses compact_at compacts (else: only compact())
 };
 
@@ -56,7 +61,8 @@ struct RoaringStats {
   uint64_t snapshot_cardinality = 0;
   uint64_t snapshot_bytes = 0;      // frozen bytes of the published snapshot
   uint64_t snapshot_generation = 0;
-  uint64_t delta_capacity = 0;
+  uint64_t delta_capacity = 0;      // slots of the active delta (grows with the set)
+  uint64_t delta_max_capacity = 0;  // the set's maximum (RoaringOptions::delta_capacity)
   uint64_t delta_fill = 0;          // claimed slots of the active delta
   uint64_t prev_delta_fill = 0;     // claimed slots of the previous delta still consulted
   uint64_t delta_bytes = 0;         // both delta tables

@@ -211,11 +211,11 @@ void restore_bloom(Segment& seg, const std::string& name, In in) {
   });
 }
 
-// Roaring: [u32 delta capacity][portable serialization].
+// Roaring: [u32 maximum delta capacity][portable serialization].
 std::string save_roaring(Segment& seg, const RegionInfo& r) {
   RoaringSet set = RoaringSet::open(seg, r.name);
   Out o;
-  o.u32(static_cast<uint32_t>(set.stats().delta_capacity));
+  o.u32(static_cast<uint32_t>(set.stats().delta_max_capacity));  // the option (the active delta grows to it)
   o.b += set.export_portable();
   return o.b;
 }

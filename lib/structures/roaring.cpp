@@ -83,8 +83,9 @@ RoaringSet RoaringSet::create_from(Segment& seg, std::string_view name, const ro
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count());
         uint64_t snap = txn.allocate(sizeof(SnapHeader) + frozen);
-        uint64_t delta = txn.allocate(delta_bytes(opts.delta_capacity));
-        write_version(txn.base(), snap, b.p, frozen, 1, delta, 0, opts.delta_capacity);
+        const uint32_t cap = next_delta_capacity(roaring_bitmap_get_cardinality(b.p), opts.delta_capacity);
+        uint64_t delta = txn.allocate(delta_bytes(cap));
+        write_version(txn.base(), snap, b.p, frozen, 1, delta, 0, cap);
         h->current.store(snap);
         h->gen_counter.store(1);
       });
@@ -153,7 +154,7 @@ RoaringStatus RoaringSet::write(uint32_t value, int op_int) noexcept {
   if (!view) return RoaringStatus::kDropped;
   uint64_t fill = 0;
   for (;;) {
-    if (delta_write(view->delta, value, op, local_->limit) == WriteResult::kFull) {
+    if (delta_write(view->delta, value, op, view->limit) == WriteResult::kFull) {
       if (!make_room(local_, view->snap_off)) return RoaringStatus::kFull;
       view = current_view(local_);
       if (!view) return RoaringStatus::kDropped;
@@ -170,7 +171,7 @@ RoaringStatus RoaringSet::write(uint32_t value, int op_int) noexcept {
     if (!view) return RoaringStatus::kDropped;
   }
   fill = view->delta->fill.load(std::memory_order_relaxed);  // relaxed: a trigger heuristic
-  if (local_->auto_compact && fill >= local_->trigger && local_->hdr->claim.load(std::memory_order_relaxed) == 0) {
+  if (local_->auto_compact && fill >= view->trigger && local_->hdr->claim.load(std::memory_order_relaxed) == 0) {
     try {
       compact_impl(local_, nullptr);
     } catch (...) {
@@ -199,15 +200,32 @@ bool RoaringSet::contains_u64(uint64_t value) const noexcept {
 }
 
 RoaringStatus RoaringSet::add_many(std::span<const uint32_t> values) noexcept {
-  for (uint32_t v : values)
-    if (auto s = add(v); s != RoaringStatus::kOk) return s;
+  // Blocks of 16: prefetch (for write) the home slots of the block in the
+  // current active delta, then add each (the delta of a large set is far
+  // bigger than the cache: one miss per add otherwise, one chain at a time).
+  constexpr size_t kBlock = 16;
+  for (size_t i0 = 0; i0 < values.size(); i0 += kBlock) {
+    const size_t m = std::min(kBlock, values.size() - i0);
+    if (local_ && local_->live_region())
+      if (View* view = current_view(local_)) {
+        std::atomic<uint64_t>* slots = delta_slots(view->delta);
+        const uint32_t cap = view->delta->capacity;
+        for (size_t i = i0; i < i0 + m; ++i) __builtin_prefetch(slots + delta_home(values[i], cap), 1);
+      }
+    for (size_t i = i0; i < i0 + m; ++i)
+      if (auto s = add(values[i]); s != RoaringStatus::kOk) return s;
+  }
   return RoaringStatus::kOk;
 }
 RoaringStatus RoaringSet::add_many(std::span<const uint64_t> values) noexcept {
   for (uint64_t v : values)
     if (v > UINT32_MAX) return RoaringStatus::kOutOfRange;
-  for (uint64_t v : values)
-    if (auto s = add(static_cast<uint32_t>(v)); s != RoaringStatus::kOk) return s;
+  uint32_t buf[256];
+  for (size_t i0 = 0; i0 < values.size(); i0 += 256) {
+    const size_t m = std::min<size_t>(256, values.size() - i0);
+    for (size_t i = 0; i < m; ++i) buf[i] = static_cast<uint32_t>(values[i0 + i]);
+    if (auto s = add_many(std::span<const uint32_t>(buf, m)); s != RoaringStatus::kOk) return s;
+  }
   return RoaringStatus::kOk;
 }
 RoaringStatus RoaringSet::remove_many(std::span<const uint32_t> values) noexcept {
@@ -219,16 +237,30 @@ RoaringStatus RoaringSet::remove_many(std::span<const uint32_t> values) noexcept
 namespace {
 // out[i] = contains(values[i]) for i < min(sizes) (0 for a uint64 value >= 2^32, and for
 // every value when the set is dropped); returns how many are present.
+// Blocks of 16: prefetch every value's first loads, then the containers
+// they name, then answer (memory-level parallelism instead of a chain of
+// misses per value; bench/RESULTS.md roaring section).
 template <class V>
 uint64_t contains_each(const std::shared_ptr<RoaringLocal>& L, bool live, std::span<const V> values,
                        std::span<uint8_t> out) noexcept {
   size_t n = std::min(values.size(), out.size());
   View* view = live ? current_view(L) : nullptr;
   uint64_t present = 0;
-  for (size_t i = 0; i < n; ++i) {
-    bool in_range = true;
-    if constexpr (sizeof(V) > sizeof(uint32_t)) in_range = values[i] <= UINT32_MAX;
-    present += out[i] = view && in_range && view->contains(static_cast<uint32_t>(values[i]));
+  constexpr size_t kBlock = 16;
+  for (size_t i0 = 0; i0 < n; i0 += kBlock) {
+    const size_t m = std::min(kBlock, n - i0);
+    auto in_range = [&](size_t i) {
+      if constexpr (sizeof(V) > sizeof(uint32_t)) return values[i] <= UINT32_MAX;
+      return true;
+    };
+    if (view) {
+      for (size_t i = i0; i < i0 + m; ++i)
+        if (in_range(i)) view->prefetch1(static_cast<uint32_t>(values[i]));
+      for (size_t i = i0; i < i0 + m; ++i)
+        if (in_range(i)) view->prefetch2(static_cast<uint32_t>(values[i]));
+    }
+    for (size_t i = i0; i < i0 + m; ++i)
+      present += out[i] = view && in_range(i) && view->contains(static_cast<uint32_t>(values[i]));
   }
   return present;
 }
@@ -386,10 +418,11 @@ RoaringStats RoaringSet::stats() const {
   s.snapshot_cardinality = view->snap->cardinality;
   s.snapshot_bytes = view->snap->frozen_bytes;
   s.snapshot_generation = view->gen;
-  s.delta_capacity = local_->capacity;
+  s.delta_capacity = view->delta->capacity;
+  s.delta_max_capacity = local_->max_capacity;
   s.delta_fill = view->delta->fill.load(std::memory_order_relaxed);  // relaxed: statistics
   s.prev_delta_fill = view->prev ? view->prev->fill.load(std::memory_order_relaxed) : 0;
-  s.delta_bytes = delta_bytes(local_->capacity) * (view->prev ? 2 : 1);
+  s.delta_bytes = delta_bytes(view->delta->capacity) + (view->prev ? delta_bytes(view->prev->capacity) : 0);
   s.compactions = local_->hdr->compactions;
   s.claim_owner = local_->hdr->claim.load();
   uint64_t pending_bytes = 0;
@@ -398,7 +431,9 @@ RoaringStats RoaringSet::stats() const {
       ++s.pending_free;
       if (!pending_ok(local_->base, local_->seg.size(), p)) continue;  // corrupt: check reports it
       auto* sh = reinterpret_cast<const SnapHeader*>(local_->base + p.snap_off);
-      pending_bytes += sizeof(SnapHeader) + sh->frozen_bytes + (p.delta_off ? delta_bytes(local_->capacity) : 0);
+      const bool delta = p.delta_off && delta_ok(local_->base, local_->seg.size(), p.delta_off, local_->max_capacity);
+      pending_bytes += sizeof(SnapHeader) + sh->frozen_bytes +
+                       (delta ? delta_bytes(reinterpret_cast<const DeltaHeader*>(local_->base + p.delta_off)->capacity) : 0);
     }
   s.total_bytes = local_->region.size + sizeof(SnapHeader) + s.snapshot_bytes + s.delta_bytes + pending_bytes;
   roaring_statistics_t st;
@@ -454,6 +489,29 @@ RoaringSet RoaringSet::store(Segment& seg, std::string_view dest, SetOp op, std:
 }
 
 bool RoaringSet::contains_any(std::span<const RoaringSet> sets, uint32_t x) noexcept {
+  // Up to 16 sets at once: the first loads of every set are issued before any
+  // is awaited (prefetch1, then prefetch2), so 7 sets cost about one set's
+  // latency plus the instructions. A view made on the way may evict another
+  // set's cached view (current_view's pointer lives until the next call), so
+  // then, and for more sets, the plain loop answers.
+  constexpr size_t kMax = 16;
+  View* views[kMax];
+  bool made = false;
+  const size_t n = sets.size();
+  if (n <= kMax) {
+    for (size_t i = 0; i < n; ++i) {
+      const auto& L = sets[i].local_;
+      views[i] = (L && L->live_region()) ? current_view(L, &made) : nullptr;
+      if (views[i]) views[i]->prefetch1(x);
+    }
+    if (!made) {
+      for (size_t i = 0; i < n; ++i)
+        if (views[i]) views[i]->prefetch2(x);
+      for (size_t i = 0; i < n; ++i)
+        if (views[i] && views[i]->contains(x)) return true;
+      return false;
+    }
+  }
   for (const auto& s : sets)
     if (s.contains(x)) return true;
   return false;
@@ -491,8 +549,8 @@ void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckRep
   for (int which = 0; which < 2; ++which) {
     uint64_t d = which == 0 ? sh->delta_off : sh->prev_delta_off;
     if (which == 1 && d == 0) continue;
-    if (!inside(d, delta_bytes(h->delta_capacity))) {
-      finding("delta table offset " + std::to_string(d) + " out of bounds");
+    if (!delta_ok(base, size, d, h->delta_capacity)) {  // version_ok passed: only a racing corruption gets here
+      finding("delta table offset " + std::to_string(d) + " out of bounds or not a delta table");
       continue;
     }
     uint64_t claimed = 0;

@@ -4,7 +4,10 @@
 //   * the region (directory entry): RoaringHeader + the reader table;
 //   * snapshot extents: SnapHeader (64 B) + CRoaring frozen bytes (64-byte
 //     aligned, so CRoaring's 32-byte requirement holds), immutable once published;
-//   * delta extents: DeltaHeader (64 B) + an open-addressing table of u64 words.
+//   * delta extents: DeltaHeader (64 B) + an open-addressing table of u64 words,
+//     sized per version: each compaction sizes the next active delta from the
+//     set's cardinality (next_delta_capacity), from 64 slots up to the header's
+//     maximum, so an empty set costs < 4 KiB and the delta grows with use.
 // The header's `current` word holds the offset of the published snapshot
 // extent; that extent's SnapHeader names the two delta tables readers consult
 // (active, then previous) before the frozen bitmap. See docs/roaring.md.
@@ -12,6 +15,7 @@
 // Everything here is a kernel over raw memory: no Segment, no allocation.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -26,11 +30,44 @@ namespace shmfilter::internal::roaring {
 inline constexpr uint32_t kMagic = 0x53524f41;  // "AORS": RoaringSet region
 inline constexpr uint32_t kSnapMagic = 0x534e4150;    // "PANS": snapshot extent
 inline constexpr uint32_t kDeltaMagic = 0x444c5441;   // "ATLD": delta extent
-inline constexpr uint32_t kLayoutVersion = 1;
+// 2: per-delta capacity (the header's delta_capacity is the maximum; deltas
+// start at kInitialDeltaCapacity and grow at compaction). A version-1 region
+// is refused with ErrorCode::kVersionMismatch (export it with the old build
+// and import it into a new set).
+inline constexpr uint32_t kLayoutVersion = 2;
 inline constexpr uint32_t kPendingSlots = 32;  // retired snapshots awaiting reclamation
 inline constexpr uint32_t kFlagNoAutoCompact = 1;
 inline constexpr uint32_t kMinDeltaCapacity = 64;
 inline constexpr uint32_t kMaxDeltaCapacity = 1u << 24;
+inline constexpr uint32_t kInitialDeltaCapacity = 64;  // an empty set's delta: 64 + 512 bytes
+
+// Capacity of the next active delta for a snapshot of `card` values whose
+// build cost `build_cpu_ns` of thread CPU: the smallest power of two >= both
+// card / 16 and build_cpu_ns * 10 / compact_permille (i.e. >= cost / (100 ns
+// x compact_at)), at most the power of two >= card / 4, clamped to [64,
+// max_capacity]. Why: a compaction rewrites the whole snapshot and runs every
+// capacity * compact_at writes, so a delta sized from its cost keeps the
+// amortised compaction cost per write near 100 ns whatever the set's size
+// and shape (CRoaring costs ~3 ns per value at the mission's density, ~50 ns
+// per value when 2^32-wide random ids leave ~15 values per container: a fixed
+// delta or a pure card-proportional one made writes cost 1-2 us there, issue
+// 16). card / 16 is the floor that makes growth deterministic for a growing
+// set. Memory: the delta costs 8 B a slot, at most one slot per 4 values per
+// table (2-4 B per value; a sparse snapshot costs 2-7 B per value); once
+// max_capacity binds, the cost grows with the set again.
+inline uint32_t next_delta_capacity(uint64_t card, uint32_t max_capacity, uint64_t build_cpu_ns = 0,
+                                    uint32_t compact_permille = 500) noexcept {
+  uint64_t want = card / 16;
+  if (compact_permille != 0) {
+    uint64_t by_cost = build_cpu_ns / compact_permille * 10;
+    uint64_t ceiling = 1;
+    while (ceiling < card / 4) ceiling <<= 1;
+    want = std::max(want, std::min(by_cost, ceiling));
+  }
+  uint64_t cap = kInitialDeltaCapacity;
+  while (cap < want && cap < max_capacity) cap <<= 1;
+  return static_cast<uint32_t>(cap < max_capacity ? cap : max_capacity);
+}
 
 // One slot of the reader table (LMDB's MDB_reader, one per process and set).
 struct alignas(64) ReaderSlot {
@@ -67,7 +104,8 @@ static_assert(sizeof(PendingFree) == 24, "PendingFree is three u64 words");
 struct RoaringHeader {
   uint32_t magic;             // kMagic; written once by init (under the segment lock)
   uint32_t version;           // kLayoutVersion; written once by init
-  uint32_t delta_capacity;    // slots per delta table (power of two); written once by init
+  uint32_t delta_capacity;    // MAXIMUM slots of a delta table (power of two); written once by init.
+                              // Each delta's own capacity is in its DeltaHeader (64 .. this).
   uint32_t reader_slots;      // entries in the reader table; written once by init
   uint32_t compact_permille;  // delta fill (per mille of capacity) that triggers compaction; once by init
   uint32_t flags;             // kFlagNoAutoCompact; written once by init
@@ -130,7 +168,7 @@ inline const char* frozen_bytes(const SnapHeader* s) noexcept {
 // Head of a delta extent. Followed by `capacity` u64 slot words.
 struct alignas(64) DeltaHeader {
   uint32_t magic;     // kDeltaMagic; written once before publication
-  uint32_t capacity;  // power of two; written once before publication
+  uint32_t capacity;  // power of two in [64, RoaringHeader::delta_capacity]; written once before publication
   // Slots claimed or being claimed: a writer adds 1 (seq_cst) BEFORE its
   // claim CAS and gives it back only if it then claims nothing, so
   // fill >= claimed slots at every instant and fill == 0 proves the table
@@ -240,11 +278,24 @@ inline void delta_init(DeltaHeader* d, uint32_t capacity) noexcept {
   d->fill.store(0, std::memory_order_relaxed);  // relaxed: published later by the snapshot swap
 }
 
-// Validates a delta table: magic, capacity, every word well-formed and every
-// key reachable from its home slot with no empty slot in between, no value
-// twice. Returns "" or the first problem. Safe concurrently with writers
-// (they only fill empty slots or rewrite ops).
-std::string delta_validate(DeltaHeader* d, uint32_t expected_capacity, uint64_t* claimed_out);
+// A delta extent at `off` that may be followed: 64-byte aligned, its header
+// inside the segment, its magic, its capacity a power of two in
+// [kMinDeltaCapacity, max_capacity] and all its slots inside the segment.
+// Every delta offset read from the segment passes this before it is used.
+inline bool delta_ok(const std::byte* base, uint64_t size, uint64_t off, uint32_t max_capacity) noexcept {
+  if (off == 0 || off % 64 != 0 || off > size || size - off < sizeof(DeltaHeader)) return false;
+  auto* d = reinterpret_cast<const DeltaHeader*>(base + off);
+  const uint32_t cap = d->capacity;
+  if (d->magic != kDeltaMagic || cap < kMinDeltaCapacity || cap > max_capacity || (cap & (cap - 1)) != 0) return false;
+  return delta_bytes(cap) <= size - off;
+}
+
+// Validates a delta table: magic, capacity (a power of two from 64 to
+// max_capacity), every word well-formed and every key reachable from its
+// home slot with no empty slot in between, no value twice. Returns "" or the
+// first problem. Safe concurrently with writers (they only fill empty slots
+// or rewrite ops).
+std::string delta_validate(DeltaHeader* d, uint32_t max_capacity, uint64_t* claimed_out);
 
 // ---- CRoaring portable format ----------------------------------------------------
 // Validates bytes as one CRoaring/Java/Go portable serialization before

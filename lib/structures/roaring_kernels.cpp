@@ -11,15 +11,16 @@
 
 namespace shmfilter::internal::roaring {
 
-std::string delta_validate(DeltaHeader* d, uint32_t expected_capacity, uint64_t* claimed_out) {
+std::string delta_validate(DeltaHeader* d, uint32_t max_capacity, uint64_t* claimed_out) {
   char buf[192];
   if (d->magic != kDeltaMagic) {
     snprintf(buf, sizeof buf, "delta table magic is 0x%08x, expected 0x%08x", d->magic, kDeltaMagic);
     return buf;
   }
   const uint32_t cap = d->capacity;
-  if (cap != expected_capacity || !std::has_single_bit(cap)) {
-    snprintf(buf, sizeof buf, "delta table capacity %u, header says %u", cap, expected_capacity);
+  if (cap < kMinDeltaCapacity || cap > max_capacity || !std::has_single_bit(cap)) {
+    snprintf(buf, sizeof buf, "delta table capacity %u is not a power of two from %u to the header's maximum %u", cap,
+             kMinDeltaCapacity, max_capacity);
     return buf;
   }
   std::atomic<uint64_t>* slots = delta_slots(d);

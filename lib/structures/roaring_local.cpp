@@ -66,7 +66,7 @@ std::shared_ptr<View> RoaringLocal::make_view() {
     publish_pins_locked();
     return nullptr;
   };
-  if (!version_ok(base, seg.size(), cur, capacity)) return fail();
+  if (!version_ok(base, seg.size(), cur, max_capacity)) return fail();
   auto* sh = reinterpret_cast<const SnapHeader*>(base + cur);
   auto v = std::make_shared<View>();
   v->snap_off = cur;
@@ -74,11 +74,15 @@ std::shared_ptr<View> RoaringLocal::make_view() {
   v->snap = sh;
   v->delta = reinterpret_cast<DeltaHeader*>(base + sh->delta_off);
   v->prev = sh->prev_delta_off ? reinterpret_cast<DeltaHeader*>(base + sh->prev_delta_off) : nullptr;
-  if (v->delta->magic != kDeltaMagic || v->delta->capacity != capacity ||
-      (v->prev && (v->prev->magic != kDeltaMagic || v->prev->capacity != capacity)))
-    return fail();
+  // version_ok validated both deltas (magic, capacity <= max, inside); a
+  // delta's capacity never changes after publication, so the bounds hold.
+  const uint64_t cap = v->delta->capacity;
+  v->limit = cap * 9 / 10;
+  v->trigger = std::max<uint64_t>(1, cap * compact_permille / 1000);
   v->bm = roaring_bitmap_frozen_view(frozen_bytes(sh), sh->frozen_bytes);
   if (v->bm == nullptr) return fail();
+  v->frozen = frozen_bytes(sh);
+  v->index = build_index(v->bm, v->frozen, sh->frozen_bytes);  // O(containers), once per view per process
   ++live[v->gen];
   publish_pins_locked();  // narrow to the generations really in use
   v->local = weak_from_this();
@@ -109,10 +113,16 @@ std::map<std::tuple<pid_t, const std::byte*, uint32_t, uint32_t>, std::weak_ptr<
 // The view for the published snapshot, or nullptr (dropped / corrupt).
 // The returned pointer stays valid until this thread's next call on a set.
 View* current_view(const std::shared_ptr<RoaringLocal>& L) noexcept {
+  bool made = false;
+  return current_view(L, &made);
+}
+
+View* current_view(const std::shared_ptr<RoaringLocal>& L, bool* made) noexcept {
   if (L->fork_epoch != g_fork_epoch.load(std::memory_order_relaxed)) return nullptr;  // relaxed: set before the child runs
   uint64_t cur = L->hdr->current.load();  // seq_cst: a call after a publish sees it (real-time order)
   for (auto& e : t_views)
     if (e.owner == L->serial && e.view->snap_off == cur) return e.view.get();
+  *made = true;
   std::shared_ptr<View> v;
   try {
     v = L->make_view();
@@ -134,13 +144,13 @@ View* current_view(const std::shared_ptr<RoaringLocal>& L) noexcept {
 
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
-bool version_ok(const std::byte* base, uint64_t size, uint64_t off, uint32_t capacity) noexcept {
+bool version_ok(const std::byte* base, uint64_t size, uint64_t off, uint32_t max_capacity) noexcept {
   auto inside = [&](uint64_t o, uint64_t len) { return o != 0 && o % 64 == 0 && o <= size && len <= size - o; };
   if (!inside(off, sizeof(SnapHeader))) return false;
   auto* sh = reinterpret_cast<const SnapHeader*>(base + off);
   if (sh->magic != kSnapMagic || sh->frozen_bytes > size - off - sizeof(SnapHeader)) return false;
-  if (!inside(sh->delta_off, delta_bytes(capacity))) return false;
-  return sh->prev_delta_off == 0 || inside(sh->prev_delta_off, delta_bytes(capacity));
+  if (!delta_ok(base, size, sh->delta_off, max_capacity)) return false;
+  return sh->prev_delta_off == 0 || delta_ok(base, size, sh->prev_delta_off, max_capacity);
 }
 
 bool pending_ok(const std::byte* base, uint64_t size, const PendingFree& p) noexcept {
@@ -192,9 +202,8 @@ std::shared_ptr<RoaringLocal> attach(Segment& seg, const RegionInfo& info) {
   L->hdr = h;
   L->pid = getpid();
   L->token = seg.owner_token();
-  L->capacity = h->delta_capacity;
-  L->limit = uint64_t{h->delta_capacity} * 9 / 10;
-  L->trigger = std::max<uint64_t>(1, uint64_t{h->delta_capacity} * h->compact_permille / 1000);
+  L->max_capacity = h->delta_capacity;
+  L->compact_permille = h->compact_permille;
   L->auto_compact = (h->flags & kFlagNoAutoCompact) == 0;
   ReaderSlot* slots = reader_table(h);
   for (uint32_t i = 0; i < h->reader_slots && L->slot == nullptr; ++i) {

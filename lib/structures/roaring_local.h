@@ -17,6 +17,7 @@
 
 #include "shmfilter/roaring_set.hpp"
 #include "structures/roaring_impl.h"
+#include "structures/roaring_index.h"
 
 namespace shmfilter::internal::roaring {
 
@@ -39,9 +40,8 @@ struct RoaringLocal : std::enable_shared_from_this<RoaringLocal> {
   ReaderSlot* slot = nullptr;  // this process's reader-table slot
   uint64_t token = 0;
   pid_t pid = 0;
-  uint32_t capacity = 0;
-  uint64_t limit = 0;     // delta fill at which writes of new values get kFull (90%)
-  uint64_t trigger = 0;   // delta fill at which auto-compaction starts
+  uint32_t max_capacity = 0;   // the header's delta_capacity: no delta is larger
+  uint32_t compact_permille = 500;
   bool auto_compact = true;
 
   std::mutex mu;                       // guards live, latest, the slot's lo/hi stores
@@ -67,16 +67,46 @@ struct View {
   const SnapHeader* snap = nullptr;
   DeltaHeader* delta = nullptr;
   DeltaHeader* prev = nullptr;  // may be null
+  uint64_t limit = 0;    // active delta fill at which writes of new values get kFull (90% of its capacity)
+  uint64_t trigger = 0;  // active delta fill at which auto-compaction starts
   const roaring_bitmap_t* bm = nullptr;
+  const char* frozen = nullptr;       // the snapshot's frozen bytes (immutable while the view pins them)
+  std::unique_ptr<uint64_t[]> index;  // roaring_index.h; null for small sets (CRoaring's search)
   ~View() {
     if (bm) roaring_bitmap_free(bm);  // frees only the process-local view struct, never the frozen bytes
     if (auto l = local.lock()) l->view_died(gen);
+  }
+  bool snap_contains(uint32_t v) const noexcept {
+    return index ? index_contains(frozen, index[v >> 16], v) : roaring_bitmap_contains(bm, v);
   }
   bool contains(uint32_t v) const noexcept {
     Op op = delta_lookup(delta, v);
     if (op == Op::kNone && prev) op = delta_lookup(prev, v);
     if (op != Op::kNone) return op == Op::kAdd;
-    return roaring_bitmap_contains(bm, v);
+    return snap_contains(v);
+  }
+  // Batched lookups (contains_many, contains_any): stage 1 prefetches the
+  // independent first loads (delta home slots, index word), stage 2 the
+  // container line the index word names; then contains() finds them cached.
+  void prefetch1(uint32_t v) const noexcept {
+    if (delta->fill.load(std::memory_order_relaxed) != 0)  // relaxed: a hint only
+      __builtin_prefetch(delta_slots(delta) + delta_home(v, delta->capacity));
+    if (prev && prev->fill.load(std::memory_order_relaxed) != 0)  // relaxed: a hint only
+      __builtin_prefetch(delta_slots(prev) + delta_home(v, prev->capacity));
+    if (index) __builtin_prefetch(&index[v >> 16]);
+  }
+  void prefetch2(uint32_t v) const noexcept {
+    if (!index) return;
+    const uint64_t w = index[v >> 16];
+    if (iw_type(w) == kCNone) return;
+    const char* p = static_cast<const char*>(index_probe_address(frozen, w, static_cast<uint16_t>(v)));
+    __builtin_prefetch(p);
+    if (iw_type(w) == kCArray) {  // the +-32-position window spans up to 3 lines
+      const char* lo = frozen + iw_off(w);
+      const char* hi = lo + uint64_t{iw_count(w)} * 2;
+      if (p - 64 >= lo) __builtin_prefetch(p - 64);
+      if (p + 64 < hi) __builtin_prefetch(p + 64);
+    }
   }
 };
 
@@ -98,6 +128,9 @@ struct BitmapPtr {
 // The view for the published snapshot, or nullptr (dropped / corrupt).
 // The returned pointer stays valid until this thread's next call on a set.
 View* current_view(const std::shared_ptr<RoaringLocal>& L) noexcept;
+// The same; *made is set true when the call had to make a view (and so may
+// have evicted another set's view from this thread's cache).
+View* current_view(const std::shared_ptr<RoaringLocal>& L, bool* made) noexcept;
 
 // Lock-free lookup done: validates the header and takes (or shares) this process's reader slot.
 std::shared_ptr<RoaringLocal> attach(Segment& seg, const RegionInfo& info);
@@ -107,9 +140,10 @@ RoaringHeader* checked_header(Segment& seg, const RegionInfo& info);
 
 // A snapshot extent that may be followed: 64-byte aligned, its header and
 // frozen bytes inside the segment's `size`, its magic, and its delta tables
-// (when named) 64-byte aligned and inside. Every offset read from the set's
+// (when named) passing delta_ok (aligned, magic, capacity a power of two
+// <= max_capacity, every slot inside). Every offset read from the set's
 // header (current, staged_*) passes this before it is dereferenced.
-bool version_ok(const std::byte* base, uint64_t size, uint64_t off, uint32_t capacity) noexcept;
+bool version_ok(const std::byte* base, uint64_t size, uint64_t off, uint32_t max_capacity) noexcept;
 // A retired-snapshot entry whose offsets may be followed or freed: aligned, inside, a snapshot header.
 bool pending_ok(const std::byte* base, uint64_t size, const PendingFree& p) noexcept;
 // Inside every transaction on the set's memory: the set is still published.
@@ -124,7 +158,7 @@ void require_live(const RoaringLocal& L);
 std::string quoted(std::string_view s);
 
 // ---- compaction (roaring_compact.cpp) ------------------------------------------------
-// Fills a fresh snapshot extent at `snap` (64 + frozen bytes) and a delta extent.
+// Fills a fresh snapshot extent at `snap` (64 + frozen bytes) and a delta extent of `capacity` slots.
 void write_version(std::byte* base, uint64_t snap, const roaring_bitmap_t* bm, size_t frozen, uint64_t gen,
                    uint64_t delta, uint64_t prev_delta, uint32_t capacity);
 

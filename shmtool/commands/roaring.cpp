@@ -338,8 +338,9 @@ Creates an empty Roaring set (CRoaring frozen snapshot + shared delta) and
 prints what it made (as 'roaring info' does).
 
 Options:
-  --delta-capacity N  delta slots, a power of two 64..16777216 (default 65536; 8 B each)
-  --readers N         processes that may open it at once (default 256)
+  --delta-capacity N  maximum delta slots, a power of two 64..16777216 (default
+                      16777216; 8 B each): the delta starts at 64 and grows with the set
+  --readers N         processes that may open it at once (default 32; 64 B each)
   --compact-at F      delta fill fraction that triggers compaction (default 0.5, max 0.9)
   --no-auto-compact   compact only on 'shmtool roaring compact'
   --json              print the new set as one JSON object

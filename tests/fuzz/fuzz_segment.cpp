@@ -111,11 +111,11 @@ void build_seed(const std::string& path) {
   }
   {
     RoaringOptions r;
-    r.delta_capacity = 64;
+    r.delta_capacity = 128;  // layout 2: deltas grow from 64 to this maximum
     r.reader_slots = 4;
     RoaringSet s = RoaringSet::create(seg, "roaring", r);
-    for (uint32_t v = 0; v < 60; ++v) s.add(v * 3);  // crosses compact_at: one snapshot
-    for (uint32_t v = 1000; v < 1010; ++v) s.add(v);  // and a delta
+    for (uint32_t v = 0; v < 1100; ++v) s.add(v * 3);  // compactions; past 1,024 values the delta grows to 128
+    for (uint32_t v = 5000; v < 5010; ++v) s.add(v);  // and a delta
     s.remove(3);
   }
   {

@@ -228,3 +228,49 @@ TEST(RoaringCrash, RandomKillsLoseNothingAcknowledged) {
   expect_acknowledged(rs, all);
   EXPECT_TRUE(consistent(seg));
 }
+
+// Issue 16: the delta grows inside the compaction's transaction. A writer
+// killed there (roaring.delta.grow, between the snapshot's and the bigger
+// delta's allocation) leaves nothing half-made: the segment's recovery rolls
+// the transaction back, every acknowledged write is still there, the next
+// compaction takes over the dead claim and grows the delta itself, and
+// dropping the set returns every byte.
+TEST(RoaringCrash, KilledWhileGrowingTheDelta) {
+  SegmentGuard g(unique_name("rcg"));
+  Segment seg = Segment::create(g.name, seg_options());
+  uint64_t used0 = seg.stats().used_bytes;
+  RoaringOptions o;
+  o.delta_capacity = 1u << 16;
+  o.auto_compact = true;
+  RoaringSet::create(seg, "set", o);
+  Ack ack;
+  pid_t child = shmf_test::fork_child([&] {
+    Segment s = Segment::open(g.name);
+    RoaringSet rs = RoaringSet::open(s, "set");
+    internal::arm_kill_point("roaring.delta.grow", 2);  // the second growth
+    for (uint32_t v = 0; v < 20000; ++v) {
+      ack.send(v * 5, true, true);
+      if (rs.add(v * 5) != RoaringStatus::kOk) return 3;
+      ack.send(v * 5, true);
+    }
+    return 0;  // the kill point must fire before this (the delta grows within the first thousand values)
+  });
+  int st = shmf_test::wait_status(child);
+  ASSERT_TRUE(shmf_test::killed_by(st, SIGKILL)) << "child was not killed at roaring.delta.grow";
+  auto log = ack.drain();
+  ASSERT_GT(log.size(), 100u) << "two growths need more than 64 values";
+  RoaringSet rs = RoaringSet::open(seg, "set");
+  expect_acknowledged(rs, log);
+  const auto before = rs.stats();
+  EXPECT_GT(before.delta_capacity, 64u) << "the first growth published";
+  EXPECT_NE(before.claim_owner, 0u) << "the killed growth left its (dead) claim";
+  for (uint32_t v = 1000000; v < 1040000; ++v) ASSERT_EQ(rs.add(v), RoaringStatus::kOk) << v;
+  const auto after = rs.stats();
+  EXPECT_GT(after.compactions, before.compactions) << "compactions went on through the dead claim";
+  EXPECT_GT(after.delta_capacity, before.delta_capacity) << "and grew the delta (40,000 more values: >= 2,500 slots)";
+  expect_acknowledged(rs, log);
+  EXPECT_TRUE(consistent(seg));
+  rs = RoaringSet();
+  EXPECT_TRUE(RoaringSet::drop(seg, "set"));
+  EXPECT_EQ(seg.stats().used_bytes, used0) << "no extent leaked by the killed growth";
+}

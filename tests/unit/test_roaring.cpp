@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <set>
 #include <string>
 #include <thread>
@@ -510,4 +511,170 @@ TEST(Roaring, InheritedHandleRefusesAfterFork) {
   ASSERT_TRUE(shmf_test::exited_ok(shmf_test::wait_status(child)));
   EXPECT_TRUE(s.contains(13));
   EXPECT_FALSE(s.contains(12));
+}
+
+// Issue 16: an empty set costs < 4 KiB of segment (64-slot delta, 32 reader
+// slots), and the delta grows with the set (about cardinality / 16 slots at
+// each compaction, up to the maximum), so memory follows use.
+TEST(Roaring, EmptySetIsSmallAndDeltaGrowsWithUse) {
+  SegmentGuard g(unique_name("rgrow"));
+  Segment seg = Segment::create(g.name, seg_options());
+  uint64_t used0 = seg.stats().used_bytes;
+  RoaringSet s = RoaringSet::create(seg, "g");
+  uint64_t empty_cost = seg.stats().used_bytes - used0;  // extents with their 64-byte headers
+  printf("[memory] empty set with default options: %llu B of segment, stats().total_bytes %llu B\n",
+         static_cast<unsigned long long>(empty_cost), static_cast<unsigned long long>(s.stats().total_bytes));
+  EXPECT_LE(empty_cost, 4096u);
+  EXPECT_LE(s.stats().total_bytes, empty_cost);
+  EXPECT_EQ(s.stats().delta_capacity, 64u);
+  EXPECT_EQ(s.stats().delta_max_capacity, uint64_t{1} << 24);
+  // Fill to 200,000 values with auto-compaction: the delta grows, all present.
+  std::set<uint32_t> oracle;
+  shmf_bench::Rng r(16);
+  uint64_t last_cap = 64, grew = 0;
+  while (oracle.size() < 200000) {
+    uint32_t v = static_cast<uint32_t>(r.below(1u << 26));
+    ASSERT_EQ(s.add(v), RoaringStatus::kOk);
+    oracle.insert(v);
+    if (oracle.size() % 256 != 0) continue;  // stats() is not free (it scans the delta): sample it
+    uint64_t cap = s.stats().delta_capacity;
+    if (cap != last_cap) {
+      ASSERT_GT(cap, last_cap) << "a set that only grows never shrinks its delta";
+      ++grew;
+      last_cap = cap;
+    }
+  }
+  auto st = s.stats();
+  // >= cardinality / 16 at the last compaction (the deterministic floor), more when
+  // compactions cost more (by CPU time), never above the power of two >= cardinality / 4.
+  EXPECT_LE(st.delta_capacity, 65536u);
+  EXPECT_GE(st.delta_capacity, 4096u) << "200,000 values / 16 needs at least 8192 slots at the last compaction, give or take one";
+  EXPECT_GE(grew, 6u) << "64 -> 8192 slots is 7 doublings";
+  for (uint32_t v : oracle) ASSERT_TRUE(s.contains(v)) << v;
+  EXPECT_EQ(s.cardinality(), oracle.size());
+  EXPECT_TRUE(seg.check(false).consistent());
+  // A small maximum caps growth.
+  RoaringSet capped = RoaringSet::create(seg, "capped", small_delta(256));
+  for (uint32_t v = 0; v < 100000; ++v) ASSERT_EQ(capped.add(v * 7), RoaringStatus::kOk);
+  EXPECT_EQ(capped.stats().delta_capacity, 256u);
+  EXPECT_EQ(capped.cardinality(), 100000u);
+}
+
+// Golden bytes of layout version 2: the region header, a snapshot header and
+// a delta header of an empty set with default options, read byte by byte
+// (the format is the bytes, not the structs: docs/roaring.md, docs/FORMAT.md).
+TEST(Roaring, LayoutGoldenBytes) {
+  SegmentGuard g(unique_name("rgold"));
+  Segment seg = Segment::create(g.name, seg_options());
+  RoaringSet::create(seg, "g");
+  RegionInfo info = seg.open_region("g", Kind::kRoaring);
+  const std::byte* region = seg.base() + info.offset;
+  auto u32 = [](const std::byte* p) { uint32_t v; memcpy(&v, p, 4); return v; };
+  auto u64 = [](const std::byte* p) { uint64_t v; memcpy(&v, p, 8); return v; };
+  EXPECT_EQ(u32(region + 0), 0x53524f41u);  // magic "AORS"
+  EXPECT_EQ(u32(region + 4), 2u);           // layout version
+  EXPECT_EQ(u32(region + 8), 1u << 24);     // delta_capacity: the maximum
+  EXPECT_EQ(u32(region + 12), 32u);         // reader_slots
+  EXPECT_EQ(u32(region + 16), 500u);        // compact_permille
+  EXPECT_EQ(u32(region + 20), 0u);          // flags
+  EXPECT_EQ(info.size, 960u + 32u * 64u) << "header 960 B + 32 reader slots of 64 B";
+  uint64_t cur = u64(region + 64);          // current
+  EXPECT_EQ(u64(region + 72), 1u);          // gen_counter
+  EXPECT_EQ(u64(region + 128), 0u);         // claim
+  ASSERT_EQ(cur % 64, 0u);
+  const std::byte* snap = seg.base() + cur;
+  EXPECT_EQ(u32(snap + 0), 0x534e4150u);    // "PANS"
+  EXPECT_EQ(u64(snap + 8), 1u);             // generation
+  EXPECT_EQ(u64(snap + 24), 0u);            // cardinality
+  uint64_t delta = u64(snap + 32);          // delta_off
+  EXPECT_EQ(u64(snap + 40), 0u);            // prev_delta_off
+  ASSERT_EQ(delta % 64, 0u);
+  const std::byte* d = seg.base() + delta;
+  EXPECT_EQ(u32(d + 0), 0x444c5441u);       // "ATLD"
+  EXPECT_EQ(u32(d + 4), 64u);               // this delta's capacity: the initial 64
+  EXPECT_EQ(u64(d + 8), 0u);                // fill
+  for (uint32_t i = 0; i < 64; ++i) ASSERT_EQ(u64(d + 64 + 8 * i), 0u) << "slot " << i;
+}
+
+// A version-1 region (fixed-size deltas) is refused with kVersionMismatch, and
+// a delta whose capacity exceeds the header's maximum is never followed.
+TEST(Roaring, OldLayoutRefusedAndBadDeltaCapacityNotFollowed) {
+  SegmentGuard g(unique_name("rold"));
+  Segment seg = Segment::create(g.name, seg_options());
+  RoaringSet s = RoaringSet::create(seg, "o", small_delta(1024));
+  ASSERT_EQ(s.add(5), RoaringStatus::kOk);
+  RegionInfo info = seg.open_region("o", Kind::kRoaring);
+  auto* version = reinterpret_cast<uint32_t*>(seg.base() + info.offset + 4);
+  *version = 1;
+  Segment other = Segment::open(g.name);
+  EXPECT_EQ(code_of([&] { RoaringSet::open(other, "o"); }), ErrorCode::kVersionMismatch);
+  *version = 2;
+  uint64_t cur = reinterpret_cast<std::atomic<uint64_t>*>(seg.base() + info.offset + 64)->load();
+  uint64_t delta_off = reinterpret_cast<const uint64_t*>(seg.base() + cur)[4];
+  auto* cap = reinterpret_cast<uint32_t*>(seg.base() + delta_off + 4);
+  for (uint32_t bad : {2048u, 100u, 32u}) {  // above the maximum, not a power of two, below 64
+    uint32_t saved = *cap;
+    *cap = bad;
+    RoaringSet fresh = RoaringSet::open(other, "o");
+    EXPECT_FALSE(fresh.contains(5)) << bad << ": a bad delta makes the version unreadable, never followed";
+    EXPECT_EQ(fresh.add(6), RoaringStatus::kDropped) << bad;
+    CheckReport rep = seg.check(false);
+    bool found = false;
+    for (const auto& f : rep.findings) found |= f.problem.find("not a snapshot") != std::string::npos;
+    EXPECT_TRUE(found) << bad << ": check names the published version as unreadable";
+    *cap = saved;
+  }
+  EXPECT_TRUE(RoaringSet::open(other, "o").contains(5));
+}
+
+// Issue 16: sets big enough for the per-view container index (>= 1 MiB of
+// frozen bytes) answer contains, contains_many (prefetching batches) and
+// contains_any (7 sets interleaved) exactly as a process-local CRoaring copy,
+// with values in the snapshot, in the deltas and removed; add_many equals adds.
+TEST(Roaring, IndexedLookupsAndBatchesAgreeWithOracle) {
+  SegmentGuard g(unique_name("ridx"));
+  Segment seg = Segment::create(g.name, seg_options(256ull << 20));
+  const uint64_t span = (uint64_t{1} << 32) * 1000000 / 120000000;  // the mission's density, 547 chunks
+  std::vector<RoaringSet> sets;
+  std::vector<roaring_bitmap_t*> oracle;
+  shmf_bench::Rng r(77);
+  for (int d = 0; d < 7; ++d) {
+    RoaringSet s = RoaringSet::create(seg, "day" + std::to_string(d));
+    roaring_bitmap_t* o = roaring_bitmap_create();
+    std::vector<uint32_t> vals(d == 0 ? 700000 : 120000);
+    for (auto& v : vals) v = static_cast<uint32_t>(r.below(span));
+    ASSERT_EQ(s.add_many(std::span<const uint32_t>(vals)), RoaringStatus::kOk);
+    roaring_bitmap_add_many(o, vals.size(), vals.data());
+    for (int i = 0; i < 2000; ++i) {  // removes and fresh adds that stay in the delta
+      uint32_t rm = vals[r.below(vals.size())], add = static_cast<uint32_t>(r.below(span));
+      ASSERT_EQ(s.remove(rm), RoaringStatus::kOk);
+      roaring_bitmap_remove(o, rm);
+      ASSERT_EQ(s.add(add), RoaringStatus::kOk);
+      roaring_bitmap_add(o, add);
+    }
+    sets.push_back(std::move(s));
+    oracle.push_back(o);
+  }
+  EXPECT_GE(sets[0].stats().snapshot_bytes, 1u << 20) << "day0 must be indexed";
+  EXPECT_EQ(sets[0].cardinality(), roaring_bitmap_get_cardinality(oracle[0]));
+  std::vector<uint32_t> q(300000);
+  for (size_t i = 0; i < q.size(); ++i)
+    q[i] = i % 3 == 0 ? static_cast<uint32_t>(r.next()) : static_cast<uint32_t>(r.below(span));
+  std::vector<uint8_t> out(q.size());
+  uint64_t present = sets[0].contains_many(std::span<const uint32_t>(q), std::span<uint8_t>(out));
+  uint64_t want_present = 0, any_hits = 0;
+  for (size_t i = 0; i < q.size(); ++i) {
+    const bool want = roaring_bitmap_contains(oracle[0], q[i]);
+    want_present += want;
+    ASSERT_EQ(sets[0].contains(q[i]), want) << q[i];
+    ASSERT_EQ(out[i] != 0, want) << q[i];
+    bool any = false;
+    for (auto* o : oracle) any |= roaring_bitmap_contains(o, q[i]);
+    any_hits += any;
+    ASSERT_EQ(RoaringSet::contains_any(sets, q[i]), any) << q[i];
+  }
+  EXPECT_EQ(present, want_present);
+  EXPECT_GT(want_present, 3000u);  // expected 2/3 x 300,000 x 700,000 / 35.8e6 = 3,910 hits
+  EXPECT_GT(any_hits, want_present);
+  for (auto* o : oracle) roaring_bitmap_free(o);
 }

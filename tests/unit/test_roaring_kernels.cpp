@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "structures/roaring_impl.h"
+#include "structures/roaring_index.h"
 #include "shmfilter/error.hpp"
 #include "shmfilter/roaring_set.hpp"
 #include "test_util.h"
@@ -143,7 +144,7 @@ TEST(RoaringKernels, DeltaValidateFindsDamage) {
   uint32_t v = 12345;
   delta_slots(d)[(delta_home(v, cap) + 5) & (cap - 1)].store(make_word(v, Op::kAdd));  // off its probe path
   EXPECT_NE(delta_validate(d, cap, nullptr).find("unreachable"), std::string::npos);
-  EXPECT_NE(delta_validate(d, 128, nullptr).find("capacity"), std::string::npos);
+  EXPECT_NE(delta_validate(d, 32, nullptr).find("capacity"), std::string::npos);  // 64 slots above a maximum of 32
 }
 
 // The snapshot layout puts frozen bytes 64 bytes into a 64-byte-aligned
@@ -267,4 +268,92 @@ TEST(RoaringKernels, ParseValueRejectsWideIds) {
   } catch (const shmfilter::Error& e) {
     EXPECT_NE(std::string(e.what()).find("does not fit in 32 bits"), std::string::npos);
   }
+}
+
+// The delta sizing rule (layout version 2): cardinality / 16 rounded up to a
+// power of two, from 64 to the set's maximum. Pinned: it decides memory and
+// the amortised cost of a write (roaring_impl.h, next_delta_capacity).
+TEST(RoaringKernels, NextDeltaCapacityFollowsTheSet) {
+  EXPECT_EQ(next_delta_capacity(0, 1u << 24), 64u);
+  EXPECT_EQ(next_delta_capacity(1024, 1u << 24), 64u);
+  EXPECT_EQ(next_delta_capacity(1025 + 15, 1u << 24), 128u);
+  EXPECT_EQ(next_delta_capacity(1000000, 1u << 24), 65536u);
+  EXPECT_EQ(next_delta_capacity(120000000, 1u << 24), 1u << 23);
+  EXPECT_EQ(next_delta_capacity(4000000000ull, 1u << 24), 1u << 24);
+  EXPECT_EQ(next_delta_capacity(1000000, 1024), 1024u);
+  EXPECT_EQ(next_delta_capacity(0, 64), 64u);
+  // By cost: a 20 ms build at compact_at 0.5 wants 400,000 slots (100 ns per write amortised) ...
+  EXPECT_EQ(next_delta_capacity(4000000, 1u << 24, 20000000, 500), 1u << 19);
+  EXPECT_EQ(next_delta_capacity(1000000, 1u << 24, 20000000, 500), 1u << 18) << "capped at card / 4";
+  // ... but never more than the set's own size, nor the maximum.
+  EXPECT_EQ(next_delta_capacity(4000, 1u << 24, 20000000, 500), 1024u);
+  EXPECT_EQ(next_delta_capacity(1000000, 1u << 16, 20000000, 500), 1u << 16);
+  EXPECT_EQ(next_delta_capacity(1000000, 1u << 24, 1000, 500), 65536u) << "a cheap build keeps the card / 16 floor";
+}
+
+// The per-view container index (roaring_index.h) answers exactly what CRoaring
+// answers, for every container kind and for arrays whose values are far from
+// uniform (the interpolation guess misses its window and falls back).
+TEST(RoaringKernels, ContainerIndexAgreesWithCRoaring) {
+  roaring_bitmap_t* b = roaring_bitmap_create();
+  shmf_bench::Rng r(1616);
+  for (uint32_t chunk = 0; chunk < 600; ++chunk) {
+    const uint32_t base = chunk << 16;
+    switch (chunk % 6) {
+      case 0:  // uniform array, the mission's density
+        for (int i = 0; i < 1830; ++i) roaring_bitmap_add(b, base + static_cast<uint32_t>(r.below(65536)));
+        break;
+      case 1:  // clustered array: all values in the top 1/64 of the chunk
+        for (int i = 0; i < 900; ++i) roaring_bitmap_add(b, base + 64512 + static_cast<uint32_t>(r.below(1024)));
+        break;
+      case 2:  // bitmap
+        for (int i = 0; i < 20000; ++i) roaring_bitmap_add(b, base + static_cast<uint32_t>(r.below(65536)));
+        break;
+      case 3:  // runs
+        roaring_bitmap_add_range(b, base + 100, base + 5000);
+        roaring_bitmap_add_range(b, base + 30000, base + 30001);
+        roaring_bitmap_add_range(b, base + 65000, base + 65536);
+        break;
+      case 4:  // one value at each end
+        roaring_bitmap_add(b, base);
+        roaring_bitmap_add(b, base + 65535);
+        break;
+      default: break;  // absent chunk
+    }
+  }
+  roaring_bitmap_run_optimize(b);
+  const size_t n = roaring_bitmap_frozen_size_in_bytes(b);
+  ASSERT_GE(n, kIndexMinFrozenBytes) << "big enough to be indexed";
+  std::vector<uint64_t> buf(n / 8 + 16);
+  char* aligned = reinterpret_cast<char*>(buf.data()) + ((64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64);
+  roaring_bitmap_frozen_serialize(b, aligned);
+  const roaring_bitmap_t* v = roaring_bitmap_frozen_view(aligned, n);
+  ASSERT_NE(v, nullptr);
+  std::unique_ptr<uint64_t[]> idx = build_index(v, aligned, n);
+  ASSERT_NE(idx, nullptr);
+  uint64_t checked = 0, present = 0;
+  for (uint32_t chunk = 0; chunk < 602; ++chunk)
+    for (uint32_t low = 0; low < 65536; low += (chunk % 6 == 2 ? 7 : 1)) {
+      const uint32_t x = (chunk << 16) | low;
+      const bool want = roaring_bitmap_contains(v, x);
+      ASSERT_EQ(index_contains(aligned, idx[x >> 16], x), want) << "chunk " << chunk << " low " << low;
+      ++checked;
+      present += want;
+    }
+  EXPECT_GT(present, 1000000u);
+  EXPECT_GT(checked, 30000000u);
+  // Small bitmaps keep CRoaring's search: no index.
+  roaring_bitmap_t* small = roaring_bitmap_from_range(0, 1000, 1);
+  const size_t ns = roaring_bitmap_frozen_size_in_bytes(small);
+  std::vector<uint64_t> sbuf(ns / 8 + 16);
+  char* sal = reinterpret_cast<char*>(sbuf.data()) + ((64 - reinterpret_cast<uintptr_t>(sbuf.data()) % 64) % 64);
+  roaring_bitmap_frozen_serialize(small, sal);
+  const roaring_bitmap_t* sv = roaring_bitmap_frozen_view(sal, ns);
+  EXPECT_EQ(build_index(sv, sal, ns), nullptr);
+  // A buffer that does not hold the containers is never indexed (bounds check).
+  EXPECT_EQ(build_index(v, aligned, n / 2), nullptr);
+  roaring_bitmap_free(sv);
+  roaring_bitmap_free(small);
+  roaring_bitmap_free(v);
+  roaring_bitmap_free(b);
 }
