@@ -13,8 +13,9 @@
 //   4. measured FP for w = 1 and w = 7 at the sized load and with a 2x day, against
 //      the bound stats() reports;
 //   5. rotation while 2 reader processes query at full speed: reader p99.9 with and
-//      without rotations (the shared clock jumps one bucket every 100 ms and a
-//      maintainer retires/prepares tables).
+//      without rotations (the shared clock jumps one bucket per period, default 1 s,
+//      and a housekeeper retires expired tables and prepares the next spare), and the
+//      readers' minor page faults in each phase.
 //
 //   window_bench [--pairs N (per day, default 3e7)] [--queries N (default 200000)]
 //                [--no-rotation] [--no-interleaved] [--rotation-only [--fill]]
