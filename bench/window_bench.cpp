@@ -13,15 +13,26 @@
 //   4. measured FP for w = 1 and w = 7 at the sized load and with a 2x day, against
 //      the bound stats() reports;
 //   5. rotation while 2 reader processes query at full speed: reader p99.9 with and
-//      without rotations (the shared clock jumps one bucket every 100 ms and a
-//      maintainer retires/prepares tables).
+//      without rotations (the shared clock jumps one bucket per period, default 1 s,
+//      and a housekeeper retires expired tables and prepares the next spare), and the
+//      readers' minor page faults in each phase.
 //
 //   window_bench [--pairs N (per day, default 3e7)] [--queries N (default 200000)]
-//                [--no-rotation] [--no-interleaved]
+//                [--no-rotation] [--no-interleaved] [--rotation-only [--fill]]
+//                [--rotations N (default 10)] [--period-ms N (default 1000)]
+//                [--step-mib N (default 0)]
+//   --rotation-only: only section 5 (the rotation tail), over 7 days of empty tables of the
+//   sized capacity (a w=7 query of absent pairs probes the same lines either way; --fill
+//   marks them as in section 2 first).
+//   --step-mib 0: the housekeeper calls maintain() once right after each rotation (the
+//   whole spare in one call); N > 0: it calls maintain_step(N MiB) every period/20 ms,
+//   so the next spare is prepared in bounded chunks spread over the period, well before
+//   the boundary. Readers report their minor page faults per phase (getrusage).
 //
 // A plain program (not Google Benchmark): it needs every sample, not a mean
 // (bench/timed.h: fenced rdtsc, the clock's own cost subtracted).
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -55,6 +66,11 @@ struct Opts {
   uint64_t queries = 200000;
   bool rotation = true;
   bool interleaved = true;
+  bool rotation_only = false;
+  bool fill = false;
+  int rotations = 10;
+  int period_ms = 1000;
+  uint64_t step_mib = 0;
 };
 
 double mib(uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
@@ -126,8 +142,14 @@ int main(int argc, char** argv) {
     else if (a == "--queries") o.queries = static_cast<uint64_t>(std::atof(next().c_str()));
     else if (a == "--no-rotation") o.rotation = false;
     else if (a == "--no-interleaved") o.interleaved = false;
+    else if (a == "--rotation-only") o.rotation_only = true;
+    else if (a == "--fill") o.fill = true;
+    else if (a == "--rotations") o.rotations = std::atoi(next().c_str());
+    else if (a == "--period-ms") o.period_ms = std::atoi(next().c_str());
+    else if (a == "--step-mib") o.step_mib = static_cast<uint64_t>(std::atoll(next().c_str()));
     else {
-      std::fprintf(stderr, "usage: window_bench [--pairs N] [--queries N] [--no-rotation] [--no-interleaved]\n");
+      std::fprintf(stderr, "usage: window_bench [--pairs N] [--queries N] [--no-rotation] [--no-interleaved] "
+                           "[--rotation-only [--fill]] [--rotations N] [--period-ms N] [--step-mib N]\n");
       return 2;
     }
   }
@@ -201,7 +223,7 @@ int main(int argc, char** argv) {
     std::printf("day %d: maintain() (retire expired, prepare today's and tomorrow's tables) %.2f ms\n", d,
                 static_cast<double>(m1 - m0) / 1e6);
     uint64_t t0 = shmf_bench::mono_ns();
-    for (uint64_t at = 0; at < o.pairs; at += sp.size()) {
+    for (uint64_t at = 0; (!o.rotation_only || o.fill) && at < o.pairs; at += sp.size()) {  // rotation-only: empty tables unless --fill
       size_t n = static_cast<size_t>(std::min<uint64_t>(sp.size(), o.pairs - at));
       for (size_t j = 0; j < n; ++j) {
         Pair p = pair_of(uint64_t(d) * o.pairs + at + j);
@@ -218,6 +240,8 @@ int main(int argc, char** argv) {
   std::printf("window: %.1f MiB in all; bucket 0: capacity %llu, distinct %llu, %.1f MiB; spaces %u\n",
               mib(st.memory_bytes), (unsigned long long)st.buckets[0].capacity,
               (unsigned long long)st.buckets[0].distinct, mib(st.buckets[0].bytes), st.spaces);
+  uint64_t sink = 0;
+  if (!o.rotation_only) {
   // A plain Bloom of the same bits as one main table, filled with one day's keys.
   BloomOptions bo;
   bo.capacity = o.pairs;
@@ -264,7 +288,6 @@ int main(int argc, char** argv) {
   std::printf("| operation | p50 | p99 | p99.9 | mean |\n|---|---|---|---|---|\n");
   shmf_bench::Samples s;
   s.reserve(o.queries);
-  uint64_t sink = 0;
   auto measure = [&](const char* what, auto&& fn) {
     s.clear();
     for (uint64_t i = 0; i < o.queries; ++i) {
@@ -404,6 +427,8 @@ int main(int argc, char** argv) {
   fp_row("2x day (today at 2x its capacity)", 1);
   fp_row("2x day", 7);
 
+  }  // !rotation_only
+
   // ---- 5. rotation under load ----------------------------------------------------------------
   if (o.rotation) {
     struct Shared {
@@ -413,6 +438,8 @@ int main(int argc, char** argv) {
       float p999[2][2];
       float p99[2][2];
       float p50[2][2];
+      uint64_t minflt[2][2];  // reader minor page faults per phase
+      uint64_t samples[2][2];
     };
     auto* sh = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
     new (sh) Shared{};
@@ -431,15 +458,30 @@ int main(int argc, char** argv) {
         shmf_bench::Rng rr(100 + r);
         sh->ready.fetch_add(1);
         uint64_t x = 0;
+        int last = 0;
+        auto minflt = [] {
+          struct rusage ru;
+          getrusage(RUSAGE_SELF, &ru);
+          return static_cast<uint64_t>(ru.ru_minflt);
+        };
+        uint64_t flt0 = 0;
         while (sh->phase.load() < 3) {
           int ph = sh->phase.load(std::memory_order_relaxed);
+          if (ph != last) {  // phase change: page faults of the phase that ended
+            uint64_t f = minflt();
+            if (last >= 1) sh->minflt[r][last - 1] = f - flt0;
+            flt0 = f;
+            last = ph;
+          }
           uint64_t sp2 = rr.below(kPlans), item = shmf_bench::mix64((uint64_t{13} << 50) + rr.next());
           uint64_t t0 = clock.now();
           x += w2.seen(sp2, item, 7);
           uint64_t t1 = clock.now();
           if (ph >= 1 && q[ph - 1].size() < 4000000) q[ph - 1].add(clock.ns_of(t0, t1));
         }
+        if (last >= 1) sh->minflt[r][last - 1] = minflt() - flt0;
         for (int ph = 0; ph < 2; ++ph) {
+          sh->samples[r][ph] = q[ph].size();
           sh->p50[r][ph] = static_cast<float>(q[ph].pct(0.5));
           sh->p99[r][ph] = static_cast<float>(q[ph].pct(0.99));
           sh->p999[r][ph] = static_cast<float>(q[ph].pct(0.999));
@@ -450,35 +492,54 @@ int main(int argc, char** argv) {
     }
     while (sh->ready.load() < 2) usleep(1000);
     usleep(300000);
+    const uint64_t period_us = static_cast<uint64_t>(o.period_ms) * 1000;
     sh->phase.store(1);
-    usleep(3000000);
+    usleep(static_cast<useconds_t>(period_us * static_cast<uint64_t>(o.rotations)));  // as long as the rotating phase
     sh->phase.store(2);
     Window m = Window::open(seg, "window");
     m.set_clock([](void* c) { return static_cast<Shared*>(c)->now.load(std::memory_order_relaxed); }, sh);
     int rotations = 0;
     shmf_bench::Samples rot, mnt;
-    for (int i = 0; i < 30; ++i) {  // 30 rotations in 3 s; each followed by a maintain (retire + prepare)
+    for (int i = 0; i < o.rotations; ++i) {  // one rotation per period; the housekeeper prepares the next spare
+      const uint64_t start = shmf_bench::mono_ns();
       sh->now.fetch_add(kDay);
       uint64_t t0 = clock.now();
       m.mark(1, uint64_t(i));  // the rotating call
       uint64_t t1 = clock.now();
-      m.maintain();
-      uint64_t t2 = clock.now();
       rot.add(clock.ns_of(t0, t1));
-      mnt.add(clock.ns_of(t1, t2));
+      if (o.step_mib == 0) {
+        uint64_t a = clock.now();
+        m.maintain();
+        mnt.add(clock.ns_of(a, clock.now()));
+      } else {
+        // Bounded steps spread over the first half of the period: the next spare is ready
+        // (zeroed, pre-faulted) well before the boundary; readers map it at quiescent points.
+        bool ready = false;
+        while (!ready && shmf_bench::mono_ns() - start < period_us * 500) {
+          uint64_t a = clock.now();
+          ready = m.maintain_step(o.step_mib << 20);
+          mnt.add(clock.ns_of(a, clock.now()));
+          if (!ready) usleep(static_cast<useconds_t>(period_us / 20));
+        }
+      }
       ++rotations;
-      usleep(100000);
+      const uint64_t spent_us = (shmf_bench::mono_ns() - start) / 1000;
+      if (spent_us < period_us) usleep(static_cast<useconds_t>(period_us - spent_us));
     }
-    std::printf("\nthe rotating mark: p50 %.1f ns, max %.1f ns; maintain(): p50 %.2f ms, max %.2f ms\n", rot.pct(0.5),
-                rot.pct(1.0), mnt.pct(0.5) / 1e6, mnt.pct(1.0) / 1e6);
+    std::printf("\nthe rotating mark: p50 %.1f ns, max %.1f ns; housekeeping calls (%s): p50 %.2f ms, max %.2f ms, %zu calls\n",
+                rot.pct(0.5), rot.pct(1.0), o.step_mib ? "maintain_step" : "maintain", mnt.pct(0.5) / 1e6,
+                mnt.pct(1.0) / 1e6, mnt.size());
     sh->phase.store(3);
     for (pid_t k : kids) waitpid(k, nullptr, 0);
     std::printf("\n## Rotation under load: 2 reader processes, seen(w=7) at full speed (ns)\n\n");
-    std::printf("| reader | phase | p50 | p99 | p99.9 |\n|---|---|---|---|---|\n");
+    std::printf("(%d rotations, one per %d ms; housekeeper: %s)\n\n", o.rotations, o.period_ms,
+                o.step_mib ? "maintain_step in bounded chunks spread over each period" : "one maintain() right after each rotation");
+    std::printf("| reader | phase | samples | p50 | p99 | p99.9 | minor faults |\n|---|---|---|---|---|---|---|\n");
     for (int r = 0; r < 2; ++r)
       for (int ph = 0; ph < 2; ++ph)
-        std::printf("| %d | %s | %.1f | %.1f | %.1f |\n", r, ph == 0 ? "no rotation (3 s)" : "30 rotations + maintain (3 s)",
-                    sh->p50[r][ph], sh->p99[r][ph], sh->p999[r][ph]);
+        std::printf("| %d | %s | %llu | %.1f | %.1f | %.1f | %llu |\n", r, ph == 0 ? "quiet" : "rotating",
+                    (unsigned long long)sh->samples[r][ph], sh->p50[r][ph], sh->p99[r][ph], sh->p999[r][ph],
+                    (unsigned long long)sh->minflt[r][ph]);
     std::printf("p99.9 ratio rotating / quiet: %.2f, %.2f (target <= 2); %d rotations, inline allocations %llu\n",
                 sh->p999[0][1] / sh->p999[0][0], sh->p999[1][1] / sh->p999[1][0], rotations,
                 (unsigned long long)win.stats().inline_allocations);

@@ -160,6 +160,10 @@ class ControlTxn {
   // Allocates `bytes` (rounded up to 64) of zeroed memory, 64-byte aligned,
   // growing the backing object if needed. Throws kNoSpace.
   uint64_t allocate(uint64_t bytes);
+  // Like allocate(), but the payload keeps whatever a freed extent left there (fresh
+  // space is zero): for a caller that zeroes a large extent itself in bounded chunks
+  // before anything reads it (the Window's spare tables).
+  uint64_t allocate_unzeroed(uint64_t bytes);
   // Frees an extent allocated earlier. The memory is quarantined until every
   // attached process has passed a quiescent point (Segment::quiesce, or any
   // control-plane call) or died, then reused.

@@ -189,6 +189,15 @@ class Window : public internal::RegionHandle {
   // measured distinct counts (see the top). Call it from a housekeeping thread (any period
   // well under bucket_seconds). Throws Error (kNoSpace, kDropped).
   void maintain();
+  // Control plane, a bounded part of maintain(): retires expired buckets, starts the
+  // current and next bucket's spare tables, then zeroes and pre-faults at most max_bytes
+  // of them (in chunks of 4 MiB, each its own hold of the segment lock), and rotates if
+  // that is one CAS. Returns true when both tables are ready. A housekeeper calls it
+  // often with a small budget so the next bucket's spare is ready well before the
+  // boundary and no call does unbounded work; maintain() = steps until ready. A step
+  // killed anywhere leaves a spare that the next step or the first writer to need it
+  // finishes. Throws Error (kNoSpace, kDropped).
+  bool maintain_step(uint64_t max_bytes);
   // Lock-free snapshot. Throws kDropped.
   WindowStats stats() const;
   // valid(), name(): from RegionHandle (lock-free; false once some process dropped it).
@@ -202,6 +211,8 @@ class Window : public internal::RegionHandle {
   int64_t fixed_now_ = 0;
   bool fixed_ = false;
   mutable uint32_t ops_ = 0;  // handle-local op counter (periodic quiescent points)
+  mutable uint64_t prefault_table_ = 0;  // the ready spare this process is mapping ahead (its offset)
+  mutable uint64_t prefault_done_ = 0;   // bytes of it mapped so far
 };
 
 }  // namespace shmfilter

@@ -148,7 +148,7 @@ uint64_t SegmentImpl::take_free(uint64_t need) {
   return 0;
 }
 
-uint64_t SegmentImpl::allocate(uint64_t bytes) {
+uint64_t SegmentImpl::allocate(uint64_t bytes, bool zero) {
   require_txn();
   Header* h = hdr();
   if (bytes == 0) bytes = 1;
@@ -170,7 +170,10 @@ uint64_t SegmentImpl::allocate(uint64_t bytes) {
   }
   SHMF_KILL_POINT("segment.allocate.after_take");
   // Fresh memory of this transaction: unlogged writes (a rollback makes it unreachable).
+  // zero == false (allocate_unzeroed): the caller zeroes the payload itself (in chunks,
+  // outside this lock hold); the extent header below is written either way.
   uint64_t dirty_end = std::min(off + need, h->dirty_top);
+  if (!zero) dirty_end = std::min(dirty_end, off + sizeof(ExtentHeader));
   if (dirty_end > off) std::memset(base + off, 0, dirty_end - off);
   if (off + need > h->dirty_top) h->dirty_top = off + need;
   ExtentHeader* eh = at<ExtentHeader>(off);

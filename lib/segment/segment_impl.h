@@ -196,7 +196,7 @@ struct SegmentImpl {
   uint32_t reclaim_quarantine();
   bool span_ok(uint64_t off, uint64_t size) const noexcept;
   uint64_t take_free(uint64_t need);
-  uint64_t allocate(uint64_t bytes);
+  uint64_t allocate(uint64_t bytes, bool zero = true);
   ExtentHeader* extent_of(uint64_t payload) const;
   void free_extent(uint64_t payload);
 

@@ -259,6 +259,7 @@ void SegmentImpl::require_txn() const {
 
 
 uint64_t ControlTxn::allocate(uint64_t bytes) { return segment_->impl()->allocate(bytes); }
+uint64_t ControlTxn::allocate_unzeroed(uint64_t bytes) { return segment_->impl()->allocate(bytes, false); }
 void ControlTxn::free(uint64_t offset) { segment_->impl()->free_extent(offset); }
 void ControlTxn::charge_to(const RegionInfo& region) {
   segment_->impl()->require_txn();

@@ -10,6 +10,46 @@
 
 namespace shmfilter {
 
+namespace {
+
+// The kBloom tables of one query (or one batch round), resolved once: no per-pair branch on
+// the variant, no per-pair re-read of a TableHead; then every line of a pair is prefetched
+// before the first is probed (the w misses overlap), and one hash and one set of masks serve
+// every table.
+struct BloomView {
+  const uint64_t* words;
+  uint64_t blocks;
+  const uint64_t* ovf;  // null: no overflow published when the view was taken
+  uint64_t ovf_blocks;
+};
+inline uint32_t bloom_views(std::byte* base, const WindowHeader* h, TableHead* const* ts, uint32_t win, BloomView* v) noexcept {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < win; ++i) {
+    TableHead* t = ts[i];
+    if (t == nullptr) continue;
+    // acquire: the overflow's geometry (written before its publication). A pair acknowledged
+    // before this call started is in the main table or in an overflow published before that.
+    const uint64_t off = t->overflow.load(std::memory_order_acquire);
+    v[n++] = BloomView{bloom_words(t, h), t->geometry, off ? reinterpret_cast<const uint64_t*>(base + off) : nullptr,
+                       off ? t->overflow_geometry : 0};
+  }
+  return n;
+}
+inline void bloom_prefetch_views(const BloomView* v, uint32_t n, uint64_t hv) noexcept {
+  for (uint32_t i = 0; i < n; ++i) bl::prefetch_line(wi::line_of(v[i].words, v[i].blocks, hv));
+  for (uint32_t i = 0; i < n; ++i)
+    if (v[i].ovf) bl::prefetch_line(wi::line_of(v[i].ovf, v[i].ovf_blocks, hv));
+}
+inline bool bloom_seen_views(const BloomView* v, uint32_t n, uint64_t hv, const wi::Masks& mm, uint32_t k_ovf) noexcept {
+  for (uint32_t i = 0; i < n; ++i)
+    if (wi::line_has(wi::line_of(v[i].words, v[i].blocks, hv), mm)) return true;
+  for (uint32_t i = 0; i < n; ++i)
+    if (v[i].ovf && wi::line_has(wi::line_of(v[i].ovf, v[i].ovf_blocks, hv), wi::masks_of(hv, k_ovf))) return true;
+  return false;
+}
+
+}  // namespace
+
 // ---------------------------------------------------------------------------
 // Implementation over the kernels (declared in window_ops.h).
 
@@ -155,6 +195,13 @@ bool WindowOps::seen_h(const Window& w, uint64_t hv, uint32_t win) noexcept {
   TableHead* ts[wi::kMaxRetention];
   win = clamp_w(w, win);
   tables(w, read_epoch(w), win, ts);
+  WindowHeader* h = hdr(w);
+  if (h->variant == wi::kVariantBloom) {
+    BloomView v[wi::kMaxRetention];
+    const uint32_t n = bloom_views(w.base_, h, ts, win, v);
+    bloom_prefetch_views(v, n, hv);
+    return bloom_seen_views(v, n, hv, wi::masks_of(hv, h->k_main), h->k_overflow);
+  }
   return seen_in(w, ts, win, hv, false);
 }
 
@@ -243,10 +290,19 @@ size_t WindowOps::batch(const Window& w, std::span<const uint64_t> spaces, std::
       e = read_epoch(w);
       tables(w, e, win, ts);
     }
-    for (size_t j = 0; j < m; ++j) {
-      hs[j] = wi::pair_hash(h->seed, spaces[at + j], items[at + j]);
-      for (uint32_t i = 0; i < win; ++i)
-        if (ts[i]) prefetch(w, ts[i], hs[j]);
+    if (h->variant == wi::kVariantBloom) {
+      BloomView v[wi::kMaxRetention];
+      const uint32_t nv = bloom_views(w.base_, h, ts, win, v);
+      for (size_t j = 0; j < m; ++j) {
+        hs[j] = wi::pair_hash(h->seed, spaces[at + j], items[at + j]);
+        bloom_prefetch_views(v, nv, hs[j]);
+      }
+    } else {
+      for (size_t j = 0; j < m; ++j) {
+        hs[j] = wi::pair_hash(h->seed, spaces[at + j], items[at + j]);
+        for (uint32_t i = 0; i < win; ++i)
+          if (ts[i]) prefetch(w, ts[i], hs[j]);
+      }
     }
     for (size_t j = 0; j < m; ++j) count += answer(at + j, hs[j], ts, e);
   }
@@ -363,6 +419,30 @@ size_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uint6
   }
   WindowOps::tick(*this);
   const uint32_t win = WindowOps::clamp_w(*this, w);
+  const WindowHeader* h = WindowOps::hdr(*this);
+  if (h->variant == wi::kVariantBloom) {
+    // Per round of kBatch pairs: resolve the tables once, hash each pair once and prefetch
+    // all of its w lines, then probe (the round's kBatch x w misses overlap).
+    size_t count = 0;
+    uint64_t hs[kBatch];
+    TableHead* ts[wi::kMaxRetention];
+    BloomView v[wi::kMaxRetention];
+    for (size_t at = 0; at < n; at += kBatch) {
+      const size_t m = std::min(kBatch, n - at);
+      WindowOps::tables(*this, WindowOps::read_epoch(*this), win, ts);
+      const uint32_t nv = bloom_views(base_, h, ts, win, v);
+      for (size_t j = 0; j < m; ++j) {
+        hs[j] = wi::pair_hash(h->seed, spaces[at + j], items[at + j]);
+        bloom_prefetch_views(v, nv, hs[j]);
+      }
+      for (size_t j = 0; j < m; ++j) {
+        const bool hit = bloom_seen_views(v, nv, hs[j], wi::masks_of(hs[j], h->k_main), h->k_overflow);
+        if (want) out[at + j] = hit;
+        count += hit;
+      }
+    }
+    return count;
+  }
   return WindowOps::batch(*this, spaces, items, win, false, [&](size_t i, uint64_t hv, TableHead* const* ts, int64_t) -> size_t {
     bool s = WindowOps::seen_in(*this, ts, win, hv, true);
     if (want) out[i] = s;

@@ -297,6 +297,9 @@ void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std
       mb = wi::cuckoo_main_bytes(static_cast<uint32_t>(t->geometry), h->k_main <= 8 ? 8 : 16);
     }
     if (t->capacity == 0) problems.push_back(at + "table capacity 0");
+    // relaxed: checker snapshot; a published or claimed slot's table is complete (prep_cursor 0).
+    if (t->prep_cursor.load(std::memory_order_relaxed) != 0)
+      problems.push_back(at + "tag " + std::to_string(tag) + " names a table still in preparation");
     if (!extent_ok(off, moff + mb)) {
       problems.push_back(at + "table extent is smaller than its geometry");
       continue;

@@ -146,10 +146,15 @@ struct alignas(64) TableHead {
   uint64_t pending_overflow;        // logged store in the allocating transaction: the extent exists even if its
                                     // allocator died before publishing; the next allocator publishes it
   uint64_t overflow_geometry;       // logged store in the same transaction: kBloom blocks of the overflow
-  uint8_t pad0[8];
+  std::atomic<uint64_t> prep_cursor;  // 0: the table is ready (zeroed, and for kCuckoo its header initialised).
+      // Else a spare in chunked preparation (its slot tagged kRetired): bytes [0, cursor) of the extent are
+      // zeroed and pre-faulted, the rest may hold a freed table's bytes. Written only under the segment lock
+      // (unlogged release stores, only grows until the final 0): by maintain_step's chunks or an inline
+      // preparer that finishes it. No data-plane call reads a table whose slot is kRetired.
   TableStripe stripes[kStripes];
 };
 static_assert(sizeof(TableHead) == 64 + 64 * kStripes, "TableHead: one parameter line + kStripes counter lines");
+static_assert(offsetof(TableHead, prep_cursor) == 56, "prep_cursor takes the former pad of line 0 (0 = ready: old tables read as ready)");
 static_assert(offsetof(TableHead, stripes) == 64, "stripes start on line 1");
 
 inline uint64_t round64(uint64_t b) { return (b + 63) & ~uint64_t{63}; }

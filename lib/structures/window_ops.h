@@ -42,6 +42,8 @@ namespace internal::window_ops {
 constexpr uint32_t kQuiesceEvery = 256;  // data-plane calls between quiescent points (getpid() is a syscall)
 constexpr size_t kBatch = 16;            // pairs in flight per prefetch round
 constexpr uint32_t kMaxPath = 5;
+constexpr uint64_t kPrepareChunk = 4ull << 20;  // bytes a spare's preparation zeroes per lock hold (~1 ms)
+constexpr uint64_t kMapAhead = 1ull << 20;       // bytes of the next spare a process maps per quiescent point
 
 inline int64_t system_now() noexcept {
   struct timespec ts;
@@ -61,6 +63,8 @@ uint64_t main_bytes_for(const WindowHeader* h, uint64_t capacity, uint64_t* geom
 uint64_t table_bytes_for(const WindowHeader* h, uint64_t capacity);
 // Allocates and initialises one table (fresh zeroed memory, unreachable until a slot names it).
 uint64_t alloc_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity);
+// Allocates a table whose body a chunked preparation zeroes later (prep_cursor > 0).
+uint64_t start_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity);
 // Frees a table and its overflow (published or pending).
 void free_table(ControlTxn& txn, std::byte* base, uint64_t off);
 
@@ -143,8 +147,17 @@ struct WindowOps {
   static WindowHeader* hdr(const Window& w) noexcept { return header_at(w.base_, w.offset_); }
 
   static void tick(const Window& w) noexcept {
-    if (++w.ops_ % kQuiesceEvery == 0) const_cast<Segment&>(w.seg_).quiesce();
+    if (++w.ops_ % kQuiesceEvery == 0) {
+      const_cast<Segment&>(w.seg_).quiesce();
+      map_spare_ahead(w);
+    }
   }
+  // At a quiescent point: maps (MADV_POPULATE_READ) up to kMapAhead more bytes of the next
+  // bucket's ready spare into this process's page tables, so that after the rotation its
+  // queries do not take a first-touch page fault per 16 pages of the new table (page tables
+  // are per process: the housekeeper's pre-faulting cannot do this for the others). Reads
+  // only the slot ring; never blocks; one madvise per call at most.
+  static void map_spare_ahead(const Window& w) noexcept;
 
   // Bucket a reader uses: the newer of the clock's and the header's.
   static int64_t read_epoch(const Window& w) noexcept {
@@ -165,6 +178,9 @@ struct WindowOps {
   // Under the lock: make slot s hold a fresh table (tag 0), freeing what it held.
   // Only for slots whose tag is retired or expired data (never a live bucket).
   static void prepare_locked(const Window& w, ControlTxn& txn, BucketSlot& s, uint64_t capacity);
+  // Under the lock: zeroes and pre-faults up to max_bytes more of a spare in preparation,
+  // publishes it (tag 0) once complete. Returns the bytes zeroed.
+  static uint64_t prepare_chunk(const Window& w, BucketSlot& s, uint64_t max_bytes);
 
   // Makes bucket e claimable and claims it. False: no table could be had.
   static bool advance(const Window& w, int64_t e) noexcept;

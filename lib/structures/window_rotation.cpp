@@ -16,8 +16,12 @@
 //  - overflow: allocated under the segment lock when the main table is full, published
 //    by a release store after the commit (pending_overflow keeps a committed, unpublished
 //    extent owned).
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "structures/window_ops.h"
 
@@ -41,6 +45,20 @@ uint64_t table_bytes_for(const WindowHeader* h, uint64_t capacity) {
   return wi::main_offset_in_table(h->space_table) + main_bytes_for(h, capacity, &g);
 }
 
+uint64_t main_bytes_of(const WindowHeader* h, const TableHead* t) {
+  return h->variant == wi::kVariantBloom ? wi::bloom_main_bytes(t->geometry)
+                                         : wi::cuckoo_main_bytes(static_cast<uint32_t>(t->geometry), h->k_main <= 8 ? 8 : 16);
+}
+
+// kCuckoo: the sub-filter header at the start of the (zeroed) main table.
+void init_cuckoo_main(std::byte* base, const WindowHeader* h, uint64_t off) {
+  auto* head = reinterpret_cast<TableHead*>(base + off);
+  const uint64_t moff = wi::main_offset_in_table(h->space_table);
+  ck::init_header(reinterpret_cast<ck::Header*>(base + off + moff), h->k_main, kMaxPath, /*expansion=*/2, /*max_subs=*/2,
+                  h->seed, head->capacity, h->p1, main_bytes_of(h, head), static_cast<uint32_t>(head->geometry),
+                  off + moff + sizeof(ck::Header));
+}
+
 // Allocates and initialises one table (fresh zeroed memory, unreachable until a slot names it).
 uint64_t alloc_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity) {
   uint64_t geom = 0;
@@ -53,12 +71,38 @@ uint64_t alloc_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity) {
   head->capacity = capacity;
   head->geometry = geom;
   head->check_shift = wi::check_shift_for(capacity);
-  if (h->variant == wi::kVariantCuckoo) {
-    uint32_t l2 = static_cast<uint32_t>(geom);
-    ck::init_header(reinterpret_cast<ck::Header*>(t + moff), h->k_main, kMaxPath, /*expansion=*/2, /*max_subs=*/2,
-                    h->seed, capacity, h->p1, mb, l2, off + moff + sizeof(ck::Header));
-  }
+  if (h->variant == wi::kVariantCuckoo) init_cuckoo_main(txn.base(), h, off);
   return off;
+}
+
+// Allocates a table whose body is zeroed later, in chunks (prep_cursor > 0): only the
+// TableHead is written here. Unreachable until the transaction commits its slot store.
+uint64_t start_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity) {
+  uint64_t geom = 0;
+  uint64_t mb = main_bytes_for(h, capacity, &geom);
+  const uint64_t moff = wi::main_offset_in_table(h->space_table);
+  uint64_t off = txn.allocate_unzeroed(moff + mb);
+  SHMF_KILL_POINT("window.table.after_allocate");
+  std::byte* t = txn.base() + off;
+  std::memset(t, 0, sizeof(TableHead));  // memory of this transaction: unlogged
+  auto* head = reinterpret_cast<TableHead*>(t);
+  head->capacity = capacity;
+  head->geometry = geom;
+  head->check_shift = wi::check_shift_for(capacity);
+  head->prep_cursor.store(sizeof(TableHead), std::memory_order_relaxed);  // relaxed: unreachable until commit
+  return off;
+}
+
+// Pre-faults [p, p + n) writable in this process (one madvise instead of a fault per
+// page; Linux >= 5.14). Advice only: on an older kernel the memset that follows faults.
+void populate_write(std::byte* p, uint64_t n) noexcept {
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint64_t a = reinterpret_cast<uint64_t>(p) & ~(page - 1);
+  uint64_t b = (reinterpret_cast<uint64_t>(p) + n + page - 1) & ~(page - 1);
+  if (b > a) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_POPULATE_WRITE);
 }
 
 void free_table(ControlTxn& txn, std::byte* base, uint64_t off) {
@@ -96,14 +140,19 @@ uint64_t WindowOps::desired_capacity(const Window& w, int64_t e) noexcept {
   return want;
 }
 
-// Under the lock: make slot s hold a fresh table (tag 0), freeing what it held.
-// Only for slots whose tag is retired or expired data (never a live bucket).
+// Under the lock: start a spare in slot s (tag kRetired, a table in chunked preparation),
+// freeing what it held. Only for slots whose tag is retired or expired data (never a live
+// bucket). A slot already holding a spare in preparation keeps it (prepare_chunk finishes
+// it). The caller commits this transaction before prepare_chunk publishes the slot, so a
+// rollback can never take back a tag that lock-free rotators may already have claimed.
 void WindowOps::prepare_locked(const Window& w, ControlTxn& txn, BucketSlot& s, uint64_t capacity) {
   WindowHeader* h = hdr(w);
   txn.charge_to(w.identity());  // check() reports the tables as leaked if the window is dropped without them
   if (s.tag.load(std::memory_order_relaxed) != wi::kRetired) {  // relaxed: we hold the lock; only rotators CAS 0
     txn.store_u64(as_u64(&s.tag), wi::kRetired);
     std::atomic_thread_fence(std::memory_order_release);  // the retired tag is visible before the table changes
+  } else if (s.table != 0) {
+    return;  // a spare in preparation (or prepared, not yet published): prepare_chunk continues it
   }
   uint64_t old = s.table;
   if (old != 0) {
@@ -111,10 +160,43 @@ void WindowOps::prepare_locked(const Window& w, ControlTxn& txn, BucketSlot& s, 
     free_table(txn, w.base_, old);
   }
   SHMF_KILL_POINT("window.prepare.after_free");
-  uint64_t off = alloc_table(txn, h, capacity);
+  uint64_t off = start_table(txn, h, capacity);
   txn.store_u64(&s.table, off);
+}
+
+// Under the lock: zeroes and pre-faults up to max_bytes more of slot s's spare (tag kRetired,
+// prep_cursor > 0); once all of it is, initialises it (kCuckoo header) and publishes it
+// (prep_cursor 0, then tag 0). Every store here is unlogged (the extent was committed
+// earlier): a rollback of this transaction undoes nothing, and a chunk killed half-way
+// is redone from the cursor. Returns the bytes zeroed.
+uint64_t WindowOps::prepare_chunk(const Window& w, BucketSlot& s, uint64_t max_bytes) {
+  WindowHeader* h = hdr(w);
+  // relaxed: under the lock, only rotators touch tags, and only a tag 0.
+  if (s.tag.load(std::memory_order_relaxed) != wi::kRetired || s.table == 0) return 0;
+  const uint64_t off = s.table;
+  auto* t = reinterpret_cast<TableHead*>(w.base_ + off);
+  uint64_t cur = t->prep_cursor.load(std::memory_order_relaxed);  // relaxed: only lock holders write it
+  uint64_t done = 0;
+  if (cur != 0) {
+    const uint64_t total = wi::main_offset_in_table(h->space_table) + main_bytes_of(h, t);
+    if (cur < sizeof(TableHead) || cur > total) cur = sizeof(TableHead);  // untrusted bytes: redo it all
+    const uint64_t end = total - cur > max_bytes ? cur + max_bytes : total;
+    populate_write(w.base_ + off + cur, end - cur);
+    std::memset(w.base_ + off + cur, 0, end - cur);
+    SHMF_KILL_POINT("window.prepare.mid_chunk");
+    done = end - cur;
+    if (end < total) {
+      t->prep_cursor.store(end, std::memory_order_release);  // release: orders the zeroes first (for a checker)
+      return done;
+    }
+    if (h->variant == wi::kVariantCuckoo) init_cuckoo_main(w.base_, h, off);
+    t->prep_cursor.store(0, std::memory_order_release);  // release: the table is complete
+  }
   SHMF_KILL_POINT("window.prepare.before_ready");
-  txn.store_u64(as_u64(&s.tag), 0);
+  // release: the zeroed, initialised table is visible to whoever acquires the tag (rotators).
+  // Unlogged on purpose: a claimed tag must never be rolled back.
+  s.tag.store(0, std::memory_order_release);
+  return done;
 }
 
 // Makes bucket e claimable and claims it. False: no table could be had.
@@ -145,13 +227,18 @@ bool WindowOps::advance(const Window& w, int64_t e) noexcept {
   uint64_t cap = desired_capacity(w, e - 1);
   bool claimed = false;
   try {
+    // 1. (committed on its own) free the expired table and start a spare, unless one is in preparation.
     const_cast<Segment&>(w.seg_).transact([&](ControlTxn& txn) {
       uint64_t t2 = s.tag.load(std::memory_order_relaxed);  // relaxed: under the lock (rotators only CAS 0)
+      if (t2 == want || t2 == 0 || (t2 != wi::kRetired && t2 > want)) return;
+      prepare_locked(w, txn, s, cap);
+      h->inline_allocations.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistic
+    });
+    // 2. finish it (all of what is left: this caller needs the bucket now), publish, claim.
+    const_cast<Segment&>(w.seg_).transact([&](ControlTxn&) {
+      uint64_t t2 = s.tag.load(std::memory_order_relaxed);  // relaxed: under the lock (rotators only CAS 0)
       if (t2 == want || (t2 != 0 && t2 != wi::kRetired && t2 > want)) return;
-      if (t2 != 0) {
-        prepare_locked(w, txn, s, cap);
-        h->inline_allocations.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistic
-      }
+      if (t2 == wi::kRetired) prepare_chunk(w, s, ~uint64_t{0});
       // Claim under the lock, so that maintain() (which may take back a fresh spare, also
       // under the lock) cannot take it between our preparation and our claim. A CAS, not
       // a logged store: lock-free rotators may claim too, and a claim is never undone.
@@ -169,6 +256,31 @@ bool WindowOps::advance(const Window& w, int64_t e) noexcept {
     raise_epoch(h, want);
   }
   return true;  // the caller (re)reads the slot
+}
+
+void WindowOps::map_spare_ahead(const Window& w) noexcept {
+  WindowHeader* h = hdr(w);
+  const int64_t e = read_epoch(w);
+  const BucketSlot& s = wi::slot_table(h)[static_cast<uint64_t>(e + 1) % h->slots];
+  if (s.tag.load(std::memory_order_acquire) != 0) return;  // acquire: the ready table (not yet claimed)
+  const uint64_t off = std::atomic_ref<const uint64_t>(s.table).load(std::memory_order_relaxed);  // relaxed: a hint
+  if (off == 0 || off + sizeof(TableHead) > w.seg_.size()) return;
+  if (off != w.prefault_table_) {
+    w.prefault_table_ = off;
+    w.prefault_done_ = 0;
+  }
+  const auto* t = reinterpret_cast<const TableHead*>(w.base_ + off);
+  const uint64_t total = wi::main_offset_in_table(h->space_table) + main_bytes_of(h, t);
+  if (w.prefault_done_ >= total || total > w.seg_.size() - off) return;
+  const uint64_t n = std::min(kMapAhead, total - w.prefault_done_);
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint64_t a = reinterpret_cast<uint64_t>(w.base_ + off + w.prefault_done_) & ~(page - 1);
+  uint64_t b = (reinterpret_cast<uint64_t>(w.base_ + off + w.prefault_done_ + n) + page - 1) & ~(page - 1);
+  (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_POPULATE_READ);  // advice: a failure leaves faults to do it
+  w.prefault_done_ += n;
 }
 
 // ---- kBloom ------------------------------------------------------------------
@@ -240,7 +352,7 @@ bool WindowOps::cuckoo_expand(void* ctx, ck::Header* ch) {
 // ---------------------------------------------------------------------------
 // maintain(): retire, prepare (control plane).
 
-void Window::maintain() {
+bool Window::maintain_step(uint64_t max_bytes) {
   require_valid();
   seg_.quiesce();
   WindowHeader* h = WindowOps::hdr(*this);
@@ -248,22 +360,21 @@ void Window::maintain() {
   const uint64_t cap = WindowOps::desired_capacity(*this, e);
   BucketSlot* s = wi::slot_table(h);
   seg_.transact([&](ControlTxn& txn) {
-    // 1. Retire every slot whose bucket left every window (bucket <= e - retention).
+    // 1. Retire every slot whose bucket left every window (bucket <= e - retention). A slot
+    //    tagged kRetired that still names a table holds a spare in preparation: kept.
     for (uint32_t i = 0; i < h->slots; ++i) {
       uint64_t t = s[i].tag.load(std::memory_order_relaxed);  // relaxed: under the lock; rotators only CAS 0
       bool expired = t != 0 && t != wi::kRetired && static_cast<int64_t>(t - 1) <= e - static_cast<int64_t>(h->retention);
-      bool orphan = t == wi::kRetired && s[i].table != 0;  // a preparer died between free and ready
-      if (!expired && !orphan) continue;
-      if (expired) {
-        txn.store_u64(as_u64(&s[i].tag), wi::kRetired);
-        std::atomic_thread_fence(std::memory_order_release);  // retired before the table changes
-      }
+      if (!expired) continue;
+      txn.store_u64(as_u64(&s[i].tag), wi::kRetired);
+      std::atomic_thread_fence(std::memory_order_release);  // retired before the table changes
       uint64_t old = s[i].table;
       txn.store_u64(&s[i].table, 0);
       free_table(txn, base_, old);
       SHMF_KILL_POINT("window.maintain.after_retire");
     }
-    // 2. The current and the next bucket have a table (tag 0 = fresh, or already claimed).
+    // 2. The current and the next bucket have a table (tag 0 = fresh, or already claimed) or a
+    //    spare in preparation (started here, zeroed by the chunks below).
     for (int64_t x = e; x <= e + 1; ++x) {
       BucketSlot& b = s[static_cast<uint64_t>(x) % h->slots];
       uint64_t t = b.tag.load(std::memory_order_relaxed);  // relaxed: under the lock
@@ -272,21 +383,52 @@ void Window::maintain() {
         continue;
       }
       // A fresh spare sized far (> 1/3) from what the buckets measured: take it back (CAS: a
-      // lock-free rotator may claim it right now) and allocate one of the right size. While a
+      // lock-free rotator may claim it right now) and start one of the right size. While a
       // bad day's count still grows this happens once per 1/3 of growth, not per call.
       if (t == 0 && x == e + 1 && b.table != 0) {
         uint64_t have = reinterpret_cast<TableHead*>(base_ + b.table)->capacity;
         if (have * 4 < cap * 3 || have * 3 > cap * 4) {
           uint64_t expect = 0;
           // acq_rel: we own the slot from here (no rotator can claim kRetired).
-          if (b.tag.compare_exchange_strong(expect, wi::kRetired, std::memory_order_acq_rel, std::memory_order_relaxed))
+          if (b.tag.compare_exchange_strong(expect, wi::kRetired, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+            const uint64_t old = b.table;
+            txn.store_u64(&b.table, 0);
+            free_table(txn, base_, old);
             WindowOps::prepare_locked(*this, txn, b, cap);
+          }
         }
       }
     }
   });
-  int64_t ignored;
-  WindowOps::current(*this, ignored);  // rotates if due
+  // 3. Zero and pre-fault the spares in chunks of at most kPrepareChunk, each chunk its own
+  //    lock hold (a data-plane caller that needs the lock waits for one chunk at most), the
+  //    current bucket's first; at most max_bytes in all.
+  uint64_t budget = std::max<uint64_t>(max_bytes, 1);
+  bool ready = true;
+  for (int64_t x = e; x <= e + 1; ++x) {
+    BucketSlot& b = s[static_cast<uint64_t>(x) % h->slots];
+    while (budget > 0 && b.tag.load(std::memory_order_acquire) == wi::kRetired) {  // acquire: pairs with the publisher
+      uint64_t n = 0;
+      seg_.transact([&](ControlTxn&) { n = WindowOps::prepare_chunk(*this, b, std::min(budget, kPrepareChunk)); });
+      budget -= std::min(budget, std::max<uint64_t>(n, 1));
+    }
+    if (b.tag.load(std::memory_order_acquire) == wi::kRetired) ready = false;  // acquire: as above
+  }
+  // 4. Rotate if due, when that is one CAS (a spare still in preparation is finished by a
+  //    later step, or by the first writer that needs it).
+  const BucketSlot& cur = s[static_cast<uint64_t>(e) % h->slots];
+  if (cur.tag.load(std::memory_order_acquire) != wi::kRetired) {  // acquire: pairs with the publisher
+    int64_t ignored;
+    WindowOps::current(*this, ignored);
+  }
+  return ready;
+}
+
+void Window::maintain() {
+  // Each step finishes both spares (its budget is unlimited); a second one only if the
+  // clock moved on meanwhile. Bounded: at most 4 steps.
+  for (int i = 0; i < 4 && !maintain_step(~uint64_t{0}); ++i) {
+  }
 }
 
 }  // namespace shmfilter
