@@ -401,7 +401,7 @@ void restore_window(Segment& seg, const std::string& name, In in) {
       th->overflow.store(ovf, std::memory_order_relaxed);  // relaxed: unpublished
       th->pending_overflow = 0;
       if (variant == wi::kVariantCuckoo || ovf == 0) th->overflow_geometry = 0;
-      std::memset(th->pad0, 0, sizeof th->pad0);
+      th->prep_cursor.store(0, std::memory_order_relaxed);  // relaxed: unpublished; copied in full, so ready
       for (auto& st : th->stripes) std::memset(st.pad, 0, sizeof st.pad);
       // kBloom: a kNew answer set at least one bit, so a bucket counts at most as many pairs as its
       // tables have bits (a larger count is damage, and would make stats()' FP model loop for long).
