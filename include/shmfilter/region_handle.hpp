@@ -36,6 +36,10 @@ class RegionHandle {
   RegionInfo bind(Segment& seg, std::string_view name, Kind kind);
   // Binds to a region already looked up (INFO as the directory gave it).
   void bind(Segment& seg, const RegionInfo& info);
+  // Throws kReadOnly when seg is a read-only attachment and info's kind cannot
+  // be used through one (Roaring, Window: their reads write). bind() calls it;
+  // a handle that touches the region before bind() must call it first.
+  static void refuse_read_only_kind(const Segment& seg, const RegionInfo& info);
   // Control plane, takes the segment lock: drops NAME if it holds KIND
   // (on_drop frees the structure's extra extents); false when absent;
   // kWrongKind, naming both kinds, when it holds another kind.

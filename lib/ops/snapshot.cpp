@@ -440,6 +440,12 @@ void write_all(int fd, const std::string& b, const std::string& path) {
 }  // namespace
 
 SnapshotInfo save(Segment& seg, const std::string& path, const SaveOptions& opts) {
+  // A consistent copy takes each Cuckoo/ExactSet/window table's writer lock and pins Roaring snapshots: writes
+  // a PROT_READ mapping cannot make (and a read-only attachment has no owner token to lock with).
+  if (seg.read_only())
+    throw Error(ErrorCode::kReadOnly, "segment '" + seg.name() + "': save needs a read-write attachment (the copy "
+                                      "takes each structure's writer lock), and the segment was opened read-only: "
+                                      "run the save as a user who may write the segment");
   SnapshotInfo info;
   std::vector<RegionInfo> chosen;
   const std::vector<RegionInfo> all = seg.list();

@@ -84,7 +84,7 @@ void throw_read_only(Kind kind, std::string_view name, const char* what) {
                                         "(OpenOptions::read_only, shmtool --read-only): open it read-write");
 }
 
-void RegionHandle::bind(Segment& seg, const RegionInfo& info) {
+void RegionHandle::refuse_read_only_kind(const Segment& seg, const RegionInfo& info) {
   // Kinds whose READS write the segment cannot be used through a PROT_READ
   // mapping: a Roaring reader pins the snapshot it reads in a shared slot, a
   // window's first reader of a new bucket rotates it.
@@ -93,6 +93,10 @@ void RegionHandle::bind(Segment& seg, const RegionInfo& info) {
                 std::string(structure_noun(info.kind)) + " '" + info.name + "' cannot be opened through a read-only "
                 "attachment (its readers " + (info.kind == Kind::kRoaring ? "pin snapshots in the segment" :
                 "may rotate its buckets") + "): open the segment read-write to query it");
+}
+
+void RegionHandle::bind(Segment& seg, const RegionInfo& info) {
+  refuse_read_only_kind(seg, info);
   read_only_ = seg.read_only();
   seg_ = seg;
   name_ = info.name;

@@ -94,7 +94,11 @@ RoaringSet RoaringSet::create_from(Segment& seg, std::string_view name, const ro
 
 RoaringSet RoaringSet::open(Segment& seg, std::string_view name) { return RoaringSet(seg, seg.open_region(name, Kind::kRoaring)); }
 
-RoaringSet::RoaringSet(Segment& seg, const RegionInfo& info) : local_(attach(seg, info)) { bind(seg, info); }
+// attach() pins a reader slot in the region: refuse a read-only attachment before it (a PROT_READ mapping).
+RoaringSet::RoaringSet(Segment& seg, const RegionInfo& info)
+    : local_((refuse_read_only_kind(seg, info), attach(seg, info))) {
+  bind(seg, info);
+}
 
 bool RoaringSet::drop(Segment& seg, std::string_view name) {
   return drop_region(seg, name, Kind::kRoaring, [](std::byte* region, uint64_t bytes, ControlTxn& txn) {

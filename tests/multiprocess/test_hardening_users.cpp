@@ -20,6 +20,10 @@
 #include "shmfilter/bloom.hpp"
 #include "shmfilter/cuckoo.hpp"
 #include "shmfilter/hll.hpp"
+#include "shmfilter/metrics.hpp"
+#include "shmfilter/roaring_set.hpp"
+#include "shmfilter/snapshot.hpp"
+#include "shmfilter/window.hpp"
 #include "shmfilter/error.hpp"
 #include "shmfilter/exact_set.hpp"
 #include "shmfilter/segment.hpp"
@@ -401,4 +405,55 @@ TEST(HardeningReadOnlyUser, AReaderInspectsThroughAReadOnlyAttachmentAndCannotWr
   EXPECT_EQ(img.peek<uint64_t>(offsetof(seg_layout::Header, txn_serial)), serial_before)
       << "a read-only attachment ran a control-plane transaction";
   for (const ProcessInfo& p : root.processes()) EXPECT_EQ(p.pid, getpid()) << "the reader took a registry slot";
+}
+
+// Roaring and window reads write the segment (a pinned snapshot, a rotation),
+// and a save takes writer locks: through a read-only attachment each is one
+// named kReadOnly, and listing a segment that holds them still works (the
+// entry carries the error). This crashed (a PROT_READ store) before.
+TEST(HardeningReadOnlyUser, KindsWhoseReadsWriteAndSaveAreRefusedByNameNotByACrash) {
+  ASSERT_EQ(geteuid(), 0u) << "this test needs root (to run a second user): run it as root, as CI does";
+  ImageFile img;
+  CreateOptions co = img.options();
+  co.mode = 0644;
+  Segment root = Segment::create("img", co);
+  RoaringSet rs = RoaringSet::create(root, "r");
+  ASSERT_EQ(rs.add(uint32_t{5}), RoaringStatus::kOk);
+  WindowOptions wo;
+  wo.expected_per_bucket = 1000;
+  wo.seed = 3;
+  Window::create(root, "w", wo);
+  CuckooOptions cko;
+  cko.capacity = 1000;
+  Cuckoo ck = Cuckoo::create(root, "ck", cko);
+  ASSERT_EQ(ck.insert(uint64_t{7}), CuckooStatus::kInserted);
+  const uint64_t serial_before = img.peek<uint64_t>(offsetof(seg_layout::Header, txn_serial));
+  Outcome o = in_child([&]() -> int {
+   try {
+    if (!drop_to_nobody()) return 30;
+    OpenOptions ro = img.open_options();
+    ro.read_only = true;
+    Segment s = Segment::open("img", ro);
+    if (code_of([&] { RoaringSet::open(s, "r"); }) != ErrorCode::kReadOnly) return 31;
+    if (code_of([&] { Window::open(s, "w"); }) != ErrorCode::kReadOnly) return 32;
+    if (code_of([&] { save(s, "/tmp/shmf-test-ro-save-" + std::to_string(getpid())); }) != ErrorCode::kReadOnly)
+      return 33;
+    std::vector<StructureMetrics> m = structure_metrics(s);
+    if (m.size() != 3) return 34;
+    for (const StructureMetrics& e : m) {
+      const bool refused = e.region.kind == Kind::kRoaring || e.region.kind == Kind::kWindow;
+      if (refused != (e.error.find("read-only") != std::string::npos)) return 35;
+    }
+    if (prometheus_text(s).find("shmfilter_structure_error") == std::string::npos) return 36;
+    if (!Cuckoo::open(s, "ck").contains(uint64_t{7})) return 37;
+    return 0;
+   } catch (const Error& e) {
+    fprintf(stderr, "read-only child: %s\n", e.what());
+    return 50;
+   }
+  });
+  EXPECT_TRUE(o.ok()) << o.describe() << " (exit codes: see the child's returns above)";
+  EXPECT_TRUE(rs.contains(uint32_t{5}));
+  EXPECT_EQ(img.peek<uint64_t>(offsetof(seg_layout::Header, txn_serial)), serial_before)
+      << "a read-only attachment ran a control-plane transaction";
 }
