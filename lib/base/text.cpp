@@ -20,7 +20,7 @@ namespace {
 uint64_t parse_size(std::string_view text) {
   auto bad = [&](const std::string& why) {
     fail(ErrorCode::kInvalidArgument, "size '" + std::string(text) + "' " + why +
-                                          ": write a number with an optional unit, e.g. 4096, 64k, 512MiB, 2GiB, 1.5G");
+                                          ": write a number with an optional unit, e.g. 4096, 64k, 64m, 512MiB, 2GiB, 1.5G");
   };
   size_t i = 0;
   while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.')) ++i;
@@ -33,9 +33,9 @@ uint64_t parse_size(std::string_view text) {
   static const std::pair<const char*, long double> units[] = {
       {"", 1},         {"B", 1},
       {"k", 1024.0L},  {"K", 1024.0L},  {"KiB", 1024.0L},  {"KB", 1e3L},  {"kB", 1e3L},
-      {"M", 1048576.0L}, {"MiB", 1048576.0L}, {"MB", 1e6L},
-      {"G", 1073741824.0L}, {"GiB", 1073741824.0L}, {"GB", 1e9L},
-      {"T", 1099511627776.0L}, {"TiB", 1099511627776.0L}, {"TB", 1e12L}};
+      {"m", 1048576.0L}, {"M", 1048576.0L}, {"MiB", 1048576.0L}, {"MB", 1e6L},
+      {"g", 1073741824.0L}, {"G", 1073741824.0L}, {"GiB", 1073741824.0L}, {"GB", 1e9L},
+      {"t", 1099511627776.0L}, {"T", 1099511627776.0L}, {"TiB", 1099511627776.0L}, {"TB", 1e12L}};
   bool found = false;
   for (const auto& [u, m] : units)
     if (unit == u) {

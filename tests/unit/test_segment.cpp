@@ -313,6 +313,11 @@ TEST(Segment, ParseAndFormatSize) {
   EXPECT_EQ(parse_size("2G"), 2ull << 30);
   EXPECT_EQ(parse_size("1.5G"), 3ull << 29);
   EXPECT_EQ(parse_size("1MB"), 1000000u);
+  // nginx's lowercase suffixes too (the nginx module's size=32m, docs/nginx.md): binary units
+  EXPECT_EQ(parse_size("64m"), 64ull << 20);
+  EXPECT_EQ(parse_size("3g"), 3ull << 30);
+  EXPECT_EQ(parse_size("1t"), 1ull << 40);
+  EXPECT_EQ(code_of([] { parse_size("1mb"); }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(code_of([] { parse_size(""); }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(code_of([] { parse_size("12 parsecs"); }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(code_of([] { parse_size("-5"); }), ErrorCode::kInvalidArgument);
