@@ -190,6 +190,14 @@ struct WindowOps {
 
   static void count_new(const Window& w, TableHead* t, uint64_t space) noexcept;
 
+  // The table's overflow extent, for both variants: under the segment lock, the one a dead
+  // allocator already committed (pending_overflow) or published (overflow), else a fresh one
+  // of size(txn) bytes (size may log the variant's geometry in the same transaction), logged
+  // into pending_overflow. 0 on failure, recorded once (kTableOverflowFailed, overflow_failures):
+  // the caller stays in its main table. The caller publishes the offset.
+  template <class Size>
+  static uint64_t commit_overflow(const Window& w, TableHead* t, Size&& size) noexcept;
+
   // ---- kBloom ------------------------------------------------------------------
   static const uint64_t* bloom_overflow(const Window& w, TableHead* t, bool allocate) noexcept;
 

@@ -283,31 +283,42 @@ void WindowOps::map_spare_ahead(const Window& w) noexcept {
   w.prefault_done_ += n;
 }
 
+// ---- overflow tables (both variants) ------------------------------------------
+template <class Size>
+uint64_t WindowOps::commit_overflow(const Window& w, TableHead* t, Size&& size) noexcept {
+  uint64_t got = 0;
+  try {
+    const_cast<Segment&>(w.seg_).transact([&](ControlTxn& txn) {
+      got = t->overflow.load(std::memory_order_acquire);  // acquire: published by another writer
+      if (got != 0) return;
+      got = t->pending_overflow;
+      if (got != 0) return;  // committed by an allocator that died before publishing (never used: fresh)
+      const uint64_t bytes = size(txn);
+      txn.charge_to(w.identity());
+      got = txn.allocate(bytes);
+      SHMF_KILL_POINT("window.overflow.after_allocate");
+      txn.store_u64(&t->pending_overflow, got);
+    });
+  } catch (...) {
+    t->flags.fetch_or(wi::kTableOverflowFailed, std::memory_order_relaxed);   // relaxed: sticky diagnostic
+    hdr(w)->overflow_failures.fetch_add(1, std::memory_order_relaxed);         // relaxed: statistic
+    return 0;
+  }
+  return got;
+}
+
 // ---- kBloom ------------------------------------------------------------------
 const uint64_t* WindowOps::bloom_overflow(const Window& w, TableHead* t, bool allocate) noexcept {
   uint64_t off = t->overflow.load(std::memory_order_acquire);  // acquire: its geometry and zeroed lines
   if (off != 0 || !allocate) return off ? reinterpret_cast<const uint64_t*>(w.base_ + off) : nullptr;
   if (t->flags.load(std::memory_order_relaxed) & wi::kTableOverflowFailed) return nullptr;  // relaxed: sticky flag
   WindowHeader* h = hdr(w);
-  uint64_t got = 0;
-  try {
-    const_cast<Segment&>(w.seg_).transact([&](ControlTxn& txn) {
-      if (t->overflow.load(std::memory_order_acquire) != 0) return;
-      got = t->pending_overflow;
-      if (got != 0) return;  // committed by an allocator that died before publishing
-      bl::Sizing z;
-      if (!bl::size_blocked(t->capacity, h->overflow_error, z)) throw Error(ErrorCode::kInvalidArgument, "overflow size");
-      txn.charge_to(w.identity());
-      got = txn.allocate(z.bits / 8);
-      SHMF_KILL_POINT("window.overflow.after_allocate");
-      txn.store_u64(&t->overflow_geometry, z.bits / bl::kBlockBits);
-      txn.store_u64(&t->pending_overflow, got);
-    });
-  } catch (...) {
-    t->flags.fetch_or(wi::kTableOverflowFailed, std::memory_order_relaxed);  // relaxed: sticky diagnostic
-    h->overflow_failures.fetch_add(1, std::memory_order_relaxed);             // relaxed: statistic
-    return nullptr;
-  }
+  const uint64_t got = commit_overflow(w, t, [&](ControlTxn& txn) -> uint64_t {
+    bl::Sizing z;
+    if (!bl::size_blocked(t->capacity, h->overflow_error, z)) throw Error(ErrorCode::kInvalidArgument, "overflow size");
+    txn.store_u64(&t->overflow_geometry, z.bits / bl::kBlockBits);
+    return z.bits / 8;
+  });
   SHMF_KILL_POINT("window.overflow.after_commit");
   if (got != 0) {
     uint64_t expect = 0;
@@ -322,26 +333,12 @@ bool WindowOps::cuckoo_expand(void* ctx, ck::Header* ch) {
   auto* c = static_cast<ExpandCtx*>(ctx);
   const Window& w = *c->w;
   TableHead* t = c->t;
-  WindowHeader* h = hdr(w);
   uint32_t n = ck::sub_count_acquire(ch);
   if (n >= 2) return false;
   const ck::SubDesc d0 = ch->subs[0];
-  uint64_t bytes = ck::sub_bytes(d0.log2_buckets, d0.log2_stripes, ch->lane_bits);
-  uint64_t got = 0;
-  try {
-    const_cast<Segment&>(w.seg_).transact([&](ControlTxn& txn) {
-      got = t->pending_overflow;
-      if (got != 0) return;  // committed by an expander that died before publishing (never used: fresh)
-      txn.charge_to(w.identity());
-      got = txn.allocate(bytes);
-      SHMF_KILL_POINT("window.overflow.after_allocate");
-      txn.store_u64(&t->pending_overflow, got);
-    });
-  } catch (...) {
-    t->flags.fetch_or(wi::kTableOverflowFailed, std::memory_order_relaxed);  // relaxed: sticky diagnostic
-    h->overflow_failures.fetch_add(1, std::memory_order_relaxed);             // relaxed: statistic
-    return false;
-  }
+  const uint64_t bytes = ck::sub_bytes(d0.log2_buckets, d0.log2_stripes, ch->lane_bits);
+  const uint64_t got = commit_overflow(w, t, [&](ControlTxn&) { return bytes; });
+  if (got == 0) return false;
   SHMF_KILL_POINT("window.overflow.after_commit");
   ch->subs[1] = ck::SubDesc{got, d0.log2_buckets, d0.log2_stripes};  // invisible until sub_count is 2
   ck::A(ch->sub_count).store(2, std::memory_order_release);           // release: subs[1] complete first
