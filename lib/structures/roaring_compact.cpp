@@ -86,13 +86,7 @@ bool unread(RoaringLocal& L, uint64_t lo_gen, uint64_t hi_gen) {
   for (uint32_t i = 0; i < L.hdr->reader_slots; ++i) {
     uint64_t t = slots[i].token.load();
     if (t == 0) continue;
-    bool blocked = false;
-    uint64_t lo = slots[i].lo.load(), hi = slots[i].hi.load();  // before gens[]: see ReaderSlot
-    if (lo != 0 && lo <= hi_gen && lo_gen <= hi) blocked = true;
-    for (uint32_t k = 0; k < kExactPins && !blocked; ++k) {
-      uint64_t gk = slots[i].gens[k].load();
-      blocked = gk != 0 && gk >= lo_gen && gk <= hi_gen;
-    }
+    const bool blocked = pins_meet(slots[i], lo_gen, hi_gen);
     if (blocked && L.seg.token_alive(t)) return false;
   }
   return true;

@@ -90,6 +90,29 @@ struct alignas(64) ReaderSlot {
 inline constexpr uint32_t kExactPins = 5;
 static_assert(sizeof(ReaderSlot) == 64, "a reader slot is one cache line: no false sharing between processes");
 
+// The owner's private record of which gens[] entry holds which generation
+// (0 = free). A live generation keeps its entry for as long as it lives: a
+// scanner reads gens[] one entry at a time, so a list that was rewritten
+// compacted (shifted down as generations died) could be read torn and miss a
+// generation that was live throughout -- its snapshot and delta were then
+// freed under a writer (issue 16's ThreadsShareOneHandle loss).
+struct PinMirror {
+  uint64_t at[kExactPins] = {};
+};
+
+// Publishes the sorted, distinct generations `live` (n of them) in slot s.
+// Owner only, serialised by the caller. Precondition: every generation in
+// live that is not yet in the mirror is covered by [lo, hi] (the owner
+// widened before making its view). n <= kExactPins: exact mode (dead
+// entries cleared, new ones put in free entries, no live entry moves, then
+// lo = hi = 0); otherwise range mode [live[0], live[n-1]] (gens[] left as
+// is). Every store is seq_cst (see ReaderSlot).
+void pins_publish(ReaderSlot& s, PinMirror& m, const uint64_t* live, size_t n) noexcept;
+
+// True when slot s (read lo, hi, then gens[] one by one) holds a generation
+// in [lo_gen, hi_gen]. Any thread of any process; concurrent with the owner.
+bool pins_meet(const ReaderSlot& s, uint64_t lo_gen, uint64_t hi_gen) noexcept;
+
 // A retired snapshot extent of generation g and the delta that left the chain
 // with it (the active delta of g-1, the previous delta of g): freeable once no
 // live reader slot's [lo, hi] meets [g-1, g].

@@ -1,7 +1,9 @@
 // lib/structures/roaring_kernels.cpp: the out-of-line kernels of roaring_impl.h
 // (delta table and portable-format validation): raw memory only, no Segment,
 // no CRoaring.
+#include <algorithm>
 #include <bit>
+#include <iterator>
 #include <cinttypes>
 #include <cstdio>
 #include <cstring>
@@ -10,6 +12,43 @@
 #include "structures/roaring_impl.h"
 
 namespace shmfilter::internal::roaring {
+
+void pins_publish(ReaderSlot& s, PinMirror& m, const uint64_t* live, size_t n) noexcept {
+  if (n > kExactPins) {
+    // Range mode. Narrowing hi before lo: a scanner that mixes old and new
+    // words still sees a range containing [live[0], live[n-1]].
+    s.hi.store(live[n - 1]);
+    s.lo.store(live[0]);
+    return;
+  }
+  auto is_live = [&](uint64_t g) { return std::binary_search(live, live + n, g); };
+  for (uint32_t k = 0; k < kExactPins; ++k)
+    if (m.at[k] != 0 && !is_live(m.at[k])) {
+      m.at[k] = 0;
+      s.gens[k].store(0);
+    }
+  for (size_t i = 0; i < n; ++i) {
+    if (std::find(std::begin(m.at), std::end(m.at), live[i]) != std::end(m.at)) continue;
+    for (uint32_t k = 0; k < kExactPins; ++k)
+      if (m.at[k] == 0) {
+        m.at[k] = live[i];
+        s.gens[k].store(live[i]);  // while [lo, hi] still covers it (precondition)
+        break;
+      }
+  }
+  s.lo.store(0);  // after gens[] is complete: a scanner reads lo/hi first, then gens[]
+  s.hi.store(0);
+}
+
+bool pins_meet(const ReaderSlot& s, uint64_t lo_gen, uint64_t hi_gen) noexcept {
+  uint64_t lo = s.lo.load(), hi = s.hi.load();  // before gens[]: see ReaderSlot
+  if (lo != 0 && lo <= hi_gen && lo_gen <= hi) return true;
+  for (uint32_t k = 0; k < kExactPins; ++k) {
+    uint64_t gk = s.gens[k].load();
+    if (gk != 0 && gk >= lo_gen && gk <= hi_gen) return true;
+  }
+  return false;
+}
 
 std::string delta_validate(DeltaHeader* d, uint32_t max_capacity, uint64_t* claimed_out) {
   char buf[192];

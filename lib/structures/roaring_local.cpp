@@ -22,22 +22,23 @@ RoaringLocal::~RoaringLocal() {
   slot->lo.store(0);
   slot->hi.store(0);
   for (auto& gk : slot->gens) gk.store(0);
+  pins = PinMirror{};
   uint64_t mine = token;
   slot->token.compare_exchange_strong(mine, 0);
 }
 
 void RoaringLocal::publish_pins_locked() noexcept {
   if (pid != getpid()) return;  // a forked child's inherited copy: the slot is the parent's
-  if (live.size() <= kExactPins) {
-    uint32_t i = 0;
-    for (const auto& [gen, count] : live) slot->gens[i++].store(gen);
-    for (; i < kExactPins; ++i) slot->gens[i].store(0);
-    slot->lo.store(0);  // after gens[] is complete: a scanner reads lo/hi first, then gens[]
-    slot->hi.store(0);
-  } else {
-    slot->hi.store(live.rbegin()->first);  // never narrower than the views alive
-    slot->lo.store(live.begin()->first);
+  // The live generations, ascending; with more than kExactPins, range mode
+  // reads only the first and the last (gens[n-1] is then the newest).
+  uint64_t gens[kExactPins + 1];
+  size_t n = 0;
+  for (const auto& [gen, count] : live) {
+    if (n == kExactPins + 1) break;
+    gens[n++] = gen;
   }
+  if (n == kExactPins + 1) gens[kExactPins] = live.rbegin()->first;
+  pins_publish(*slot, pins, gens, n);
 }
 
 void RoaringLocal::view_died(uint64_t gen) noexcept {

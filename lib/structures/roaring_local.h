@@ -47,6 +47,7 @@ struct RoaringLocal : std::enable_shared_from_this<RoaringLocal> {
   std::mutex mu;                       // guards live, latest, the slot's lo/hi stores
   std::map<uint64_t, uint32_t> live;   // generation -> View objects alive in this process
   std::shared_ptr<View> latest;        // newest view made here (keeps a warm view for new threads)
+  PinMirror pins;                      // which slot->gens[] entry holds which generation (guarded by mu)
 
   ~RoaringLocal();
   std::shared_ptr<View> make_view();   // slow path: pin, load current, build the frozen view

@@ -357,3 +357,68 @@ TEST(RoaringKernels, ContainerIndexAgreesWithCRoaring) {
   roaring_bitmap_free(v);
   roaring_bitmap_free(b);
 }
+
+// A scanner (reclaim's pins_meet) reads lo, hi, then gens[0..4], one word at
+// a time, while the owner republishes. For every transition of a random
+// sequence of live-generation sets, and every point at which the owner's
+// whole publication can fall between two of the scanner's seven reads, every
+// generation live before AND after must be seen. The old publication rewrote
+// gens[] as a compacted list: when generation 3 of {3, 5, 7} died, a scanner
+// that had read gens[0] = 3 went on to read {7, 0, 0, 0} and missed 5, whose
+// snapshot and delta reclaim then freed under a live writer.
+TEST(RoaringKernels, PinsNeverHideALiveGenerationFromAScan) {
+  ReaderSlot slot{};
+  PinMirror mirror;
+  std::set<uint64_t> live;
+  shmf_bench::Rng rng(16);
+  uint64_t newest = 0;
+  auto words = [&] {
+    std::vector<uint64_t> w{slot.lo.load(), slot.hi.load()};
+    for (auto& g : slot.gens) w.push_back(g.load());
+    return w;
+  };
+  auto covers = [](const std::vector<uint64_t>& w, uint64_t g) {
+    if (w[0] != 0 && w[0] <= g && g <= w[1]) return true;
+    for (size_t k = 2; k < w.size(); ++k)
+      if (w[k] == g) return true;
+    return false;
+  };
+  auto publish = [&] {
+    std::vector<uint64_t> v(live.begin(), live.end());
+    pins_publish(slot, mirror, v.data(), v.size());
+  };
+  int transitions = 0, range_mode = 0;
+  for (int step = 0; step < 20000; ++step) {
+    const std::set<uint64_t> before_live = live;
+    if (live.empty() || (live.size() < 9 && rng.below(2) == 0)) {
+      // The owner's make_view: widen, then the new (newest) generation becomes live.
+      uint64_t g = ++newest;
+      uint64_t old_lo = slot.lo.load();
+      slot.hi.store(UINT64_MAX);
+      slot.lo.store(old_lo == 0 ? g : std::min(old_lo, g));
+      live.insert(g);
+    } else {
+      auto it = live.begin();
+      std::advance(it, static_cast<long>(rng.below(live.size())));
+      live.erase(it);  // a View died (any generation, any order)
+    }
+    const std::vector<uint64_t> before = words();
+    publish();
+    const std::vector<uint64_t> after = words();
+    range_mode += after[0] != 0;
+    for (uint64_t g : before_live) {
+      if (!live.count(g)) continue;
+      ASSERT_TRUE(covers(after, g)) << "generation " << g << " live but not published";
+      for (size_t split = 0; split <= before.size(); ++split) {
+        std::vector<uint64_t> seen(before.begin(), before.begin() + static_cast<long>(split));
+        seen.insert(seen.end(), after.begin() + static_cast<long>(split), after.end());
+        ASSERT_TRUE(covers(seen, g)) << "a scan torn at word " << split << " missed live generation " << g
+                                     << " (step " << step << ")";
+      }
+      ++transitions;
+    }
+  }
+  EXPECT_GT(transitions, 10000);
+  EXPECT_GT(range_mode, 100) << "the sequence must exercise range mode too";
+  EXPECT_LT(range_mode, 19000) << "and exact mode";
+}
