@@ -46,6 +46,7 @@ Json describe_fields(shmfilter::Segment& seg, const shmfilter::RegionInfo& r) {
   j.add("spaces", s.spaces).add("max_spaces", s.max_spaces).add("other_marks", s.other_marks);
   j.add("rotations", s.rotations).add("racing_marks", s.racing_marks).add("rotation_races", s.rotation_races);
   j.add("inline_allocations", s.inline_allocations).add("overflow_failures", s.overflow_failures);
+  if (s.variant == shmfilter::WindowVariant::kCuckoo) j.add("forget_ambiguous", s.forget_ambiguous);
   j.add_size("memory_bytes", s.memory_bytes);
   std::vector<Json> buckets;
   for (const auto& b : s.buckets)
