@@ -458,22 +458,51 @@ size_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uint6
   const uint32_t win = WindowOps::clamp_w(*this, w);
   const WindowHeader* h = WindowOps::hdr(*this);
   if (h->variant == wi::kVariantBloom) {
-    // Per round of kBatch pairs: resolve the tables once, hash each pair once and prefetch
-    // all of its w lines, then probe (the round's kBatch x w misses overlap).
+    // Per round of kBatch pairs: hash each pair once and prefetch all of its w lines, then
+    // probe (the round's kBatch x w misses overlap). The tables are resolved once per call
+    // and again only when the header epoch moved (one acquire load per round): the call
+    // answers as of its start for the buckets its clock names, like a single seen() would,
+    // and a rotation by any process during the call is picked up at the next round. The
+    // views stay mapped for the whole call: this process passes no quiescent point inside it.
+    // Parameters in locals: the stores to out[] (uint8_t) may alias anything.
+    const uint64_t seed = h->seed;
+    const uint32_t k_main = h->k_main, k_ovf = h->k_overflow;
+    const int64_t e_clock = bucket_of(now());
     size_t count = 0;
     uint64_t hs[kBatch];
     TableHead* ts[wi::kMaxRetention];
     BloomView v[wi::kMaxRetention];
+    uint32_t nv = 0;
+    uint64_t g_seen = ~uint64_t{0};
     for (size_t at = 0; at < n; at += kBatch) {
       const size_t m = std::min(kBatch, n - at);
-      WindowOps::tables(*this, WindowOps::read_epoch(*this), win, ts);
-      const uint32_t nv = bloom_views(base_, h, ts, win, v);
+      const uint64_t g = h->epoch.load(std::memory_order_acquire);  // acquire: pairs with raise_epoch
+      if (g != g_seen) {
+        g_seen = g;
+        const int64_t e = g > 0 && static_cast<int64_t>(g - 1) > e_clock ? static_cast<int64_t>(g - 1) : e_clock;
+        WindowOps::tables(*this, e, win, ts);
+        nv = bloom_views(base_, h, ts, win, v);
+      }
+      if (nv == 1 && v[0].ovf == nullptr) {  // one table, no overflow (w = 1 on a normal day): the plain filter's loop
+        const uint64_t* words = v[0].words;
+        const uint64_t blocks = v[0].blocks;
+        for (size_t j = 0; j < m; ++j) {
+          hs[j] = wi::pair_hash(seed, spaces[at + j], items[at + j]);
+          bl::prefetch_line(wi::line_of(words, blocks, hs[j]));
+        }
+        for (size_t j = 0; j < m; ++j) {
+          const bool hit = wi::line_has(wi::line_of(words, blocks, hs[j]), wi::masks_of(hs[j], k_main));
+          if (want) out[at + j] = hit;
+          count += hit;
+        }
+        continue;
+      }
       for (size_t j = 0; j < m; ++j) {
-        hs[j] = wi::pair_hash(h->seed, spaces[at + j], items[at + j]);
+        hs[j] = wi::pair_hash(seed, spaces[at + j], items[at + j]);
         bloom_prefetch_views(v, nv, hs[j]);
       }
       for (size_t j = 0; j < m; ++j) {
-        const bool hit = bloom_seen_views(v, nv, hs[j], wi::masks_of(hs[j], h->k_main), h->k_overflow);
+        const bool hit = bloom_seen_views(v, nv, hs[j], wi::masks_of(hs[j], k_main), k_ovf);
         if (want) out[at + j] = hit;
         count += hit;
       }

@@ -425,6 +425,43 @@ TEST_P(WindowBoth, FalsePositivesWithinTheReportedBoundAtSizedAndDoubleLoad) {
   expect_check_clean(f.seg);
 }
 
+// The batched read answers pair by pair what seen() answers, with one table, with an
+// overflow, and after another handle rotated (a handle whose clock is behind follows the
+// epoch any process rotated to, call by call).
+TEST_P(WindowBoth, SeenManyAgreesWithSeenAcrossOverflowAndRotation) {
+  Fixture f("wseenmany");
+  Window w = Window::create(f.seg, "w", opts(GetParam(), 2000, 0.05, 3));
+  Window other = Window::open(f.seg, "w");
+  std::vector<uint64_t> sp(6000), it(6000);
+  for (uint64_t i = 0; i < sp.size(); ++i) {
+    sp[i] = i % 13;
+    it[i] = 5000000 + i;
+  }
+  auto agree = [&](const char* when) {
+    for (uint32_t win : {1u, 2u, 3u}) {
+      std::vector<uint8_t> got(sp.size());
+      const size_t n = w.seen_many(sp, it, win, got);
+      size_t hits = 0;
+      for (size_t i = 0; i < sp.size(); ++i) {
+        ASSERT_EQ(got[i] != 0, w.seen(sp[i], it[i], win)) << when << " w=" << win << " i=" << i;
+        hits += got[i] != 0;
+      }
+      EXPECT_EQ(n, hits) << when;
+    }
+  };
+  w.set_now(kT0);
+  for (uint64_t i = 0; i < 1500; ++i) w.mark(sp[i], it[i]);  // under capacity: one table
+  agree("one table");
+  for (uint64_t i = 1500; i < 4500; ++i) w.mark(sp[i], it[i]);  // past capacity: the overflow
+  agree("overflow");
+  other.set_now(kT0 + kDay);
+  for (uint64_t i = 4500; i < 5000; ++i) other.mark(sp[i], it[i]);  // rotates to day 1
+  agree("after another handle rotated");
+  std::vector<uint8_t> got(sp.size());
+  EXPECT_GE(w.seen_many(sp, it, 1, got), 500u);  // w's clock says day 0, the epoch day 1
+  for (size_t i = 4500; i < 5000; ++i) ASSERT_TRUE(got[i]) << i;
+}
+
 TEST_P(WindowBoth, MaintainSizesTheNextBucketFromTheMeasuredOne) {
   Fixture f("wsize");
   WindowOptions o = opts(GetParam(), 1000);
