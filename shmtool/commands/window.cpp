@@ -328,12 +328,15 @@ Example:
   shmtool window seen ads freq 42 3f9a0c1b2d4e5f60 --window 7
 )");
 
-SHMTOOL_COMMAND("window forget", run_forget, R"(remove pairs from every bucket (cuckoo variant)
+SHMTOOL_COMMAND("window forget", run_forget, R"(remove pairs from the window (cuckoo variant)
 Usage: shmtool window forget SEG NAME [SPACE ITEM]... [--now UNIX] [--strict] [--json]
 
-Removes each pair from every bucket of the window while other processes keep
-working ("un-serve this device"): no rebuild, no moment without dedup. Forget only
-pairs that were marked (a never-marked pair can match another pair's fingerprint).
+Removes each pair's own copies from the buckets of the window while other processes
+keep working ("un-serve this device"): no rebuild, no moment without dedup. A bucket
+whose marks all checked the whole window keeps a colliding pair's copy (the other
+pair stays served); after plain marks, `window info` counts forget_ambiguous (docs/window.md
+"forget"). Forget only pairs that were marked (a never-marked pair can match another
+pair's fingerprint).
 The insert-only bloom variant answers 'FAILED: forget needs --variant cuckoo' (exit 1).
 
 Options:
