@@ -267,8 +267,11 @@ TEST(Window, ForgetKeepsAnotherPairsMarkInABucketThePairWasNeverMarkedIn) {
   // false positive, left alone. Nothing was ambiguous on this path.
   EXPECT_TRUE(w.seen(1, c.collider, 1));
   EXPECT_EQ(w.stats().forget_ambiguous, 0u);
-  for (uint64_t a : c.older)
-    if (a != c.collider) ASSERT_TRUE(w.seen(1, a, 3)) << a;
+  for (uint64_t a : c.older) {
+    if (a != c.collider) {
+      ASSERT_TRUE(w.seen(1, a, 3)) << a;
+    }
+  }
   expect_check_clean(f.seg);
 }
 
