@@ -121,6 +121,8 @@ struct WindowStats {
   uint64_t rotation_races = 0;   // kCuckoo: kNew answers whose pair a racing caller also got kNew for across a rotation
   uint64_t inline_allocations = 0;  // tables the data plane had to allocate (no maintain() in time)
   uint64_t overflow_failures = 0;   // overflow tables that could not be allocated
+  uint64_t forget_ambiguous = 0;    // kCuckoo: copies forget removed that may belong to another pair (an upper
+                                    // bound on the other pairs' marks lost to forgets; 0 on the mark_if_unseen path)
   uint64_t memory_bytes = 0;     // region + every live table extent
   uint64_t seed = 0;
   std::vector<WindowBucketStats> buckets;  // current first, retention entries (empty buckets have distinct 0)
@@ -164,8 +166,19 @@ class Window : public internal::RegionHandle {
   // kSeen if the pair is in the last w buckets, else marks it and answers kNew.
   WindowStatus mark_if_unseen(uint64_t space, std::string_view item, uint32_t w = 0) noexcept;  // w 0: retention
   WindowStatus mark_if_unseen(uint64_t space, uint64_t item, uint32_t w = 0) noexcept;
-  // kCuckoo: removes the pair from every bucket of the window (kRemoved / kAbsent).
-  // kBloom: kUnsupported. Like Cuckoo::erase: forget only pairs that were marked.
+  // kCuckoo: removes the pair's own copies from the window (kRemoved / kAbsent); afterwards
+  // the pair answers unseen except for a false positive. A cuckoo table cannot tell a pair's
+  // copy from a collider's (another pair with the same fingerprint in the same two buckets),
+  // so forget erases in the oldest bucket where the pair is present and in newer buckets
+  // only where some insert skipped the older buckets (mark, mark_if_unseen with w <
+  // retention); a newer bucket all of whose inserts were mark_if_unseen over the whole
+  // window cannot hold a second copy of the pair, so a present answer there is another
+  // pair's mark and is left alone. Other pairs' acknowledged marks therefore survive a
+  // forget on the mark_if_unseen(w = retention) path; elsewhere stats().forget_ambiguous
+  // counts the erasures that may have removed another pair's copy (an upper bound on such
+  // losses). Either way forget only pairs that were marked with a kNew answer: forgetting a
+  // pair that never got one removes the colliding pair's copy (probability <= the FP rate).
+  // kBloom: kUnsupported. docs/window.md "forget" has the argument.
   WindowStatus forget(uint64_t space, std::string_view item) noexcept;
   WindowStatus forget(uint64_t space, uint64_t item) noexcept;
 

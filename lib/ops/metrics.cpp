@@ -79,6 +79,7 @@ constexpr Family kFamilies[] = {
     {"shmfilter_window_rotation_races_total", "counter", "Cuckoo variant: new answers given twice across a rotation."},
     {"shmfilter_window_inline_allocations_total", "counter", "Bucket tables the data plane allocated (maintain() was late)."},
     {"shmfilter_window_overflow_failures_total", "counter", "Overflow tables that could not be allocated."},
+    {"shmfilter_window_forget_ambiguous_total", "counter", "Cuckoo variant: copies forget removed that may belong to another pair (an upper bound)."},
 };
 
 // Prometheus label values are UTF-8 with \\, \" and \n escaped. Structure
@@ -231,6 +232,8 @@ Common window_metrics(Segment& seg, const RegionInfo& r, const std::string& l, C
   c.add("shmfilter_window_rotation_races_total", l, static_cast<double>(st.rotation_races));
   c.add("shmfilter_window_inline_allocations_total", l, static_cast<double>(st.inline_allocations));
   c.add("shmfilter_window_overflow_failures_total", l, static_cast<double>(st.overflow_failures));
+  if (st.variant == WindowVariant::kCuckoo)
+    c.add("shmfilter_window_forget_ambiguous_total", l, static_cast<double>(st.forget_ambiguous));
   return v;
 }
 

@@ -397,6 +397,9 @@ void restore_window(Segment& seg, const std::string& name, In in) {
       th->check_shift = wi::check_shift_for(th->capacity);
       th->reserved0 = 0;
       th->main_full.store(th->main_full.load(std::memory_order_relaxed) != 0, std::memory_order_relaxed);  // relaxed: unpublished
+      // kTableAllChecked is dropped: a save copies the head and the body at different moments, so
+      // an insert racing the save may be in the body without its flag clear in the head; a
+      // restored table is "unchecked" (forget erases there, counting forget_ambiguous).
       th->flags.store(th->flags.load(std::memory_order_relaxed) & wi::kTableOverflowFailed, std::memory_order_relaxed);
       th->overflow.store(ovf, std::memory_order_relaxed);  // relaxed: unpublished
       th->pending_overflow = 0;

@@ -164,8 +164,18 @@ struct Sizing {
 };
 
 // Poisson-mixture FP of a blocked filter with B-bit blocks (see top).
+// Bounded work on any input (stats() passes counts read from a segment): above
+// kMaxPoissonLambda keys per block (>= 20 per bit: every block is saturated, the mixture's
+// spread is below 1%) the point value at lambda stands in for the sum, and a NaN / infinite /
+// negative load (a corrupt count) answers 1.
+inline constexpr double kMaxPoissonLambda = 10000;
 inline double blocked_fp(double bits_per_key, double k, double B = kBlockBits) {
   double lambda = B / bits_per_key;
+  if (!(lambda >= 0) || !(k >= 0)) return 1.0;
+  if (lambda > kMaxPoissonLambda) {
+    const double v = std::pow(-std::expm1(k * lambda * std::log1p(-1.0 / B)), k);
+    return std::isfinite(v) ? std::min(1.0, v) : 1.0;
+  }
   double lo = std::max(0.0, std::floor(lambda - 12 * std::sqrt(lambda) - 5));
   double hi = std::ceil(lambda + 12 * std::sqrt(lambda) + 30);
   double q = std::log1p(-1.0 / B);

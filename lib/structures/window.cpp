@@ -120,16 +120,31 @@ WindowStatus WindowOps::bloom_mark_in(const Window& w, TableHead* t, uint64_t sp
 }
 
 template <class LT>
-WindowStatus WindowOps::cuckoo_mark_in(const Window& w, TableHead* t, uint64_t space, uint64_t hv) noexcept {
+WindowStatus WindowOps::cuckoo_mark_in(const Window& w, TableHead* t, int64_t e, bool checked, uint64_t space,
+                                       uint64_t hv) noexcept {
   WindowHeader* h = hdr(w);
+  // Before the insert (a caller killed after it leaves the flag clear: the safe side for forget).
+  if (!checked && (table_flags(t) & wi::kTableAllChecked))
+    t->flags.fetch_and(~wi::kTableAllChecked, std::memory_order_relaxed);  // relaxed: forget reads it after our ack
   ck::Header* ch = cuckoo_of(t, h);
   ExpandCtx ctx{&w, t};
   auto st = ck::insert<LT>(w.base_, ch, ck::split_hash(hv, h->k_main), /*unique=*/true, liveness_of(w.seg_),
                            &WindowOps::cuckoo_expand, &ctx);
   if (st == ck::Status::kExists) return WindowStatus::kSeen;
   if (st != ck::Status::kInserted) return WindowStatus::kFull;
+  // The insert before the epoch load: a caller of a newer bucket that checked ours before our
+  // insert landed raised (or acquired) the epoch first, so we see it moved (straggled()).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  const uint64_t g = h->epoch.load(std::memory_order_relaxed);  // relaxed: after the fence
+  if (g > static_cast<uint64_t>(e) + 1) straggled(w, e, g);
   count_new(w, t, space);
   return WindowStatus::kNew;
+}
+void WindowOps::straggled(const Window& w, int64_t e, uint64_t g) noexcept {
+  WindowHeader* h = hdr(w);
+  for (int64_t x = e + 1; x < static_cast<int64_t>(g - 1) + 1 && x <= e + static_cast<int64_t>(h->retention); ++x)
+    if (TableHead* n = table_for(w.base_, h, x); n && (table_flags(n) & wi::kTableAllChecked))
+      n->flags.fetch_and(~wi::kTableAllChecked, std::memory_order_relaxed);  // relaxed: see cuckoo_mark_in
 }
 template <class LT>
 bool WindowOps::cuckoo_has(const Window& w, TableHead* t, uint64_t hv) noexcept {
@@ -162,10 +177,13 @@ void WindowOps::prefetch(const Window& w, TableHead* t, uint64_t hv) noexcept {
   else
     cuckoo_prefetch<ck::Lanes16>(w, t, hv);
 }
-WindowStatus WindowOps::mark_in(const Window& w, TableHead* t, uint64_t space, uint64_t hv, const wi::Masks& mm) noexcept {
+WindowStatus WindowOps::mark_in(const Window& w, TableHead* t, int64_t e, bool checked, uint64_t space, uint64_t hv,
+                                const wi::Masks& mm) noexcept {
   WindowHeader* h = hdr(w);
   if (h->variant == wi::kVariantBloom) return bloom_mark_in(w, t, space, hv, mm);
-  return h->k_main <= 8 ? cuckoo_mark_in<ck::Lanes8>(w, t, space, hv) : cuckoo_mark_in<ck::Lanes16>(w, t, space, hv);
+  checked = checked || h->retention == 1;  // no older bucket to check
+  return h->k_main <= 8 ? cuckoo_mark_in<ck::Lanes8>(w, t, e, checked, space, hv)
+                        : cuckoo_mark_in<ck::Lanes16>(w, t, e, checked, space, hv);
 }
 
 // Tables of the last w buckets ending at e (null where a bucket is empty).
@@ -209,7 +227,7 @@ WindowStatus WindowOps::mark_h(const Window& w, uint64_t space, uint64_t hv) noe
   int64_t e;
   TableHead* t = current(w, e);
   if (t == nullptr) return WindowStatus::kDropped;
-  return mark_in(w, t, space, hv, wi::masks_of(hv, hdr(w)->k_main));
+  return mark_in(w, t, e, /*checked=*/false, space, hv, wi::masks_of(hv, hdr(w)->k_main));
 }
 
 // ts[0] is the writer's current table of bucket e.
@@ -222,7 +240,7 @@ WindowStatus WindowOps::mark_if_unseen_in(const Window& w, TableHead* const* ts,
   wi::Masks mm = wi::masks_of(hv, h->k_main);
   for (uint32_t i = 1; i < win; ++i)
     if (ts[i] && has(w, ts[i], hv, mm)) return WindowStatus::kSeen;
-  WindowStatus st = mark_in(w, ts[0], space, hv, mm);
+  WindowStatus st = mark_in(w, ts[0], e, /*checked=*/win == h->retention, space, hv, mm);
   if (st == WindowStatus::kNew && h->variant == wi::kVariantCuckoo) {
     // A caller that saw the next bucket checked ours before we inserted: it may have answered kNew too.
     uint64_t g = h->epoch.load(std::memory_order_acquire);  // acquire: pairs with raise_epoch
@@ -248,21 +266,39 @@ WindowStatus WindowOps::mark_if_unseen_h(const Window& w, uint64_t space, uint64
   return mark_if_unseen_in(w, ts, e, win, space, hv, false);
 }
 
+// forget (docs/window.md "forget"): a cuckoo table cannot tell the pair's own copy from a
+// collider's (another pair with the same fingerprint in the same two buckets), so erasing
+// wherever the pair answers present would remove other pairs' acknowledged marks from the
+// tables the pair was never marked in. Instead: the OLDEST bucket where the pair is present
+// holds its own copy, unless a newer one does and that newer one was written without
+// checking the older buckets (kTableAllChecked clear). So: erase in the oldest; in each newer
+// bucket only if it is unchecked, and count those erasures (forget_ambiguous: at most one of
+// them is not the pair's own, so the count bounds the other pairs' copies removed); a newer
+// all-checked bucket where the pair answers present holds another pair's copy: left alone
+// (the pair's answer there is a false positive).
 WindowStatus WindowOps::forget_h(const Window& w, uint64_t hv) noexcept {
   WindowHeader* h = hdr(w);
   if (h->variant != wi::kVariantCuckoo) return WindowStatus::kUnsupported;
-  int64_t e = read_epoch(w);
-  bool removed = false;
-  ck::Liveness lv = liveness_of(w.seg_);
-  for (uint32_t i = 0; i < h->retention; ++i) {
+  const int64_t e = read_epoch(w);
+  const ck::Liveness lv = liveness_of(w.seg_);
+  const ck::KeyHash kh = ck::split_hash(hv, h->k_main);
+  const bool lanes8 = h->k_main <= 8;
+  bool removed = false, first = true;
+  uint64_t ambiguous = 0;
+  for (uint32_t i = h->retention; i-- > 0;) {  // oldest bucket first
     TableHead* t = table_for(w.base_, h, e - static_cast<int64_t>(i));
     if (t == nullptr) continue;
-    ck::KeyHash kh = ck::split_hash(hv, h->k_main);
-    bool r = h->k_main <= 8 ? ck::erase<ck::Lanes8>(w.base_, cuckoo_of(t, h), kh, lv)
-                            : ck::erase<ck::Lanes16>(w.base_, cuckoo_of(t, h), kh, lv);
-    removed |= r;
+    ck::Header* ch = cuckoo_of(t, h);
+    if (!first && (table_flags(t) & wi::kTableAllChecked)) continue;  // a present answer here is a collider's
+    const bool r = lanes8 ? ck::erase<ck::Lanes8>(w.base_, ch, kh, lv) : ck::erase<ck::Lanes16>(w.base_, ch, kh, lv);
+    if (!r) continue;
+    if (!first) ++ambiguous;
+    first = false;
+    removed = true;
     SHMF_KILL_POINT("window.forget.between_buckets");
   }
+  // relaxed: a statistic. Counted after the erasures: a forget killed half-way is unacknowledged.
+  if (ambiguous) h->forget_ambiguous.fetch_add(ambiguous, std::memory_order_relaxed);
   return removed ? WindowStatus::kRemoved : WindowStatus::kAbsent;
 }
 
@@ -386,8 +422,9 @@ size_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const uint6
     return 0;
   }
   WindowOps::tick(*this);
-  return WindowOps::batch(*this, spaces, items, 1, true, [&](size_t i, uint64_t hv, TableHead* const* ts, int64_t) -> size_t {
-    WindowStatus st = ts ? WindowOps::mark_in(*this, ts[0], spaces[i], hv, wi::masks_of(hv, WindowOps::hdr(*this)->k_main))
+  return WindowOps::batch(*this, spaces, items, 1, true, [&](size_t i, uint64_t hv, TableHead* const* ts, int64_t e) -> size_t {
+    WindowStatus st = ts ? WindowOps::mark_in(*this, ts[0], e, /*checked=*/false, spaces[i], hv,
+                                              wi::masks_of(hv, WindowOps::hdr(*this)->k_main))
                          : WindowStatus::kDropped;
     if (want) out[i] = st;
     return st == WindowStatus::kNew;
@@ -421,22 +458,51 @@ size_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uint6
   const uint32_t win = WindowOps::clamp_w(*this, w);
   const WindowHeader* h = WindowOps::hdr(*this);
   if (h->variant == wi::kVariantBloom) {
-    // Per round of kBatch pairs: resolve the tables once, hash each pair once and prefetch
-    // all of its w lines, then probe (the round's kBatch x w misses overlap).
+    // Per round of kBatch pairs: hash each pair once and prefetch all of its w lines, then
+    // probe (the round's kBatch x w misses overlap). The tables are resolved once per call
+    // and again only when the header epoch moved (one acquire load per round): the call
+    // answers as of its start for the buckets its clock names, like a single seen() would,
+    // and a rotation by any process during the call is picked up at the next round. The
+    // views stay mapped for the whole call: this process passes no quiescent point inside it.
+    // Parameters in locals: the stores to out[] (uint8_t) may alias anything.
+    const uint64_t seed = h->seed;
+    const uint32_t k_main = h->k_main, k_ovf = h->k_overflow;
+    const int64_t e_clock = bucket_of(now());
     size_t count = 0;
     uint64_t hs[kBatch];
     TableHead* ts[wi::kMaxRetention];
     BloomView v[wi::kMaxRetention];
+    uint32_t nv = 0;
+    uint64_t g_seen = ~uint64_t{0};
     for (size_t at = 0; at < n; at += kBatch) {
       const size_t m = std::min(kBatch, n - at);
-      WindowOps::tables(*this, WindowOps::read_epoch(*this), win, ts);
-      const uint32_t nv = bloom_views(base_, h, ts, win, v);
+      const uint64_t g = h->epoch.load(std::memory_order_acquire);  // acquire: pairs with raise_epoch
+      if (g != g_seen) {
+        g_seen = g;
+        const int64_t e = g > 0 && static_cast<int64_t>(g - 1) > e_clock ? static_cast<int64_t>(g - 1) : e_clock;
+        WindowOps::tables(*this, e, win, ts);
+        nv = bloom_views(base_, h, ts, win, v);
+      }
+      if (nv == 1 && v[0].ovf == nullptr) {  // one table, no overflow (w = 1 on a normal day): the plain filter's loop
+        const uint64_t* words = v[0].words;
+        const uint64_t blocks = v[0].blocks;
+        for (size_t j = 0; j < m; ++j) {
+          hs[j] = wi::pair_hash(seed, spaces[at + j], items[at + j]);
+          bl::prefetch_line(wi::line_of(words, blocks, hs[j]));
+        }
+        for (size_t j = 0; j < m; ++j) {
+          const bool hit = wi::line_has(wi::line_of(words, blocks, hs[j]), wi::masks_of(hs[j], k_main));
+          if (want) out[at + j] = hit;
+          count += hit;
+        }
+        continue;
+      }
       for (size_t j = 0; j < m; ++j) {
-        hs[j] = wi::pair_hash(h->seed, spaces[at + j], items[at + j]);
+        hs[j] = wi::pair_hash(seed, spaces[at + j], items[at + j]);
         bloom_prefetch_views(v, nv, hs[j]);
       }
       for (size_t j = 0; j < m; ++j) {
-        const bool hit = bloom_seen_views(v, nv, hs[j], wi::masks_of(hs[j], h->k_main), h->k_overflow);
+        const bool hit = bloom_seen_views(v, nv, hs[j], wi::masks_of(hs[j], k_main), k_ovf);
         if (want) out[at + j] = hit;
         count += hit;
       }

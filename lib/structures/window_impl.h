@@ -63,7 +63,14 @@ inline constexpr uint32_t kStripes = 8;
 inline constexpr double kMainShare = 2.0 / 3.0;  // of p1, for the main table
 inline constexpr double kHeadroom = 1.5;         // a bucket that outgrew its table: next = 1.5 x its distinct count
 enum : uint32_t { kVariantBloom = 0, kVariantCuckoo = 1 };
-enum : uint32_t { kTableOverflowFailed = 1u };
+// TableHead.flags bits. kTableAllChecked: set when the table is created; cleared (sticky,
+// before the insert) by the first kCuckoo insert into it that did not check every older
+// bucket of the window (mark, mark_if_unseen with w < retention), and on the newer tables
+// by an insert that straggled behind a rotation. While it is set, no pair has a copy in
+// this table AND in an older table of the window (its inserts saw the older tables), which
+// is what lets forget() tell a pair's own copy from a collider's (docs/window.md "forget").
+// A table written by an older build reads 0: treated as unchecked (forget erases there).
+enum : uint32_t { kTableOverflowFailed = 1u, kTableAllChecked = 2u };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared counters must be lock-free across processes");
 
@@ -105,7 +112,9 @@ struct alignas(64) WindowHeader {
   std::atomic<uint32_t> spaces_claimed;                  // key rows claimed (may pass max_spaces by the
                                                          // number of racing claimers; never past space_table/2)
   uint32_t reserved3;
-  uint8_t pad3[16];
+  std::atomic<uint64_t> forget_ambiguous;  // kCuckoo: copies forget removed that may belong to another pair
+                                           // (an upper bound; docs/window.md "forget"); relaxed fetch_add
+  uint8_t pad3[8];
 };
 static_assert(sizeof(WindowHeader) == 256, "WindowHeader is part of the format: 4 cache lines");
 static_assert(offsetof(WindowHeader, magic) == 0 && offsetof(WindowHeader, version) == 4,
@@ -140,7 +149,8 @@ struct alignas(64) TableHead {
   uint32_t check_shift;           // alloc: a stripe sums all stripes when it crosses a multiple of 2^shift
   uint32_t reserved0;             // zero
   std::atomic<uint32_t> main_full;  // 0 -> 1 (sticky) by any caller who sums the stripes >= capacity; relaxed
-  std::atomic<uint32_t> flags;      // kTableOverflowFailed; fetch_or relaxed, any process
+  std::atomic<uint32_t> flags;      // kTableOverflowFailed (fetch_or relaxed, any process); kTableAllChecked
+                                    // (alloc: set; then only cleared, by a relaxed fetch_and, see the enum)
   std::atomic<uint64_t> overflow;   // overflow extent offset, 0 none. Release store by the allocator AFTER its
                                     // transaction committed (never logged: a rollback must not unpublish it)
   uint64_t pending_overflow;        // logged store in the allocating transaction: the extent exists even if its

@@ -61,6 +61,8 @@ inline uint64_t* as_u64(std::atomic<uint64_t>* a) {
 // Main-table bytes and geometry for `capacity` (window_rotation.cpp).
 uint64_t main_bytes_for(const WindowHeader* h, uint64_t capacity, uint64_t* geometry);
 uint64_t table_bytes_for(const WindowHeader* h, uint64_t capacity);
+// Main-table bytes of an existing table, from its geometry (cheap: no sizing search).
+uint64_t main_bytes_of(const WindowHeader* h, const TableHead* t);
 // Allocates and initialises one table (fresh zeroed memory, unreachable until a slot names it).
 uint64_t alloc_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity);
 // Allocates a table whose body a chunked preparation zeroes later (prep_cursor > 0).
@@ -213,8 +215,15 @@ struct WindowOps {
   };
   static bool cuckoo_expand(void* ctx, ck::Header* ch);
 
+  // checked: the caller found the pair in none of the retention - 1 older buckets (mark_if_unseen
+  // over the whole window); otherwise the table loses kTableAllChecked before the insert.
+  // t is the table of bucket e.
   template <class LT>
-  static WindowStatus cuckoo_mark_in(const Window& w, TableHead* t, uint64_t space, uint64_t hv) noexcept;
+  static WindowStatus cuckoo_mark_in(const Window& w, TableHead* t, int64_t e, bool checked, uint64_t space,
+                                     uint64_t hv) noexcept;
+  // After an insert into bucket e that found the epoch at g > e + 1: the tables of e + 1 .. g - 1
+  // may hold copies whose inserts checked bucket e before ours; they lose kTableAllChecked.
+  static void straggled(const Window& w, int64_t e, uint64_t g) noexcept;
   template <class LT>
   static bool cuckoo_has(const Window& w, TableHead* t, uint64_t hv) noexcept;
   template <class LT>
@@ -223,7 +232,8 @@ struct WindowOps {
   // ---- dispatch ----------------------------------------------------------------
   static bool has(const Window& w, TableHead* t, uint64_t hv, const wi::Masks& mm) noexcept;
   static void prefetch(const Window& w, TableHead* t, uint64_t hv) noexcept;
-  static WindowStatus mark_in(const Window& w, TableHead* t, uint64_t space, uint64_t hv, const wi::Masks& mm) noexcept;
+  static WindowStatus mark_in(const Window& w, TableHead* t, int64_t e, bool checked, uint64_t space, uint64_t hv,
+                              const wi::Masks& mm) noexcept;
 
   // Tables of the last w buckets ending at e (null where a bucket is empty).
   static uint32_t tables(const Window& w, int64_t e, uint32_t n, TableHead** out) noexcept;
@@ -242,6 +252,9 @@ struct WindowOps {
   static WindowStatus mark_if_unseen_h(const Window& w, uint64_t space, uint64_t hv, uint32_t win) noexcept;
 
   static WindowStatus forget_h(const Window& w, uint64_t hv) noexcept;
+  static uint32_t table_flags(const TableHead* t) noexcept {
+    return t->flags.load(std::memory_order_relaxed);  // relaxed: only ever cleared; see kTableAllChecked
+  }
 
   // Batched forms: per round of kBatch pairs, resolve the tables once, hash and
   // prefetch every line of the round, then answer. writer: ts[0] is the current

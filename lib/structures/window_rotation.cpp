@@ -71,6 +71,7 @@ uint64_t alloc_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity) {
   head->capacity = capacity;
   head->geometry = geom;
   head->check_shift = wi::check_shift_for(capacity);
+  head->flags.store(wi::kTableAllChecked, std::memory_order_relaxed);  // relaxed: unreachable until a slot names it
   if (h->variant == wi::kVariantCuckoo) init_cuckoo_main(txn.base(), h, off);
   return off;
 }
@@ -89,6 +90,7 @@ uint64_t start_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity) {
   head->capacity = capacity;
   head->geometry = geom;
   head->check_shift = wi::check_shift_for(capacity);
+  head->flags.store(wi::kTableAllChecked, std::memory_order_relaxed);  // relaxed: unreachable until commit
   head->prep_cursor.store(sizeof(TableHead), std::memory_order_relaxed);  // relaxed: unreachable until commit
   return off;
 }

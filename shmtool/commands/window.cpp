@@ -46,6 +46,7 @@ Json describe_fields(shmfilter::Segment& seg, const shmfilter::RegionInfo& r) {
   j.add("spaces", s.spaces).add("max_spaces", s.max_spaces).add("other_marks", s.other_marks);
   j.add("rotations", s.rotations).add("racing_marks", s.racing_marks).add("rotation_races", s.rotation_races);
   j.add("inline_allocations", s.inline_allocations).add("overflow_failures", s.overflow_failures);
+  if (s.variant == shmfilter::WindowVariant::kCuckoo) j.add("forget_ambiguous", s.forget_ambiguous);
   j.add_size("memory_bytes", s.memory_bytes);
   std::vector<Json> buckets;
   for (const auto& b : s.buckets)
@@ -327,12 +328,15 @@ Example:
   shmtool window seen ads freq 42 3f9a0c1b2d4e5f60 --window 7
 )");
 
-SHMTOOL_COMMAND("window forget", run_forget, R"(remove pairs from every bucket (cuckoo variant)
+SHMTOOL_COMMAND("window forget", run_forget, R"(remove pairs from the window (cuckoo variant)
 Usage: shmtool window forget SEG NAME [SPACE ITEM]... [--now UNIX] [--strict] [--json]
 
-Removes each pair from every bucket of the window while other processes keep
-working ("un-serve this device"): no rebuild, no moment without dedup. Forget only
-pairs that were marked (a never-marked pair can match another pair's fingerprint).
+Removes each pair's own copies from the buckets of the window while other processes
+keep working ("un-serve this device"): no rebuild, no moment without dedup. A bucket
+whose marks all checked the whole window keeps a colliding pair's copy (the other
+pair stays served); after plain marks, `window info` counts forget_ambiguous (docs/window.md
+"forget"). Forget only pairs that were marked (a never-marked pair can match another
+pair's fingerprint).
 The insert-only bloom variant answers 'FAILED: forget needs --variant cuckoo' (exit 1).
 
 Options:

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "shmfilter/window.hpp"
+#include "structures/window_impl.h"
 #include "test_util.h"
 #include "workload.h"
 
@@ -194,6 +195,140 @@ TEST(Window, ForgetOnCuckooRemovesFromEveryBucket) {
   expect_check_clean(f.seg);
 }
 
+// Day tables of different sizes do not nest: the window's cuckoo tables take the bucket
+// from the low bits of the hash, so a pair that collides with another (same fingerprint,
+// same two buckets) in a LARGER table also collides in a smaller one, but not the other way
+// round. When an older table of the window is larger than a newer one (a big day's headroom
+// leaving the sizing while its tables are still in the window), a pair marked in the older
+// table can collide with another pair in the newer, smaller table only. Before the fix
+// forget erased wherever the pair answered present, so it removed the OTHER pair's copy from
+// the newer table and that acknowledged mark answered "new". Fixed seed: the search finds such
+// a pair deterministically (about 1.5% of the pairs answer present in the half-full f = 8
+// table).
+namespace {
+struct CollisionDays {
+  std::vector<uint64_t> older, newer;  // items of space 1 acknowledged kNew on day 2 / day 4
+  uint64_t collider = 0;               // a day-2 item that answers present in day 4's table
+  bool found = false;
+};
+CollisionDays collide_across_days(Window& w, bool newer_checked) {
+  CollisionDays c;
+  // Day 0: 3000 pairs on a 2000-pair day: the table overflows, so the next 3 days' tables
+  // are sized 1.5 x 3000 (the sizing looks at the last retention = 3 days).
+  w.set_now(kT0);
+  w.maintain();
+  for (uint64_t i = 0; i < 3000; ++i) w.mark_if_unseen(9, i);
+  // Day 2 (a big table, prepared by day 1's housekeeping): the older pairs, a normal day.
+  w.set_now(kT0 + kDay);
+  w.maintain();
+  w.set_now(kT0 + 2 * kDay);
+  w.maintain();
+  for (uint64_t i = 0; i < 1900; ++i)
+    if (w.mark_if_unseen(1, 1000000 + i) == WindowStatus::kNew) c.older.push_back(1000000 + i);
+  // Day 4: day 0 left the sizing (days 1..3 were normal), so today's table is the expected
+  // size again: smaller than day 2's, which is still in the window (days 2..4).
+  w.set_now(kT0 + 3 * kDay);
+  w.maintain();
+  w.set_now(kT0 + 4 * kDay);
+  w.maintain();
+  for (uint64_t i = 0; i < 2000; ++i) {
+    // checked: mark_if_unseen over the whole window (the request path); else plain mark
+    const WindowStatus st = newer_checked ? w.mark_if_unseen(1, 2000000 + i) : w.mark(1, 2000000 + i);
+    if (st == WindowStatus::kNew) c.newer.push_back(2000000 + i);
+  }
+  for (uint64_t a : c.older)
+    if (w.seen(1, a, 1)) {  // w = 1: day 4's table only, where `a` was never marked
+      c.collider = a;
+      c.found = true;
+      break;
+    }
+  return c;
+}
+WindowOptions collision_opts() {
+  WindowOptions o = opts(WindowVariant::kCuckoo, 2000, 0.5, 3);  // 8-bit fingerprints: collisions are common
+  o.error_window = 3;
+  return o;
+}
+}  // namespace
+
+TEST(Window, ForgetKeepsAnotherPairsMarkInABucketThePairWasNeverMarkedIn) {
+  Fixture f("wforgetcol");
+  Window w = Window::create(f.seg, "w", collision_opts());
+  CollisionDays c = collide_across_days(w, /*newer_checked=*/true);
+  WindowStats st = w.stats();
+  ASSERT_LT(st.buckets[0].capacity, st.buckets[2].capacity) << "day 4's table must be smaller than day 2's";
+  ASSERT_GT(c.newer.size(), 1900u);
+  ASSERT_TRUE(c.found) << "no day-2 pair collides in day 4's table (seed changed?)";
+  EXPECT_EQ(w.forget(1, c.collider), WindowStatus::kRemoved);
+  size_t lost = 0;
+  for (uint64_t b : c.newer) lost += !w.seen(1, b, 3);
+  EXPECT_EQ(lost, 0u) << "forget of a day-2 pair removed another pair's acknowledged day-4 mark";
+  // Its own copy (day 2) is gone; what answers for it in day 4 is the other pair's copy: a
+  // false positive, left alone. Nothing was ambiguous on this path.
+  EXPECT_TRUE(w.seen(1, c.collider, 1));
+  EXPECT_EQ(w.stats().forget_ambiguous, 0u);
+  for (uint64_t a : c.older) {
+    if (a != c.collider) {
+      ASSERT_TRUE(w.seen(1, a, 3)) << a;
+    }
+  }
+  expect_check_clean(f.seg);
+}
+
+TEST(Window, ForgetAfterPlainMarksCountsWhatItCannotTellApart) {
+  Fixture f("wforgetamb");
+  Window w = Window::create(f.seg, "w", collision_opts());
+  CollisionDays c = collide_across_days(w, /*newer_checked=*/false);  // day 4 by plain mark()
+  ASSERT_TRUE(c.found) << "no day-2 pair collides in day 4's table (seed changed?)";
+  EXPECT_EQ(w.forget(1, c.collider), WindowStatus::kRemoved);
+  // Day 4's table was written by mark(), which does not look at older days: the pair may have
+  // its own copy there too, so forget erases it and counts the erasure as ambiguous.
+  const uint64_t ambiguous = w.stats().forget_ambiguous;
+  EXPECT_EQ(ambiguous, 1u);
+  size_t lost = 0;
+  for (uint64_t b : c.newer) lost += !w.seen(1, b, 3);
+  EXPECT_LE(lost, ambiguous) << "forget_ambiguous must bound the other pairs' marks a forget removed";
+  EXPECT_FALSE(w.seen(1, c.collider, 3));
+  // Plain marks on two days: both copies are the pair's own and both go.
+  w.set_now(kT0 + 5 * kDay);
+  EXPECT_EQ(w.mark(1, uint64_t{77}), WindowStatus::kNew);
+  w.set_now(kT0 + 6 * kDay);
+  EXPECT_EQ(w.mark(1, uint64_t{77}), WindowStatus::kNew);
+  EXPECT_EQ(w.forget(1, uint64_t{77}), WindowStatus::kRemoved);
+  EXPECT_FALSE(w.seen(1, uint64_t{77}, 3));
+  expect_check_clean(f.seg);
+}
+
+// stats() is read by every metrics scrape: its FP model must stay bounded on any count a
+// segment holds (the Poisson sum ran ~24 sqrt(lambda) terms: a corrupt distinct count of
+// 2^62 made it loop for hours; at lambda past 2^53 it never ended).
+TEST_P(WindowBoth, StatsOnACorruptDistinctCountIsBounded) {
+  Fixture f("wstatscorrupt");
+  Window w = Window::create(f.seg, "w", opts(GetParam(), 1000));
+  w.set_now(kT0);
+  for (uint64_t i = 0; i < 100; ++i) w.mark(1, i);
+  auto r = f.seg.find("w");
+  ASSERT_TRUE(r);
+  auto* h = reinterpret_cast<internal::window::WindowHeader*>(f.seg.base() + r->offset);
+  const int64_t e = w.bucket_of(kT0);
+  internal::window::BucketSlot& slot = internal::window::slot_table(h)[static_cast<uint64_t>(e) % h->slots];
+  ASSERT_EQ(slot.tag.load(), static_cast<uint64_t>(e) + 1);
+  auto* t = reinterpret_cast<internal::window::TableHead*>(f.seg.base() + slot.table);
+  for (uint64_t bad : {uint64_t{1} << 62, ~uint64_t{0} / 9, uint64_t{1} << 40}) {
+    SCOPED_TRACE(bad);
+    t->stripes[3].distinct.store(bad);
+    WindowStats st = w.stats();  // must return (ctest's timeout is the bound)
+    ASSERT_FALSE(st.buckets.empty());
+    EXPECT_GE(st.buckets[0].fp_rate_now, 0.0);
+    EXPECT_LE(st.buckets[0].fp_rate_now, 1.0);
+    if (GetParam() == WindowVariant::kBloom) {
+      EXPECT_TRUE(st.buckets[0].over_capacity);
+      EXPECT_GT(st.buckets[0].fp_rate_now, 0.99);
+    }
+    EXPECT_LE(st.window_fp_now(7), 1.0);
+  }
+}
+
 TEST(Window, ForgetOnBloomIsUnsupported) {
   Fixture f("wforgetb");
   Window w = Window::create(f.seg, "w", opts(WindowVariant::kBloom, 1000));
@@ -291,6 +426,43 @@ TEST_P(WindowBoth, FalsePositivesWithinTheReportedBoundAtSizedAndDoubleLoad) {
     }
   }
   expect_check_clean(f.seg);
+}
+
+// The batched read answers pair by pair what seen() answers, with one table, with an
+// overflow, and after another handle rotated (a handle whose clock is behind follows the
+// epoch any process rotated to, call by call).
+TEST_P(WindowBoth, SeenManyAgreesWithSeenAcrossOverflowAndRotation) {
+  Fixture f("wseenmany");
+  Window w = Window::create(f.seg, "w", opts(GetParam(), 2000, 0.05, 3));
+  Window other = Window::open(f.seg, "w");
+  std::vector<uint64_t> sp(6000), it(6000);
+  for (uint64_t i = 0; i < sp.size(); ++i) {
+    sp[i] = i % 13;
+    it[i] = 5000000 + i;
+  }
+  auto agree = [&](const char* when) {
+    for (uint32_t win : {1u, 2u, 3u}) {
+      std::vector<uint8_t> got(sp.size());
+      const size_t n = w.seen_many(sp, it, win, got);
+      size_t hits = 0;
+      for (size_t i = 0; i < sp.size(); ++i) {
+        ASSERT_EQ(got[i] != 0, w.seen(sp[i], it[i], win)) << when << " w=" << win << " i=" << i;
+        hits += got[i] != 0;
+      }
+      EXPECT_EQ(n, hits) << when;
+    }
+  };
+  w.set_now(kT0);
+  for (uint64_t i = 0; i < 1500; ++i) w.mark(sp[i], it[i]);  // under capacity: one table
+  agree("one table");
+  for (uint64_t i = 1500; i < 4500; ++i) w.mark(sp[i], it[i]);  // past capacity: the overflow
+  agree("overflow");
+  other.set_now(kT0 + kDay);
+  for (uint64_t i = 4500; i < 5000; ++i) other.mark(sp[i], it[i]);  // rotates to day 1
+  agree("after another handle rotated");
+  std::vector<uint8_t> got(sp.size());
+  EXPECT_GE(w.seen_many(sp, it, 1, got), 500u);  // w's clock says day 0, the epoch day 1
+  for (size_t i = 4500; i < 5000; ++i) ASSERT_TRUE(got[i]) << i;
 }
 
 TEST_P(WindowBoth, MaintainSizesTheNextBucketFromTheMeasuredOne) {
