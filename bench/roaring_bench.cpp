@@ -318,8 +318,10 @@ void add_many_random(benchmark::State& st, uint64_t n, bool mission_ids) {
     st.counters["worst_batch_ms"] = worst_batch_ms;
     st.counters["compactions"] = static_cast<double>(stats.compactions);
     st.counters["delta_capacity"] = static_cast<double>(stats.delta_capacity);
+    st.counters["links"] = static_cast<double>(stats.delta_links);
     st.counters["card"] = static_cast<double>(stats.cardinality);
     st.counters["total_MB"] = static_cast<double>(stats.total_bytes) / 1e6;
+    st.counters["segment_MB"] = static_cast<double>(s.seg.stats().used_bytes) / 1e6;
     set = RoaringSet();
     RoaringSet::drop(s.seg, "addmany");
   }
@@ -328,6 +330,67 @@ void BM_AddManyRandom(benchmark::State& st) { add_many_random(st, static_cast<ui
 BENCHMARK(BM_AddManyRandom)->Arg(1000000)->Arg(4000000)->Arg(16000000)->Iterations(1)->Unit(benchmark::kMillisecond);
 void BM_Mission_AddManySparse(benchmark::State& st) { add_many_random(st, static_cast<uint64_t>(st.range(0)), true); }
 BENCHMARK(BM_Mission_AddManySparse)->Arg(30000000)->Arg(120000000)->Iterations(1)->Unit(benchmark::kMillisecond);
+
+// Issue 16 "bound the work a writer does inline": the latency of each add in a
+// stream of n ids at the mission's density into an empty set (defaults).
+// range(1) = 1: a second thread calls maintain() every millisecond (the
+// housekeeping docs/roaring.md recommends), so no writer compacts; 0: nobody
+// does, and the writer compacts itself only when its chain of 4 delta tables
+// is full. Every add is timed with two steady_clock reads (their ~25-50 ns
+// are included in each sample). mean_ns includes everything the writer did.
+void BM_AddStreamLatency(benchmark::State& st) {
+  const uint64_t n = static_cast<uint64_t>(st.range(0));
+  const bool maintained = st.range(1) != 0;
+  Seg s(1ull << 30);
+  for (auto _ : st) {
+    std::vector<uint32_t> ids = shmf_bench::sparse_ids(n, 43);
+    RoaringSet set = RoaringSet::create(s.seg, "stream", {});
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> maintains{0};
+    std::thread m;
+    if (maintained)
+      m = std::thread([&] {
+        while (!stop.load()) {
+          try {
+            if (set.maintain()) maintains.fetch_add(1);
+          } catch (const Error&) {
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+      });
+    std::vector<uint32_t> lat(n);
+    auto t0 = std::chrono::steady_clock::now();
+    for (uint64_t i = 0; i < n; ++i) {
+      auto a = std::chrono::steady_clock::now();
+      if (set.add(ids[i]) != RoaringStatus::kOk) st.SkipWithError("add failed");
+      auto b = std::chrono::steady_clock::now();
+      lat[i] = static_cast<uint32_t>(std::min<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count(), UINT32_MAX));
+    }
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    stop = true;
+    if (m.joinable()) m.join();
+    double sum = 0;
+    for (uint32_t x : lat) sum += x;
+    std::sort(lat.begin(), lat.end());
+    auto pct = [&](double q) { return static_cast<double>(lat[std::min<uint64_t>(n - 1, static_cast<uint64_t>(q * static_cast<double>(n)))]); };
+    auto stats = set.stats();
+    st.counters["mean_ns"] = sum / static_cast<double>(n);
+    st.counters["p50_ns"] = pct(0.5);
+    st.counters["p99_ns"] = pct(0.99);
+    st.counters["p999_ns"] = pct(0.999);
+    st.counters["p9999_ns"] = pct(0.9999);
+    st.counters["max_us"] = static_cast<double>(lat[n - 1]) / 1e3;
+    st.counters["wall_s"] = secs;
+    st.counters["compactions"] = static_cast<double>(stats.compactions);
+    st.counters["by_maintain"] = static_cast<double>(maintains.load());
+    st.counters["links"] = static_cast<double>(stats.delta_links);
+    st.counters["card"] = static_cast<double>(stats.cardinality);
+    st.counters["total_MB"] = static_cast<double>(stats.total_bytes) / 1e6;
+    set = RoaringSet();
+    RoaringSet::drop(s.seg, "stream");
+  }
+}
+BENCHMARK(BM_AddStreamLatency)->Args({10000000, 0})->Args({10000000, 1})->Iterations(1)->Unit(benchmark::kMillisecond);
 
 // Memory per element at the mission's sizes (one iteration each).
 void BM_Mission_MemoryDense1e8(benchmark::State& st) {

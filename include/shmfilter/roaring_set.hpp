@@ -80,6 +80,7 @@ struct RoaringStats {
   uint32_t containers = 0, array_containers = 0, bitmap_containers = 0, run_containers = 0;
   uint32_t readers = 0;             // live reader-table slots
   uint64_t claim_owner = 0;         // token of the compacting process, 0 = none
+  uint64_t link_claim_owner = 0;    // token of the process linking a delta table, 0 = none
 };
 
 class RoaringSet : public internal::RegionHandle {

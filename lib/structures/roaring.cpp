@@ -461,6 +461,7 @@ RoaringStats RoaringSet::stats() const {
   }
   s.compactions = local_->hdr->compactions;
   s.claim_owner = local_->hdr->claim.load();
+  s.link_claim_owner = local_->hdr->link_claim.load();
   uint64_t pending_bytes = 0;
   for (const auto& p : local_->hdr->pending)
     if (p.snap_off) {
@@ -647,6 +648,15 @@ void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckRep
     bool fixed = repair && h->claim.compare_exchange_strong(c, 0);
     finding("compaction claim held by a dead process (token " + std::to_string(c) +
                 "); the next compaction takes it over and finishes or discards its work",
+            fixed);
+  }
+  uint64_t lc = h->link_claim.load();
+  if (lc != 0 && !seg.token_alive(lc)) {
+    // Not cleared by --repair while a table is staged: the next linker's
+    // takeover frees or keeps it (clearing the claim alone would not).
+    bool fixed = repair && h->staged_link == 0 && h->link_claim.compare_exchange_strong(lc, 0);
+    finding("delta link claim held by a dead process (token " + std::to_string(lc) +
+                "); the next writer that links a table takes it over and frees or keeps the staged table",
             fixed);
   }
 }

@@ -136,6 +136,16 @@ void release_claim(RoaringLocal& L) noexcept {
   uint64_t mine = L.token;
   L.hdr->claim.compare_exchange_strong(mine, 0);
 }
+bool try_link_claim(RoaringLocal& L) {
+  uint64_t c = 0;
+  if (L.hdr->link_claim.compare_exchange_strong(c, L.token)) return true;
+  if (c != L.token && !L.seg.token_alive(c)) return L.hdr->link_claim.compare_exchange_strong(c, L.token);  // takeover
+  return false;
+}
+void release_link_claim(RoaringLocal& L) noexcept {
+  uint64_t mine = L.token;
+  L.hdr->link_claim.compare_exchange_strong(mine, 0);
+}
 
 namespace {
 
@@ -206,9 +216,11 @@ void publish_locked(RoaringLocal& L, uint64_t from, uint64_t staged) {
   }
 }
 
-// Finishes or discards a link a dead claimer left staged: linked (the tail's
+}  // namespace
+
+// Finishes or discards a link a dead linker left staged: linked (the tail's
 // next names it) -> forget the staging; not linked -> free it (nobody could
-// have written into it: writers only follow `next`).
+// have written into it: writers only follow `next`). Caller holds link_claim.
 void recover_link_locked(RoaringLocal& L) {
   const uint64_t staged = L.hdr->staged_link, onto = L.hdr->staged_link_onto;
   if (staged == 0 && onto == 0) return;
@@ -226,9 +238,10 @@ void recover_link_locked(RoaringLocal& L) {
   });
 }
 
+namespace {
+
 // Finishes or discards a compaction a dead claimer left staged.
 void recover_locked(RoaringLocal& L) {
-  recover_link_locked(L);
   uint64_t staged = L.hdr->staged_snap, from = L.hdr->staged_from;
   if (staged == 0) return;
   const uint64_t size = L.seg.size();
@@ -263,8 +276,8 @@ void recover_locked(RoaringLocal& L) {
   });
 }
 
-// The current version's view with its active chain followed to the end (the
-// caller holds the claim, so no link can be added meanwhile).
+// The current version's view with its active chain followed to the end
+// (links may still be added after: the view follows them as they come).
 std::shared_ptr<View> claimed_view(RoaringLocal& L) {
   std::shared_ptr<View> view = L.make_view();  // pins the version
   if (!view) throw Error(ErrorCode::kCorrupt, "Roaring set " + quoted(L.region.name) + ": published snapshot is unreadable; run 'shmtool check'");
@@ -339,9 +352,12 @@ enum class LinkResult { kLinked, kNotNeeded, kChainFull };
 
 // Links a newer table (twice the tail's capacity, at most the maximum) after
 // the tail of the current version's active chain. O(the new table): one
-// allocation of zeroed memory, no rebuild. Caller holds the claim.
+// allocation of zeroed memory, no rebuild. Caller holds link_claim (not the
+// compaction claim: a compaction may be building meanwhile; a link stored
+// after it published lands in the chain the new version reads as previous,
+// and whoever wrote into it re-checks `current` and writes again).
 LinkResult link_locked(RoaringLocal& L) {
-  recover_locked(L);
+  recover_link_locked(L);
   std::shared_ptr<View> view = claimed_view(L);
   const uint32_t n = view->chain();
   DeltaHeader* tail = view->act[n - 1];
@@ -378,21 +394,37 @@ void check_usable(const std::shared_ptr<RoaringLocal>& L) {
                                       ": handle inherited across fork(); call Segment::open and RoaringSet::open in the child");
 }
 
-// Link if the chain has room, else (when may_compact) compact. Caller holds the claim.
-bool grow_locked(const std::shared_ptr<RoaringLocal>& L, bool may_compact) {
-  switch (link_locked(*L)) {
-    case LinkResult::kLinked:
-    case LinkResult::kNotNeeded: return true;
-    case LinkResult::kChainFull: break;
+// Link if the chain has room (under link_claim), else (when may_compact)
+// compact (under the compaction claim). True when the caller should retry
+// its write (a table was linked, or someone else's link or publish made room).
+bool grow(const std::shared_ptr<RoaringLocal>& L, bool may_compact) {
+  check_usable(L);
+  if (!try_link_claim(*L)) return false;
+  LinkResult r;
+  {
+    LinkGuard guard{*L};
+    r = link_locked(*L);
   }
-  if (!may_compact) return false;
+  if (r != LinkResult::kChainFull) return true;
+  if (!may_compact || !try_claim(*L)) return false;
+  ClaimGuard guard{*L};
   return compact_locked(L, nullptr);
 }
 
 }  // namespace
 
+namespace {
+// A table a dead linker left staged: take its link claim over and free or keep the table now.
+void recover_dead_link(RoaringLocal& L) {
+  if (L.hdr->staged_link == 0 || !try_link_claim(L)) return;
+  LinkGuard guard{L};
+  recover_link_locked(L);
+}
+}  // namespace
+
 bool compact_impl(const std::shared_ptr<RoaringLocal>& L, const roaring_bitmap_t* extra) {
   check_usable(L);
+  recover_dead_link(*L);
   if (!try_claim(*L)) return false;
   ClaimGuard guard{*L};
   return compact_locked(L, extra);
@@ -400,6 +432,7 @@ bool compact_impl(const std::shared_ptr<RoaringLocal>& L, const roaring_bitmap_t
 
 bool maintain_impl(const std::shared_ptr<RoaringLocal>& L) {
   check_usable(L);
+  recover_dead_link(*L);
   View* v = current_view(L);
   if (!v) throw Error(ErrorCode::kCorrupt, "Roaring set " + quoted(L->region.name) + ": published snapshot is unreadable; run 'shmtool check'");
   const uint32_t n = v->chain();
@@ -414,10 +447,7 @@ bool maintain_impl(const std::shared_ptr<RoaringLocal>& L) {
 
 bool grow_chain(const std::shared_ptr<RoaringLocal>& L) noexcept {
   try {
-    check_usable(L);
-    if (!try_claim(*L)) return false;
-    ClaimGuard guard{*L};
-    return grow_locked(L, L->auto_compact);
+    return grow(L, L->auto_compact);
   } catch (...) {
     return false;  // the write is already durable in the delta; the next one retries
   }
@@ -431,13 +461,9 @@ bool make_room(const std::shared_ptr<RoaringLocal>& L, uint64_t seen_snap, const
   while (std::chrono::steady_clock::now() < deadline) {
     if (L->hdr->current.load() != seen_snap || seen_tail->next.load() != 0) return true;  // seq_cst: a publish or a link
     try {
-      check_usable(L);
-      if (try_claim(*L)) {
-        ClaimGuard guard{*L};
-        // The last resort, in either mode: the whole chain is full (15x the
-        // head's capacity since the last compaction) and nobody compacted.
-        if (grow_locked(L, true)) return true;
-      }
+      // The last resort, in either mode: the whole chain is full (15x the
+      // head's capacity since the last compaction) and nobody compacted.
+      if (grow(L, true)) return true;
     } catch (...) {
       return false;
     }

@@ -168,21 +168,27 @@ struct RoaringHeader {
   uint64_t staged_from;
   uint64_t compactions;       // completed compactions; logged store by the claimer; only grows
   // A delta table allocated to be linked after `staged_link_onto` (the tail
-  // of the current version's active chain), 0 = none: written by the claimer
-  // under the segment lock (logged) before the link (tail->next) is stored,
-  // cleared after it. A claimer that takes a dead claim over frees it when
-  // the tail's next does not name it, else just clears both.
+  // of the current version's active chain), 0 = none: written by the
+  // link_claim holder under the segment lock (logged) before the link
+  // (tail->next) is stored, cleared after it. A linker that takes a dead
+  // link_claim over frees it when the tail's next does not name it, else
+  // just clears both.
   uint64_t staged_link;
   uint64_t staged_link_onto;
-  uint64_t links;             // delta tables ever linked; logged store by the claimer; only grows
-  uint8_t pad2_[8];
+  uint64_t links;             // delta tables ever linked; logged store by the link_claim holder; only grows
+  // Link claim: owner token of the process linking a table, 0 = none. Apart
+  // from `claim` so a writer can link while a compaction builds (links are
+  // what keep writers from waiting for it). CAS 0 -> token; a dead owner's
+  // token (token_alive false) is replaced by CAS (takeover); released by CAS token -> 0.
+  std::atomic<uint64_t> link_claim;
   // Retired extents; every write under the segment lock (logged).
   PendingFree pending[kPendingSlots];
 };
 static_assert(offsetof(RoaringHeader, current) == 64, "current on its own cache line (read on every call)");
 static_assert(offsetof(RoaringHeader, claim) == 128, "claim on its own cache line (compactors write it)");
-static_assert(offsetof(RoaringHeader, staged_link) == 160 && offsetof(RoaringHeader, links) == 176,
-              "layout 3 golden bytes: staged link at 160, links counter at 176");
+static_assert(offsetof(RoaringHeader, staged_link) == 160 && offsetof(RoaringHeader, links) == 176 &&
+                  offsetof(RoaringHeader, link_claim) == 184,
+              "layout 3 golden bytes: staged link at 160, links counter at 176, link claim at 184");
 static_assert(offsetof(RoaringHeader, pending) == 192, "layout 3 golden bytes: the retired list at 192");
 static_assert(sizeof(RoaringHeader) % 64 == 0, "the reader table after the header starts on a cache line");
 static_assert(alignof(RoaringHeader) == 64, "the header is cache-line aligned");
@@ -224,7 +230,7 @@ struct alignas(64) DeltaHeader {
   std::atomic<uint64_t> fill;
   // Offset of the newer delta table linked after this one, 0 = none (this is
   // the tail writers write into). Stored once, 0 -> offset, by the
-  // compaction claimer (seq_cst, after the linked table's header is written
+  // link_claim holder (seq_cst, after the linked table's header is written
   // and its allocation committed: RoaringHeader::staged_link); never changes
   // again while this table lives. On the same line as `fill`, which every
   // lookup loads anyway, so watching for a new link costs no extra miss.

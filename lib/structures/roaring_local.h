@@ -231,6 +231,15 @@ struct ClaimGuard {
   RoaringLocal& L;
   ~ClaimGuard() { release_claim(L); }
 };
+// The link claim (one linker per set; a dead holder's claim is taken over).
+bool try_link_claim(RoaringLocal& L);
+void release_link_claim(RoaringLocal& L) noexcept;
+struct LinkGuard {
+  RoaringLocal& L;
+  ~LinkGuard() { release_link_claim(L); }
+};
+// Frees or keeps the table a dead linker staged. Caller holds the link claim.
+void recover_link_locked(RoaringLocal& L);
 
 // Frees retired snapshots no live reader can still read; returns how many.
 uint32_t reclaim_locked(RoaringLocal& L);

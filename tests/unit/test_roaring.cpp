@@ -592,6 +592,7 @@ TEST(Roaring, LayoutGoldenBytes) {
   EXPECT_EQ(u64(region + 160), 0u);         // staged_link (layout 3)
   EXPECT_EQ(u64(region + 168), 0u);         // staged_link_onto (layout 3)
   EXPECT_EQ(u64(region + 176), 0u);         // links (layout 3)
+  EXPECT_EQ(u64(region + 184), 0u);         // link_claim (layout 3)
   EXPECT_EQ(u64(region + 192), 0u);         // pending[0].snap_off
   ASSERT_EQ(cur % 64, 0u);
   const std::byte* snap = seg.base() + cur;
