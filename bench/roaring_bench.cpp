@@ -8,6 +8,8 @@
 #include <benchmark/benchmark.h>
 #include <roaring/roaring.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -287,6 +289,12 @@ void BM_Week_BuildUnion(benchmark::State& st) {
 }
 BENCHMARK(BM_Week_BuildUnion)->Unit(benchmark::kMillisecond);
 
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
 // add_many of n random 32-bit ids (uniform over 2^32: Roaring's worst case,
 // as issue 16 measured it) into an empty set with default options, in
 // batches of 1e4; ns per id includes every compaction. Issue 16's numbers
@@ -304,6 +312,7 @@ void add_many_random(benchmark::State& st, uint64_t n, bool mission_ids) {
     }
     RoaringSet set = RoaringSet::create(s.seg, "addmany", {});
     double worst_batch_ms = 0;
+    const double cpu0 = thread_cpu_s();
     auto t0 = std::chrono::steady_clock::now();
     for (uint64_t i = 0; i < n; i += 10000) {
       auto b0 = std::chrono::steady_clock::now();
@@ -312,8 +321,11 @@ void add_many_random(benchmark::State& st, uint64_t n, bool mission_ids) {
       worst_batch_ms = std::max(worst_batch_ms, std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - b0).count());
     }
     double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double cpu = thread_cpu_s() - cpu0;  // the add loop alone, in this thread (compactions included: they run inline)
     auto stats = set.stats();
     st.counters["wall_s"] = secs;
+    st.counters["cpu_s"] = cpu;
+    st.counters["ns_per_id_cpu"] = cpu * 1e9 / static_cast<double>(n);
     st.counters["ns_per_id_wall"] = secs * 1e9 / static_cast<double>(n);
     st.counters["worst_batch_ms"] = worst_batch_ms;
     st.counters["compactions"] = static_cast<double>(stats.compactions);
@@ -359,6 +371,7 @@ void BM_AddStreamLatency(benchmark::State& st) {
         }
       });
     std::vector<uint32_t> lat(n);
+    const double cpu0 = thread_cpu_s();
     auto t0 = std::chrono::steady_clock::now();
     for (uint64_t i = 0; i < n; ++i) {
       auto a = std::chrono::steady_clock::now();
@@ -367,6 +380,7 @@ void BM_AddStreamLatency(benchmark::State& st) {
       lat[i] = static_cast<uint32_t>(std::min<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(b - a).count(), UINT32_MAX));
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double cpu = thread_cpu_s() - cpu0;  // the writer thread only (the maintainer's compactions are not in it)
     stop = true;
     if (m.joinable()) m.join();
     double sum = 0;
@@ -381,6 +395,7 @@ void BM_AddStreamLatency(benchmark::State& st) {
     st.counters["p9999_ns"] = pct(0.9999);
     st.counters["max_us"] = static_cast<double>(lat[n - 1]) / 1e3;
     st.counters["wall_s"] = secs;
+    st.counters["writer_cpu_ns_per_add"] = cpu * 1e9 / static_cast<double>(n);
     st.counters["compactions"] = static_cast<double>(stats.compactions);
     st.counters["by_maintain"] = static_cast<double>(maintains.load());
     st.counters["links"] = static_cast<double>(stats.delta_links);

@@ -70,6 +70,7 @@ struct RoaringStats {
   uint64_t delta_capacity = 0;      // slots of the active chain's head (sized at compaction: grows with the set)
   uint64_t delta_max_capacity = 0;  // the set's maximum (RoaringOptions::delta_capacity)
   uint64_t delta_tables = 0;        // tables in the active chain (1 + links since the last compaction)
+  uint64_t delta_chain_capacity = 0;  // slots of every table of the active chain
   uint64_t delta_links = 0;         // tables ever linked to a full one (instead of an inline compaction)
   uint64_t delta_fill = 0;          // claimed slots of the active chain
   uint64_t prev_delta_fill = 0;     // claimed slots of the previous version's chain, still consulted

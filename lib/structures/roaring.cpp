@@ -319,6 +319,20 @@ uint64_t RoaringSet::cardinality() const noexcept {
   View* view = current_view(local_);
   if (!view) return 0;
   int64_t card = static_cast<int64_t>(view->snap->cardinality);
+  // card = snapshot + |adds| - |adds & snapshot| - |removes & snapshot|, over
+  // each value's newest entry: sorted lists, container-wise intersections.
+  try {
+    std::vector<uint32_t> adds, removes;
+    final_ops(*view, adds, removes);
+    BitmapPtr a(roaring_bitmap_of_ptr(adds.size(), adds.data())), r(roaring_bitmap_of_ptr(removes.size(), removes.data()));
+    if (a.p && r.p) {
+      card += static_cast<int64_t>(adds.size()) - static_cast<int64_t>(roaring_bitmap_and_cardinality(view->bm, a.p)) -
+              static_cast<int64_t>(roaring_bitmap_and_cardinality(view->bm, r.p));
+      return static_cast<uint64_t>(std::max<int64_t>(card, 0));
+    }
+  } catch (...) {
+    // out of process memory: the slow path below needs none
+  }
   // Every table, newest first; a value counts once, at its newest table.
   DeltaHeader* tables[2 * kMaxChain];
   uint32_t nt = 0;
@@ -453,6 +467,7 @@ RoaringStats RoaringSet::stats() const {
   s.delta_links = local_->hdr->links;
   for (uint32_t i = 0; i < na; ++i) {
     s.delta_fill += view->act[i]->fill.load(std::memory_order_relaxed);  // relaxed: statistics
+    s.delta_chain_capacity += view->act[i]->capacity;
     s.delta_bytes += delta_bytes(view->act[i]->capacity);
   }
   for (uint32_t i = 0; i < view->nprv; ++i) {

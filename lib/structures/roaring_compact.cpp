@@ -79,7 +79,7 @@ void sort_by_container(std::vector<uint64_t>& keys) {
 }
 }  // namespace
 
-roaring_bitmap_t* fold_view(View& v, const roaring_bitmap_t* extra) {
+void final_ops(View& v, std::vector<uint32_t>& adds, std::vector<uint32_t>& removes) {
   DeltaHeader* tables[2 * kMaxChain];
   uint32_t nt = 0;
   v.for_each_table([&](DeltaHeader* d) { tables[nt++] = d; });
@@ -94,7 +94,6 @@ roaring_bitmap_t* fold_view(View& v, const roaring_bitmap_t* extra) {
       keys.push_back(uint64_t{x} << 32 | uint64_t{k} << 2 | static_cast<uint64_t>(op));
     });
   sort_by_container(keys);
-  std::vector<uint32_t> adds, removes;
   adds.reserve(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     if (i + 1 < keys.size() && (keys[i + 1] >> 32) == (keys[i] >> 32)) continue;  // a newer table decides
@@ -104,7 +103,11 @@ roaring_bitmap_t* fold_view(View& v, const roaring_bitmap_t* extra) {
     else
       removes.push_back(x);
   }
-  std::vector<uint64_t>().swap(keys);
+}
+
+roaring_bitmap_t* fold_view(View& v, const roaring_bitmap_t* extra) {
+  std::vector<uint32_t> adds, removes;
+  final_ops(v, adds, removes);
   // Sorted input: roaring_bitmap_add_many appends to the last container (O(1) a value).
   BitmapPtr a(roaring_bitmap_of_ptr(adds.size(), adds.data()));
   if (!a.p) return nullptr;

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "shmfilter/roaring_set.hpp"
 #include "structures/roaring_impl.h"
@@ -220,6 +221,8 @@ void write_version(std::byte* base, uint64_t snap, const roaring_bitmap_t* bm, s
 // container by container (one roaring_bitmap_add per entry into ~2,000-value
 // array containers was ~50 ns a value: issue 16's 1.2-1.8 us per add).
 roaring_bitmap_t* fold_view(View& v, const roaring_bitmap_t* extra);
+// The values whose newest delta entry is an add / a remove, each sorted (process-local; may throw bad_alloc).
+void final_ops(View& v, std::vector<uint32_t>& adds, std::vector<uint32_t>& removes);
 
 // Offsets of the chain of delta tables at `head` into offs[kMaxChain] (validated links only); the count.
 uint32_t chain_offsets(const RoaringLocal& L, uint64_t head, uint64_t* offs);
