@@ -196,8 +196,14 @@ RoaringStatus RoaringSet::write(uint32_t value, int op_int) noexcept {
     break;
   }
   const uint64_t fill = t->fill.load(std::memory_order_relaxed);  // relaxed: a trigger heuristic
+  // Past the trigger: link a newer table (under link_claim, so also while a
+  // compaction builds), or, with the chain full, compact (auto_compact, and
+  // nobody compacting). The relaxed loads only keep writers from queueing on
+  // the claims; try_link_claim / try_claim decide.
   if (fill >= delta_trigger(t->capacity, local_->compact_permille) &&
-      local_->hdr->claim.load(std::memory_order_relaxed) == 0)  // relaxed: a hint; try_claim decides
+      local_->hdr->link_claim.load(std::memory_order_relaxed) == 0 &&  // relaxed: a hint
+      (view->chain() < kMaxChain ||
+       (local_->auto_compact && local_->hdr->claim.load(std::memory_order_relaxed) == 0)))  // relaxed: a hint
     grow_chain(local_);
   return RoaringStatus::kOk;
 }

@@ -760,3 +760,60 @@ TEST(Roaring, WritersLinkTablesInsteadOfCompacting) {
   EXPECT_EQ(f.cardinality(), 480u);
   EXPECT_TRUE(seg.check(false).consistent());
 }
+
+// Writers link tables while a maintain() thread compacts (links take their
+// own claim, so they go on during a build) and a reader checks every
+// acknowledged add: nothing acknowledged is ever missing, across links,
+// links stored while a compaction built, publishes and chain-full fallbacks.
+// No timing assumption: the maintainer runs as often as it is scheduled.
+TEST(Roaring, MaintainThreadWhileWritersLink) {
+  SegmentGuard g(unique_name("rmnt"));
+  Segment seg = Segment::create(g.name, seg_options());
+  RoaringSet s = RoaringSet::create(seg, "m");  // defaults: links 64 -> 128 -> 256 -> 512, then larger heads
+  const int kWriters = 2;
+  const uint32_t kPer = 30000;
+  std::atomic<uint32_t> acked[kWriters];
+  for (auto& a : acked) a.store(0);
+  std::atomic<bool> stop{false}, bad{false};
+  std::vector<std::thread> ts;
+  for (int w = 0; w < kWriters; ++w)
+    ts.emplace_back([&, w] {
+      for (uint32_t i = 0; i < kPer; ++i) {
+        if (s.add(i * kWriters + static_cast<uint32_t>(w)) != RoaringStatus::kOk) bad = true;
+        acked[w].store(i + 1);
+      }
+    });
+  std::atomic<int> maintained{0};
+  std::thread maintainer([&] {
+    while (!stop) {
+      try {
+        if (s.maintain()) ++maintained;
+      } catch (const Error& e) {
+        if (e.code() != ErrorCode::kBusy) bad = true;  // kBusy: every retired slot still read (legal)
+      }
+      std::this_thread::yield();
+    }
+  });
+  std::thread reader([&] {
+    shmf_bench::Rng r(9);
+    while (!stop) {
+      int w = static_cast<int>(r.below(kWriters));
+      uint32_t n = acked[w].load();
+      if (n == 0) continue;
+      uint32_t i = static_cast<uint32_t>(r.below(n));
+      if (!s.contains(i * kWriters + static_cast<uint32_t>(w))) bad = true;
+    }
+  });
+  for (auto& t : ts) t.join();
+  stop = true;
+  maintainer.join();
+  reader.join();
+  EXPECT_FALSE(bad.load()) << "an acknowledged add was not visible to another thread";
+  EXPECT_EQ(s.cardinality(), uint64_t{kPer} * kWriters);
+  for (uint32_t v = 0; v < kPer * kWriters; ++v) ASSERT_TRUE(s.contains(v)) << v;
+  EXPECT_GT(s.stats().delta_links, 0u) << "the writers linked tables";
+  EXPECT_TRUE(seg.check(false).consistent());
+  printf("[maintain] compactions %llu (%d by maintain), links %llu\n",
+         static_cast<unsigned long long>(s.stats().compactions), maintained.load(),
+         static_cast<unsigned long long>(s.stats().delta_links));
+}
