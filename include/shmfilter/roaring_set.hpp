@@ -5,7 +5,9 @@
 // process views zero-copy (roaring_bitmap_frozen_view); recent adds/removes
 // live in a bounded lock-free delta table in the segment and are visible to
 // every process as soon as the call returns. When the delta passes a
-// threshold (or on compact()), one process builds the next run-optimised
+// threshold a writer links a newer, twice larger table after it (bounded
+// work: no rebuild); compact() or maintain() (or, once the chain of tables is
+// full, a writer of a set with auto_compact) builds the next run-optimised
 // snapshot and publishes it with one atomic offset swap; old snapshots are
 // freed only when the reader table says no process can still read them.
 // Design and protocol: docs/roaring.md.
@@ -41,7 +43,11 @@ struct RoaringOptions {
   // Processes that may have the set open at once (1 .. 65536); 64 bytes each.
   // 32 keeps an empty set under 4 KiB; raise it for larger worker pools.
   uint32_t reader_slots = 32;
-  bool auto_compact = true;            // the write that crosses compact_at compacts (else: only compact())
+  // A writer whose delta crosses compact_at links a newer table (never a
+  // rebuild). When the chain of kMaxChain (4) tables is full, with
+  // auto_compact the writer compacts itself; without it, writers wait (5 s,
+  // then kFull) for a compact()/maintain() caller.
+  bool auto_compact = true;
 };
 
 // Result of a data-plane write.
@@ -61,17 +67,21 @@ struct RoaringStats {
   uint64_t snapshot_cardinality = 0;
   uint64_t snapshot_bytes = 0;      // frozen bytes of the published snapshot
   uint64_t snapshot_generation = 0;
-  uint64_t delta_capacity = 0;      // slots of the active delta (grows with the set)
+  uint64_t delta_capacity = 0;      // slots of the active chain's head (sized at compaction: grows with the set)
   uint64_t delta_max_capacity = 0;  // the set's maximum (RoaringOptions::delta_capacity)
-  uint64_t delta_fill = 0;          // claimed slots of the active delta
-  uint64_t prev_delta_fill = 0;     // claimed slots of the previous delta still consulted
-  uint64_t delta_bytes = 0;         // both delta tables
+  uint64_t delta_tables = 0;        // tables in the active chain (1 + links since the last compaction)
+  uint64_t delta_chain_capacity = 0;  // slots of every table of the active chain
+  uint64_t delta_links = 0;         // tables ever linked to a full one (instead of an inline compaction)
+  uint64_t delta_fill = 0;          // claimed slots of the active chain
+  uint64_t prev_delta_fill = 0;     // claimed slots of the previous version's chain, still consulted
+  uint64_t delta_bytes = 0;         // every delta table consulted
   uint64_t total_bytes = 0;         // region + snapshot + deltas (+ retired not yet freed)
   uint64_t pending_free = 0;        // retired snapshots waiting for readers
   uint64_t compactions = 0;
   uint32_t containers = 0, array_containers = 0, bitmap_containers = 0, run_containers = 0;
   uint32_t readers = 0;             // live reader-table slots
   uint64_t claim_owner = 0;         // token of the compacting process, 0 = none
+  uint64_t link_claim_owner = 0;    // token of the process linking a delta table, 0 = none
 };
 
 class RoaringSet : public internal::RegionHandle {
@@ -121,6 +131,12 @@ class RoaringSet : public internal::RegionHandle {
   // Folds the deltas into a new snapshot if this process gets the claim.
   // Returns false if another live process is compacting. Throws kNoSpace, kDropped.
   bool compact();
+  // Housekeeping step for a maintenance thread or process (as Window::maintain):
+  // compacts when writers linked a newer delta table (or the head is past
+  // compact_at), so lookups stay at one or two tables and no writer ever runs a
+  // compaction; then frees what readers released. True if it compacted. Control
+  // plane; the same throws as compact().
+  bool maintain();
   // Adds every value of b (bulk: one compaction). Throws kNoSpace, kDropped, kBusy.
   void merge(const roaring_bitmap_t* b);
   // Frees retired snapshots no process can read any more; returns how many.

@@ -114,11 +114,21 @@ bool RoaringSet::drop(Segment& seg, std::string_view name) {
       auto* sh = reinterpret_cast<const SnapHeader*>(base + o);
       return sh->magic == kSnapMagic ? sh : nullptr;
     };
+    const uint32_t maxcap = h->delta_capacity;
+    // Every table of the chain at `head` (links validated; a bad one is not followed).
+    auto add_chain = [&](uint64_t head) {
+      if (head == 0) return;
+      DeltaHeader* t[kMaxChain];
+      uint64_t o[kMaxChain];
+      const uint32_t n = delta_chain(base, size, head, maxcap, t, o);
+      if (n == 0) offs.push_back(head);  // a bad head: txn.free validates it (or skips)
+      for (uint32_t k = 0; k < n; ++k) offs.push_back(o[k]);
+    };
     auto add_version = [&](uint64_t snap) {
       offs.push_back(snap);
       if (const SnapHeader* sh = snap_at(snap)) {
-        offs.push_back(sh->delta_off);
-        offs.push_back(sh->prev_delta_off);
+        add_chain(sh->delta_off);
+        add_chain(sh->prev_delta_off);
       }
     };
     add_version(h->current.load());
@@ -131,11 +141,13 @@ bool RoaringSet::drop(Segment& seg, std::string_view name) {
     } else if (h->staged_from != 0) {
       // Published but its predecessor not yet retired: the predecessor is garbage too.
       offs.push_back(h->staged_from);
-      if (const SnapHeader* sh = snap_at(h->staged_from)) offs.push_back(sh->prev_delta_off);
+      if (const SnapHeader* sh = snap_at(h->staged_from)) add_chain(sh->prev_delta_off);
     }
+    // A staged link that was linked is in a chain above; one that was not is garbage.
+    offs.push_back(h->staged_link);
     for (const auto& p : h->pending) {
       offs.push_back(p.snap_off);
-      offs.push_back(p.delta_off);
+      add_chain(p.delta_off);
     }
     std::sort(offs.begin(), offs.end());
     offs.erase(std::unique(offs.begin(), offs.end()), offs.end());
@@ -156,10 +168,11 @@ RoaringStatus RoaringSet::write(uint32_t value, int op_int) noexcept {
   const Op op = static_cast<Op>(op_int);
   View* view = current_view(local_);
   if (!view) return RoaringStatus::kDropped;
-  uint64_t fill = 0;
+  DeltaHeader* t = nullptr;
   for (;;) {
-    if (delta_write(view->delta, value, op, view->limit) == WriteResult::kFull) {
-      if (!make_room(local_, view->snap_off)) return RoaringStatus::kFull;
+    t = view->tail();
+    if (delta_write(t, value, op, delta_limit(t->capacity)) == WriteResult::kFull) {
+      if (!make_room(local_, view->snap_off, t)) return RoaringStatus::kFull;
       view = current_view(local_);
       if (!view) return RoaringStatus::kDropped;
       continue;
@@ -169,19 +182,29 @@ RoaringStatus RoaringSet::write(uint32_t value, int op_int) noexcept {
     else
       SHMF_KILL_POINT("roaring.remove.after_commit");
     // If a compaction published meanwhile, our delta may be out of the chain
-    // (or hidden under a newer delta): write again into the newest one.
-    if (local_->hdr->current.load() == view->snap_off) break;  // seq_cst: pairs with the publish CAS
-    view = current_view(local_);
-    if (!view) return RoaringStatus::kDropped;
-  }
-  fill = view->delta->fill.load(std::memory_order_relaxed);  // relaxed: a trigger heuristic
-  if (local_->auto_compact && fill >= view->trigger && local_->hdr->claim.load(std::memory_order_relaxed) == 0) {
-    try {
-      compact_impl(local_, nullptr);
-    } catch (...) {
-      // The write is already durable in the delta; compaction retries on the next write.
+    // (or hidden under a newer delta): write again into the newest one. The
+    // same when a newer table was linked after ours: a write of the same
+    // value there would hide ours.
+    if (local_->hdr->current.load() != view->snap_off) {  // seq_cst: pairs with the publish CAS
+      view = current_view(local_);
+      if (!view) return RoaringStatus::kDropped;
+      continue;
     }
+    // seq_cst: pairs with the link store (Dekker, as with `current`). A link
+    // the view cannot follow (corrupt: check reports it) leaves t the tail.
+    if (t->next.load() != 0 && view->tail() != t) continue;
+    break;
   }
+  const uint64_t fill = t->fill.load(std::memory_order_relaxed);  // relaxed: a trigger heuristic
+  // Past the trigger: link a newer table (under link_claim, so also while a
+  // compaction builds), or, with the chain full, compact (auto_compact, and
+  // nobody compacting). The relaxed loads only keep writers from queueing on
+  // the claims; try_link_claim / try_claim decide.
+  if (fill >= delta_trigger(t->capacity, local_->compact_permille) &&
+      local_->hdr->link_claim.load(std::memory_order_relaxed) == 0 &&  // relaxed: a hint
+      (view->chain() < kMaxChain ||
+       (local_->auto_compact && local_->hdr->claim.load(std::memory_order_relaxed) == 0)))  // relaxed: a hint
+    grow_chain(local_);
   return RoaringStatus::kOk;
 }
 
@@ -212,8 +235,9 @@ RoaringStatus RoaringSet::add_many(std::span<const uint32_t> values) noexcept {
     const size_t m = std::min(kBlock, values.size() - i0);
     if (local_ && local_->live_region())
       if (View* view = current_view(local_)) {
-        std::atomic<uint64_t>* slots = delta_slots(view->delta);
-        const uint32_t cap = view->delta->capacity;
+        DeltaHeader* t = view->tail();
+        std::atomic<uint64_t>* slots = delta_slots(t);
+        const uint32_t cap = t->capacity;
         for (size_t i = i0; i < i0 + m; ++i) __builtin_prefetch(slots + delta_home(values[i], cap), 1);
       }
     for (size_t i = i0; i < i0 + m; ++i)
@@ -301,15 +325,31 @@ uint64_t RoaringSet::cardinality() const noexcept {
   View* view = current_view(local_);
   if (!view) return 0;
   int64_t card = static_cast<int64_t>(view->snap->cardinality);
-  auto adjust = [&](uint32_t v, Op op) {
-    bool in_snap = roaring_bitmap_contains(view->bm, v);
-    if (op == Op::kAdd && !in_snap) ++card;
-    if (op == Op::kRemove && in_snap) --card;
-  };
-  delta_for_each(view->delta, adjust);
-  if (view->prev)
-    delta_for_each(view->prev, [&](uint32_t v, Op op) {
-      if (delta_lookup(view->delta, v) == Op::kNone) adjust(v, op);
+  // card = snapshot + |adds| - |adds & snapshot| - |removes & snapshot|, over
+  // each value's newest entry: sorted lists, container-wise intersections.
+  try {
+    std::vector<uint32_t> adds, removes;
+    final_ops(*view, adds, removes);
+    BitmapPtr a(roaring_bitmap_of_ptr(adds.size(), adds.data())), r(roaring_bitmap_of_ptr(removes.size(), removes.data()));
+    if (a.p && r.p) {
+      card += static_cast<int64_t>(adds.size()) - static_cast<int64_t>(roaring_bitmap_and_cardinality(view->bm, a.p)) -
+              static_cast<int64_t>(roaring_bitmap_and_cardinality(view->bm, r.p));
+      return static_cast<uint64_t>(std::max<int64_t>(card, 0));
+    }
+  } catch (...) {
+    // out of process memory: the slow path below needs none
+  }
+  // Every table, newest first; a value counts once, at its newest table.
+  DeltaHeader* tables[2 * kMaxChain];
+  uint32_t nt = 0;
+  view->for_each_table([&](DeltaHeader* d) { tables[nt++] = d; });
+  for (uint32_t k = nt; k-- > 0;)
+    delta_for_each(tables[k], [&](uint32_t v, Op op) {
+      for (uint32_t j = k + 1; j < nt; ++j)
+        if (delta_lookup(tables[j], v) != Op::kNone) return;  // a newer table decides v
+      bool in_snap = view->snap_contains(v);
+      if (op == Op::kAdd && !in_snap) ++card;
+      if (op == Op::kRemove && in_snap) --card;
     });
   return static_cast<uint64_t>(std::max<int64_t>(card, 0));
 }
@@ -317,6 +357,11 @@ uint64_t RoaringSet::cardinality() const noexcept {
 bool RoaringSet::compact() {
   if (!local_) throw Error(ErrorCode::kInvalidArgument, "compact() on an empty RoaringSet handle");
   return compact_impl(local_, nullptr);
+}
+
+bool RoaringSet::maintain() {
+  if (!local_) throw Error(ErrorCode::kInvalidArgument, "maintain() on an empty RoaringSet handle");
+  return maintain_impl(local_);
 }
 
 void RoaringSet::merge(const roaring_bitmap_t* b) {
@@ -344,10 +389,9 @@ roaring_bitmap_t* RoaringSet::to_bitmap() const {
   require_valid();
   View* view = current_view(local_);
   if (!view) throw Error(ErrorCode::kCorrupt, "Roaring set " + quoted(local_->region.name) + ": snapshot unreadable; run 'shmtool check'");
-  BitmapPtr b(roaring_bitmap_copy(view->bm));
-  if (view->prev) apply_delta(b.p, view->prev);
-  apply_delta(b.p, view->delta);
-  return b.release();
+  roaring_bitmap_t* b = fold_view(*view, nullptr);
+  if (!b) throw Error(ErrorCode::kNoSpace, "out of process memory copying Roaring set " + quoted(local_->region.name));
+  return b;
 }
 
 std::string RoaringSet::export_portable() const {
@@ -422,22 +466,33 @@ RoaringStats RoaringSet::stats() const {
   s.snapshot_cardinality = view->snap->cardinality;
   s.snapshot_bytes = view->snap->frozen_bytes;
   s.snapshot_generation = view->gen;
-  s.delta_capacity = view->delta->capacity;
+  const uint32_t na = view->chain();
+  s.delta_capacity = view->act[0]->capacity;
   s.delta_max_capacity = local_->max_capacity;
-  s.delta_fill = view->delta->fill.load(std::memory_order_relaxed);  // relaxed: statistics
-  s.prev_delta_fill = view->prev ? view->prev->fill.load(std::memory_order_relaxed) : 0;
-  s.delta_bytes = delta_bytes(view->delta->capacity) + (view->prev ? delta_bytes(view->prev->capacity) : 0);
+  s.delta_tables = na;
+  s.delta_links = local_->hdr->links;
+  for (uint32_t i = 0; i < na; ++i) {
+    s.delta_fill += view->act[i]->fill.load(std::memory_order_relaxed);  // relaxed: statistics
+    s.delta_chain_capacity += view->act[i]->capacity;
+    s.delta_bytes += delta_bytes(view->act[i]->capacity);
+  }
+  for (uint32_t i = 0; i < view->nprv; ++i) {
+    s.prev_delta_fill += view->prv[i]->fill.load(std::memory_order_relaxed);  // relaxed: statistics
+    s.delta_bytes += delta_bytes(view->prv[i]->capacity);
+  }
   s.compactions = local_->hdr->compactions;
   s.claim_owner = local_->hdr->claim.load();
+  s.link_claim_owner = local_->hdr->link_claim.load();
   uint64_t pending_bytes = 0;
   for (const auto& p : local_->hdr->pending)
     if (p.snap_off) {
       ++s.pending_free;
       if (!pending_ok(local_->base, local_->seg.size(), p)) continue;  // corrupt: check reports it
       auto* sh = reinterpret_cast<const SnapHeader*>(local_->base + p.snap_off);
-      const bool delta = p.delta_off && delta_ok(local_->base, local_->seg.size(), p.delta_off, local_->max_capacity);
-      pending_bytes += sizeof(SnapHeader) + sh->frozen_bytes +
-                       (delta ? delta_bytes(reinterpret_cast<const DeltaHeader*>(local_->base + p.delta_off)->capacity) : 0);
+      pending_bytes += sizeof(SnapHeader) + sh->frozen_bytes;
+      DeltaHeader* chain[kMaxChain];
+      const uint32_t n = p.delta_off ? delta_chain(local_->base, local_->seg.size(), p.delta_off, local_->max_capacity, chain) : 0;
+      for (uint32_t i = 0; i < n; ++i) pending_bytes += delta_bytes(chain[i]->capacity);
     }
   s.total_bytes = local_->region.size + sizeof(SnapHeader) + s.snapshot_bytes + s.delta_bytes + pending_bytes;
   roaring_statistics_t st;
@@ -553,13 +608,33 @@ void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckRep
   for (int which = 0; which < 2; ++which) {
     uint64_t d = which == 0 ? sh->delta_off : sh->prev_delta_off;
     if (which == 1 && d == 0) continue;
-    if (!delta_ok(base, size, d, h->delta_capacity)) {  // version_ok passed: only a racing corruption gets here
+    DeltaHeader* chain[kMaxChain];
+    bool bad = false;
+    const uint32_t n = delta_chain(base, size, d, h->delta_capacity, chain, nullptr, &bad);
+    if (n == 0) {  // version_ok passed: only a racing corruption gets here
       finding("delta table offset " + std::to_string(d) + " out of bounds or not a delta table");
       continue;
     }
-    uint64_t claimed = 0;
-    std::string err = delta_validate(reinterpret_cast<DeltaHeader*>(base + d), h->delta_capacity, &claimed);
-    if (!err.empty()) finding(err);
+    if (bad)
+      finding(std::string(which == 0 ? "active" : "previous") + " delta chain has a link that is not a delta table or is longer than " +
+              std::to_string(kMaxChain) + " tables (not followed: writes in it are invisible)");
+    for (uint32_t k = 0; k < n; ++k) {
+      uint64_t claimed = 0;
+      std::string err = delta_validate(chain[k], h->delta_capacity, &claimed);
+      if (!err.empty()) finding(err);
+    }
+  }
+  if (h->staged_link != 0 && !delta_ok(base, size, h->staged_link, h->delta_capacity)) {
+    bool fixed = false;
+    if (repair) {
+      seg.transact([&](ControlTxn& txn) {
+        if (!seg.region_live(region.slot, region.generation)) return;
+        txn.store_u64(&h->staged_link, 0);
+        txn.store_u64(&h->staged_link_onto, 0);
+      });
+      fixed = true;
+    }
+    finding("staged delta link names a malformed table (" + std::to_string(h->staged_link) + ")", fixed);
   }
   for (auto& p : h->pending) {
     if (p.snap_off == 0 || pending_ok(base, size, p)) continue;
@@ -594,6 +669,15 @@ void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckRep
     bool fixed = repair && h->claim.compare_exchange_strong(c, 0);
     finding("compaction claim held by a dead process (token " + std::to_string(c) +
                 "); the next compaction takes it over and finishes or discards its work",
+            fixed);
+  }
+  uint64_t lc = h->link_claim.load();
+  if (lc != 0 && !seg.token_alive(lc)) {
+    // Not cleared by --repair while a table is staged: the next linker's
+    // takeover frees or keeps it (clearing the claim alone would not).
+    bool fixed = repair && h->staged_link == 0 && h->link_claim.compare_exchange_strong(lc, 0);
+    finding("delta link claim held by a dead process (token " + std::to_string(lc) +
+                "); the next writer that links a table takes it over and frees or keeps the staged table",
             fixed);
   }
 }

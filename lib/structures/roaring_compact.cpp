@@ -7,8 +7,10 @@
 #include <sys/mman.h>
 #include <time.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "base/wait_stats.h"
 #include "base/kill_point.h"
@@ -56,13 +58,73 @@ void write_version(std::byte* base, uint64_t snap, const roaring_bitmap_t* bm, s
   delta_init(reinterpret_cast<DeltaHeader*>(base + delta), capacity);
 }
 
-void apply_delta(roaring_bitmap_t* b, DeltaHeader* d) {
-  delta_for_each(d, [&](uint32_t v, Op op) {
-    if (op == Op::kAdd)
-      roaring_bitmap_add(b, v);
-    else if (op == Op::kRemove)
-      roaring_bitmap_remove(b, v);
-  });
+namespace {
+// Sorts keys whose top 16 bits are a value's container: one counting pass by
+// container, then each container's keys (~2,000 at the mission's density, in
+// cache) by std::sort. For tens of millions of keys a plain std::sort costs
+// ~100 ns a key in cache misses; this is two sequential passes plus small sorts.
+void sort_by_container(std::vector<uint64_t>& keys) {
+  if (keys.size() < (size_t{1} << 16)) {
+    std::sort(keys.begin(), keys.end());
+    return;
+  }
+  std::vector<uint64_t> start(65537, 0);
+  for (uint64_t k : keys) ++start[(k >> 48) + 1];
+  for (size_t i = 1; i <= 65536; ++i) start[i] += start[i - 1];
+  std::vector<uint64_t> out(keys.size());
+  std::vector<uint64_t> at(start.begin(), start.end() - 1);
+  for (uint64_t k : keys) out[at[k >> 48]++] = k;
+  for (size_t b = 0; b < 65536; ++b) std::sort(out.begin() + static_cast<ptrdiff_t>(start[b]), out.begin() + static_cast<ptrdiff_t>(start[b + 1]));
+  keys.swap(out);
+}
+}  // namespace
+
+void final_ops(View& v, std::vector<uint32_t>& adds, std::vector<uint32_t>& removes) {
+  DeltaHeader* tables[2 * kMaxChain];
+  uint32_t nt = 0;
+  v.for_each_table([&](DeltaHeader* d) { tables[nt++] = d; });
+  // One key per entry: value << 32 | table rank (oldest 0) << 2 | op; sorted,
+  // the last key of a value is its newest table's entry.
+  std::vector<uint64_t> keys;
+  uint64_t hint = 0;
+  for (uint32_t k = 0; k < nt; ++k) hint += tables[k]->fill.load(std::memory_order_relaxed);  // relaxed: a size hint
+  keys.reserve(hint + 64);
+  for (uint32_t k = 0; k < nt; ++k)
+    delta_for_each(tables[k], [&](uint32_t x, Op op) {
+      keys.push_back(uint64_t{x} << 32 | uint64_t{k} << 2 | static_cast<uint64_t>(op));
+    });
+  sort_by_container(keys);
+  adds.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i + 1 < keys.size() && (keys[i + 1] >> 32) == (keys[i] >> 32)) continue;  // a newer table decides
+    const uint32_t x = static_cast<uint32_t>(keys[i] >> 32);
+    if (static_cast<Op>(keys[i] & 3) == Op::kAdd)
+      adds.push_back(x);
+    else
+      removes.push_back(x);
+  }
+}
+
+roaring_bitmap_t* fold_view(View& v, const roaring_bitmap_t* extra) {
+  std::vector<uint32_t> adds, removes;
+  final_ops(v, adds, removes);
+  // Sorted input: roaring_bitmap_add_many appends to the last container (O(1) a value).
+  BitmapPtr a(roaring_bitmap_of_ptr(adds.size(), adds.data()));
+  if (!a.p) return nullptr;
+  roaring_bitmap_t* r = roaring_bitmap_or(v.bm, a.p);  // container by container; copies the untouched ones
+  if (!r) return nullptr;
+  if (!removes.empty()) {
+    BitmapPtr rm(roaring_bitmap_of_ptr(removes.size(), removes.data()));
+    if (rm.p) roaring_bitmap_andnot_inplace(r, rm.p);
+  }
+  if (extra) roaring_bitmap_or_inplace(r, extra);
+  return r;
+}
+
+// Offsets of the chain of delta tables at `head` (validated links only).
+uint32_t chain_offsets(const RoaringLocal& L, uint64_t head, uint64_t* offs) {
+  DeltaHeader* t[kMaxChain];
+  return head ? delta_chain(L.base, L.seg.size(), head, L.max_capacity, t, offs) : 0;
 }
 
 // ---- compaction (caller holds the claim) ------------------------------------------
@@ -76,6 +138,16 @@ bool try_claim(RoaringLocal& L) {
 void release_claim(RoaringLocal& L) noexcept {
   uint64_t mine = L.token;
   L.hdr->claim.compare_exchange_strong(mine, 0);
+}
+bool try_link_claim(RoaringLocal& L) {
+  uint64_t c = 0;
+  if (L.hdr->link_claim.compare_exchange_strong(c, L.token)) return true;
+  if (c != L.token && !L.seg.token_alive(c)) return L.hdr->link_claim.compare_exchange_strong(c, L.token);  // takeover
+  return false;
+}
+void release_link_claim(RoaringLocal& L) noexcept {
+  uint64_t mine = L.token;
+  L.hdr->link_claim.compare_exchange_strong(mine, 0);
 }
 
 namespace {
@@ -105,8 +177,10 @@ uint32_t reclaim_locked(RoaringLocal& L) {
       require_live(L);
       PendingFree& e = L.hdr->pending[i];
       if (e.snap_off != p.snap_off) return;
+      uint64_t offs[kMaxChain];
+      const uint32_t n = chain_offsets(L, e.delta_off, offs);  // read before any of them is freed
       txn.free(e.snap_off);
-      if (e.delta_off) txn.free(e.delta_off);
+      for (uint32_t k = 0; k < n; ++k) txn.free(offs[k]);
       txn.store_u64(&e.snap_off, 0);
       txn.store_u64(&e.delta_off, 0);
       txn.store_u64(&e.generation, 0);
@@ -145,6 +219,30 @@ void publish_locked(RoaringLocal& L, uint64_t from, uint64_t staged) {
   }
 }
 
+}  // namespace
+
+// Finishes or discards a link a dead linker left staged: linked (the tail's
+// next names it) -> forget the staging; not linked -> free it (nobody could
+// have written into it: writers only follow `next`). Caller holds link_claim.
+void recover_link_locked(RoaringLocal& L) {
+  const uint64_t staged = L.hdr->staged_link, onto = L.hdr->staged_link_onto;
+  if (staged == 0 && onto == 0) return;
+  const uint64_t size = L.seg.size();
+  const bool onto_ok = delta_ok(L.base, size, onto, L.max_capacity);
+  const bool linked = onto_ok && reinterpret_cast<DeltaHeader*>(L.base + onto)->next.load() == staged;
+  L.seg.transact([&](ControlTxn& txn) {
+    require_live(L);
+    // A staged table that fails delta_ok is garbage in the staging word (corrupt
+    // segment): forgotten, never freed blindly (check reports the space).
+    if (!linked && staged != 0 && delta_ok(L.base, size, staged, L.max_capacity)) txn.free(staged);
+    txn.store_u64(&L.hdr->staged_link, 0);
+    txn.store_u64(&L.hdr->staged_link_onto, 0);
+    if (linked) txn.store_u64(&L.hdr->links, L.hdr->links + 1);
+  });
+}
+
+namespace {
+
 // Finishes or discards a compaction a dead claimer left staged.
 void recover_locked(RoaringLocal& L) {
   uint64_t staged = L.hdr->staged_snap, from = L.hdr->staged_from;
@@ -169,7 +267,8 @@ void recover_locked(RoaringLocal& L) {
     retire_locked(L, from);
     return;
   }
-  // Stale (should not happen under the claim): discard.
+  // Stale (should not happen under the claim): discard. A staged version was
+  // never current, so nothing was linked to its fresh head.
   auto* sh = reinterpret_cast<const SnapHeader*>(L.base + staged);
   L.seg.transact([&](ControlTxn& txn) {
     require_live(L);
@@ -178,6 +277,15 @@ void recover_locked(RoaringLocal& L) {
     txn.store_u64(&L.hdr->staged_snap, 0);
     txn.store_u64(&L.hdr->staged_from, 0);
   });
+}
+
+// The current version's view with its active chain followed to the end
+// (links may still be added after: the view follows them as they come).
+std::shared_ptr<View> claimed_view(RoaringLocal& L) {
+  std::shared_ptr<View> view = L.make_view();  // pins the version
+  if (!view) throw Error(ErrorCode::kCorrupt, "Roaring set " + quoted(L.region.name) + ": published snapshot is unreadable; run 'shmtool check'");
+  view->extend();
+  return view;
 }
 
 bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitmap_t* extra) {
@@ -191,23 +299,23 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
                                       " retired snapshots are still read by live processes; compaction must wait "
                                       "(long-idle processes keep their last view: have them call the set again)");
   const uint64_t cpu0 = thread_cpu_ns();
-  std::shared_ptr<View> view = L.make_view();  // pins the version we build on
-  if (!view) throw Error(ErrorCode::kCorrupt, "Roaring set " + quoted(L.region.name) + ": published snapshot is unreadable; run 'shmtool check'");
-  BitmapPtr b(roaring_bitmap_copy(view->bm));
-  if (!b.p) throw Error(ErrorCode::kNoSpace, "out of process memory copying the snapshot");
-  if (view->prev) apply_delta(b.p, view->prev);
-  apply_delta(b.p, view->delta);
+  std::shared_ptr<View> view = claimed_view(L);
   if (extra) {
-    roaring_bitmap_or_inplace(b.p, extra);
-    // Removes in the active delta would override the merged values: turn the
-    // ones we merged into adds (a CAS on the exact word: a newer write wins).
-    std::atomic<uint64_t>* slots = delta_slots(view->delta);
-    for (uint32_t i = 0; i < view->delta->capacity; ++i) {
-      uint64_t w = slots[i].load();
-      if (w != 0 && word_op(w) == Op::kRemove && roaring_bitmap_contains(extra, word_value(w)))
-        slots[i].compare_exchange_strong(w, make_word(word_value(w), Op::kAdd));
+    // Removes in the active chain would override the merged values: turn the
+    // ones we merge into adds (a CAS on the exact word: a newer write wins).
+    // Before the fold, so the fold sees the adds.
+    const uint32_t na = view->chain();
+    for (uint32_t k = 0; k < na; ++k) {
+      std::atomic<uint64_t>* slots = delta_slots(view->act[k]);
+      for (uint32_t i = 0; i < view->act[k]->capacity; ++i) {
+        uint64_t w = slots[i].load();
+        if (w != 0 && word_op(w) == Op::kRemove && roaring_bitmap_contains(extra, word_value(w)))
+          slots[i].compare_exchange_strong(w, make_word(word_value(w), Op::kAdd));
+      }
     }
   }
+  BitmapPtr b(fold_view(*view, extra));
+  if (!b.p) throw Error(ErrorCode::kNoSpace, "out of process memory copying the snapshot");
   roaring_bitmap_run_optimize(b.p);
   roaring_bitmap_shrink_to_fit(b.p);
   size_t frozen = roaring_bitmap_frozen_size_in_bytes(b.p);
@@ -216,7 +324,7 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
   // compaction of it costs: next_delta_capacity (roaring_impl.h).
   const uint64_t card = roaring_bitmap_get_cardinality(b.p);
   const uint32_t cap = next_delta_capacity(card, L.max_capacity, thread_cpu_ns() - cpu0, L.compact_permille);
-  const bool grows = cap > view->delta->capacity;
+  const bool grows = cap > view->act[0]->capacity;
   uint64_t new_delta = 0;
   L.seg.transact([&](ControlTxn& txn) {
     require_live(L);
@@ -225,6 +333,7 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
     if (grows) SHMF_KILL_POINT("roaring.delta.grow");  // inside the transaction: the recovery rolls both allocations back
     uint64_t delta = txn.allocate(delta_bytes(cap));
     new_delta = delta;
+    // prev = the head of the whole active chain we folded (its links follow).
     write_version(L.base, snap, b.p, frozen, view->gen + 1, delta, view->snap->delta_off, cap);
     txn.store_u64(&L.hdr->staged_from, from);
     txn.store_u64(&L.hdr->staged_snap, snap);
@@ -242,28 +351,122 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
   return true;
 }
 
-}  // namespace
+enum class LinkResult { kLinked, kNotNeeded, kChainFull };
 
-bool compact_impl(const std::shared_ptr<RoaringLocal>& L, const roaring_bitmap_t* extra) {
+// Links a newer table (twice the tail's capacity, at most the maximum) after
+// the tail of the current version's active chain. O(the new table): one
+// allocation of zeroed memory, no rebuild. Caller holds link_claim (not the
+// compaction claim: a compaction may be building meanwhile; a link stored
+// after it published lands in the chain the new version reads as previous,
+// and whoever wrote into it re-checks `current` and writes again).
+LinkResult link_locked(RoaringLocal& L) {
+  recover_link_locked(L);
+  std::shared_ptr<View> view = claimed_view(L);
+  const uint32_t n = view->chain();
+  DeltaHeader* tail = view->act[n - 1];
+  if (tail->fill.load() < delta_trigger(tail->capacity, L.compact_permille)) return LinkResult::kNotNeeded;  // seq_cst: someone linked or compacted first
+  if (n >= kMaxChain) return LinkResult::kChainFull;
+  const uint64_t tail_off = static_cast<uint64_t>(reinterpret_cast<std::byte*>(tail) - L.base);
+  const uint32_t cap = link_capacity(tail->capacity, L.max_capacity);
+  uint64_t d = 0;
+  L.seg.transact([&](ControlTxn& txn) {
+    require_live(L);
+    txn.charge_to(L.region);
+    d = txn.allocate(delta_bytes(cap));
+    delta_init(reinterpret_cast<DeltaHeader*>(L.base + d), cap);
+    txn.store_u64(&L.hdr->staged_link_onto, tail_off);
+    txn.store_u64(&L.hdr->staged_link, d);
+  });
+  prefault(L.base + d, delta_bytes(cap));
+  SHMF_KILL_POINT("roaring.link.after_alloc");  // committed, not linked: the next claimer frees it
+  tail->next.store(d);  // seq_cst: THE link (after the header and the commit; pairs with writers' re-check)
+  SHMF_KILL_POINT("roaring.link.after_link");   // linked, staging not cleared: the next claimer clears it
+  L.seg.transact([&](ControlTxn& txn) {
+    require_live(L);
+    txn.store_u64(&L.hdr->staged_link, 0);
+    txn.store_u64(&L.hdr->staged_link_onto, 0);
+    txn.store_u64(&L.hdr->links, L.hdr->links + 1);
+  });
+  return LinkResult::kLinked;
+}
+
+void check_usable(const std::shared_ptr<RoaringLocal>& L) {
   if (!L->live_region()) throw Error(ErrorCode::kDropped, "Roaring set " + quoted(L->region.name) + " was dropped");
   if (L->fork_epoch != g_fork_epoch.load(std::memory_order_relaxed))  // relaxed: process-local
     throw Error(ErrorCode::kBusy, "Roaring set " + quoted(L->region.name) +
                                       ": handle inherited across fork(); call Segment::open and RoaringSet::open in the child");
+}
+
+// Link if the chain has room (under link_claim), else (when may_compact)
+// compact (under the compaction claim). True when the caller should retry
+// its write (a table was linked, or someone else's link or publish made room).
+bool grow(const std::shared_ptr<RoaringLocal>& L, bool may_compact) {
+  check_usable(L);
+  if (!try_link_claim(*L)) return false;
+  LinkResult r;
+  {
+    LinkGuard guard{*L};
+    r = link_locked(*L);
+  }
+  if (r != LinkResult::kChainFull) return true;
+  if (!may_compact || !try_claim(*L)) return false;
+  ClaimGuard guard{*L};
+  return compact_locked(L, nullptr);
+}
+
+}  // namespace
+
+namespace {
+// A table a dead linker left staged: take its link claim over and free or keep the table now.
+void recover_dead_link(RoaringLocal& L) {
+  if (L.hdr->staged_link == 0 || !try_link_claim(L)) return;
+  LinkGuard guard{L};
+  recover_link_locked(L);
+}
+}  // namespace
+
+bool compact_impl(const std::shared_ptr<RoaringLocal>& L, const roaring_bitmap_t* extra) {
+  check_usable(L);
+  recover_dead_link(*L);
   if (!try_claim(*L)) return false;
   ClaimGuard guard{*L};
   return compact_locked(L, extra);
 }
 
-// A writer found the delta full: compact, or wait (bounded: 5 s) for the
-// live claimer to publish or for pinned retired snapshots to be released.
-// True when the caller should retry.
-bool make_room(const std::shared_ptr<RoaringLocal>& L, uint64_t seen) noexcept {
+bool maintain_impl(const std::shared_ptr<RoaringLocal>& L) {
+  check_usable(L);
+  recover_dead_link(*L);
+  View* v = current_view(L);
+  if (!v) throw Error(ErrorCode::kCorrupt, "Roaring set " + quoted(L->region.name) + ": published snapshot is unreadable; run 'shmtool check'");
+  const uint32_t n = v->chain();
+  const bool due = n > 1 || v->act[0]->fill.load() >= delta_trigger(v->act[0]->capacity, L->compact_permille) ||
+                   L->hdr->staged_snap != 0 || L->hdr->staged_link != 0;  // a dead claimer's work to finish
+  if (!try_claim(*L)) return false;
+  ClaimGuard guard{*L};
+  if (due) return compact_locked(L, nullptr);
+  reclaim_locked(*L);
+  return false;
+}
+
+bool grow_chain(const std::shared_ptr<RoaringLocal>& L) noexcept {
+  try {
+    return grow(L, L->auto_compact);
+  } catch (...) {
+    return false;  // the write is already durable in the delta; the next one retries
+  }
+}
+
+// A writer found the tail full: link or compact, or wait (bounded) for the
+// live claimer to link or publish. True when the caller should retry.
+bool make_room(const std::shared_ptr<RoaringLocal>& L, uint64_t seen_snap, const DeltaHeader* seen_tail) noexcept {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   SlowWait wait("Roaring delta full, waiting for the compaction claim");
   while (std::chrono::steady_clock::now() < deadline) {
-    if (L->hdr->current.load() != seen) return true;
+    if (L->hdr->current.load() != seen_snap || seen_tail->next.load() != 0) return true;  // seq_cst: a publish or a link
     try {
-      if (compact_impl(L, nullptr)) return true;
+      // The last resort, in either mode: the whole chain is full (15x the
+      // head's capacity since the last compaction) and nobody compacted.
+      if (grow(L, true)) return true;
     } catch (const Error& e) {
       // kBusy: every retired-snapshot slot is pinned by a view some thread or
       // process still holds (one descheduled thread keeps its process's whole

@@ -8,6 +8,10 @@
 //     sized per version: each compaction sizes the next active delta from the
 //     set's cardinality (next_delta_capacity), from 64 slots up to the header's
 //     maximum, so an empty set costs < 4 KiB and the delta grows with use.
+//     A delta that fills between compactions gets a newer, twice larger table
+//     linked after it (DeltaHeader::next): a version's active deltas are a
+//     chain of at most kMaxChain tables, newest last, so a writer never waits
+//     for a snapshot rebuild unless the whole chain is full.
 // The header's `current` word holds the offset of the published snapshot
 // extent; that extent's SnapHeader names the two delta tables readers consult
 // (active, then previous) before the frozen bitmap. See docs/roaring.md.
@@ -31,15 +35,25 @@ inline constexpr uint32_t kMagic = 0x53524f41;  // "AORS": RoaringSet region
 inline constexpr uint32_t kSnapMagic = 0x534e4150;    // "PANS": snapshot extent
 inline constexpr uint32_t kDeltaMagic = 0x444c5441;   // "ATLD": delta extent
 // 2: per-delta capacity (the header's delta_capacity is the maximum; deltas
-// start at kInitialDeltaCapacity and grow at compaction). A version-1 region
-// is refused with ErrorCode::kVersionMismatch (export it with the old build
-// and import it into a new set).
-inline constexpr uint32_t kLayoutVersion = 2;
+// start at kInitialDeltaCapacity and grow at compaction).
+// 3: delta chains: DeltaHeader::next (byte 16) links a newer table after a
+// full one; RoaringHeader::staged_link/staged_link_onto/links (bytes 160..183)
+// stage that link. A version 2 build would ignore `next` and lose the linked
+// tables' writes, so versions 1 and 2 are refused with
+// ErrorCode::kVersionMismatch (export them with the old build and import
+// them into a new set), and a version 3 region is refused by older builds.
+inline constexpr uint32_t kLayoutVersion = 3;
 inline constexpr uint32_t kPendingSlots = 32;  // retired snapshots awaiting reclamation
 inline constexpr uint32_t kFlagNoAutoCompact = 1;
 inline constexpr uint32_t kMinDeltaCapacity = 64;
 inline constexpr uint32_t kMaxDeltaCapacity = 1u << 24;
 inline constexpr uint32_t kInitialDeltaCapacity = 64;  // an empty set's delta: 64 + 512 bytes
+// Tables in one version's active chain (the head sized at compaction, then up
+// to three links of 2x, 4x, 8x its capacity, each at most the maximum): a
+// lookup probes at most 2 x kMaxChain tables (the active chain and the
+// previous version's), and the chain holds 15x the head's capacity before a
+// writer has to wait for (or, with auto_compact, run) a compaction.
+inline constexpr uint32_t kMaxChain = 4;
 
 // Capacity of the next active delta for a snapshot of `card` values whose
 // build cost `build_cpu_ns` of thread CPU: the smallest power of two >= both
@@ -153,12 +167,29 @@ struct RoaringHeader {
   // The `current` the staged snapshot was built on; same writer/protocol.
   uint64_t staged_from;
   uint64_t compactions;       // completed compactions; logged store by the claimer; only grows
-  uint8_t pad2_[32];
+  // A delta table allocated to be linked after `staged_link_onto` (the tail
+  // of the current version's active chain), 0 = none: written by the
+  // link_claim holder under the segment lock (logged) before the link
+  // (tail->next) is stored, cleared after it. A linker that takes a dead
+  // link_claim over frees it when the tail's next does not name it, else
+  // just clears both.
+  uint64_t staged_link;
+  uint64_t staged_link_onto;
+  uint64_t links;             // delta tables ever linked; logged store by the link_claim holder; only grows
+  // Link claim: owner token of the process linking a table, 0 = none. Apart
+  // from `claim` so a writer can link while a compaction builds (links are
+  // what keep writers from waiting for it). CAS 0 -> token; a dead owner's
+  // token (token_alive false) is replaced by CAS (takeover); released by CAS token -> 0.
+  std::atomic<uint64_t> link_claim;
   // Retired extents; every write under the segment lock (logged).
   PendingFree pending[kPendingSlots];
 };
 static_assert(offsetof(RoaringHeader, current) == 64, "current on its own cache line (read on every call)");
 static_assert(offsetof(RoaringHeader, claim) == 128, "claim on its own cache line (compactors write it)");
+static_assert(offsetof(RoaringHeader, staged_link) == 160 && offsetof(RoaringHeader, links) == 176 &&
+                  offsetof(RoaringHeader, link_claim) == 184,
+              "layout 3 golden bytes: staged link at 160, links counter at 176, link claim at 184");
+static_assert(offsetof(RoaringHeader, pending) == 192, "layout 3 golden bytes: the retired list at 192");
 static_assert(sizeof(RoaringHeader) % 64 == 0, "the reader table after the header starts on a cache line");
 static_assert(alignof(RoaringHeader) == 64, "the header is cache-line aligned");
 static_assert(sizeof(std::atomic<uint64_t>) == 8 && std::atomic<uint64_t>::is_always_lock_free,
@@ -197,9 +228,17 @@ struct alignas(64) DeltaHeader {
   // fill >= claimed slots at every instant and fill == 0 proves the table
   // empty (readers skip it). A writer killed in between leaves it one high.
   std::atomic<uint64_t> fill;
-  uint8_t pad_[48];
+  // Offset of the newer delta table linked after this one, 0 = none (this is
+  // the tail writers write into). Stored once, 0 -> offset, by the
+  // link_claim holder (seq_cst, after the linked table's header is written
+  // and its allocation committed: RoaringHeader::staged_link); never changes
+  // again while this table lives. On the same line as `fill`, which every
+  // lookup loads anyway, so watching for a new link costs no extra miss.
+  std::atomic<uint64_t> next;
+  uint8_t pad_[40];
 };
 static_assert(sizeof(DeltaHeader) == 64, "delta slots start on a cache line");
+static_assert(offsetof(DeltaHeader, next) == 16, "layout 3 golden bytes: next at byte 16");
 
 inline std::atomic<uint64_t>* delta_slots(DeltaHeader* d) noexcept {
   return reinterpret_cast<std::atomic<uint64_t>*>(reinterpret_cast<std::byte*>(d) + sizeof(DeltaHeader));
@@ -298,7 +337,20 @@ inline void delta_for_each(DeltaHeader* d, Fn&& fn) {
 inline void delta_init(DeltaHeader* d, uint32_t capacity) noexcept {
   d->magic = kDeltaMagic;
   d->capacity = capacity;
-  d->fill.store(0, std::memory_order_relaxed);  // relaxed: published later by the snapshot swap
+  d->fill.store(0, std::memory_order_relaxed);  // relaxed: published later by the snapshot swap or the link store
+  d->next.store(0, std::memory_order_relaxed);  // relaxed: same
+}
+
+// Fill at which a write of a new value gets kFull (90%: linear probing's
+// probe lengths grow without bound as the load nears 1), and fill at which a
+// writer asks for a newer table (compact_permille of the capacity).
+inline uint64_t delta_limit(uint32_t capacity) noexcept { return uint64_t{capacity} * 9 / 10; }
+inline uint64_t delta_trigger(uint32_t capacity, uint32_t compact_permille) noexcept {
+  return std::max<uint64_t>(1, uint64_t{capacity} * compact_permille / 1000);
+}
+// Capacity of the table linked after a tail of `tail_capacity` slots: twice it, at most the maximum.
+inline uint32_t link_capacity(uint32_t tail_capacity, uint32_t max_capacity) noexcept {
+  return tail_capacity >= max_capacity / 2 ? max_capacity : tail_capacity * 2;
 }
 
 // A delta extent at `off` that may be followed: 64-byte aligned, its header
@@ -311,6 +363,29 @@ inline bool delta_ok(const std::byte* base, uint64_t size, uint64_t off, uint32_
   const uint32_t cap = d->capacity;
   if (d->magic != kDeltaMagic || cap < kMinDeltaCapacity || cap > max_capacity || (cap & (cap - 1)) != 0) return false;
   return delta_bytes(cap) <= size - off;
+}
+
+// The chain of delta tables starting at `head`: out[0] = head, out[i+1] =
+// out[i]->next, each passing delta_ok; at most kMaxChain. Returns how many
+// (0 when the head is not a delta table). *bad (if given) is set when a
+// link fails delta_ok or the chain is longer than kMaxChain (corruption:
+// the rest is not followed).
+inline uint32_t delta_chain(std::byte* base, uint64_t size, uint64_t head, uint32_t max_capacity,
+                            DeltaHeader** out, uint64_t* offs = nullptr, bool* bad = nullptr) noexcept {
+  if (bad) *bad = false;
+  uint32_t n = 0;
+  uint64_t off = head;
+  while (off != 0) {
+    if (n == kMaxChain || !delta_ok(base, size, off, max_capacity)) {
+      if (bad) *bad = true;
+      break;
+    }
+    auto* d = reinterpret_cast<DeltaHeader*>(base + off);
+    if (offs) offs[n] = off;
+    out[n++] = d;
+    off = d->next.load();  // seq_cst: pairs with the link store (the linked header is complete)
+  }
+  return n;
 }
 
 // Validates a delta table: magic, capacity (a power of two from 64 to

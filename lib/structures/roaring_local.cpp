@@ -73,13 +73,19 @@ std::shared_ptr<View> RoaringLocal::make_view() {
   v->snap_off = cur;
   v->gen = sh->generation;
   v->snap = sh;
-  v->delta = reinterpret_cast<DeltaHeader*>(base + sh->delta_off);
-  v->prev = sh->prev_delta_off ? reinterpret_cast<DeltaHeader*>(base + sh->prev_delta_off) : nullptr;
-  // version_ok validated both deltas (magic, capacity <= max, inside); a
-  // delta's capacity never changes after publication, so the bounds hold.
-  const uint64_t cap = v->delta->capacity;
-  v->limit = cap * 9 / 10;
-  v->trigger = std::max<uint64_t>(1, cap * compact_permille / 1000);
+  // version_ok validated both heads (magic, capacity <= max, inside); links
+  // pass delta_ok as they are followed; a table's capacity never changes
+  // after publication, so the bounds hold.
+  v->base = base;
+  v->seg_size = seg.size();
+  v->max_capacity = max_capacity;
+  const uint32_t na = delta_chain(base, v->seg_size, sh->delta_off, max_capacity, v->act);
+  if (na == 0) return fail();
+  v->nact.store(na, std::memory_order_relaxed);  // relaxed: the view is not shared yet
+  if (sh->prev_delta_off) {
+    v->nprv = delta_chain(base, v->seg_size, sh->prev_delta_off, max_capacity, v->prv);
+    if (v->nprv == 0) return fail();
+  }
   v->bm = roaring_bitmap_frozen_view(frozen_bytes(sh), sh->frozen_bytes);
   if (v->bm == nullptr) return fail();
   v->frozen = frozen_bytes(sh);

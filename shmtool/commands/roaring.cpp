@@ -135,12 +135,14 @@ Json describe_fields(Segment& seg, const shmfilter::RegionInfo& info) {
   j.add("snapshot_bytes", st.snapshot_bytes).add("snapshot_generation", st.snapshot_generation);
   j.add("bytes_per_value", st.cardinality ? static_cast<double>(st.snapshot_bytes) / static_cast<double>(st.cardinality) : 0.0);
   j.add("delta_fill", st.delta_fill).add("delta_capacity", st.delta_capacity);
-  j.add("delta_fill_pct", st.delta_capacity ? 100.0 * static_cast<double>(st.delta_fill) / static_cast<double>(st.delta_capacity) : 0.0);
+  j.add("delta_fill_pct", st.delta_chain_capacity ? 100.0 * static_cast<double>(st.delta_fill) / static_cast<double>(st.delta_chain_capacity) : 0.0);
+  j.add("delta_tables", st.delta_tables).add("delta_chain_capacity", st.delta_chain_capacity).add("delta_links", st.delta_links);
   j.add("prev_delta_fill", st.prev_delta_fill);
   j.add("containers", st.containers).add("array_containers", st.array_containers);
   j.add("bitmap_containers", st.bitmap_containers).add("run_containers", st.run_containers);
   j.add_size("bytes", st.total_bytes).add("pending_free", st.pending_free);
   j.add("compactions", st.compactions).add("readers", st.readers).add("compaction_claim", st.claim_owner);
+  j.add("link_claim", st.link_claim_owner);
   return j;
 }
 
