@@ -70,12 +70,12 @@ struct BloomSubject : U64Keys<BloomSubject> {
   uint64_t bytes() const { return h.stats().memory_bytes; }
 };
 
-// Cuckoo, 12-bit fingerprints (16-bit lanes), bucket 4, no expansion.
+// Cuckoo, 12-bit fingerprints (packed 12-bit lanes, layout 3), bucket 4, no expansion.
 struct CuckooSubject : U64Keys<CuckooSubject> {
   static constexpr const char* kName = "Cuckoo f=12";
   shmfilter::Cuckoo h;
-  // Buckets of 8 bytes in chunks of 2^16 (layout 2, no power-of-two rounding): ~b bytes at 95%.
-  static uint64_t n_for_bytes(uint64_t b) { return static_cast<uint64_t>(static_cast<double>(b / 8) * 4 * 0.95); }
+  // Buckets of 6 bytes (f = 12: layout 3's packed 12-bit lanes) in chunks of 2^16: ~b bytes at 95%.
+  static uint64_t n_for_bytes(uint64_t b) { return static_cast<uint64_t>(static_cast<double>(b / 6) * 4 * 0.95); }
   static void create(shmfilter::Segment& s, const std::string& name, uint64_t n) {
     shmfilter::CuckooOptions o;
     o.capacity = n;

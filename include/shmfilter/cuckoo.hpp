@@ -48,7 +48,7 @@ std::string_view cuckoo_status_name(CuckooStatus s) noexcept;
 struct CuckooStats {
   uint64_t capacity = 0;          // as created
   uint32_t fingerprint_bits = 0;
-  uint32_t lane_bits = 0;         // bits a slot occupies (8 or 16)
+  uint32_t lane_bits = 0;         // bits a slot occupies (8 or 16; 12: packed, layout 3)
   double target_error = 0.0;      // as created (0 if bits were given)
   uint64_t slots = 0;             // all sub-filters
   uint64_t size = 0;              // items stored
@@ -118,7 +118,7 @@ class Cuckoo : public internal::RegionHandle {
   friend struct CuckooOps;
   std::byte* base_ = nullptr;                 // seg_.base(): the kernels address sub-filters from it
   internal::cuckoo::Header* hdr_ = nullptr;   // region_ as the filter's header
-  bool lane16_ = true;
+  uint32_t lane_bits_ = 16;                   // hdr_->lane_bits, validated at open: 8, 12 or 16
 };
 
 }  // namespace shmfilter

@@ -171,7 +171,7 @@ Advice advise(std::span<const uint64_t> ids, const AdviseOptions& o) {
       cuckoo.applicable = false;
       cuckoo.note = "more than 2^32 buckets";
     } else {
-      uint32_t lane = f <= 8 ? 8 : 16;
+      const uint32_t lane = ck::lane_bits_for(f);  // as create: f = 12 in packed 12-bit lanes
       cuckoo.bytes = ck::region_bytes_for(geo, lane);
       cuckoo.fp_rate = 8.0 / static_cast<double>(uint64_t{1} << f);
       double load = static_cast<double>(a.capacity) / static_cast<double>(4 * geo.buckets());

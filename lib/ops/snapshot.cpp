@@ -266,7 +266,9 @@ std::string save_cuckoo_locked(Segment& seg, const RegionInfo& r) {
 std::string save_cuckoo(Segment& seg, const RegionInfo& r) {
   Cuckoo::open(seg, r.name);  // validates the header and the sub-filter table
   const auto* h = reinterpret_cast<const ck::Header*>(seg.base() + r.offset);
-  return h->lane_bits == 8 ? save_cuckoo_locked<ck::Lanes8>(seg, r) : save_cuckoo_locked<ck::Lanes16>(seg, r);
+  return h->lane_bits == 8    ? save_cuckoo_locked<ck::Lanes8>(seg, r)
+         : h->lane_bits == 12 ? save_cuckoo_locked<ck::Lanes12>(seg, r)
+                              : save_cuckoo_locked<ck::Lanes16>(seg, r);
 }
 
 void restore_cuckoo(Segment& seg, const std::string& name, In in) {
@@ -275,10 +277,16 @@ void restore_cuckoo(Segment& seg, const std::string& name, In in) {
   const unsigned char* bytes = in.take(size);
   ck::Header h0;
   std::memcpy(static_cast<void*>(&h0), bytes, sizeof h0);
-  if (h0.magic != ck::kMagic || (h0.layout_version != ck::kLayoutVersion && h0.layout_version != ck::kLayoutVersionPow2))
+  if (h0.magic != ck::kMagic || (h0.layout_version != ck::kLayoutVersion && h0.layout_version != ck::kLayoutVersionPow2 &&
+                                 h0.layout_version != ck::kLayoutVersionPacked))
     fail(ErrorCode::kBadInput, in.what + ": not a cuckoo filter of layout version " + std::to_string(ck::kLayoutVersionPow2) +
-                                   " or " + std::to_string(ck::kLayoutVersion));
-  if ((h0.lane_bits != 8 && h0.lane_bits != 16) || h0.max_subs < 1 || h0.max_subs > ck::kMaxSubs ||
+                                   ", " + std::to_string(ck::kLayoutVersion) + " or " +
+                                   std::to_string(ck::kLayoutVersionPacked));
+  // Layout 3 is exactly packed 12-bit lanes; layouts 1 and 2 have 8 or 16 (Cuckoo::open re-checks the rest).
+  if ((h0.layout_version == ck::kLayoutVersionPacked ? h0.lane_bits != 12 : (h0.lane_bits != 8 && h0.lane_bits != 16)))
+    fail(ErrorCode::kBadInput, in.what + ": the cuckoo header's lane width " + std::to_string(h0.lane_bits) +
+                                   " does not match its layout version " + std::to_string(h0.layout_version));
+  if (h0.max_subs < 1 || h0.max_subs > ck::kMaxSubs ||
       h0.sub_count < 1 || h0.sub_count > h0.max_subs)
     fail(ErrorCode::kBadInput, in.what + ": the cuckoo header's sub-filter counts are out of range");
   for (uint32_t i = 0; i < h0.sub_count; ++i)

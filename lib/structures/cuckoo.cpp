@@ -39,13 +39,22 @@ ck::Liveness liveness_of(const Segment& seg) noexcept {
   return ck::Liveness{0, &seg, &seg_token_alive, &seg_owner_token};
 }
 
+// Layouts this build reads: 1 (2^n buckets), 2 (chunked), 3 (chunked, packed 12-bit lanes).
+bool known_layout(uint32_t v) noexcept {
+  return v == ck::kLayoutVersionPow2 || v == ck::kLayoutVersion || v == ck::kLayoutVersionPacked;
+}
+
 std::string hdr_problem(const ck::Header* h, const RegionInfo& r, uint64_t seg_size) {
   if (auto pre = internal::check_prefix(r, reinterpret_cast<const std::byte*>(h), sizeof(ck::Header), seg_size,
                                         ck::kMagic, ck::kLayoutVersion);
-      !pre.problem.empty() && !(pre.version_mismatch && h->layout_version == ck::kLayoutVersionPow2))
-    return pre.problem;  // layout 1 (2^n buckets) is read as one chunk: see cuckoo_layout.h
+      !pre.problem.empty() && !(pre.version_mismatch && known_layout(h->layout_version)))
+    return pre.problem;  // layout 1 (2^n buckets) is read as one chunk, layout 3 packs lanes: see cuckoo_layout.h
   if (h->fp_bits != 8 && h->fp_bits != 12 && h->fp_bits != 16) return "fingerprint bits " + std::to_string(h->fp_bits);
-  if (h->lane_bits != (h->fp_bits <= 8 ? 8u : 16u)) return "lane bits " + std::to_string(h->lane_bits);
+  // Layout 3 is exactly f = 12 in packed 12-bit lanes; layouts 1 and 2 keep 8 or 16.
+  const bool packed = h->layout_version == ck::kLayoutVersionPacked;
+  if (packed ? (h->lane_bits != 12 || h->fp_bits != 12) : h->lane_bits != (h->fp_bits <= 8 ? 8u : 16u))
+    return "lane bits " + std::to_string(h->lane_bits) + " with " + std::to_string(h->fp_bits) +
+           "-bit fingerprints in layout " + std::to_string(h->layout_version);
   if (h->max_path < 1 || h->max_path > ck::kMaxPathLimit) return "max path " + std::to_string(h->max_path);
   if (h->max_subs < 1 || h->max_subs > ck::kMaxSubs) return "max sub-filters " + std::to_string(h->max_subs);
   if (h->expansion == 1 || h->expansion > 1024) return "expansion " + std::to_string(h->expansion) + " (valid: 0 or 2..1024)";
@@ -143,7 +152,10 @@ struct CuckooOps {
   }
 };
 
-#define SHMF_CK_DISPATCH(call) (lane16_ ? CuckooOps<ck::Lanes16>::call : CuckooOps<ck::Lanes8>::call)
+#define SHMF_CK_DISPATCH(call)                                                               \
+  (lane_bits_ == 12   ? CuckooOps<ck::Lanes12>::call                                          \
+   : lane_bits_ == 16 ? CuckooOps<ck::Lanes16>::call                                          \
+                      : CuckooOps<ck::Lanes8>::call)
 
 Cuckoo Cuckoo::create(Segment& seg, std::string_view name, const CuckooOptions& o) {
   if (o.capacity < 1) throw Error(ErrorCode::kInvalidArgument, "capacity 0 is invalid: pass --capacity >= 1");
@@ -175,14 +187,14 @@ Cuckoo Cuckoo::create(Segment& seg, std::string_view name, const CuckooOptions& 
   if (geo.buckets() > ck::kMaxBuckets)
     throw Error(ErrorCode::kInvalidArgument,
                 "capacity " + std::to_string(o.capacity) + " needs more than 2^32 buckets: pass a smaller --capacity");
-  uint32_t lane = f <= 8 ? 8 : 16;
+  const uint32_t lane = ck::lane_bits_for(f);  // f = 12: packed 12-bit lanes, layout 3
   uint64_t bytes = ck::region_bytes_for(geo, lane);
   uint64_t seed = o.seed != 0 ? o.seed : internal::random_seed();
   uint32_t max_subs = o.expansion >= 2 ? o.max_subfilters : 1;
   seg.create_region(name, Kind::kCuckoo, bytes, [&](std::byte* region, uint64_t got, ControlTxn& txn) {
     uint64_t off = static_cast<uint64_t>(region - txn.base());
     ck::init_header(reinterpret_cast<ck::Header*>(region), f, o.max_path, o.expansion, max_subs, seed, o.capacity,
-                    o.fingerprint_bits == 0 ? o.error : 0.0, got, geo, off + sizeof(ck::Header));
+                    o.fingerprint_bits == 0 ? o.error : 0.0, got, geo, off + sizeof(ck::Header), lane);
   });
   return open(seg, name);
 }
@@ -193,12 +205,12 @@ Cuckoo Cuckoo::open(Segment& seg, std::string_view name) {
   c.base_ = seg.base();
   c.hdr_ = reinterpret_cast<ck::Header*>(c.region_);
   if (r.offset % 64 != 0) throw internal::corrupt_error(Kind::kCuckoo, name, "region is not 64-byte aligned");
-  // Layout 1 is read (the one-chunk case); any other version is named as such.
+  // Layouts 1 and 3 are read too (known_layout); any other version is named as such.
   if (auto pre = internal::check_prefix(r, c.region_, sizeof(ck::Header), seg.size(), ck::kMagic, ck::kLayoutVersion);
-      pre.version_mismatch && c.hdr_->layout_version != ck::kLayoutVersionPow2)
-    throw internal::version_error(Kind::kCuckoo, name, c.hdr_->layout_version, ck::kLayoutVersion);
+      pre.version_mismatch && !known_layout(c.hdr_->layout_version))
+    throw internal::version_error(Kind::kCuckoo, name, c.hdr_->layout_version, ck::kLayoutVersionPacked);
   if (std::string p = hdr_problem(c.hdr_, r, seg.size()); !p.empty()) throw internal::corrupt_error(Kind::kCuckoo, name, p);
-  c.lane16_ = c.hdr_->lane_bits == 16;
+  c.lane_bits_ = c.hdr_->lane_bits;  // 8, 12 or 16 (hdr_problem)
   return c;
 }
 
@@ -282,14 +294,16 @@ bool Cuckoo::erase(uint64_t key) noexcept {
 }
 
 template <class K>
-static uint64_t contains_many_impl(const Cuckoo& c, bool lane16, const ck::Header* h, std::span<const K> keys,
+static uint64_t contains_many_impl(const Cuckoo& c, uint32_t lane_bits, const ck::Header* h, std::span<const K> keys,
                                std::span<uint8_t> out) noexcept {
   constexpr size_t kChunk = 256;
   ck::KeyHash ks[kChunk];
   for (size_t g = 0; g < keys.size(); g += kChunk) {
     size_t m = std::min(kChunk, keys.size() - g);
     for (size_t i = 0; i < m; ++i) ks[i] = ck::split_hash(internal::hash_key(keys[g + i], h->seed), h->fp_bits);
-    if (lane16)
+    if (lane_bits == 12)
+      CuckooOps<ck::Lanes12>::contains_batch(c, ks, m, out.data() + g);
+    else if (lane_bits == 16)
       CuckooOps<ck::Lanes16>::contains_batch(c, ks, m, out.data() + g);
     else
       CuckooOps<ck::Lanes8>::contains_batch(c, ks, m, out.data() + g);
@@ -304,7 +318,7 @@ uint64_t Cuckoo::contains_many(std::span<const uint64_t> keys, std::span<uint8_t
     std::fill(out.begin(), out.begin() + static_cast<long>(n), uint8_t{0});
     return 0;
   }
-  return contains_many_impl(*this, lane16_, hdr_, keys.first(n), out);
+  return contains_many_impl(*this, lane_bits_, hdr_, keys.first(n), out);
 }
 uint64_t Cuckoo::contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept {
   size_t n = std::min(keys.size(), out.size());
@@ -312,7 +326,7 @@ uint64_t Cuckoo::contains_many(std::span<const std::string_view> keys, std::span
     std::fill(out.begin(), out.begin() + static_cast<long>(n), uint8_t{0});
     return 0;
   }
-  return contains_many_impl(*this, lane16_, hdr_, keys.first(n), out);
+  return contains_many_impl(*this, lane_bits_, hdr_, keys.first(n), out);
 }
 
 uint64_t Cuckoo::size() const noexcept {
@@ -352,7 +366,7 @@ CuckooStats Cuckoo::stats() const {
   for (uint32_t j = 0; j < s.subfilters; ++j) {
     uint64_t slots = ck::kSlots * ck::sub_buckets(h->subs[j]);
     s.slots += slots;
-    bucket_bits += slots * h->lane_bits;
+    bucket_bits += 8 * ck::bucket_bytes_of(ck::sub_buckets(h->subs[j]), h->lane_bits);
     if (j > 0) s.bytes += ck::sub_bytes(h->subs[j], h->lane_bits);
     s.fp_rate_bound += 2.0 * ck::kSlots * q;
   }
@@ -467,7 +481,9 @@ void check_cuckoo(Segment& seg, const RegionInfo& region, bool repair, CheckRepo
     scope.add("corrupt header: " + p + " (drop and recreate the filter)");
     return;
   }
-  if (h->lane_bits == 16)
+  if (h->lane_bits == 12)
+    check_body<ck::Lanes12>(seg, region, h, scope.where, repair, report);
+  else if (h->lane_bits == 16)
     check_body<ck::Lanes16>(seg, region, h, scope.where, repair, report);
   else
     check_body<ck::Lanes8>(seg, region, h, scope.where, repair, report);

@@ -103,22 +103,33 @@ void repair_locked(std::byte* base, Header* h) noexcept {
   SHMF_KILL_POINT("cuckoo.repair.begin");
   if (in.op != kOpNone && in.op != kOpExpand && in.sub < subs) {
     Sub s = sub_view(base, h->subs[in.sub]);
+    // A lane is old, new, or (packed layout 3 only: a lane straddling two words,
+    // killed between the two stores) half-written; a half-written lane is
+    // completed (place, erase: the step was never acknowledged, either end is
+    // allowed) or, for a move's copy, undone. One-word lanes are never half-written.
     if (in.op == kOpPlace || in.op == kOpErase) {
       if (in.bucket < s.n && in.lane < kSlots) {
-        bool applied = in.op == kOpPlace ? LT::lane(bucket_load<LT>(s, in.bucket), in.lane) == in.fp
-                                         : LT::lane(bucket_load<LT>(s, in.bucket), in.lane) == 0;
+        const auto w = bucket_load<LT>(s, in.bucket);
+        const uint32_t now = LT::lane(w, in.lane);
+        // Place began at an empty lane, erase at fp: anything else means a store landed.
+        bool applied = in.op == kOpPlace ? now != 0 : now != in.fp;
+        const uint32_t want = in.op == kOpPlace ? in.fp : 0;
+        if (applied && now != want) bucket_store<LT>(s, in.bucket, LT::with(w, in.lane, want));  // half-written
         uint64_t size = in.size_before;
         if (applied) size = in.op == kOpPlace ? size + 1 : size - 1;
         A(h->size).store(size, std::memory_order_relaxed);  // relaxed: lock holder only
       }
     } else if (in.op == kOpMove && in.bucket < s.n && in.dst_bucket < s.n && in.lane < kSlots &&
-               in.dst_lane < kSlots) {
-      auto src = bucket_load<LT>(s, in.bucket);
-      auto dst = bucket_load<LT>(s, in.dst_bucket);
-      if (LT::lane(dst, in.dst_lane) == in.fp && LT::lane(src, in.lane) == in.fp &&
-          !(in.bucket == in.dst_bucket && in.lane == in.dst_lane)) {
-        // The copy landed, the clear did not: finish the move (the item is in both buckets now).
+               in.dst_lane < kSlots && !(in.bucket == in.dst_bucket && in.lane == in.dst_lane)) {
+      const auto src = bucket_load<LT>(s, in.bucket);
+      const uint32_t src_now = LT::lane(src, in.lane);
+      const uint32_t dst_now = LT::lane(bucket_load<LT>(s, in.dst_bucket), in.dst_lane);
+      if (dst_now == in.fp && src_now != 0) {
+        // The copy landed, the clear did not (or half did): finish the move.
         bucket_store<LT>(s, in.bucket, LT::with(src, in.lane, 0));
+      } else if (dst_now != in.fp && dst_now != 0 && src_now == in.fp) {
+        // A half-written copy (packed lanes): the item is whole at the source; undo the copy.
+        bucket_store<LT>(s, in.dst_bucket, LT::with(bucket_load<LT>(s, in.dst_bucket), in.dst_lane, 0));
       }
       // Otherwise the copy did not land (item still at the source) or the move completed.
     }
@@ -245,8 +256,8 @@ inline void contains_batch(std::byte* base, Header* h, const KeyHash* ks, size_t
       Sub s = sub_view(base, h->subs[j]);
       for (size_t i = 0; i < m; ++i) {
         pr[i] = probe(s, ks[g + i]);
-        __builtin_prefetch(&bucket_ref<LT>(s, pr[i].i1));
-        __builtin_prefetch(&bucket_ref<LT>(s, pr[i].i2));
+        __builtin_prefetch(bucket_addr<LT>(s, pr[i].i1));
+        __builtin_prefetch(bucket_addr<LT>(s, pr[i].i2));
         __builtin_prefetch(&s.versions[pr[i].stripe]);
       }
       for (size_t i = 0; i < m; ++i) {
@@ -498,13 +509,14 @@ inline bool erase(std::byte* base, Header* h, const KeyHash& k, const Liveness& 
 
 // Fills a fresh header + sub-filter 0 (memory zeroed by the caller).
 // `sub0_offset` is sub-filter 0's offset from the segment base.
+// `lane_bits` 12 (packed, f = 12 only) writes layout 3, 8 or 16 layout 2.
 inline void init_header(Header* h, uint32_t fp_bits, uint32_t max_path, uint32_t expansion, uint32_t max_subs,
                         uint64_t seed, uint64_t capacity, double target_error, uint64_t region_bytes,
-                        Geometry g, uint64_t sub0_offset) noexcept {
+                        Geometry g, uint64_t sub0_offset, uint32_t lane_bits) noexcept {
   h->magic = kMagic;
-  h->layout_version = kLayoutVersion;
+  h->layout_version = layout_for_lane(lane_bits);
   h->fp_bits = fp_bits;
-  h->lane_bits = fp_bits <= 8 ? 8 : 16;
+  h->lane_bits = lane_bits;
   h->max_path = max_path;
   h->expansion = expansion;
   h->max_subs = max_subs;
@@ -520,7 +532,7 @@ inline void init_header(Header* h, uint32_t fp_bits, uint32_t max_path, uint32_t
                         uint64_t seed, uint64_t capacity, double target_error, uint64_t region_bytes,
                         uint32_t log2_buckets, uint64_t sub0_offset) noexcept {
   init_header(h, fp_bits, max_path, expansion, max_subs, seed, capacity, target_error, region_bytes,
-              Geometry{1, log2_buckets}, sub0_offset);
+              Geometry{1, log2_buckets}, sub0_offset, fp_bits <= 8 ? 8 : 16);
 }
 
 // Counts occupied lanes of every sub-filter (check, stats); lanes with bits above f set go to `bad_lanes`.

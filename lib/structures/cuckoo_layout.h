@@ -7,9 +7,18 @@
 // Layout:
 //   region = Header | sub-filter 0 (versions[stripes] | buckets[chunks x 2^log2_buckets])
 //   further sub-filters (expansion) live in extents from ControlTxn::allocate.
-// A bucket is 4 slots packed in ONE word: 4 x 8-bit lanes in a uint32_t for
-// f = 8, 4 x 16-bit lanes in a uint64_t for f = 12 or 16 (the top 4 bits of a
-// 12-bit lane stay 0). So a reader loads a bucket with one atomic load.
+// A bucket is 4 slots. Layouts 1 and 2 pack them in ONE word: 4 x 8-bit lanes
+// in a uint32_t for f = 8, 4 x 16-bit lanes in a uint64_t for f = 12 or 16
+// (the top 4 bits of a 12-bit lane stay 0), so a reader loads a bucket with one
+// atomic load. Layout 3 (f = 12 only, new filters) packs 4 x 12-bit lanes into
+// 48 bits: bucket i is bits 48i .. 48i + 47 of a little-endian array of 64-bit
+// words (4 buckets per 3 words; buckets 1 and 2 of each group, and one lane in
+// each of them, straddle two words). A reader loads the one or two aligned
+// words with relaxed atomic loads inside the stripe's seqlock section, so a
+// torn pair is caught by the version re-check like any other; a writer stores
+// each changed word separately (see bucket_store: a lane that straddles two
+// words passes through a half-written value, which the repair completes).
+// 12/0.95 = 12.63 bits per item at the 95% load filters are sized for.
 // Fingerprint 0 means "empty slot".
 //
 // Bucket count (layout 2): not a power of two. A sub-filter is `chunks`
@@ -42,12 +51,16 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/kill_point.h"
+
 namespace shmfilter::internal::cuckoo {
 
 
 inline constexpr uint32_t kMagic = 0x4b434653;  // "SFCK" little-endian
 inline constexpr uint32_t kLayoutVersion = 2;  // written by create: chunked bucket count (docs/cuckoo.md)
 inline constexpr uint32_t kLayoutVersionPow2 = 1;  // layout 1 (2^n buckets): still read, the chunks = 1 case
+inline constexpr uint32_t kLayoutVersionPacked = 3;  // written by create for f = 12: layout 2's geometry with
+                                                     // 12-bit lanes packed 4 to 48 bits (lane_bits 12)
 inline constexpr uint32_t kSlots = 4;           // slots per bucket (b)
 inline constexpr uint32_t kMaxSubs = 16;        // sub-filter table size
 inline constexpr uint32_t kMaxPathLimit = 6;    // longest BFS path (moves) a filter may be created with
@@ -98,7 +111,8 @@ struct alignas(64) Header {
   uint32_t magic;            // kMagic
   uint32_t layout_version;   // kLayoutVersion
   uint32_t fp_bits;          // f: 8, 12 or 16
-  uint32_t lane_bits;        // 8 (uint32_t buckets) or 16 (uint64_t buckets)
+  uint32_t lane_bits;        // 8 (uint32_t buckets) or 16 (uint64_t buckets); 12 (48-bit packed buckets)
+                             // exactly when layout_version == 3 (then fp_bits == 12)
   uint32_t max_path;         // BFS path limit in moves (1..kMaxPathLimit)
   uint32_t expansion;        // 0: no expansion (kFull); k >= 2: a new sub-filter k times larger
   uint32_t max_subs;         // sub-filters allowed (1..kMaxSubs)
@@ -225,8 +239,19 @@ inline bool nests_in(const SubDesc& prev, const SubDesc& d) noexcept {
   return d.log2_buckets >= prev.log2_buckets && cd % cp == 0 && (cp == 1 || d.log2_buckets == prev.log2_buckets);
 }
 inline uint32_t stripes_for(uint32_t log2_buckets) noexcept { return std::min(log2_buckets, kMaxStripesLog2); }  // one chunk of 2^n
+// Bucket bytes: 4 lanes x lane_bits/8; packed 12-bit lanes (48 bits a bucket)
+// rounded up to whole 64-bit words, so every word a bucket touches is inside.
+inline uint64_t bucket_bytes_of(uint64_t buckets, uint32_t lane_bits) noexcept {
+  return lane_bits == 12 ? (buckets * 6 + 7) & ~uint64_t{7} : buckets * (lane_bits / 2);
+}
 inline uint64_t sub_bytes_of(uint64_t buckets, uint32_t log2_stripes, uint32_t lane_bits) noexcept {
-  return versions_bytes(log2_stripes) + buckets * (lane_bits / 2);  // 4 lanes x lane_bits/8
+  return versions_bytes(log2_stripes) + bucket_bytes_of(buckets, lane_bits);
+}
+// Lane width of a NEW filter with f-bit fingerprints (create, advise): packed 12-bit
+// lanes for f = 12 (layout 3), else 8 or 16 (layout 2). The window's tables keep 8/16.
+inline uint32_t lane_bits_for(uint32_t fp_bits) noexcept { return fp_bits <= 8 ? 8 : fp_bits == 12 ? 12 : 16; }
+inline uint32_t layout_for_lane(uint32_t lane_bits) noexcept {
+  return lane_bits == 12 ? kLayoutVersionPacked : kLayoutVersion;
 }
 inline uint64_t sub_bytes(const SubDesc& d, uint32_t lane_bits) noexcept {
   return sub_bytes_of(sub_buckets(d), d.log2_stripes, lane_bits);
@@ -327,6 +352,41 @@ struct Lanes {
 using Lanes8 = Lanes<uint32_t, 8>;
 using Lanes16 = Lanes<uint64_t, 16>;
 
+// Layout 3: 4 x 12-bit lanes in the low 48 bits of a uint64_t (the bucket as
+// bucket_load assembles it; bits 48..63 are 0). The same lane operations; the
+// borrow trick holds for any contiguous equal-width fields.
+struct Lanes12 {
+  using Word = uint64_t;
+  static constexpr unsigned kLaneBits = 12;
+  static constexpr uint64_t kLaneMask = 0xfff;
+  static constexpr uint64_t kBucketMask = (uint64_t{1} << 48) - 1;
+  static constexpr uint64_t kLo = 0x001001001001ull;
+  static constexpr uint64_t kHi = kLo << 11;
+  static uint32_t lane(uint64_t w, unsigned i) noexcept { return static_cast<uint32_t>((w >> (i * 12)) & kLaneMask); }
+  static uint64_t with(uint64_t w, unsigned i, uint32_t fp) noexcept {
+    return (w & ~(kLaneMask << (i * 12))) | (uint64_t{fp} << (i * 12));
+  }
+  static bool has(uint64_t w, uint32_t fp) noexcept {
+    uint64_t x = w ^ (kLo * fp);
+    return ((x - kLo) & ~x & kHi) != 0;
+  }
+  static int find(uint64_t w, uint32_t fp) noexcept {
+    for (unsigned i = 0; i < kSlots; ++i)
+      if (lane(w, i) == fp) return static_cast<int>(i);
+    return -1;
+  }
+  static int empty_lane(uint64_t w) noexcept { return find(w, 0); }
+  static uint32_t count(uint64_t w, uint32_t fp) noexcept {
+    uint32_t n = 0;
+    for (unsigned i = 0; i < kSlots; ++i) n += lane(w, i) == fp;
+    return n;
+  }
+};
+template <class LT>
+inline constexpr bool kPackedLanes = false;
+template <>
+inline constexpr bool kPackedLanes<Lanes12> = true;
+
 // A sub-filter as seen by this process.
 struct Sub {
   uint64_t* versions;
@@ -350,13 +410,43 @@ inline uint32_t sub_count_acquire(const Header* h) noexcept {
 
 template <class LT>
 inline typename LT::Word& bucket_ref(const Sub& s, uint64_t i) noexcept {
+  static_assert(!kPackedLanes<LT>, "packed buckets are no word of their own: bucket_load/bucket_store/bucket_addr");
   return static_cast<typename LT::Word*>(s.buckets)[i];
+}
+// Packed bucket i: the 64-bit word holding its first bit, and that bit's position
+// in it (0, 16, 32 or 48: 48i mod 64). Positions 32 and 48 continue into word + 1.
+struct PackedAt {
+  uint64_t word;
+  unsigned shift;
+};
+inline PackedAt packed_at(uint64_t i) noexcept { return PackedAt{(i * 48) >> 6, static_cast<unsigned>((i * 48) & 63)}; }
+// The first byte of bucket i (prefetch).
+template <class LT>
+inline const void* bucket_addr(const Sub& s, uint64_t i) noexcept {
+  if constexpr (kPackedLanes<LT>)
+    return static_cast<const std::byte*>(s.buckets) + i * 6;
+  else
+    return &bucket_ref<LT>(s, i);
 }
 template <class LT>
 inline typename LT::Word bucket_load(const Sub& s, uint64_t i) noexcept {
   // relaxed: inside a seqlock read section (the fence + version re-check orders it),
   // or by the writer-lock holder, who is the only writer.
-  return A(bucket_ref<LT>(s, i)).load(std::memory_order_relaxed);
+  if constexpr (kPackedLanes<LT>) {
+    // Two loads for a straddling bucket: each is atomic, the pair is not; a reader
+    // validates it by its stripe version like its two buckets (see the file head).
+    // Branch-free (half the buckets straddle, at random: a branch here mispredicted
+    // on every other bucket, 2.5x layout 2's in-cache lookup): a bucket inside one
+    // word loads that word twice, and its "high" part lands above bit 47, masked.
+    // So no word outside the bucket is touched (no extra line out of cache).
+    auto* w = static_cast<uint64_t*>(s.buckets);
+    const PackedAt at = packed_at(i);
+    const uint64_t lo = A(w[at.word]).load(std::memory_order_relaxed);
+    const uint64_t hi = A(w[at.word + (at.shift > 16)]).load(std::memory_order_relaxed);
+    return ((lo >> at.shift) | ((hi << 1) << (63 - at.shift))) & LT::kBucketMask;
+  } else {
+    return A(bucket_ref<LT>(s, i)).load(std::memory_order_relaxed);
+  }
 }
 // Moves store relaxed after the release fence that follows their odd version
 // (fence-fence synchronisation with the reader's acquire fence); every other
@@ -364,10 +454,42 @@ inline typename LT::Word bucket_load(const Sub& s, uint64_t i) noexcept {
 // that observes a stored word also observes, at its version re-check, every
 // earlier writer step (writers form one chain through the lock): the proof in
 // docs/cuckoo.md needs exactly this. Both compile to a plain MOV on x86-64.
+//
+// Packed buckets: the writer rewrites only the words whose bits change, low word
+// first, each with `mo`. The other lanes in those words are written back as they
+// were (only the lock holder writes buckets), so a concurrent reader of another
+// key never sees its own lanes change. A lane that straddles two words is half
+// written between the two stores: a reader may then see a value that is neither
+// old nor new in THAT lane only: a spurious match there is one more false
+// positive of a filter, and the lane's own key is being placed or erased (its
+// answer may be either while that runs) or moved (under its stripe's odd
+// version: the reader retries, and the source lane holds it until the copy is
+// whole, as in layout 2), so no present key is missed. A writer killed
+// between them leaves the half-written lane for repair_locked, which completes or
+// undoes it from the intent record (cuckoo_impl.h).
 template <class LT>
 inline void bucket_store(const Sub& s, uint64_t i, typename LT::Word w,
                          std::memory_order mo = std::memory_order_release) noexcept {
-  A(bucket_ref<LT>(s, i)).store(w, mo);
+  if constexpr (kPackedLanes<LT>) {
+    auto* words = static_cast<uint64_t*>(s.buckets);
+    const PackedAt at = packed_at(i);
+    w &= LT::kBucketMask;
+    const uint64_t lo = load_relaxed(words[at.word]);  // relaxed: lock holder, the only writer
+    if (at.shift <= 16) {
+      const uint64_t nlo = (lo & ~(LT::kBucketMask << at.shift)) | (w << at.shift);
+      if (nlo != lo) A(words[at.word]).store(nlo, mo);
+      return;
+    }
+    const uint64_t hi = load_relaxed(words[at.word + 1]);  // relaxed: as above
+    const uint64_t hi_mask = (uint64_t{1} << (at.shift - 16)) - 1;  // bits of word + 1 that are this bucket's
+    const uint64_t nlo = (lo & ((uint64_t{1} << at.shift) - 1)) | (w << at.shift);
+    const uint64_t nhi = (hi & ~hi_mask) | (w >> (64 - at.shift));
+    if (nlo != lo) A(words[at.word]).store(nlo, mo);
+    if (nlo != lo && nhi != hi) SHMF_KILL_POINT("cuckoo.packed.between_words");
+    if (nhi != hi) A(words[at.word + 1]).store(nhi, mo);
+  } else {
+    A(bucket_ref<LT>(s, i)).store(w, mo);
+  }
 }
 
 }  // namespace shmfilter::internal::cuckoo

@@ -34,15 +34,16 @@ struct Case {
   Op op;
   uint64_t nth;
   const char* repair_point;  // non-null: a second process is killed while repairing
+  uint32_t fp_bits = 16;     // 12: layout 3's packed lanes (stores that straddle two words)
 };
 
 void run_case(const Case& k) {
-  SCOPED_TRACE(k.point);
+  SCOPED_TRACE(std::string(k.point) + " #" + std::to_string(k.nth) + ", f = " + std::to_string(k.fp_bits));
   shmf_test::SegmentGuard guard(shmf_test::unique_name("ckcrash"));
   Segment seg = Segment::create(guard.name);
   shmfilter::CuckooOptions o;
   o.capacity = 3800;  // 2^10 buckets, 4096 slots
-  o.fingerprint_bits = 16;
+  o.fingerprint_bits = k.fp_bits;
   o.seed = 77;
   if (k.op == Op::kExpand) o.expansion = 2;
   Cuckoo c = Cuckoo::create(seg, "f", o);
@@ -111,7 +112,7 @@ void run_case(const Case& k) {
   for (const auto& f : rep.findings) EXPECT_TRUE(f.repaired) << f.where << ": " << f.problem;
   auto clean = seg.check(false);
   for (const auto& f : clean.findings) ADD_FAILURE() << "after repair: " << f.where << ": " << f.problem;
-  // Nothing acknowledged lost; acknowledged erases stay erased (f = 16, seed fixed: no FP among these).
+  // Nothing acknowledged lost; acknowledged erases stay erased (seed fixed: no FP among these, f = 16 or 12).
   for (uint64_t i = era + 1; i < base.size(); ++i) ASSERT_TRUE(c.contains(base[i])) << i;
   for (uint64_t i = 0; i < ins; ++i) ASSERT_TRUE(c.contains(extra[i])) << i;
   for (uint64_t i = 0; i < era; ++i) EXPECT_FALSE(c.contains(base[i])) << i;
@@ -147,4 +148,19 @@ TEST(CuckooCrash, ExpansionPoints) {
 TEST(CuckooCrash, RepairerKilledMidRepairIsRepairedByTheNext) {
   for (const char* rp : {"cuckoo.repair.begin", "cuckoo.repair.after_data"})
     run_case({"cuckoo.move.after_copy", Op::kInsert, 1, rp});
+}
+
+// Layout 3 (f = 12, packed 12-bit lanes): a writer killed between the two word
+// stores of a lane that straddles two words, in a place, a move or an erase
+// (the nth hit of cuckoo.packed.between_words), and the one-word points on the
+// packed path; a repairer killed mid-repair of a half-written lane.
+TEST(CuckooCrash, PackedLanePoints) {
+  for (uint64_t nth : {1, 4, 15}) run_case({"cuckoo.packed.between_words", Op::kInsert, nth, nullptr, 12});
+  for (uint64_t nth : {1, 6}) run_case({"cuckoo.packed.between_words", Op::kErase, nth, nullptr, 12});
+  for (const char* p : {"cuckoo.insert.before_store", "cuckoo.move.after_copy", "cuckoo.move.after_clear"})
+    run_case({p, Op::kInsert, 7, nullptr, 12});
+  run_case({"cuckoo.erase.after_store", Op::kErase, 3, nullptr, 12});
+  run_case({"cuckoo.expand.after_publish", Op::kExpand, 1, nullptr, 12});
+  for (const char* rp : {"cuckoo.repair.begin", "cuckoo.repair.after_data"})
+    run_case({"cuckoo.packed.between_words", Op::kInsert, 2, rp, 12});
 }

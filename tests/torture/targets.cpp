@@ -195,7 +195,10 @@ void create(Segment& seg, const Config& cfg) {
   // of them fills early, so inserts move items (cuckoo.move.*) and expand
   // (cuckoo.expand.*); 4 sub-filters (1 + 2 + 4 + 8 = 15/16) hold them all.
   o.capacity = std::max<uint64_t>(64, uint64_t(cfg.workers + 1) * cfg.keys / 16);
-  o.fingerprint_bits = 16;
+  // f = 12: layout 3's packed 12-bit lanes, whose stores straddle two words
+  // (cuckoo.packed.between_words); f = 16 shares layout 2's one-word path with
+  // the window's Cuckoo tables, which the window target drives.
+  o.fingerprint_bits = 12;
   o.expansion = 2;
   o.max_subfilters = 4;
   o.seed = 11;
@@ -281,7 +284,7 @@ void verify(Segment& seg, const Config&, const std::vector<WorkerModel>& models,
   v.keys_verified += absent;
   v.cuckoo_erased_fp += fp;
   // An erased key may still match another key's fingerprint: at most the
-  // filter's FP bound 2b/2^f per sub-filter (f = 16: 0.012%), here with slack
+  // filter's FP bound 2b/2^f per sub-filter (f = 12: 0.195%), here with slack
   // 3x + 10 so only a real resurrection trips it.
   shmfilter::CuckooStats st = c.stats();
   const double bound = 3.0 * double(absent) * st.fp_rate_bound + 10;

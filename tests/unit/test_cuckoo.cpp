@@ -115,7 +115,7 @@ TEST(Cuckoo, NoFalseNegativesAndEraseRemovesExceptAtTheFalsePositiveRate) {
 }
 
 TEST(Cuckoo, FalsePositiveRateWithinBandAt95PercentLoad) {
-  // f = 12 in 16-bit slots, load 95%: P(FP) = 1 - (1 - 1/4095)^(8 x 0.95) = 0.1854%.
+  // f = 12 in packed 12-bit slots (layout 3), load 95%: P(FP) = 1 - (1 - 1/4095)^(8 x 0.95) = 0.1854%.
   // 1e6 negatives: sd = 0.0043%; band [0.15%, 0.22%] (> 8 sd each side; seed fixed).
   Fixture f;
   Cuckoo c = Cuckoo::create(f.seg, "fp", opts(990000, 12, 7));
@@ -136,7 +136,9 @@ TEST(Cuckoo, FalsePositiveRateWithinBandAt95PercentLoad) {
   EXPECT_GT(rate, 0.0015);
   EXPECT_LT(rate, 0.0022);
   EXPECT_NEAR(st.fp_rate_estimate, 0.001854, 0.0001);
-  EXPECT_NEAR(st.bits_per_item, 16.0 / 0.95, 0.05);
+  EXPECT_EQ(st.lane_bits, 12u);
+  EXPECT_NEAR(st.bits_per_item, 12.0 / 0.95, 0.05) << "layout 2's 16-bit slots: 16.84";
+  EXPECT_NEAR(st.bits_per_item_at_95, 12.0 / 0.95, 1e-9);
   // Batched and single lookups agree, and all inserted keys are found by both.
   std::vector<uint8_t> pos(keys.size());
   EXPECT_EQ(c.contains_many(keys, pos), keys.size());
@@ -352,7 +354,7 @@ TEST(Cuckoo, EraseNeverTakesAnotherKeysCopyAcrossSubFilters) {
 TEST(Cuckoo, LayoutOneRegionsOpenAndExpandAsLayoutOne) {
   namespace ck = shmfilter::internal::cuckoo;
   Fixture f;
-  CuckooOptions o = opts(2000, 12);  // 2000 / 3.8 -> 1024 buckets: one chunk, as layout 1 would size it
+  CuckooOptions o = opts(2000, 16);  // 2000 / 3.8 -> 1024 buckets: one chunk, as layout 1 would size it
   o.expansion = 2;
   o.max_subfilters = 4;
   Cuckoo::create(f.seg, "v1", o);
@@ -360,7 +362,9 @@ TEST(Cuckoo, LayoutOneRegionsOpenAndExpandAsLayoutOne) {
   ASSERT_EQ(h->layout_version, 2u);
   ASSERT_EQ(h->subs[0].log2_buckets, 10u);
   ASSERT_EQ(h->subs[0].chunks_minus_1, 0u);
-  h->layout_version = 1;  // the bytes a layout-1 build writes for this filter (the golden test pins i1, i2)
+  // The bytes a layout-1 build writes for an f = 12 filter (16-bit lanes; the golden test pins i1, i2).
+  h->fp_bits = 12;
+  h->layout_version = 1;
   Cuckoo c = Cuckoo::open(f.seg, "v1");
   auto keys = shmf_bench::distinct_keys(16000, 4);
   for (uint64_t k : keys) ASSERT_EQ(c.insert(k), CuckooStatus::kInserted);
@@ -384,13 +388,21 @@ TEST(Cuckoo, LayoutOneRegionsOpenAndExpandAsLayoutOne) {
     EXPECT_NE(std::string(e.what()).find("layout-1 region"), std::string::npos) << e.what();
   }
   h->subs[1] = keep;
-  h->layout_version = 3;
+  h->layout_version = 4;
   try {
     Cuckoo::open(f.seg, "v1");
-    ADD_FAILURE() << "layout version 3 opened";
+    ADD_FAILURE() << "layout version 4 opened";
   } catch (const shmfilter::Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kVersionMismatch);
-    EXPECT_NE(std::string(e.what()).find("layout version 3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("layout version 4"), std::string::npos) << e.what();
+  }
+  h->layout_version = 3;  // 16-bit lanes are not layout 3's
+  try {
+    Cuckoo::open(f.seg, "v1");
+    ADD_FAILURE() << "layout 3 with 16-bit lanes opened";
+  } catch (const shmfilter::Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kCorrupt);
+    EXPECT_NE(std::string(e.what()).find("lane bits 16"), std::string::npos) << e.what();
   }
   h->layout_version = 1;
   EXPECT_TRUE(Cuckoo::drop(f.seg, "v1"));
@@ -435,5 +447,67 @@ TEST(Cuckoo, ChunkedFilterHoldsItsCapacityAndExpandsByChunks) {
   }
   EXPECT_FALSE(f.seg.check(false).consistent());
   h->subs[1].chunks_minus_1 = 3;
+  EXPECT_TRUE(f.seg.check(false).consistent());
+}
+
+// Layout 2's f = 12 filters (16-bit lanes) written by earlier builds still open,
+// answer, take writes, expand and check clean. create() now writes f = 12 as
+// layout 3, so the test writes layout 2's bytes itself: an f = 16 filter's
+// header with fp_bits = 12 is exactly what a layout-2 build created for f = 12
+// (the geometry depends on the capacity only).
+TEST(Cuckoo, LayoutTwoTwelveBitRegionsStillOpenAndWork) {
+  namespace ck = shmfilter::internal::cuckoo;
+  Fixture f;
+  CuckooOptions o = opts(100000, 16, 5);
+  o.expansion = 2;
+  o.max_subfilters = 3;
+  Cuckoo::create(f.seg, "v2", o);
+  auto* h = reinterpret_cast<ck::Header*>(f.seg.base() + f.seg.open_region("v2", shmfilter::Kind::kCuckoo).offset);
+  ASSERT_EQ(h->layout_version, 2u);
+  ASSERT_EQ(h->lane_bits, 16u);
+  h->fp_bits = 12;
+  Cuckoo c = Cuckoo::open(f.seg, "v2");
+  EXPECT_EQ(c.stats().lane_bits, 16u);
+  EXPECT_EQ(c.stats().fingerprint_bits, 12u);
+  auto keys = shmf_bench::distinct_keys(150000, 8);  // beyond the first sub-filter: expands (as layout 2)
+  for (uint64_t k : keys) ASSERT_EQ(c.insert(k), CuckooStatus::kInserted);
+  EXPECT_GE(c.stats().subfilters, 2u);
+  EXPECT_EQ(h->layout_version, 2u);
+  for (uint64_t k : keys) ASSERT_TRUE(c.contains(k));
+  for (size_t i = 0; i < keys.size(); i += 2) ASSERT_TRUE(c.erase(keys[i]));
+  for (size_t i = 1; i < keys.size(); i += 2) ASSERT_TRUE(c.contains(keys[i]));
+  EXPECT_TRUE(f.seg.check(false).consistent());
+  EXPECT_TRUE(Cuckoo::drop(f.seg, "v2"));
+}
+
+// Golden bytes of layout 3 through the handle: the header create writes for
+// f = 12 and the bytes two keys leave in an empty filter (the hash, bucket and
+// fingerprint values are those GoldenHashFingerprintAndBuckets pins; an empty
+// filter puts each key in lane 0 of its primary bucket, 6 bytes a bucket).
+TEST(Cuckoo, PackedLayoutThreeGoldenBytes) {
+  namespace ck = shmfilter::internal::cuckoo;
+  Fixture f;
+  Cuckoo c = Cuckoo::create(f.seg, "g3", opts(1200000, 12, 2024));
+  const shmfilter::RegionInfo r = f.seg.open_region("g3", shmfilter::Kind::kCuckoo);
+  const std::byte* reg = f.seg.base() + r.offset;
+  const auto* h = reinterpret_cast<const ck::Header*>(reg);
+  const unsigned char head[16] = {0x53, 0x46, 0x43, 0x4b, 3, 0, 0, 0, 12, 0, 0, 0, 12, 0, 0, 0};  // SFCK, 3, f, lane
+  EXPECT_EQ(0, std::memcmp(reg, head, 16));
+  EXPECT_EQ(h->subs[0].log2_buckets, 16u);
+  EXPECT_EQ(h->subs[0].chunks_minus_1, 4u) << "5 chunks of 2^16";
+  EXPECT_EQ(h->subs[0].offset, r.offset + sizeof(ck::Header));
+  EXPECT_GE(r.size, 576u + 65536u + 327680u * 6u);
+  EXPECT_EQ(c.stats().bytes, h->region_bytes);
+  ASSERT_EQ(c.insert(std::string_view("device-1")), CuckooStatus::kInserted);
+  ASSERT_EQ(c.insert(std::string_view("42:00ff00ff00ff00ff")), CuckooStatus::kInserted);
+  const std::byte* buckets = reg + sizeof(ck::Header) + 65536;  // after 8192 versions
+  const unsigned char b1[6] = {0x84, 0, 0, 0, 0, 0};            // fp 132 = 0x084 in lane 0 of bucket 114661
+  const unsigned char b2[6] = {0x52, 0x0d, 0, 0, 0, 0};         // fp 3410 = 0xd52 in lane 0 of bucket 121405
+  EXPECT_EQ(0, std::memcmp(buckets + 6 * 114661, b1, 6));
+  EXPECT_EQ(0, std::memcmp(buckets + 6 * 121405, b2, 6));
+  EXPECT_EQ(0, std::memcmp(buckets + 6 * 114661 - 6, "\0\0\0\0\0\0", 6)) << "the neighbouring bucket is untouched";
+  EXPECT_TRUE(c.contains(std::string_view("device-1")));
+  EXPECT_TRUE(c.erase(std::string_view("device-1")));
+  EXPECT_EQ(0, std::memcmp(buckets + 6 * 114661, "\0\0\0\0\0\0", 6));
   EXPECT_TRUE(f.seg.check(false).consistent());
 }
