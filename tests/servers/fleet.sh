@@ -54,7 +54,7 @@ wrk -t2 -c32 -d3s --timeout 2s -s "$SHMF_SOURCE_DIR/tests/servers/fleet.lua" "ht
   >"$T_DIR/wrk.out" 2>&1 || fail "wrk failed: $(cat "$T_DIR/wrk.out")"
 cat "$T_DIR/wrk.out"
 master=$(nginx_master "$lb"); kill -QUIT "$master"
-for _ in $(seq 100); do kill -0 "$master" 2>/dev/null || break; sleep 0.05; done
+wait_exit "$master" "the balancer's nginx master, sent QUIT,"
 
 rport=$(free_port)
 redis-server --bind 127.0.0.1 --port "$rport" --save "" --appendonly no --dir "$T_DIR" --daemonize no \
