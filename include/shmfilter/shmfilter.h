@@ -95,6 +95,22 @@ void shmf_segment_options_init(shmf_segment_options *opts);
 int shmf_segment_create(const char *name, const shmf_segment_options *opts, shmf_segment **out);
 /* Control plane: attaches to existing segment NAME (FILE NULL = POSIX shm). */
 int shmf_segment_open(const char *name, const char *file, shmf_segment **out);
+/* How shmf_segment_open_ex attaches (fill with shmf_open_options_init). */
+typedef struct shmf_open_options {
+  const char *file;      /* NULL: POSIX shm; else the regular file the segment was created with */
+  int read_only;         /* nonzero: inspection only (docs/SECURITY.md): O_RDONLY, PROT_READ, no
+                            registry slot, no lock; every write fails -SHMF_EREADONLY (data-plane
+                            writes answer "not done"); Roaring sets and windows cannot be opened */
+  int huge_pages;        /* nonzero: madvise(MADV_HUGEPAGE) on this mapping (docs/huge-pages.md) */
+  int64_t trusted_owner; /* >= 0: also trust a file owned by this uid; -1 (default): only own/root */
+} shmf_open_options;
+
+/* Pure: fills OPTS with the defaults (POSIX shm, read-write, no extra owner). */
+void shmf_open_options_init(shmf_open_options *opts);
+/* Control plane: attaches to existing segment NAME as OPTS says (NULL = defaults). */
+int shmf_segment_open_ex(const char *name, const shmf_open_options *opts, shmf_segment **out);
+/* Process-local: 1 if SEG was opened read-only, 0 if read-write, negative on a bad handle. */
+int shmf_segment_is_read_only(const shmf_segment *seg);
 /* Control plane: opens NAME or creates it; of racing callers exactly one creates. */
 int shmf_segment_open_or_create(const char *name, const shmf_segment_options *opts, shmf_segment **out);
 /* Process-local: detaches this handle (the segment and its data stay). */

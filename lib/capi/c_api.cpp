@@ -4,7 +4,9 @@
 // and record a detailed thread-local message for shmf_last_error_message().
 // This file: version, errors, segment, Bloom, Cuckoo; c_api_sets.cpp: Roaring,
 // HyperLogLog, exact set.
+#include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "capi/c_api_internal.h"
 
@@ -88,6 +90,33 @@ int shmf_segment_open(const char* name, const char* file, shmf_segment** out) {
   });
 }
 
+void shmf_open_options_init(shmf_open_options* o) {
+  if (o == nullptr) return;
+  OpenOptions d;
+  o->file = nullptr;
+  o->read_only = d.read_only ? 1 : 0;
+  o->huge_pages = d.huge_pages ? 1 : 0;
+  o->trusted_owner = d.trusted_owner;
+}
+
+int shmf_segment_open_ex(const char* name, const shmf_open_options* opts, shmf_segment** out) {
+  return guard([&] {
+    need(name, "shmf_segment_open_ex", "name");
+    OpenOptions o;
+    if (opts != nullptr) {
+      if (opts->file != nullptr) o.file = opts->file;
+      o.read_only = opts->read_only != 0;
+      o.huge_pages = opts->huge_pages != 0;
+      if (opts->trusted_owner < -1 || opts->trusted_owner > INT32_MAX)
+        throw Error(ErrorCode::kInvalidArgument, "shmf_segment_open_ex: trusted_owner " +
+                                                     std::to_string(opts->trusted_owner) +
+                                                     " is not a uid: pass -1 (own files and root only) or a uid");
+      o.trusted_owner = opts->trusted_owner;
+    }
+    return make_handle(out, "shmf_segment_open_ex", [&] { return Segment::open(name, o); });
+  });
+}
+
 int shmf_segment_open_or_create(const char* name, const shmf_segment_options* opts, shmf_segment** out) {
   return guard([&] {
     need(name, "shmf_segment_open_or_create", "name");
@@ -100,6 +129,13 @@ int shmf_segment_close(shmf_segment* seg) {
   return guard([&] {
     delete seg;
     return 0;
+  });
+}
+
+int shmf_segment_is_read_only(const shmf_segment* seg) {
+  return guard([&] {
+    need(seg, "shmf_segment_is_read_only", "seg");
+    return seg->seg.read_only() ? 1 : 0;
   });
 }
 

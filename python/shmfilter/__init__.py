@@ -94,6 +94,11 @@ class _SegOpts(C.Structure):
                 ("mode", C.c_uint32), ("group", C.c_int64), ("file", C.c_char_p)]
 
 
+class _OpenOpts(C.Structure):
+    _fields_ = [("file", C.c_char_p), ("read_only", C.c_int), ("huge_pages", C.c_int),
+                ("trusted_owner", C.c_int64)]
+
+
 class _BloomOpts(C.Structure):
     _fields_ = [("capacity", C.c_uint64), ("error", C.c_double), ("growth", C.c_double),
                 ("tightening", C.c_double), ("max_layers", C.c_uint32), ("layout", C.c_uint32),
@@ -191,6 +196,9 @@ _proto("shmf_segment_options_init", None, C.POINTER(_SegOpts))
 for _n in ("shmf_segment_create", "shmf_segment_open_or_create"):
     _proto(_n, C.c_int, _cp, C.POINTER(_SegOpts), C.POINTER(_vp))
 _proto("shmf_segment_open", C.c_int, _cp, _cp, C.POINTER(_vp))
+_proto("shmf_open_options_init", None, C.POINTER(_OpenOpts))
+_proto("shmf_segment_open_ex", C.c_int, _cp, C.POINTER(_OpenOpts), C.POINTER(_vp))
+_proto("shmf_segment_is_read_only", C.c_int, _vp)
 _proto("shmf_segment_close", C.c_int, _vp)
 _proto("shmf_segment_remove", C.c_int, _cp, _cp)
 
@@ -684,11 +692,30 @@ class Segment:
         return o
 
     @classmethod
-    def open(cls, name: str, file: Optional[str] = None) -> "Segment":
-        """Control plane: attaches to an existing segment."""
+    def open(cls, name: str, file: Optional[str] = None, *, read_only: bool = False,
+             trusted_owner: Optional[int] = None) -> "Segment":
+        """Control plane: attaches to an existing segment.
+
+        read_only=True inspects only (docs/SECURITY.md): the segment is mapped
+        read-only, writes raise Error(EREADONLY) or answer "not done", and
+        Roaring sets and windows cannot be opened. trusted_owner: also trust
+        a segment file owned by this uid (default: only your own and root's).
+        """
         p = _vp()
-        _check(_lib.shmf_segment_open(_name(name), _name(file) if file else None, C.byref(p)), "Segment.open")
+        o = _OpenOpts()
+        _lib.shmf_open_options_init(C.byref(o))
+        if file:
+            o.file = _name(file)
+        o.read_only = 1 if read_only else 0
+        if trusted_owner is not None:
+            o.trusted_owner = trusted_owner
+        _check(_lib.shmf_segment_open_ex(_name(name), C.byref(o), C.byref(p)), "Segment.open")
         return cls(p.value, name)
+
+    @property
+    def read_only(self) -> bool:
+        """True when this attachment was opened read_only."""
+        return _check(_lib.shmf_segment_is_read_only(self._p()), "Segment.read_only") == 1
 
     @classmethod
     def create(cls, name: str, *, size=None, max_size=None, mode=None, group=None, file=None) -> "Segment":

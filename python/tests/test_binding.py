@@ -311,3 +311,27 @@ def test_structures_lists_the_directory(seg):
     assert 'name="freq",kind="window"' in text and "shmfilter_window_spaces" in text
     assert seg.drop("pairs") == 1
     assert [i.name for i in seg.structures()] == ["freq", "uv"]
+
+
+def test_read_only_open_inspects_and_writes_nothing(seg, segname):
+    with seg.bloom("b", capacity=1000, create=True) as b:
+        assert b.mark("alpha")
+        seg.roaring("r", create=True).close()
+        ro = shmfilter.Segment.open(segname, read_only=True)
+        try:
+            assert ro.read_only and not seg.read_only
+            with ro.bloom("b") as vb:
+                assert "alpha" in vb
+                assert vb.mark("beta") is False  # "not done": a read-only attachment sets nothing
+            assert "beta" not in b
+            with pytest.raises(shmfilter.Error) as e:
+                ro.bloom("b2", capacity=10, create=True)
+            assert e.value.code == shmfilter.EREADONLY and "read-only" in e.value.message
+            with pytest.raises(shmfilter.Error) as e:
+                ro.roaring("r")
+            assert e.value.code == shmfilter.EREADONLY
+        finally:
+            ro.close()
+    with pytest.raises(shmfilter.Error) as e:
+        shmfilter.Segment.open(segname, trusted_owner=-7)
+    assert e.value.code == shmfilter.EINVAL and "trusted_owner" in e.value.message

@@ -381,3 +381,60 @@ TEST(CApi, ForkedChildSeesParentInserts) {
   shmf_set_close(x);
   shmf_bloom_close(b);
 }
+
+// shmf_segment_open_ex: read-only inspection through the C API (what a
+// monitoring sidecar with read permission only uses), and its bad options.
+TEST(CApi, OpenExReadOnlyInspects) {
+  CSeg s;
+  shmf_bloom_options bo;
+  shmf_bloom_options_init(&bo);
+  bo.capacity = 1000;
+  shmf_bloom* b = nullptr;
+  ASSERT_EQ(shmf_bloom_create(s.seg, "b", &bo, &b), 0) << last();
+  ASSERT_EQ(shmf_bloom_add(b, "alpha", 5), 1);
+  shmf_roaring_options ro;
+  shmf_roaring_options_init(&ro);
+  shmf_roaring* r = nullptr;
+  ASSERT_EQ(shmf_roaring_create(s.seg, "r", &ro, &r), 0) << last();
+  shmf_roaring_close(r);
+  EXPECT_EQ(shmf_segment_is_read_only(s.seg), 0);
+
+  shmf_open_options oo;
+  shmf_open_options_init(&oo);
+  EXPECT_EQ(oo.read_only, 0);
+  EXPECT_EQ(oo.trusted_owner, -1);
+  EXPECT_EQ(oo.file, nullptr);
+  oo.read_only = 1;
+  shmf_segment* view = nullptr;
+  ASSERT_EQ(shmf_segment_open_ex(s.name.c_str(), &oo, &view), 0) << last();
+  EXPECT_EQ(shmf_segment_is_read_only(view), 1);
+  shmf_bloom* vb = nullptr;
+  ASSERT_EQ(shmf_bloom_open(view, "b", &vb), 0) << last();
+  EXPECT_EQ(shmf_bloom_contains(vb, "alpha", 5), 1);
+  EXPECT_EQ(shmf_bloom_add(vb, "beta", 4), 0) << "a read-only attachment sets nothing";
+  EXPECT_EQ(shmf_bloom_contains(b, "beta", 4), 0) << "and the writer's view is unchanged";
+  shmf_bloom* nb = nullptr;
+  EXPECT_EQ(shmf_bloom_create(view, "b2", &bo, &nb), -SHMF_EREADONLY) << last();
+  EXPECT_NE(last().find("read-only"), std::string::npos) << last();
+  shmf_roaring* vr = nullptr;
+  EXPECT_EQ(shmf_roaring_open(view, "r", &vr), -SHMF_EREADONLY) << last();
+  shmf_bloom_close(vb);
+  shmf_segment_close(view);
+
+  // NULL options: a read-write attachment, as shmf_segment_open.
+  shmf_segment* rw = nullptr;
+  ASSERT_EQ(shmf_segment_open_ex(s.name.c_str(), nullptr, &rw), 0) << last();
+  EXPECT_EQ(shmf_segment_is_read_only(rw), 0);
+  shmf_segment_close(rw);
+
+  shmf_open_options bad;
+  shmf_open_options_init(&bad);
+  bad.trusted_owner = -7;
+  shmf_segment* none = nullptr;
+  EXPECT_EQ(shmf_segment_open_ex(s.name.c_str(), &bad, &none), -SHMF_EINVAL) << last();
+  EXPECT_NE(last().find("trusted_owner"), std::string::npos) << last();
+  EXPECT_EQ(none, nullptr);
+  EXPECT_EQ(shmf_segment_open_ex(nullptr, &oo, &none), -SHMF_EINVAL) << last();
+  EXPECT_LT(shmf_segment_is_read_only(nullptr), 0);
+  shmf_bloom_close(b);
+}
