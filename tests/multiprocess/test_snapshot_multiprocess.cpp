@@ -22,6 +22,7 @@
 #include "shmfilter/snapshot.hpp"
 #include "shmfilter/window.hpp"
 #include "ops/snapshot_io.h"
+#include "load_clock.h"
 #include "test_util.h"
 
 using namespace shmfilter;
@@ -97,24 +98,49 @@ TEST(SnapshotMultiProcess, SaveUnderConcurrentWritersKeepsEveryAcknowledgedOpera
       return 0;
     }));
   }
-  // Wait for progress (not time): every writer past 20,000 ops.
-  for (int w = 0; w < kWriters; ++w)
-    while (acked[w].load(std::memory_order_acquire) < 20'000) usleep(1000);
-  uint64_t mark[kWriters];
-  for (int w = 0; w < kWriters; ++w) mark[w] = acked[w].load(std::memory_order_acquire);
-  SnapshotInfo info;
-  {
-    Segment seg = Segment::open(src.name);
-    info = save(seg, file);
+  // Wait for progress (not time): every writer past 20,000 ops. Bounded: a writer that
+  // exited fails at once, one that makes no progress for 120 uncontended seconds
+  // (tests/support/load_clock.h) fails then.
+  std::string early;
+  for (int w = 0; w < kWriters && early.empty(); ++w) {
+    shmf_test::LoadClock clock;
+    const uint64_t limit = uint64_t(120 * shmf_test::time_scale() * 1e9);
+    while (acked[w].load(std::memory_order_acquire) < 20'000 && early.empty()) {
+      int st = 0;
+      if (waitpid(pids[w], &st, WNOHANG) == pids[w]) {
+        early = "writer " + std::to_string(w) + " ended before 20,000 operations (exit " +
+                std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st)) +
+                "; 3: set full, 4: roaring add failed, 5: cuckoo insert failed)";
+        pids[w] = -1;
+      } else if (clock.now() > limit) {
+        early = "writer " + std::to_string(w) + " did not reach 20,000 operations in 120 uncontended seconds";
+      } else {
+        usleep(1000);
+      }
+    }
   }
-  uint64_t after[kWriters];
-  for (int w = 0; w < kWriters; ++w) after[w] = acked[w].load(std::memory_order_acquire);
-  for (pid_t p : pids) kill(p, SIGKILL);
-  for (pid_t p : pids) wait_status(p);
-  ASSERT_EQ(info.entries.size(), 5u);
+  // The save must overlap the writers' work, or the test proves nothing. One save is short
+  // (milliseconds): on a loaded machine the scheduler may run no writer during it. Then it
+  // is taken again, up to 20 times; the last one is restored and checked.
+  uint64_t mark[kWriters] = {}, after[kWriters] = {};
+  SnapshotInfo info;
   bool concurrent = false;
-  for (int w = 0; w < kWriters; ++w) concurrent = concurrent || after[w] > mark[w];
-  EXPECT_TRUE(concurrent) << "the writers made no progress during the save: the test proved nothing";
+  for (int attempt = 0; attempt < 20 && !concurrent && early.empty(); ++attempt) {
+    for (int w = 0; w < kWriters; ++w) mark[w] = acked[w].load(std::memory_order_acquire);
+    {
+      Segment seg = Segment::open(src.name);
+      info = save(seg, file);
+    }
+    for (int w = 0; w < kWriters; ++w) after[w] = acked[w].load(std::memory_order_acquire);
+    for (int w = 0; w < kWriters; ++w) concurrent = concurrent || after[w] > mark[w];
+  }
+  for (pid_t p : pids)
+    if (p > 0) kill(p, SIGKILL);
+  for (pid_t p : pids)
+    if (p > 0) wait_status(p);
+  ASSERT_EQ(early, "");
+  ASSERT_EQ(info.entries.size(), 5u);
+  EXPECT_TRUE(concurrent) << "the writers made no progress during any of 20 saves: the test proved nothing";
 
   restore(file, dst.name);
   std::remove(file.c_str());

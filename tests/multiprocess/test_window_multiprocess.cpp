@@ -20,6 +20,7 @@
 #include "base/kill_point.h"
 #include "shmfilter/window.hpp"
 #include "structures/window_impl.h"
+#include "load_clock.h"
 #include "test_util.h"
 #include "workload.h"
 
@@ -195,13 +196,19 @@ TEST_P(WindowMP, RotationAtTheBoundaryBySeveralProcessesLosesNothing) {
         orc->allowed[p].store(a + kPerDay, std::memory_order_release);
       }
       // The children mark up to kProcs x kPerDay more, then wait; a child that failed stops marking, so the
-      // wait is bounded (60 s) and its exit status is reported below.
-      for (int waited_ms = 0; waited_ms < 60000; ++waited_ms) {
-        uint64_t now = 0;
+      // wait is bounded (60 uncontended seconds, tests/support/load_clock.h) and fails the test, and the
+      // children's exit statuses are reported below.
+      shmf_test::LoadClock clock;
+      const uint64_t limit = uint64_t(60 * shmf_test::time_scale() * 1e9);
+      uint64_t now = 0;
+      for (;;) {
+        now = 0;
         for (int p = 0; p < kProcs; ++p) now += orc->acked[p].load();
-        if (now >= before + 3000) break;
+        if (now >= before + 3000 || clock.now() > limit) break;
         usleep(1000);
       }
+      EXPECT_GE(now, before + 3000) << "pass " << d << ": the children marked " << now - before
+                                    << " pairs in 60 uncontended seconds, 3000 expected";
       if (d <= 5) orc->now.store(kT0 + d * kDay);
     }
     usleep(20000);

@@ -50,11 +50,19 @@ nginx_conf "$lb" 2 "
     }"
 nginx_start "$lb" "$lb_port"
 
-wrk -t2 -c32 -d3s --timeout 2s -s "$SHMF_SOURCE_DIR/tests/servers/fleet.lua" "http://127.0.0.1:$lb_port" \
-  >"$T_DIR/wrk.out" 2>&1 || fail "wrk failed: $(cat "$T_DIR/wrk.out")"
-cat "$T_DIR/wrk.out"
+# The oracle wants >= 2000 answered requests (about 25,000 in 3 s on an idle machine). A
+# loaded CI machine may serve fewer: then wrk runs again (the same stream: its pairs are
+# "seen" now, which the oracle allows), at most 5 times, instead of failing on speed.
+for run in 1 2 3 4 5; do
+  wrk -t2 -c32 -d3s --timeout 2s -s "$SHMF_SOURCE_DIR/tests/servers/fleet.lua" "http://127.0.0.1:$lb_port" \
+    >"$T_DIR/wrk.out" 2>&1 || fail "wrk failed: $(cat "$T_DIR/wrk.out")"
+  cat "$T_DIR/wrk.out"
+  lines=$(wc -l <"$lb/logs/fleet.log")
+  [[ $lines -ge 2000 ]] && break
+  note "wrk run $run: $lines requests in the balancer's log so far, fewer than 2000: once more"
+done
 master=$(nginx_master "$lb"); kill -QUIT "$master"
-for _ in $(seq 100); do kill -0 "$master" 2>/dev/null || break; sleep 0.05; done
+wait_exit "$master" "the balancer's nginx master, sent QUIT,"
 
 rport=$(free_port)
 redis-server --bind 127.0.0.1 --port "$rport" --save "" --appendonly no --dir "$T_DIR" --daemonize no \

@@ -129,23 +129,33 @@ nginx_start() {
   T_NGINX_PREFIXES+=("$p")
   # by absolute path: the binary upgrade (USR2) re-executes argv[0]
   "$(command -v nginx)" -p "$p" -c "$p/nginx.conf" -e "$p/error.log" || fail "nginx did not start (see $p/error.log)"
-  for _ in $(seq 100); do
+  # bounded: 600 tries ~ 30 s (a loaded CI machine may not run a fresh master for seconds)
+  for _ in $(seq 600); do
     if curl -s -o /dev/null "http://127.0.0.1:$port/" 2>/dev/null; then return 0; fi
     sleep 0.05
   done
-  fail "nginx on port $port did not answer within 5 s"
+  fail "nginx on port $port did not answer within 600 tries (30 s or more)"
 }
 
 nginx_master() { cat "$1/nginx.pid"; }
 nginx_workers() { pgrep -P "$(nginx_master "$1")" -f "nginx: worker process" | sort -n; }
 
-# wait_workers PREFIX N: until the master has N workers (bounded, 10 s).
+# wait_workers PREFIX N: until the master has N workers (bounded, 600 tries ~ 30 s).
 wait_workers() {
-  for _ in $(seq 200); do
+  for _ in $(seq 600); do
     [[ $(nginx_workers "$1" | wc -l) -eq $2 ]] && return 0
     sleep 0.05
   done
   fail "master $(nginx_master "$1") has $(nginx_workers "$1" | wc -l) workers, expected $2"
+}
+
+# wait_exit PID WHAT: until PID is gone (bounded, 600 tries ~ 30 s), else fail naming WHAT.
+wait_exit() {
+  for _ in $(seq 600); do
+    kill -0 "$1" 2>/dev/null || return 0
+    sleep 0.05
+  done
+  fail "$2 (pid $1) still runs 30 s after it was asked to stop"
 }
 
 # expect_eq WHAT GOT WANT

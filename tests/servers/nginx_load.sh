@@ -66,7 +66,7 @@ case $MODE in
     old=$(nginx_master "$p")
     note "binary upgrade under load: USR2 to master $old"
     kill -USR2 "$old"
-    for _ in $(seq 100); do [[ -f $p/nginx.pid.oldbin && -s $p/nginx.pid ]] && break; sleep 0.05; done
+    for _ in $(seq 600); do [[ -f $p/nginx.pid.oldbin && -s $p/nginx.pid ]] && break; sleep 0.05; done
     [[ -f $p/nginx.pid.oldbin ]] || fail "USR2 did not start a new master"
     new=$(nginx_master "$p")
     [[ $new != "$old" ]] || fail "nginx.pid still names the old master"
@@ -96,7 +96,7 @@ esac
 # the log is written after the response: stop nginx first so every line is there
 master=$(nginx_master "$p")
 kill -QUIT "$master"
-for _ in $(seq 100); do kill -0 "$master" 2>/dev/null || break; sleep 0.05; done
+wait_exit "$master" "the nginx master, sent QUIT,"
 grep -v '^9 after' "$p/logs/access.log" >"$T_DIR/stream.log" || true
 if [[ $MODE == kill ]]; then
   "$PY" "$SHMF_SOURCE_DIR/tests/servers/oracle.py" --log "$T_DIR/stream.log" --segment "$seg" --mode killed \

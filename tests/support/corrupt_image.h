@@ -19,6 +19,7 @@
 #include "segment/layout.h"
 #include "shmfilter/error.hpp"
 #include "shmfilter/segment.hpp"
+#include "load_clock.h"
 #include "test_util.h"
 
 namespace shmf_test {
@@ -26,7 +27,9 @@ namespace shmf_test {
 namespace seg_layout = shmfilter::internal;
 
 // A hang detector, not a speed test: every operation the tests bound returns
-// in milliseconds when it works; a child still running after this is stuck.
+// in milliseconds when it works; a child still running after this many
+// uncontended seconds (tests/support/load_clock.h: wall time divided by the
+// CPU contention, x3 under ASan) is stuck.
 constexpr int kBoundSeconds = 20;
 
 // A file-backed segment under /tmp, removed when the test ends.
@@ -82,21 +85,24 @@ struct ImageFile {
 struct Outcome {
   int status = 0;
   bool hung = false;
+  int bound = kBoundSeconds;
   bool ok() const { return !hung && WIFEXITED(status) && WEXITSTATUS(status) == 0; }
   std::string describe() const {
-    if (hung) return "the child hung (still running after " + std::to_string(kBoundSeconds) + " s)";
+    if (hung)
+      return "the child hung (still running after " + std::to_string(bound * time_scale()) +
+             " s uncontended: wall time divided by the CPU contention, tests/support/load_clock.h)";
     if (WIFSIGNALED(status)) return std::string("the child died of signal ") + strsignal(WTERMSIG(status));
     return "the child exited " + std::to_string(WEXITSTATUS(status));
   }
 };
 
-// Runs fn in a forked child bounded by kBoundSeconds. fn returns the exit code;
-// a shmfilter::Error escaping fn is a clean refusal (exit 0).
+// Runs fn in a forked child bounded by `bound` uncontended seconds (the parent
+// SIGKILLs it then: hung). fn returns the exit code; a shmfilter::Error
+// escaping fn is a clean refusal (exit 0).
 inline Outcome in_child(const std::function<int()>& fn, int bound = kBoundSeconds) {
   fflush(nullptr);
   pid_t pid = fork();
   if (pid == 0) {
-    alarm(static_cast<unsigned>(bound));
     int rc = 0;
     try {
       rc = fn();
@@ -111,8 +117,8 @@ inline Outcome in_child(const std::function<int()>& fn, int bound = kBoundSecond
     _exit(rc);
   }
   Outcome o;
-  o.status = wait_status(pid);
-  o.hung = WIFSIGNALED(o.status) && WTERMSIG(o.status) == SIGALRM;
+  o.hung = !wait_child_bounded(pid, bound, o.status);
+  o.bound = bound;
   return o;
 }
 

@@ -38,6 +38,7 @@
 
 #include "base/kill_point.h"
 #include "base/wait_stats.h"
+#include "load_clock.h"  // tests/support: bounds in uncontended seconds (a loaded CI machine is not a hang)
 #include "torture.h"
 
 namespace torture {
@@ -136,7 +137,8 @@ struct Totals {
   uint64_t repairs_needed = 0, shmtool_checks = 0, cuckoo_erased_fp = 0;
   uint64_t size_lags = 0;                         // size counters behind until a repair (see Verdict)
   std::map<std::string, uint64_t> repair_findings;  // what check(true) found, by place
-  double max_stall_s = 0;
+  double max_stall_s = 0;     // uncontended seconds (shmf_test::LoadClock)
+  double max_contention = 1;  // runnable tasks per CPU, the most any round saw
   std::vector<std::string> repaired;  // what check(true) fixed (first few)
   std::vector<std::string> failures;  // every failure, for the report
   uint64_t sweep_points = 0, sweep_reached = 0;
@@ -153,21 +155,14 @@ std::string describe_status(int st) {
   return "status " + std::to_string(st);
 }
 
-// Waits for pid up to timeout_s; on timeout SIGKILLs it and returns false.
-bool wait_bounded(pid_t pid, double timeout_s, int& status) {
-  const uint64_t deadline = now_ns() + uint64_t(timeout_s * 1e9);
-  for (;;) {
-    pid_t r = waitpid(pid, &status, WNOHANG);
-    if (r == pid) return true;
-    if (r < 0 && errno != EINTR) return true;
-    if (now_ns() > deadline) {
-      kill(pid, SIGCONT);
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return false;
-    }
-    usleep(2000);
-  }
+// Waits for pid; it is hung after bound_s uncontended seconds (tests/support/load_clock.h:
+// wall time divided by the CPU contention, times 3 under ASan) without progress: without
+// `beat`, in all; with it, since the last operation it completed. A hung child is SIGKILLed
+// and the answer is false. A loaded machine makes a healthy child slow, never "hung".
+bool wait_bounded(pid_t pid, double bound_s, int& status, const Beat* beat = nullptr) {
+  if (beat == nullptr) return shmf_test::wait_child_bounded(pid, bound_s, status);
+  return shmf_test::wait_child_bounded(pid, bound_s, status,
+                                       [beat] { return beat->ops.load(std::memory_order_relaxed); });  // relaxed: a counter
 }
 
 // ---- verification -------------------------------------------------------------
@@ -275,13 +270,25 @@ void run_round(const Config& cfg, SharedState* sh, uint64_t kill_quota, double d
   };
   for (int wid = 0; wid < cfg.workers; ++wid) start(wid);
 
-  const uint64_t bound_ns = uint64_t(cfg.stall_bound_s * 1e9);
+  // The stall bound is in uncontended seconds (tests/support/load_clock.h): a worker that
+  // waits for a CPU on a loaded machine is slow, not stalled; a stuck one still never
+  // progresses, and any finite bound expires.
+  shmf_test::LoadClock clock;
+  const double scale = shmf_test::time_scale();
+  const uint64_t bound_ns = uint64_t(cfg.stall_bound_s * scale * 1e9);
+  const std::string bound_text = std::to_string(cfg.stall_bound_s * scale) + " s uncontended";
+  // The uncontended length of a wall interval of len_ns that ends now.
+  auto fair_len = [&](uint64_t len_ns) {
+    const uint64_t w = now_ns();
+    const uint64_t f = clock.now();
+    return len_ns >= w ? f : f - clock.at(w - len_ns);
+  };
   // The library's bounded waits, as the workers publish them: a wait longer
   // than the stall bound, or one that gave up at its own bound, fails.
   std::vector<uint64_t> expired_seen(cfg.workers), longest_seen(cfg.workers);
   for (int wid = 0; wid < cfg.workers; ++wid) {
     expired_seen[wid] = sh->beat[wid].waits_expired.load(std::memory_order_acquire);
-    longest_seen[wid] = std::max(bound_ns, sh->beat[wid].longest_wait_ns.load(std::memory_order_acquire));
+    longest_seen[wid] = sh->beat[wid].longest_wait_ns.load(std::memory_order_acquire);
   }
   auto check_waits = [&](int wid) {
     Beat& b = sh->beat[wid];
@@ -294,12 +301,18 @@ void run_round(const Config& cfg, SharedState* sh, uint64_t kill_quota, double d
       expired_seen[wid] = ex;
     }
     const uint64_t lw = b.longest_wait_ns.load(std::memory_order_acquire);  // acquire: longest_site is written
-    tot.max_stall_s = std::max(tot.max_stall_s, double(lw) / 1e9);
     if (lw > longest_seen[wid]) {
-      ++tot.hangs;
-      tot.fail("worker " + std::to_string(wid) + " waited " + std::to_string(double(lw) / 1e9) + " s in " +
-               std::string(b.longest_site, strnlen(b.longest_site, sizeof b.longest_site)) + " (bound " +
-               std::to_string(cfg.stall_bound_s) + " s)");
+      // A new longest wait, which ended moments ago: its uncontended length (the holder it
+      // waited for may itself have waited for a CPU).
+      const uint64_t flw = fair_len(lw);
+      tot.max_stall_s = std::max(tot.max_stall_s, double(flw) / 1e9);
+      if (flw > bound_ns) {
+        ++tot.hangs;
+        tot.fail("worker " + std::to_string(wid) + " waited " + std::to_string(double(lw) / 1e9) + " s (" +
+                 std::to_string(double(flw) / 1e9) + " s uncontended) in " +
+                 std::string(b.longest_site, strnlen(b.longest_site, sizeof b.longest_site)) + " (bound " +
+                 bound_text + ")");
+      }
       longest_seen[wid] = lw;
     }
   };
@@ -327,12 +340,12 @@ void run_round(const Config& cfg, SharedState* sh, uint64_t kill_quota, double d
       check_waits(wid);
       if (p.stopped) continue;
       const uint64_t last = std::max(sh->beat[wid].progress_ns.load(), p.resumed_at);
-      const double gap = now > last ? double(now - last) / 1e9 : 0;
-      tot.max_stall_s = std::max(tot.max_stall_s, gap);
-      if (now > last && now - last > bound_ns) {
+      const uint64_t fgap = now > last ? fair_len(now - last) : 0;
+      tot.max_stall_s = std::max(tot.max_stall_s, double(fgap) / 1e9);
+      if (fgap > bound_ns) {
         ++tot.hangs;
-        tot.fail("worker " + std::to_string(wid) + " made no progress for " + std::to_string(gap) +
-                 " s (bound " + std::to_string(cfg.stall_bound_s) + " s)");
+        tot.fail("worker " + std::to_string(wid) + " made no progress for " + std::to_string(double(now - last) / 1e9) +
+                 " s (" + std::to_string(double(fgap) / 1e9) + " s uncontended; bound " + bound_text + ")");
         kill(p.pid, SIGKILL);
         waitpid(p.pid, &st, 0);
         start(wid);
@@ -364,11 +377,15 @@ void run_round(const Config& cfg, SharedState* sh, uint64_t kill_quota, double d
   for (auto& p : procs)
     if (p.stopped) kill(p.pid, SIGCONT);
   sh->stop.store(1);
+  tot.max_contention = std::max(tot.max_contention, clock.max_factor());
   for (int wid = 0; wid < cfg.workers; ++wid) {
     int st = 0;
-    if (!wait_bounded(procs[wid].pid, cfg.stall_bound_s + 2, st)) {
+    // It finishes the operation it is in (or its start-up: a worker spawned just now
+    // replays its oracle log first) and exits; hung when no operation ends for the bound.
+    if (!wait_bounded(procs[wid].pid, cfg.stall_bound_s + 2, st, &sh->beat[wid])) {
       ++tot.hangs;
-      tot.fail("worker " + std::to_string(wid) + " did not stop within " + std::to_string(cfg.stall_bound_s + 2) + " s");
+      tot.fail("worker " + std::to_string(wid) + " did not stop: no operation ended for " +
+               std::to_string((cfg.stall_bound_s + 2) * scale) + " s uncontended");
     } else if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
       ++tot.crashes;
       tot.fail("worker " + std::to_string(wid) + " ended the round with " + describe_status(st));
@@ -385,7 +402,9 @@ bool run_child(const Config& cfg, SharedState* sh, WorkerPlan plan, std::vector<
   plan.wid = cfg.workers;
   plan.incarnation = ++inc[plan.wid];
   pid_t pid = spawn(cfg, plan, sh);
-  return wait_bounded(pid, 60, status);
+  // Hung: 60 uncontended seconds without completing an operation (an armed child may run
+  // 30,000 operations in all when its point is rare: slow under ASan on a loaded machine).
+  return wait_bounded(pid, 60, status, &sh->beat[plan.wid]);
 }
 
 // Right after a death, before any other process works: the control plane is
@@ -542,7 +561,8 @@ void print_summary(const Config& cfg, const Totals& t, double wall_s) {
     std::printf("{\"ok\":%s,\"segment\":\"%s\",\"seed\":%llu,\"workers\":%d,\"rounds\":%llu,\"wall_s\":%.1f,"
                 "\"kills\":%llu,\"stops\":%llu,\"ops_acknowledged\":%llu,\"ops_unacknowledged\":%llu,"
                 "\"keys_verified\":%llu,\"lost\":%llu,\"resurrected\":%llu,\"inconsistent\":%llu,\"hangs\":%llu,"
-                "\"crashes\":%llu,\"max_stall_s\":%.3f,\"stall_bound_s\":%.1f,\"repairs_needed\":%llu,"
+                "\"crashes\":%llu,\"max_stall_s\":%.3f,\"stall_bound_s\":%.1f,\"time_scale\":%.1f,"
+                "\"max_contention\":%.1f,\"repairs_needed\":%llu,"
                 "\"check_failures\":%llu,\"shmtool_checks\":%llu,\"sweep_points\":%llu,\"sweep_reached\":%llu,"
                 "\"unreached\":[",
                 t.ok() ? "true" : "false", cfg.segment.c_str(), (unsigned long long)cfg.seed, cfg.workers,
@@ -550,7 +570,8 @@ void print_summary(const Config& cfg, const Totals& t, double wall_s) {
                 (unsigned long long)t.ops_acked, (unsigned long long)t.ops_unacked,
                 (unsigned long long)t.keys_verified, (unsigned long long)t.lost, (unsigned long long)t.resurrected,
                 (unsigned long long)t.inconsistent, (unsigned long long)t.hangs, (unsigned long long)t.crashes,
-                t.max_stall_s, cfg.stall_bound_s, (unsigned long long)t.repairs_needed,
+                t.max_stall_s, cfg.stall_bound_s, shmf_test::time_scale(), t.max_contention,
+                (unsigned long long)t.repairs_needed,
                 (unsigned long long)t.check_failures, (unsigned long long)t.shmtool_checks,
                 (unsigned long long)t.sweep_points, (unsigned long long)t.sweep_reached);
     for (size_t i = 0; i < t.unreached.size(); ++i) std::printf("%s\"%s\"", i ? "," : "", t.unreached[i].c_str());
@@ -568,8 +589,10 @@ void print_summary(const Config& cfg, const Totals& t, double wall_s) {
                 (unsigned long long)t.keys_verified);
     std::printf("  acknowledged ops lost %llu, erases undone %llu, inconsistent %llu\n", (unsigned long long)t.lost,
                 (unsigned long long)t.resurrected, (unsigned long long)t.inconsistent);
-    std::printf("  hangs %llu, crashes %llu, max stall %.3f s (bound %.1f s)\n", (unsigned long long)t.hangs,
-                (unsigned long long)t.crashes, t.max_stall_s, cfg.stall_bound_s);
+    std::printf("  hangs %llu, crashes %llu, max stall %.3f s uncontended (bound %.1f s x time scale %.1f;"
+                " contention up to %.1f runnable tasks per CPU)\n",
+                (unsigned long long)t.hangs, (unsigned long long)t.crashes, t.max_stall_s, cfg.stall_bound_s,
+                shmf_test::time_scale(), t.max_contention);
     std::printf("  repairs needed %llu of %llu verifications, checks failing after repair %llu, shmtool checks %llu\n",
                 (unsigned long long)t.repairs_needed, (unsigned long long)(t.rounds + t.sweep_points),
                 (unsigned long long)t.check_failures, (unsigned long long)t.shmtool_checks);

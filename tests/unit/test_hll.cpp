@@ -217,6 +217,14 @@ TEST(Hll, AddersKilledAtRandomLoseNothingAcknowledged) {
       while (true) c.add(keys[rng.below(n)]);  // keep adding until killed
       return 0;
     });
+    // The kill lands 2..22 ms after the child's first acknowledged add (by progress: on a
+    // loaded machine the child may not run for a while; a child that died is reported below).
+    std::atomic_ref<uint64_t> done(*reinterpret_cast<uint64_t*>(seg.base() + progress.offset + 64 * p));
+    auto ended = [pid] {  // without reaping it: wait_status below does
+      siginfo_t si{};
+      return waitid(P_PID, static_cast<id_t>(pid), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == pid;
+    };
+    for (int i = 0; i < 600000 && done.load() == 0 && !ended(); ++i) usleep(100);
     usleep(static_cast<useconds_t>(2000 + rng.below(20000)));
     kill(pid, SIGKILL);
     ASSERT_TRUE(killed_by(wait_status(pid), SIGKILL));

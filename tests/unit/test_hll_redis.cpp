@@ -24,6 +24,7 @@
 
 #include "structures/hll_impl.h"
 #include "shmfilter/hll.hpp"
+#include "load_clock.h"
 #include "test_util.h"
 #include "workload.h"
 
@@ -167,7 +168,11 @@ class RedisServer : public ::testing::Test {
               "no", "--daemonize", "no", static_cast<char*>(nullptr));
         _exit(127);
       }
-      for (int i = 0; i < 250; ++i) {  // up to 5 s
+      // Up to 30 uncontended seconds (tests/support/load_clock.h): redis-server starts in
+      // milliseconds, but a loaded CI machine may not run it for seconds.
+      shmf_test::LoadClock clock;
+      const uint64_t limit = uint64_t(30 * shmf_test::time_scale() * 1e9);
+      while (clock.now() < limit) {
         Resp probe;
         if (probe.connect_to(port_) && probe.cmd({"PING"}).str == "PONG") return;
         int status = 0;
@@ -178,7 +183,7 @@ class RedisServer : public ::testing::Test {
       waitpid(pid_, nullptr, 0);
       pid_ = -1;
     }
-    error_ = "redis-server " + bin + " did not answer PING on 127.0.0.1 (3 ports tried, 5 s each)";
+    error_ = "redis-server " + bin + " did not answer PING on 127.0.0.1 (3 ports tried, 30 uncontended s each)";
   }
   static void TearDownTestSuite() {
     if (pid_ > 0) {
