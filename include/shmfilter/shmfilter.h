@@ -423,6 +423,7 @@ typedef struct shmf_window_stats {
   int32_t today_overflow, today_over_capacity;
   double fp_now_1, fp_bound_1;  /* a query over the current bucket */
   double fp_now_all, fp_bound_all; /* a query over all retention buckets */
+  uint64_t forget_ambiguous;    /* kCuckoo: copies forget removed that may belong to another pair (an upper bound; docs/window.md) */
 } shmf_window_stats;
 
 /* Pure: fills OPTS with the defaults (expected_per_bucket must be set). */

@@ -244,6 +244,7 @@ int shmf_window_stats_get(const shmf_window* w, shmf_window_stats* out) {
     out->inline_allocations = st.inline_allocations;
     out->overflow_failures = st.overflow_failures;
     out->other_marks = st.other_marks;
+    out->forget_ambiguous = st.forget_ambiguous;
     out->one_bucket_error = st.one_bucket_error;
     if (!st.buckets.empty()) {
       out->today_distinct = st.buckets[0].distinct;

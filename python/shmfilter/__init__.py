@@ -171,7 +171,8 @@ class _WindowStats(C.Structure):
                 + [("one_bucket_error", C.c_double)]
                 + [(n, C.c_uint64) for n in ("today_distinct", "today_capacity")]
                 + [(n, C.c_int32) for n in ("today_overflow", "today_over_capacity")]
-                + [(n, C.c_double) for n in ("fp_now_1", "fp_bound_1", "fp_now_all", "fp_bound_all")])
+                + [(n, C.c_double) for n in ("fp_now_1", "fp_bound_1", "fp_now_all", "fp_bound_all")]
+                + [("forget_ambiguous", C.c_uint64)])
 
 
 class _StructInfo(C.Structure):

@@ -195,6 +195,7 @@ def test_window_frequency_cap_over_days(seg, variant):
         assert w.mark_if_unseen(42, "dev-1") is True
         st = w.stats()
         assert st["variant"] == variant and st["retention"] == 7 and st["rotations"] >= 3
+        assert st["forget_ambiguous"] == 0                   # no forget yet
         with pytest.raises(shmfilter.Error) as e:
             w.seen(42, "dev-1", 8)                           # w > retention
         assert e.value.code == shmfilter.EINVAL and "outside [1, 7]" in e.value.message

@@ -103,11 +103,21 @@ TEST(CApiWindow, MarkSeenForgetCountsAndStats) {
   EXPECT_GT(st.memory_bytes, 0u);
   EXPECT_LE(st.fp_bound_1, st.one_bucket_error + 1e-12);
   EXPECT_GE(st.rotations, 2u);
+  EXPECT_EQ(st.forget_ambiguous, 0u) << "forget(7, 5) erased the copy mark_if_unseen(w = 7) made: its own";
   // Another handle of the same window sees the same pairs.
   shmf_window* w2 = nullptr;
   ASSERT_EQ(shmf_window_open(s.seg, "w", &w2), 0);
   ASSERT_EQ(shmf_window_set_now(w2, kT0 + kDay), 0);
   EXPECT_EQ(shmf_window_seen_u64(w2, 9, 1000, 1), 1);
+  // Plain marks on two days: forget erases the newer copy too, where mark() skipped the older
+  // days, and counts it as ambiguous (docs/window.md, forget).
+  EXPECT_EQ(shmf_window_mark_u64(w, 7, 4242), 1);
+  ASSERT_EQ(shmf_window_set_now(w, kT0 + 2 * kDay), 0);
+  EXPECT_EQ(shmf_window_mark_u64(w, 7, 4242), 1);
+  EXPECT_EQ(shmf_window_forget_u64(w, 7, 4242), 1);
+  EXPECT_EQ(shmf_window_seen_u64(w, 7, 4242, 7), 0);
+  ASSERT_EQ(shmf_window_stats_get(w, &st), 0);
+  EXPECT_EQ(st.forget_ambiguous, 1u);
   EXPECT_EQ(shmf_window_drop(s.seg, "w"), 1);
   EXPECT_EQ(shmf_window_mark_u64(w2, 9, 1), -SHMF_EDROPPED);
   EXPECT_EQ(shmf_window_seen_u64(w2, 9, 1, 1), -SHMF_EDROPPED);
