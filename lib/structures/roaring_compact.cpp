@@ -86,9 +86,7 @@ void final_ops(View& v, std::vector<uint32_t>& adds, std::vector<uint32_t>& remo
   // One key per entry: value << 32 | table rank (oldest 0) << 2 | op; sorted,
   // the last key of a value is its newest table's entry.
   std::vector<uint64_t> keys;
-  uint64_t hint = 0;
-  for (uint32_t k = 0; k < nt; ++k) hint += tables[k]->fill.load(std::memory_order_relaxed);  // relaxed: a size hint
-  keys.reserve(hint + 64);
+  keys.reserve(delta_entries_bound(tables, nt) + 64);
   for (uint32_t k = 0; k < nt; ++k)
     delta_for_each(tables[k], [&](uint32_t x, Op op) {
       keys.push_back(uint64_t{x} << 32 | uint64_t{k} << 2 | static_cast<uint64_t>(op));

@@ -334,6 +334,17 @@ inline void delta_for_each(DeltaHeader* d, Fn&& fn) {
   }
 }
 
+// How many entries tables[0..n) can hold, for sizing a fold's buffers: each
+// table's fill (segment bytes: untrusted, and one high per writer killed
+// mid-claim) bounded by its capacity (validated before the table is followed).
+// A corrupt fill of 2^35 made the fold reserve 256 GiB (fuzz_segment, CI).
+inline uint64_t delta_entries_bound(DeltaHeader* const* tables, uint32_t n) noexcept {
+  uint64_t hint = 0;
+  for (uint32_t k = 0; k < n; ++k)
+    hint += std::min<uint64_t>(tables[k]->fill.load(std::memory_order_relaxed), tables[k]->capacity);  // relaxed: a size hint
+  return hint;
+}
+
 inline void delta_init(DeltaHeader* d, uint32_t capacity) noexcept {
   d->magic = kDeltaMagic;
   d->capacity = capacity;

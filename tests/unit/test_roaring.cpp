@@ -513,6 +513,36 @@ TEST(Roaring, CorruptionIsReportedNotFollowed) {
   EXPECT_TRUE(seg.check(true).consistent());
 }
 
+// A delta's fill counter is segment bytes: a corrupt one (found by
+// fuzz_segment in CI: 2^35 made the fold reserve 32 GiB and abort under ASan,
+// std::terminate through the noexcept cardinality() elsewhere) is only a size
+// hint, bounded by the table's validated capacity.
+TEST(Roaring, CorruptDeltaFillIsOnlyAHint) {
+  SegmentGuard g(unique_name("rfill"));
+  Segment seg = Segment::create(g.name, seg_options());
+  RoaringSet s = RoaringSet::create(seg, "c", small_delta());
+  for (uint32_t v = 0; v < 20; ++v) ASSERT_EQ(s.add(v * 3), RoaringStatus::kOk);
+  RegionInfo info = seg.open_region("c", Kind::kRoaring);
+  auto* current = reinterpret_cast<std::atomic<uint64_t>*>(seg.base() + info.offset + 64);
+  auto* sh = reinterpret_cast<const uint64_t*>(seg.base() + current->load());
+  auto* fill = reinterpret_cast<std::atomic<uint64_t>*>(seg.base() + sh[4] + 8);  // DeltaHeader::fill
+  const uint64_t saved = fill->load();
+  ASSERT_GE(saved, 20u) << "the 20 adds are in the head delta, below its link trigger (layout changed?)";
+  for (uint64_t bad : {uint64_t{1} << 35, ~uint64_t{0} - 7}) {
+    SCOPED_TRACE(bad);
+    fill->store(bad);
+    Segment other = Segment::open(g.name);
+    RoaringSet o = RoaringSet::open(other, "c");
+    EXPECT_EQ(o.cardinality(), 20u);
+    EXPECT_TRUE(o.contains(19 * 3));
+    EXPECT_FALSE(o.contains(1));
+  }
+  fill->store(saved);
+  EXPECT_TRUE(s.compact());
+  EXPECT_EQ(s.cardinality(), 20u);
+  EXPECT_TRUE(seg.check(false).consistent());
+}
+
 // A handle inherited across fork() has no reader slot in the child: it must
 // not read unpinned memory, so it answers false / kDropped; a fresh open works.
 TEST(Roaring, InheritedHandleRefusesAfterFork) {

@@ -422,3 +422,21 @@ TEST(RoaringKernels, PinsNeverHideALiveGenerationFromAScan) {
   EXPECT_GT(range_mode, 100) << "the sequence must exercise range mode too";
   EXPECT_LT(range_mode, 19000) << "and exact mode";
 }
+
+// A fold sizes its buffers from the tables' fill counters, which are segment
+// bytes: never more than the tables' validated capacities (a corrupt fill of
+// 2^35 made a fold reserve 256 GiB: fuzz_segment found it in CI).
+TEST(RoaringKernels, DeltaEntriesBoundTrustsOnlyTheCapacity) {
+  std::vector<uint64_t> mem(2 * (delta_bytes(64) + delta_bytes(128)) / 8 + 16, 0);
+  auto* a = reinterpret_cast<DeltaHeader*>(mem.data());
+  auto* b = reinterpret_cast<DeltaHeader*>(reinterpret_cast<std::byte*>(mem.data()) + delta_bytes(64));
+  delta_init(a, 64);
+  delta_init(b, 128);
+  for (uint32_t v = 0; v < 10; ++v) ASSERT_EQ(delta_write(a, v, Op::kAdd, 57), WriteResult::kOk);
+  DeltaHeader* t[2] = {a, b};
+  EXPECT_EQ(delta_entries_bound(t, 2), 10u);
+  a->fill.store(uint64_t{1} << 35);
+  b->fill.store(~uint64_t{0});
+  EXPECT_EQ(delta_entries_bound(t, 2), 64u + 128u);
+  EXPECT_EQ(delta_entries_bound(t, 0), 0u);
+}
