@@ -169,7 +169,15 @@ RoaringStatus RoaringSet::write(uint32_t value, int op_int) noexcept {
   View* view = current_view(local_);
   if (!view) return RoaringStatus::kDropped;
   DeltaHeader* t = nullptr;
-  for (;;) {
+  // Every retry follows somebody's publish or link, so a few suffice; the
+  // bound keeps a corrupt chain (a link that cannot be followed, a cycle of
+  // full tables: fuzz_segment found an add looping forever) from spinning.
+  constexpr int kMaxAttempts = 4096;
+  for (int attempt = 0;; ++attempt) {
+    if (attempt == kMaxAttempts) {
+      internal::note_wait_expired("Roaring write, retrying a delta chain that never took the write");
+      return RoaringStatus::kFull;
+    }
     t = view->tail();
     if (delta_write(t, value, op, delta_limit(t->capacity)) == WriteResult::kFull) {
       if (!make_room(local_, view->snap_off, t)) return RoaringStatus::kFull;
