@@ -321,13 +321,22 @@ inline uint64_t primary_bucket(uint64_t h, uint64_t chunks, uint32_t log2_chunk)
 }
 
 // ---- lanes ----------------------------------------------------------------------
+// kSlots lanes of L bits in the low kSlots * L bits of a W (f = 8: a uint32_t;
+// f = 16: a uint64_t; f = 12, layout 3: the low 48 bits of a uint64_t, the
+// bucket as bucket_load assembles it, bits 48..63 zero). The borrow trick of
+// has() holds for any contiguous equal-width fields.
 template <class W, unsigned L>
 struct Lanes {
   using Word = W;
   static constexpr unsigned kLaneBits = L;
   static constexpr W kLaneMask = static_cast<W>((W{1} << L) - 1);
-  static constexpr W kLo = L == 8 ? static_cast<W>(0x01010101u) : static_cast<W>(0x0001000100010001ull);
+  static constexpr W kLo = [] {
+    W lo = 0;
+    for (unsigned i = 0; i < kSlots; ++i) lo = static_cast<W>(lo | (W{1} << (i * L)));
+    return lo;
+  }();
   static constexpr W kHi = static_cast<W>(kLo << (L - 1));
+  static constexpr W kBucketMask = static_cast<W>(kLo * kLaneMask);  // the kSlots * L bucket bits
   static uint32_t lane(W w, unsigned i) noexcept { return static_cast<uint32_t>((w >> (i * L)) & kLaneMask); }
   static W with(W w, unsigned i, uint32_t fp) noexcept {
     return static_cast<W>((w & ~static_cast<W>(kLaneMask << (i * L))) | (static_cast<W>(fp) << (i * L)));
@@ -352,36 +361,11 @@ struct Lanes {
 using Lanes8 = Lanes<uint32_t, 8>;
 using Lanes16 = Lanes<uint64_t, 16>;
 
-// Layout 3: 4 x 12-bit lanes in the low 48 bits of a uint64_t (the bucket as
-// bucket_load assembles it; bits 48..63 are 0). The same lane operations; the
-// borrow trick holds for any contiguous equal-width fields.
-struct Lanes12 {
-  using Word = uint64_t;
-  static constexpr unsigned kLaneBits = 12;
-  static constexpr uint64_t kLaneMask = 0xfff;
-  static constexpr uint64_t kBucketMask = (uint64_t{1} << 48) - 1;
-  static constexpr uint64_t kLo = 0x001001001001ull;
-  static constexpr uint64_t kHi = kLo << 11;
-  static uint32_t lane(uint64_t w, unsigned i) noexcept { return static_cast<uint32_t>((w >> (i * 12)) & kLaneMask); }
-  static uint64_t with(uint64_t w, unsigned i, uint32_t fp) noexcept {
-    return (w & ~(kLaneMask << (i * 12))) | (uint64_t{fp} << (i * 12));
-  }
-  static bool has(uint64_t w, uint32_t fp) noexcept {
-    uint64_t x = w ^ (kLo * fp);
-    return ((x - kLo) & ~x & kHi) != 0;
-  }
-  static int find(uint64_t w, uint32_t fp) noexcept {
-    for (unsigned i = 0; i < kSlots; ++i)
-      if (lane(w, i) == fp) return static_cast<int>(i);
-    return -1;
-  }
-  static int empty_lane(uint64_t w) noexcept { return find(w, 0); }
-  static uint32_t count(uint64_t w, uint32_t fp) noexcept {
-    uint32_t n = 0;
-    for (unsigned i = 0; i < kSlots; ++i) n += lane(w, i) == fp;
-    return n;
-  }
-};
+using Lanes12 = Lanes<uint64_t, 12>;  // layout 3 (packed: see bucket_load)
+static_assert(Lanes12::kLo == 0x001001001001ull && Lanes12::kBucketMask == (uint64_t{1} << 48) - 1);
+static_assert(Lanes16::kLo == 0x0001000100010001ull && Lanes16::kBucketMask == ~uint64_t{0});
+static_assert(Lanes8::kLo == 0x01010101u && Lanes8::kBucketMask == 0xffffffffu);
+
 template <class LT>
 inline constexpr bool kPackedLanes = false;
 template <>
