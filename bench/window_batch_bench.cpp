@@ -1,7 +1,10 @@
 // bench/window_batch_bench.cpp: the kBloom window's batched read over one bucket
 // (seen_many w = 1) beside a plain Bloom filter's contains_many of the same size, with the
 // cache state controlled (window_bench measures them after its other sections):
-//   window_batch_bench [PAIRS (default 3e7)] [--in-cache]
+//   window_batch_bench [PAIRS (default 3e7)] [--in-cache] [--error-window W (default 1)]
+//   --error-window W: size the window for its error at w = W (window_bench uses the default,
+//   W = retention = 7: a lower per-table error, so more bits and probes per table; the plain
+//   filter always gets the same bits and k as one window table)
 // Default: one window table and one plain filter of PAIRS keys each, a 512 MiB sweep before
 // every phase (the L3 holds neither), fresh absent keys in every phase, 3 rounds of the two
 // phases alternated. --in-cache: no sweep, the same 2e5 queries 10 times per phase (use a
@@ -32,9 +35,12 @@ uint64_t mix(uint64_t x) {
 int main(int argc, char** argv) {
   uint64_t n = 30000000;
   bool in_cache = false;
+  uint32_t error_window = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--in-cache") == 0)
       in_cache = true;
+    else if (std::strcmp(argv[i], "--error-window") == 0 && i + 1 < argc)
+      error_window = static_cast<uint32_t>(std::strtoul(argv[++i], nullptr, 10));
     else
       n = static_cast<uint64_t>(std::strtod(argv[i], nullptr));
   }
@@ -48,7 +54,7 @@ int main(int argc, char** argv) {
   WindowOptions o;
   o.expected_per_bucket = n;
   o.error = 0.01;
-  o.error_window = 1;
+  o.error_window = error_window;
   o.seed = 1;
   Window w = Window::create(seg, "w", o);
   w.set_now(1764547200);
@@ -99,8 +105,10 @@ int main(int argc, char** argv) {
     std::sort(t.begin(), t.end());
     return std::make_pair(t[t.size() / 2], t[t.size() / 10]);
   };
-  std::printf("# window_batch_bench: %llu pairs, %s\n", static_cast<unsigned long long>(n),
-              in_cache ? "in cache (no sweep, same queries)" : "L3 swept before every phase, fresh keys");
+  std::printf("# window_batch_bench: %llu pairs, %s, error sized for w = %u (per-table error %.4f%%, k = %u)\n",
+              static_cast<unsigned long long>(n),
+              in_cache ? "in cache (no sweep, same queries)" : "L3 swept before every phase, fresh keys", error_window,
+              100 * Window::plan(o).main_error, b.stats().k);
   for (int r = 0; r < 3; ++r) {
     auto p = phase(false);
     auto x = phase(true);
