@@ -7,6 +7,13 @@
 #   ./scripts/bench.sh              # the full run (several minutes; mission sizes)
 #   QUICK=1 ./scripts/bench.sh      # small sizes, to check that everything runs
 #   OUT=/tmp/r.md ./scripts/bench.sh  # write elsewhere
+#   LATENCY_ARGS="--out-factor 2" ./scripts/bench.sh   # override one bench's arguments
+#   ASSEMBLE_ONLY=1 ./scripts/bench.sh  # run nothing: keep the generated tables of the last
+#                                       # full run and re-append bench/results/*.md (after
+#                                       # editing one structure's section)
+#
+# Each structure's own bench writes its section to bench/results/<structure>.md (with
+# its command, machine and load); edit those, never the assembled bench/RESULTS.md.
 #
 # Absolute times vary on shared machines; every comparison that matters is
 # also printed as a ratio measured within one run (Redis vs ours, in-cache vs
@@ -18,6 +25,37 @@ JOBS=${JOBS:-2}
 BUILD_DIR=${BUILD_DIR:-build/bench}
 OUT=${OUT:-bench/RESULTS.md}
 QUICK=${QUICK:-0}
+ASSEMBLE_ONLY=${ASSEMBLE_ONLY:-0}
+
+# The per-structure sections, appended after the generated tables.
+append_parts() {
+  shopt -s nullglob
+  local parts=(bench/results/*.md)
+  [ ${#parts[@]} -gt 0 ] || return 0
+  {
+    echo
+    echo "# Per-structure results"
+    echo
+    echo "Each section below is bench/results/<structure>.md, written by that structure's own benchmark"
+    echo "(bench/<structure>_bench.cpp) with its own command, date and machine load."
+    for f in "${parts[@]}"; do
+      echo
+      echo "<!-- $f -->"
+      # Top-level headings become second-level ones (outside code blocks only).
+      awk '/^```/ {fence = !fence} !fence && /^# / {sub(/^# /, "## ")} {print}' "$f"
+    done
+  } >>"$OUT.new"
+}
+
+if [ "$ASSEMBLE_ONLY" = 1 ]; then
+  [ -f "$OUT" ] || { echo "bench.sh: ASSEMBLE_ONLY=1 needs an existing $OUT (run the full bench once)" >&2; exit 2; }
+  # Everything above the first per-structure section is the last full run's output.
+  awk '/^# Per-structure results$/ {exit} {print}' "$OUT" | sed -e :a -e '/^\n*$/{$d;N;ba' -e '}' >"$OUT.new"
+  append_parts
+  mv "$OUT.new" "$OUT"
+  echo "re-assembled $OUT from its generated tables and bench/results/*.md" >&2
+  exit 0
+fi
 
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release -DSHMFILTER_KILL_POINTS=OFF \
   -DSHMFILTER_BUILD_TESTS=OFF -DSHMFILTER_BUILD_BENCHMARKS=ON >/dev/null
@@ -25,15 +63,15 @@ cmake --build "$BUILD_DIR" -j"$JOBS" --target latency_bench scaling_bench memory
 
 B="$BUILD_DIR/bench"
 if [ "$QUICK" = 1 ]; then
-  LATENCY_ARGS="--quick"
-  SCALING_ARGS="--n 1e6 --seconds 0.5"
-  MEMORY_ARGS="--scale 0.01"
-  REDIS_ARGS="--n 2e5 --samples 5000"
+  LATENCY_ARGS=${LATENCY_ARGS:-"--quick"}
+  SCALING_ARGS=${SCALING_ARGS:-"--n 1e6 --seconds 0.5"}
+  MEMORY_ARGS=${MEMORY_ARGS:-"--scale 0.01"}
+  REDIS_ARGS=${REDIS_ARGS:-"--n 2e5 --samples 5000"}
 else
-  LATENCY_ARGS=""
-  SCALING_ARGS="--n 1e7 --seconds 1"
-  MEMORY_ARGS="--scale 1"
-  REDIS_ARGS="--n 1e7 --samples 64000"
+  LATENCY_ARGS=${LATENCY_ARGS:-""}
+  SCALING_ARGS=${SCALING_ARGS:-"--n 1e7 --seconds 1"}
+  MEMORY_ARGS=${MEMORY_ARGS:-"--scale 1"}
+  REDIS_ARGS=${REDIS_ARGS:-"--n 1e7 --samples 64000"}
 fi
 
 tmp=$(mktemp)
@@ -100,22 +138,6 @@ section "Redis side by side" \
   "One run, same keys, same machine: a redis-server started by the bench on a loopback port, a hiredis client, vs the same operations on the shared segment." \
   "$B/redis_compare_bench" $REDIS_ARGS
 
-shopt -s nullglob
-parts=(bench/results/*.md)
-if [ ${#parts[@]} -gt 0 ]; then
-  {
-    echo
-    echo "# Per-structure results"
-    echo
-    echo "Each section below is bench/results/<structure>.md, written by that structure's own benchmark"
-    echo "(bench/<structure>_bench.cpp) with its own command and date."
-    for f in "${parts[@]}"; do
-      echo
-      echo "<!-- $f -->"
-      # Top-level headings become second-level ones (outside code blocks only).
-      awk '/^```/ {fence = !fence} !fence && /^# / {sub(/^# /, "## ")} {print}' "$f"
-    done
-  } >>"$OUT.new"
-fi
+append_parts
 mv "$OUT.new" "$OUT"
 echo "wrote $OUT" >&2
