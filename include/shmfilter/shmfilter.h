@@ -444,7 +444,7 @@ int shmf_window_mark_u64(shmf_window *w, uint64_t space, uint64_t item);
 int shmf_window_seen(const shmf_window *w, uint64_t space, const void *item, size_t len, uint32_t window);
 int shmf_window_seen_u64(const shmf_window *w, uint64_t space, uint64_t item, uint32_t window);
 /* Any process: 0 if the pair is in the last WINDOW buckets, else marks it and returns 1.
- * Cuckoo: exactly one of racing callers gets 1 (except across a rotation, counted);
+ * Cuckoo: exactly one of racing callers gets 1, across a rotation too (their windows overlapping);
  * bloom: racing callers may both get 1, counted in racing_marks. */
 int shmf_window_mark_if_unseen(shmf_window *w, uint64_t space, const void *item, size_t len, uint32_t window);
 int shmf_window_mark_if_unseen_u64(shmf_window *w, uint64_t space, uint64_t item, uint32_t window);

@@ -31,8 +31,11 @@
 //
 // mark_if_unseen answers kNew or kSeen in one call. kCuckoo: exactly one of
 // racing callers with the same pair gets kNew (insert_unique under the
-// bucket table's writer lock), except callers straddling a rotation, which
-// are counted (stats().rotation_races). kBloom: kNew iff this call set at
+// bucket table's writer lock), also when a rotation falls between them and
+// their windows overlap: an older bucket's table is sealed (takes no more
+// inserts; an insert there is redone in the newer bucket) before a caller of
+// a newer bucket trusts its check of it (docs/window.md "Answers and race
+// bounds"; stats().rotation_races stays 0). kBloom: kNew iff this call set at
 // least one bit; two callers racing on one new pair may BOTH get kNew;
 // stats().racing_marks counts such answers (an upper bound on the double
 // counts). Per-space "new" counters count kNew answers exactly.
@@ -87,7 +90,8 @@ enum class WindowStatus : uint8_t {
   kAbsent = 3,       // forget: in no bucket of the window
   kFull = 4,         // kCuckoo: the bucket table and its overflow are full; nothing stored
   kUnsupported = 5,  // forget on the insert-only kBloom variant
-  kDropped = 6,      // the window was dropped, or a bucket table could not be allocated (kNoSpace)
+  kDropped = 6,      // the window was dropped, or a bucket table could not be allocated (kNoSpace), or (kCuckoo)
+                     // 16 buckets rotated in during one write call (each refusing its insert: see kTableSealed)
 };
 std::string_view window_status_name(WindowStatus s) noexcept;
 
@@ -118,7 +122,8 @@ struct WindowStats {
   uint64_t other_marks = 0;      // kNew answers counted in the "other" row (spaces past max_spaces), all buckets
   uint64_t rotations = 0;
   uint64_t racing_marks = 0;     // kBloom: kNew answers that lost a race on one of their bits
-  uint64_t rotation_races = 0;   // kCuckoo: kNew answers whose pair a racing caller also got kNew for across a rotation
+  uint64_t rotation_races = 0;   // kept for compatibility: 0 (kCuckoo tables are sealed, so no two racing callers
+                                 // get kNew across a rotation; a segment written by an older build may hold its count)
   uint64_t inline_allocations = 0;  // tables the data plane had to allocate (no maintain() in time)
   uint64_t overflow_failures = 0;   // overflow tables that could not be allocated
   uint64_t forget_ambiguous = 0;    // kCuckoo: copies forget removed that may belong to another pair (an upper

@@ -76,7 +76,7 @@ constexpr Family kFamilies[] = {
     {"shmfilter_window_spaces", "gauge", "Spaces (plans) with their own counter row."},
     {"shmfilter_window_rotations_total", "counter", "Bucket rotations by the clock."},
     {"shmfilter_window_racing_marks_total", "counter", "Bloom variant: new answers that lost a race on one of their bits."},
-    {"shmfilter_window_rotation_races_total", "counter", "Cuckoo variant: new answers given twice across a rotation."},
+    {"shmfilter_window_rotation_races_total", "counter", "Cuckoo variant: new answers given twice across a rotation (0 since the day tables are sealed)."},
     {"shmfilter_window_inline_allocations_total", "counter", "Bucket tables the data plane allocated (maintain() was late)."},
     {"shmfilter_window_overflow_failures_total", "counter", "Overflow tables that could not be allocated."},
     {"shmfilter_window_forget_ambiguous_total", "counter", "Cuckoo variant: copies forget removed that may belong to another pair (an upper bound)."},

@@ -454,17 +454,27 @@ inline bool contains_locked(std::byte* base, Header* h, const KeyHash& k) noexce
   return false;
 }
 
-enum class Status : uint8_t { kInserted = 0, kExists = 1, kFull = 2, kDropped = 3 };
+// kRefused: the caller's gate (see insert) said no under the lock; nothing was stored. Only
+// callers that pass a gate see it (the Window's day tables); the Cuckoo handle passes none.
+enum class Status : uint8_t { kInserted = 0, kExists = 1, kFull = 2, kDropped = 3, kRefused = 4 };
 
 // Adds a sub-filter (lock held). Returns false if not allowed or out of space.
 using ExpandFn = bool (*)(void* ctx, Header* h);
+// Decides, with the writer lock held and before anything is read or stored, whether this insert
+// may go ahead (false: insert answers kRefused). It may store what its owner protects with this
+// lock (the Window seals a day table from here). Must not take the lock again.
+using GateFn = bool (*)(void* ctx, Header* h);
 
-// The whole insert: lock, (unique test), newest sub-filter, expansion, unlock.
+// The whole insert: lock, (gate), (unique test), newest sub-filter, expansion, unlock.
 template <class LT>
 inline Status insert(std::byte* base, Header* h, const KeyHash& k, bool unique, const Liveness& lv,
-                     ExpandFn expand, void* expand_ctx) noexcept {
+                     ExpandFn expand, void* expand_ctx, GateFn gate = nullptr, void* gate_ctx = nullptr) noexcept {
   lock<LT>(base, h, lv);
   SHMF_KILL_POINT("cuckoo.insert.locked");
+  if (gate != nullptr && !gate(gate_ctx, h)) {
+    unlock(h);
+    return Status::kRefused;
+  }
   if (unique && contains_locked<LT>(base, h, k)) {
     unlock(h);
     return Status::kExists;

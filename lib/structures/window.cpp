@@ -61,7 +61,7 @@ TableHead* WindowOps::current(const Window& w, int64_t& e_out) noexcept {
     if (TableHead* t = table_for(w.base_, h, e)) {
       // A claimer killed before its epoch CAS left the tag claimed: raise it for it, so
       // handles whose clocks are behind still find what we mark here.
-      if (h->epoch.load(std::memory_order_relaxed) < static_cast<uint64_t>(e) + 1)  // relaxed: raise_epoch decides
+      if (h->epoch.load(std::memory_order_seq_cst) < static_cast<uint64_t>(e) + 1)  // seq_cst: the rotation order
         raise_epoch(h, static_cast<uint64_t>(e) + 1);
       e_out = e;
       return t;
@@ -128,23 +128,50 @@ WindowStatus WindowOps::cuckoo_mark_in(const Window& w, TableHead* t, int64_t e,
     t->flags.fetch_and(~wi::kTableAllChecked, std::memory_order_relaxed);  // relaxed: forget reads it after our ack
   ck::Header* ch = cuckoo_of(t, h);
   ExpandCtx ctx{&w, t};
+  GateCtx gate{h, t, e};
   auto st = ck::insert<LT>(w.base_, ch, ck::split_hash(hv, h->k_main), /*unique=*/true, liveness_of(w.seg_),
-                           &WindowOps::cuckoo_expand, &ctx);
+                           &WindowOps::cuckoo_expand, &ctx, &WindowOps::insert_gate, &gate);
+  if (st == ck::Status::kRefused) return kRetryNewer;  // sealed: a newer bucket exists
   if (st == ck::Status::kExists) return WindowStatus::kSeen;
   if (st != ck::Status::kInserted) return WindowStatus::kFull;
-  // The insert before the epoch load: a caller of a newer bucket that checked ours before our
-  // insert landed raised (or acquired) the epoch first, so we see it moved (straggled()).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  const uint64_t g = h->epoch.load(std::memory_order_relaxed);  // relaxed: after the fence
-  if (g > static_cast<uint64_t>(e) + 1) straggled(w, e, g);
   count_new(w, t, space);
   return WindowStatus::kNew;
 }
-void WindowOps::straggled(const Window& w, int64_t e, uint64_t g) noexcept {
-  WindowHeader* h = hdr(w);
-  for (int64_t x = e + 1; x < static_cast<int64_t>(g - 1) + 1 && x <= e + static_cast<int64_t>(h->retention); ++x)
-    if (TableHead* n = table_for(w.base_, h, x); n && (table_flags(n) & wi::kTableAllChecked))
-      n->flags.fetch_and(~wi::kTableAllChecked, std::memory_order_relaxed);  // relaxed: see cuckoo_mark_in
+// Under the table's writer lock, before the insert reads or stores anything. The epoch past e
+// means a newer bucket was claimed: a mark_if_unseen there may already have checked this table
+// lock-free, or found it unclaimed, so an insert here could be invisible to it. Refuse and seal
+// (every later locker refuses too; a caller of a newer bucket that acquires the bit sees every
+// insert accepted before it). seq_cst: the rotation order (raise_epoch), for the case where the
+// newer caller found this bucket's slot unclaimed and never locks this table.
+bool WindowOps::insert_gate(void* ctx, ck::Header*) noexcept {
+  auto* g = static_cast<GateCtx*>(ctx);
+  if (g->h->epoch.load(std::memory_order_seq_cst) <= static_cast<uint64_t>(g->e) + 1) return true;
+  if ((g->t->flags.load(std::memory_order_relaxed) & wi::kTableSealed) == 0)  // relaxed: we hold the writer lock
+    g->t->flags.fetch_or(wi::kTableSealed, std::memory_order_release);       // release: see kTableSealed
+  return false;
+}
+template <class LT>
+bool WindowOps::seal(const Window& w, TableHead* t) noexcept {
+  const ck::Liveness lv = liveness_of(w.seg_);
+  if (lv.token() == 0) return false;  // a handle inherited across fork(): no token to lock with
+  ck::Header* ch = cuckoo_of(t, hdr(w));
+  ck::lock<LT>(w.base_, ch, lv);  // the bounded wait with liveness takeover of every cuckoo writer
+  SHMF_KILL_POINT("window.seal.locked");
+  // release: every insert accepted before (by an earlier holder of this lock, acquired above)
+  // happens-before whatever a caller that acquires the bit reads next; every later holder sees it.
+  t->flags.fetch_or(wi::kTableSealed, std::memory_order_release);
+  ck::unlock(ch);
+  return true;
+}
+bool WindowOps::seal_older(const Window& w, TableHead* const* ts, uint32_t win) noexcept {
+  const bool lanes8 = hdr(w)->k_main <= 8;
+  for (uint32_t i = 1; i < win; ++i) {
+    TableHead* t = ts[i];
+    // acquire: pairs with the sealer's release fetch_or (the fast path: one load of a read-mostly line).
+    if (t == nullptr || (t->flags.load(std::memory_order_acquire) & wi::kTableSealed) != 0) continue;
+    if (!(lanes8 ? seal<ck::Lanes8>(w, t) : seal<ck::Lanes16>(w, t))) return false;
+  }
+  return true;
 }
 template <class LT>
 bool WindowOps::cuckoo_has(const Window& w, TableHead* t, uint64_t hv) noexcept {
@@ -224,10 +251,15 @@ bool WindowOps::seen_h(const Window& w, uint64_t hv, uint32_t win) noexcept {
 }
 
 WindowStatus WindowOps::mark_h(const Window& w, uint64_t space, uint64_t hv) noexcept {
-  int64_t e;
-  TableHead* t = current(w, e);
-  if (t == nullptr) return WindowStatus::kDropped;
-  return mark_in(w, t, e, /*checked=*/false, space, hv, wi::masks_of(hv, hdr(w)->k_main));
+  const wi::Masks mm = wi::masks_of(hv, hdr(w)->k_main);
+  for (int attempt = 0; attempt < kMaxSealRetries; ++attempt) {
+    int64_t e;
+    TableHead* t = current(w, e);
+    if (t == nullptr) return WindowStatus::kDropped;
+    const WindowStatus st = mark_in(w, t, e, /*checked=*/false, space, hv, mm);
+    if (st != kRetryNewer) return st;  // refused: a newer bucket exists, redo there
+  }
+  return WindowStatus::kDropped;
 }
 
 // ts[0] is the writer's current table of bucket e.
@@ -238,18 +270,12 @@ WindowStatus WindowOps::mark_if_unseen_in(const Window& w, TableHead* const* ts,
     for (uint32_t i = 0; i < win; ++i)
       if (ts[i]) prefetch(w, ts[i], hv);
   wi::Masks mm = wi::masks_of(hv, h->k_main);
+  // kCuckoo: the older tables take no more inserts before we trust our lock-free checks of them
+  // (exactly one of racing callers answers kNew, across rotations too: docs/window.md).
+  if (h->variant == wi::kVariantCuckoo && win > 1 && !seal_older(w, ts, win)) return WindowStatus::kDropped;
   for (uint32_t i = 1; i < win; ++i)
     if (ts[i] && has(w, ts[i], hv, mm)) return WindowStatus::kSeen;
-  WindowStatus st = mark_in(w, ts[0], e, /*checked=*/win == h->retention, space, hv, mm);
-  if (st == WindowStatus::kNew && h->variant == wi::kVariantCuckoo) {
-    // A caller that saw the next bucket checked ours before we inserted: it may have answered kNew too.
-    uint64_t g = h->epoch.load(std::memory_order_acquire);  // acquire: pairs with raise_epoch
-    if (g > static_cast<uint64_t>(e) + 1) {
-      TableHead* next = table_for(w.base_, h, static_cast<int64_t>(g - 1));
-      if (next && has(w, next, hv, mm)) h->rotation_races.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistic
-    }
-  }
-  return st;
+  return mark_in(w, ts[0], e, /*checked=*/win == h->retention, space, hv, mm);  // kRetryNewer: the caller redoes it
 }
 bool WindowOps::writer_tables(const Window& w, uint32_t win, TableHead** ts, int64_t& e) noexcept {
   TableHead* cur = current(w, e);
@@ -261,9 +287,13 @@ bool WindowOps::writer_tables(const Window& w, uint32_t win, TableHead** ts, int
 WindowStatus WindowOps::mark_if_unseen_h(const Window& w, uint64_t space, uint64_t hv, uint32_t win) noexcept {
   win = clamp_w(w, win);
   TableHead* ts[wi::kMaxRetention];
-  int64_t e;
-  if (!writer_tables(w, win, ts, e)) return WindowStatus::kDropped;
-  return mark_if_unseen_in(w, ts, e, win, space, hv, false);
+  for (int attempt = 0; attempt < kMaxSealRetries; ++attempt) {
+    int64_t e;
+    if (!writer_tables(w, win, ts, e)) return WindowStatus::kDropped;
+    const WindowStatus st = mark_if_unseen_in(w, ts, e, win, space, hv, false);
+    if (st != kRetryNewer) return st;  // refused: a newer bucket exists, redo the whole question there
+  }
+  return WindowStatus::kDropped;
 }
 
 // forget (docs/window.md "forget"): a cuckoo table cannot tell the pair's own copy from a
@@ -426,6 +456,7 @@ size_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const uint6
     WindowStatus st = ts ? WindowOps::mark_in(*this, ts[0], e, /*checked=*/false, spaces[i], hv,
                                               wi::masks_of(hv, WindowOps::hdr(*this)->k_main))
                          : WindowStatus::kDropped;
+    if (st == kRetryNewer) st = WindowOps::mark_h(*this, spaces[i], hv);  // the round's bucket was sealed
     if (want) out[i] = st;
     return st == WindowStatus::kNew;
   });
@@ -442,6 +473,7 @@ size_t Window::mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<c
   const uint32_t win = WindowOps::clamp_w(*this, w);
   return WindowOps::batch(*this, spaces, items, win, true, [&](size_t i, uint64_t hv, TableHead* const* ts, int64_t e) -> size_t {
     WindowStatus st = ts ? WindowOps::mark_if_unseen_in(*this, ts, e, win, spaces[i], hv, true) : WindowStatus::kDropped;
+    if (st == kRetryNewer) st = WindowOps::mark_if_unseen_h(*this, spaces[i], hv, win);  // the round's bucket was sealed
     if (want) out[i] = st;
     return st == WindowStatus::kNew;
   });

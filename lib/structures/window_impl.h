@@ -70,7 +70,15 @@ enum : uint32_t { kVariantBloom = 0, kVariantCuckoo = 1 };
 // this table AND in an older table of the window (its inserts saw the older tables), which
 // is what lets forget() tell a pair's own copy from a collider's (docs/window.md "forget").
 // A table written by an older build reads 0: treated as unchecked (forget erases there).
-enum : uint32_t { kTableOverflowFailed = 1u, kTableAllChecked = 2u };
+// kTableSealed (kCuckoo): this table takes no more inserts, because a newer bucket exists.
+// Set (release fetch_or) only by a holder of the table's cuckoo writer lock: by an insert that
+// found, under that lock, the header epoch past this bucket (it then retries in the newer
+// bucket), or by a mark_if_unseen of a newer bucket whose window covers this one, before it
+// trusts its lock-free check of this table (docs/window.md "Answers and race bounds"). Never
+// cleared while the table lives; a recycled table starts without it (start_table / alloc_table
+// write flags whole), a restored one too (snapshot_window.cpp keeps only kTableOverflowFailed).
+// An older build ignores the bit (it neither sets nor reads it): no misreading, no version bump.
+enum : uint32_t { kTableOverflowFailed = 1u, kTableAllChecked = 2u, kTableSealed = 4u };
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared counters must be lock-free across processes");
 
@@ -106,7 +114,8 @@ struct alignas(64) WindowHeader {
   // ---- line 3: statistics, relaxed RMWs by any process; only grow.
   alignas(64) std::atomic<uint64_t> rotations;           // slot-tag claims won
   std::atomic<uint64_t> racing_marks;                    // kBloom: kNew answers whose fetch_or lost a race
-  std::atomic<uint64_t> rotation_races;                  // kCuckoo: kNew answers that straddled a rotation
+  std::atomic<uint64_t> rotation_races;                  // kCuckoo: kNew answers that straddled a rotation. Kept
+                                                         // for the format; 0 since tables are sealed (nothing writes it)
   std::atomic<uint64_t> inline_allocations;              // tables allocated by data-plane callers
   std::atomic<uint64_t> overflow_failures;               // overflow allocations that failed (kNoSpace)
   std::atomic<uint32_t> spaces_claimed;                  // key rows claimed (may pass max_spaces by the
@@ -150,7 +159,9 @@ struct alignas(64) TableHead {
   uint32_t reserved0;             // zero
   std::atomic<uint32_t> main_full;  // 0 -> 1 (sticky) by any caller who sums the stripes >= capacity; relaxed
   std::atomic<uint32_t> flags;      // kTableOverflowFailed (fetch_or relaxed, any process); kTableAllChecked
-                                    // (alloc: set; then only cleared, by a relaxed fetch_and, see the enum)
+                                    // (alloc: set; then only cleared, by a relaxed fetch_and, see the enum);
+                                    // kTableSealed (kCuckoo: release fetch_or under the table's cuckoo writer
+                                    // lock only; read with acquire outside it, relaxed under it; see the enum)
   std::atomic<uint64_t> overflow;   // overflow extent offset, 0 none. Release store by the allocator AFTER its
                                     // transaction committed (never logged: a rollback must not unpublish it)
   uint64_t pending_overflow;        // logged store in the allocating transaction: the extent exists even if its

@@ -44,6 +44,12 @@ constexpr size_t kBatch = 16;            // pairs in flight per prefetch round
 constexpr uint32_t kMaxPath = 5;
 constexpr uint64_t kPrepareChunk = 4ull << 20;  // bytes a spare's preparation zeroes per lock hold (~1 ms)
 constexpr uint64_t kMapAhead = 1ull << 20;       // bytes of the next spare a process maps per quiescent point
+// kCuckoo: an insert refused because its bucket is sealed (a newer bucket exists) is redone in
+// the newer bucket; each refusal means a rotation happened during the call, so this bound is
+// reached only if kMaxSealRetries buckets rotate in during one call (the call answers kDropped).
+constexpr int kMaxSealRetries = 16;
+// Internal answer of mark_in (never returned to a caller): refused, redo at the current bucket.
+constexpr WindowStatus kRetryNewer = static_cast<WindowStatus>(0xff);
 
 inline int64_t system_now() noexcept {
   struct timespec ts;
@@ -83,18 +89,27 @@ inline TableHead* table_for(std::byte* base, WindowHeader* h, int64_t e) noexcep
   if (e < 0) return nullptr;
   BucketSlot& s = wi::slot_table(h)[static_cast<uint64_t>(e) % h->slots];
   const uint64_t want = static_cast<uint64_t>(e) + 1;
-  // acquire: the claimed tag makes the table (initialised before the slot named it) visible.
-  if (s.tag.load(std::memory_order_acquire) != want) return nullptr;
+  // seq_cst (includes acquire): the claimed tag makes the table (initialised before the slot
+  // named it) visible; and the rotation order (see raise_epoch).
+  if (s.tag.load(std::memory_order_seq_cst) != want) return nullptr;
   uint64_t off = std::atomic_ref<uint64_t>(s.table).load(std::memory_order_relaxed);  // relaxed: re-checked below
   std::atomic_thread_fence(std::memory_order_acquire);  // orders the table load before the tag re-check
   if (s.tag.load(std::memory_order_relaxed) != want || off == 0) return nullptr;  // relaxed: after the fence
   return reinterpret_cast<TableHead*>(base + off);
 }
 
+// seq_cst (here, in table_for's tag load, in read_epoch / current()'s epoch loads, in the tag
+// claims of window_rotation.cpp and in the kCuckoo insert gate's epoch load): the "rotation
+// order". A mark_if_unseen of bucket E' that read or raised the epoch to E' + 1 and then found
+// an older bucket E's slot unclaimed, and an insert into E whose gate (under E's lock) then
+// loads the epoch, cannot both miss each other: the insert sees the epoch past E and retries in
+// a newer bucket (docs/window.md "Answers and race bounds"). Free on x86 (plain loads; the RMWs
+// are locked instructions either way).
 inline void raise_epoch(WindowHeader* h, uint64_t v) noexcept {
-  uint64_t cur = h->epoch.load(std::memory_order_relaxed);  // relaxed: the CAS below decides
-  // release: the claimed slot (tag stored before) is visible to whoever acquires the epoch.
-  while (cur < v && !h->epoch.compare_exchange_weak(cur, v, std::memory_order_release, std::memory_order_relaxed)) {
+  uint64_t cur = h->epoch.load(std::memory_order_seq_cst);  // seq_cst: the rotation order (the CAS decides)
+  // seq_cst: the rotation order; it includes release: the claimed slot (tag stored before) is
+  // visible to whoever acquires the epoch.
+  while (cur < v && !h->epoch.compare_exchange_weak(cur, v, std::memory_order_seq_cst, std::memory_order_seq_cst)) {
   }
 }
 
@@ -165,7 +180,7 @@ struct WindowOps {
   static int64_t read_epoch(const Window& w) noexcept {
     WindowHeader* h = hdr(w);
     int64_t e = w.bucket_of(w.now());
-    uint64_t g = h->epoch.load(std::memory_order_acquire);  // acquire: pairs with raise_epoch
+    uint64_t g = h->epoch.load(std::memory_order_seq_cst);  // seq_cst: pairs with raise_epoch; the rotation order
     if (g > 0 && static_cast<int64_t>(g - 1) > e) e = static_cast<int64_t>(g - 1);
     return e;
   }
@@ -221,9 +236,22 @@ struct WindowOps {
   template <class LT>
   static WindowStatus cuckoo_mark_in(const Window& w, TableHead* t, int64_t e, bool checked, uint64_t space,
                                      uint64_t hv) noexcept;
-  // After an insert into bucket e that found the epoch at g > e + 1: the tables of e + 1 .. g - 1
-  // may hold copies whose inserts checked bucket e before ours; they lose kTableAllChecked.
-  static void straggled(const Window& w, int64_t e, uint64_t g) noexcept;
+  // The gate of every kCuckoo insert into the table of bucket e (called under its writer lock):
+  // refuses (and seals the table) once the header epoch is past e; see kTableSealed.
+  struct GateCtx {
+    WindowHeader* h;
+    TableHead* t;
+    int64_t e;
+  };
+  static bool insert_gate(void* ctx, ck::Header* ch) noexcept;
+  // Before a mark_if_unseen of bucket e trusts its lock-free checks of the older tables
+  // ts[1..win): each is sealed (acquire load of its flags; else this caller seals it under its
+  // writer lock). A bucket found empty needs nothing: an insert that claims it later finds the
+  // epoch past it in its gate (the rotation order, see raise_epoch) and retries.
+  // False: this process has no owner token (a handle inherited across fork) and cannot seal.
+  static bool seal_older(const Window& w, TableHead* const* ts, uint32_t win) noexcept;
+  template <class LT>
+  static bool seal(const Window& w, TableHead* t) noexcept;
   template <class LT>
   static bool cuckoo_has(const Window& w, TableHead* t, uint64_t hv) noexcept;
   template <class LT>

@@ -212,8 +212,9 @@ bool WindowOps::advance(const Window& w, int64_t e) noexcept {
     return true;
   }
   if (t == 0) {
-    // acq_rel: acquire the fresh table; release our claim to whoever reads the tag.
-    if (s.tag.compare_exchange_strong(t, want, std::memory_order_acq_rel, std::memory_order_acquire)) {
+    // seq_cst (includes acq_rel: acquire the fresh table; release our claim to whoever reads the
+    // tag): the rotation order (window_ops.h raise_epoch).
+    if (s.tag.compare_exchange_strong(t, want, std::memory_order_seq_cst, std::memory_order_seq_cst)) {
       h->rotations.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistic
       SHMF_KILL_POINT("window.rotate.after_claim");
       raise_epoch(h, want);
@@ -245,7 +246,8 @@ bool WindowOps::advance(const Window& w, int64_t e) noexcept {
       // under the lock) cannot take it between our preparation and our claim. A CAS, not
       // a logged store: lock-free rotators may claim too, and a claim is never undone.
       uint64_t zero = 0;
-      if (s.tag.compare_exchange_strong(zero, want, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+      // seq_cst: as the lock-free claim above (the rotation order).
+      if (s.tag.compare_exchange_strong(zero, want, std::memory_order_seq_cst, std::memory_order_relaxed)) {
         h->rotations.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistic
         claimed = true;
       }

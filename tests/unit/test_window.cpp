@@ -195,6 +195,56 @@ TEST(Window, ForgetOnCuckooRemovesFromEveryBucket) {
   expect_check_clean(f.seg);
 }
 
+// kCuckoo sealing (docs/window.md "Answers and race bounds"): a mark_if_unseen of a newer
+// bucket seals the older tables of its window (they take no more inserts) and nothing else:
+// not the current table, not tables outside its window, not on w = 1 or plain marks; forget
+// still erases in a sealed table, and a table recycled for a later bucket starts unsealed.
+TEST(Window, MarkIfUnseenSealsTheOlderTablesOfItsWindowOnly) {
+  Fixture f("wseal");
+  Window w = Window::create(f.seg, "w", opts(WindowVariant::kCuckoo, 1000));
+  namespace wi = shmfilter::internal::window;
+  auto* h = reinterpret_cast<wi::WindowHeader*>(f.seg.base() + f.seg.find("w")->offset);
+  auto sealed = [&](int d) {
+    const wi::BucketSlot& sl = wi::slot_table(h)[static_cast<uint64_t>(w.bucket_of(kT0 + d * kDay)) % h->slots];
+    EXPECT_EQ(sl.tag.load(), static_cast<uint64_t>(w.bucket_of(kT0 + d * kDay)) + 1) << "day " << d << " not live";
+    auto* t = reinterpret_cast<wi::TableHead*>(f.seg.base() + sl.table);
+    return (t->flags.load() & wi::kTableSealed) != 0;
+  };
+  for (int d = 0; d < 4; ++d) {
+    w.set_now(kT0 + d * kDay);
+    for (uint64_t i = 0; i < 100; ++i) ASSERT_EQ(w.mark(7, d * 1000 + i), WindowStatus::kNew);
+  }
+  for (int d = 0; d < 4; ++d) EXPECT_FALSE(sealed(d)) << "plain marks seal nothing, day " << d;
+  EXPECT_EQ(w.mark_if_unseen(7, uint64_t{5000}, 1), WindowStatus::kNew);
+  for (int d = 0; d < 4; ++d) EXPECT_FALSE(sealed(d)) << "w = 1 checks no older table, day " << d;
+  EXPECT_EQ(w.mark_if_unseen(7, uint64_t{2005}, 2), WindowStatus::kSeen);  // day 2 is in day 3's w = 2 window
+  EXPECT_EQ(w.mark_if_unseen(7, uint64_t{5001}, 2), WindowStatus::kNew);
+  EXPECT_TRUE(sealed(2)) << "the older table of a w = 2 window";
+  EXPECT_FALSE(sealed(1)) << "outside the w = 2 window";
+  EXPECT_FALSE(sealed(3)) << "the current table";
+  EXPECT_EQ(w.mark_if_unseen(7, uint64_t{5002}, 7), WindowStatus::kNew);
+  for (int d = 0; d < 3; ++d) EXPECT_TRUE(sealed(d)) << "day " << d;
+  EXPECT_FALSE(sealed(3));
+  // The answers over the sealed tables are unchanged; forget erases there.
+  for (int d = 0; d < 4; ++d)
+    for (uint64_t i = 0; i < 100; ++i) ASSERT_TRUE(w.seen(7, d * 1000 + i, 7)) << d << " " << i;
+  EXPECT_EQ(w.forget(7, uint64_t{1007}), WindowStatus::kRemoved);
+  EXPECT_FALSE(w.seen(7, uint64_t{1007}, 7));
+  EXPECT_EQ(w.mark_if_unseen(7, uint64_t{1007}, 7), WindowStatus::kNew);  // new again, in today's table
+  EXPECT_TRUE(w.seen(7, uint64_t{1007}, 1));
+  // Day 8 lands on day 0's slot (8 slots): the table prepared for it is a fresh one, unsealed,
+  // and takes inserts; days 1..7 of its window were sealed by the first w = 7 question there.
+  w.set_now(kT0 + 8 * kDay);
+  w.maintain();
+  EXPECT_EQ(w.mark_if_unseen(7, uint64_t{8000}, 1), WindowStatus::kNew);
+  EXPECT_FALSE(sealed(8));
+  EXPECT_EQ(w.mark_if_unseen(7, uint64_t{8001}, 7), WindowStatus::kNew);
+  EXPECT_FALSE(sealed(8));
+  EXPECT_TRUE(sealed(3));
+  EXPECT_EQ(w.stats().rotation_races, 0u);
+  expect_check_clean(f.seg);
+}
+
 // Day tables of different sizes do not nest: the window's cuckoo tables take the bucket
 // from the low bits of the hash, so a pair that collides with another (same fingerprint,
 // same two buckets) in a LARGER table also collides in a smaller one, but not the other way
