@@ -91,7 +91,8 @@ enum class WindowStatus : uint8_t {
   kFull = 4,         // kCuckoo: the bucket table and its overflow are full; nothing stored
   kUnsupported = 5,  // forget on the insert-only kBloom variant
   kDropped = 6,      // the window was dropped, or a bucket table could not be allocated (kNoSpace), or (kCuckoo)
-                     // 16 buckets rotated in during one write call (each refusing its insert: see kTableSealed)
+                     // 16 buckets rotated in during one write call (each refusing its insert: see kTableSealed),
+                     // or (kCuckoo writes) a handle inherited across fork(): reopen the segment in the child
 };
 std::string_view window_status_name(WindowStatus s) noexcept;
 

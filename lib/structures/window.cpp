@@ -123,6 +123,10 @@ template <class LT>
 WindowStatus WindowOps::cuckoo_mark_in(const Window& w, TableHead* t, int64_t e, bool checked, uint64_t space,
                                        uint64_t hv) noexcept {
   WindowHeader* h = hdr(w);
+  // A handle inherited across fork(): its token is the parent's (0 here), so the table's writer
+  // lock would be taken with no owner of our own (a CAS of 0 to 0: not held at all, and insert
+  // exactly-once would be gone). The Cuckoo handle answers kDropped there too; reopen the segment.
+  if (w.seg_.owner_token() == 0) return WindowStatus::kDropped;
   // Before the insert (a caller killed after it leaves the flag clear: the safe side for forget).
   if (!checked && (table_flags(t) & wi::kTableAllChecked))
     t->flags.fetch_and(~wi::kTableAllChecked, std::memory_order_relaxed);  // relaxed: forget reads it after our ack
@@ -309,6 +313,7 @@ WindowStatus WindowOps::mark_if_unseen_h(const Window& w, uint64_t space, uint64
 WindowStatus WindowOps::forget_h(const Window& w, uint64_t hv) noexcept {
   WindowHeader* h = hdr(w);
   if (h->variant != wi::kVariantCuckoo) return WindowStatus::kUnsupported;
+  if (w.seg_.owner_token() == 0) return WindowStatus::kDropped;  // inherited across fork(): as cuckoo_mark_in
   const int64_t e = read_epoch(w);
   const ck::Liveness lv = liveness_of(w.seg_);
   const ck::KeyHash kh = ck::split_hash(hv, h->k_main);

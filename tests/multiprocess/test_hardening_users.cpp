@@ -306,6 +306,37 @@ TEST(HardeningFork, WritersRefuseThroughHandlesInheritedAcrossFork) {
   EXPECT_EQ(c.insert(uint64_t{4}), CuckooStatus::kInserted);  // the parent's handles are unaffected
 }
 
+TEST(HardeningFork, DeletableWindowWritersRefuseThroughHandlesInheritedAcrossFork) {
+  ImageFile img;
+  Segment seg = Segment::create("img", img.options());
+  WindowOptions wo;
+  wo.variant = WindowVariant::kCuckoo;
+  wo.expected_per_bucket = 1000;
+  wo.seed = 9;
+  Window w = Window::create(seg, "w", wo);
+  w.set_now(1764547200);
+  ASSERT_EQ(w.mark_if_unseen(7, uint64_t{1}, 7), WindowStatus::kNew);
+  // The child's marks would take a day table's writer lock with no token of its own: two
+  // racing children could then both answer kNew for one pair.
+  Outcome o = in_child([&] {
+    if (w.mark_if_unseen(7, uint64_t{2}, 7) != WindowStatus::kDropped) return 40;
+    if (w.mark(7, uint64_t{3}) != WindowStatus::kDropped) return 41;
+    if (w.forget(7, uint64_t{1}) != WindowStatus::kDropped) return 42;
+    if (!w.seen(7, uint64_t{1}, 7)) return 43;  // reads need no token
+    Segment mine = img.open();
+    Window own = Window::open(mine, "w");
+    own.set_now(1764547200);
+    if (own.mark_if_unseen(7, uint64_t{4}, 7) != WindowStatus::kNew) return 44;
+    return 0;
+  });
+  EXPECT_TRUE(o.ok()) << o.describe();
+  EXPECT_FALSE(w.seen(7, uint64_t{2}, 7));
+  EXPECT_FALSE(w.seen(7, uint64_t{3}, 7));
+  EXPECT_TRUE(w.seen(7, uint64_t{1}, 7));  // the child's forget removed nothing
+  EXPECT_TRUE(w.seen(7, uint64_t{4}, 7));
+  EXPECT_EQ(w.mark_if_unseen(7, uint64_t{5}, 7), WindowStatus::kNew);  // the parent's handle is unaffected
+}
+
 }  // namespace
 
 // Sharing with a group after creation (chgrp + chmod 0660, docs/nginx.md): the
