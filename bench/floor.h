@@ -45,6 +45,8 @@ struct Floor {
   uint64_t bytes = 0;
   double dep_p50 = 0, dep_p99 = 0, dep_mean = 0;  // bracketed single dependent reads (ns)
   double pair_p50 = 0;                            // bracketed: a dependent read plus one independent line in parallel
+  uint32_t group = 0;                             // measure_floor's `group` (0: not measured)
+  double group_p50 = 0;                           // bracketed: a dependent read plus group - 1 independent lines in parallel
   double chase_ns = 0;                            // long chase: ns per read (median of 512-read chunks)
   double indep_ns = 0;                            // independent reads: ns per read (median of 512-read chunks)
 };
@@ -54,7 +56,10 @@ struct Floor {
 // and the independent pass each do max(samples, 1e6) reads.
 // huge: madvise(MADV_HUGEPAGE) on the buffer, as a segment opened with huge_pages
 // (effective only where shmem_enabled allows it: docs/huge-pages.md).
-inline Floor measure_floor(const Clock& clk, uint64_t bytes, uint64_t samples, uint64_t seed, bool huge = false) {
+// group >= 2: also the cost of `group` unrelated lines issued together (the w lines of a
+// window query over w buckets, prefetched before any is read): group_p50.
+inline Floor measure_floor(const Clock& clk, uint64_t bytes, uint64_t samples, uint64_t seed, bool huge = false,
+                           uint32_t group = 0) {
   constexpr uint64_t kLine = 64;
   const uint64_t lines = std::max<uint64_t>(bytes / kLine, 64);
   const uint64_t len = lines * kLine;
@@ -115,6 +120,27 @@ inline Floor measure_floor(const Clock& clk, uint64_t bytes, uint64_t samples, u
     }
     keep(sum);
     f.pair_p50 = s2.pct(0.5);
+  }
+  if (group >= 2) {  // the dependent chase plus group - 1 random lines, all issued together
+    const uint64_t extra = group - 1;
+    std::vector<uint32_t> other(samples * extra);
+    Rng rng(seed + 3);
+    for (auto& x : other) x = static_cast<uint32_t>(rng.below(lines));
+    Samples s3;
+    s3.reserve(samples);
+    uint64_t sum = 0;
+    for (uint64_t j = 0; j < samples; ++j) {
+      const uint32_t* o = &other[j * extra];
+      const uint64_t t0 = clk.now();
+      const uint64_t a = *static_cast<volatile uint64_t*>(&w[cur * kStride]);
+      for (uint64_t i = 0; i < extra; ++i) sum += *static_cast<volatile uint64_t*>(&w[static_cast<uint64_t>(o[i]) * kStride]);
+      cur = a;
+      const uint64_t t1 = clk.now();
+      s3.add(clk.ns_of(t0, t1));
+    }
+    keep(sum);
+    f.group = group;
+    f.group_p50 = s3.pct(0.5);
   }
   // Long chase and independent reads: timed in chunks of kChunk reads; the
   // median chunk gives the per-read time, so a preemption (a loaded, shared

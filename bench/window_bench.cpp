@@ -53,6 +53,7 @@
 #include "shmfilter/window.hpp"
 #include "structures/bloom_impl.h"
 #include "structures/window_impl.h"
+#include "floor.h"
 #include "timed.h"
 #include "workload.h"
 
@@ -370,6 +371,19 @@ int main(int argc, char** argv) {
               w1.p50 / pl.p50, w1.mean / pl.mean, w7.p50 / w1.p50, w7.mean / w1.mean, naive.p50 / w1.p50,
               naive.mean / w1.mean, mi_seen.p50 / w7.p50, mi_seen.mean / w7.mean);
   if (o.interleaved) std::printf("; interleaved w=7 / w=1 = %.2f (%.2f)", il7.p50 / il1.p50, il7.mean / il1.mean);
+  {
+    // The machine's floor in the same run (bench/floor.h), bracketed like the rows above: one
+    // dependent random line of a /dev/shm buffer the size of one day's table (what seen w=1
+    // cannot beat), and 7 unrelated lines issued together over 7 tables' bytes (what w=7
+    // cannot beat: its 7 lines are prefetched before any is read).
+    const uint64_t tb = st.buckets[0].bytes;
+    const shmf_bench::Floor f1 = shmf_bench::measure_floor(clock, tb, o.queries, 31);
+    const shmf_bench::Floor f7 = shmf_bench::measure_floor(clock, 7 * tb, o.queries, 37, false, 7);
+    std::printf("\n\nfloor (same run, p50): one dependent line over %.1f MiB %.1f ns; 7 lines at once over %.1f MiB %.1f ns "
+                "(%.2fx one line). seen w=1 = %.2fx its floor, w=7 = %.2fx its floor; the floors' own w=7/w=1 ratio is %.2f",
+                mib(f1.bytes), f1.dep_p50, mib(f7.bytes), f7.group_p50, f7.group_p50 / f1.dep_p50, w1.p50 / f1.dep_p50,
+                w7.p50 / f7.group_p50, f7.group_p50 / f1.dep_p50);
+  }
   std::printf("\n\n## Batched (16 pairs in flight with prefetch)\n\n");
   {
     std::vector<uint64_t> qs(o.queries), qi(o.queries), q2(o.queries), q3(o.queries);
