@@ -39,10 +39,10 @@ std::vector<uint32_t> random_ids(uint64_t n, uint64_t seed) {
   roaring_bitmap_t* b = roaring_bitmap_create();
   std::mt19937_64 rng(seed);
   std::vector<uint32_t> batch;
-  while (roaring_bitmap_get_cardinality(b) < n) {
+  for (uint64_t have = 0; have < n; have = roaring_bitmap_get_cardinality(b)) {
     batch.clear();
-    for (uint64_t i = 0; i < std::min<uint64_t>(1 << 16, n - roaring_bitmap_get_cardinality(b)); ++i)
-      batch.push_back(static_cast<uint32_t>(rng()));
+    const uint64_t want = std::min<uint64_t>(1 << 16, n - have);
+    for (uint64_t i = 0; i < want; ++i) batch.push_back(static_cast<uint32_t>(rng()));
     roaring_bitmap_add_many(b, batch.size(), batch.data());
   }
   std::vector<uint32_t> v(roaring_bitmap_get_cardinality(b));
