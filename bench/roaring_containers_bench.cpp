@@ -12,6 +12,8 @@
 //   BM_*_ContainsOutOfCache/N: dependent random lookups (each query depends
 //     on the previous answer, so misses do not overlap) over a set of N ids:
 //     CRoaring's frozen view, layout 3's per-view index, layout 4's table.
+//   BM_*_ContainsBatched16OutOfCache/N: blocks of 16 independent lookups with
+//     two prefetch stages (contains_many's shape), per query.
 #include <benchmark/benchmark.h>
 #include <roaring/roaring.h>
 
@@ -179,7 +181,7 @@ void BM_L3_IndexContainsOutOfCache(benchmark::State& st) {
   benchmark::DoNotOptimize(q);
   roaring_bitmap_free(s.view);
 }
-BENCHMARK(BM_L3_IndexContainsOutOfCache)->Arg(30000000);
+BENCHMARK(BM_L3_IndexContainsOutOfCache)->Arg(30000000)->Arg(120000000);
 
 void BM_L4_TableContainsOutOfCache(benchmark::State& st) {
   auto ids = random_ids(static_cast<uint64_t>(st.range(0)), 3);
@@ -191,7 +193,54 @@ void BM_L4_TableContainsOutOfCache(benchmark::State& st) {
   }
   benchmark::DoNotOptimize(q);
 }
-BENCHMARK(BM_L4_TableContainsOutOfCache)->Arg(30000000);
+BENCHMARK(BM_L4_TableContainsOutOfCache)->Arg(30000000)->Arg(120000000);
+
+// Batched lookups in blocks of 16 independent random queries (contains_many's
+// shape): prefetch the 16 index/table words, then the 16 container lines,
+// then answer. Time per query.
+template <class Word, class Probe, class Answer>
+void batched(benchmark::State& st, Word word, Probe probe, Answer answer) {
+  uint32_t q[16];
+  uint64_t w[16];
+  uint32_t seed = 1, hits = 0;
+  for (auto _ : st) {
+    for (int i = 0; i < 16; ++i) {
+      seed = next_query(seed, false);
+      q[i] = seed;
+      __builtin_prefetch(word(q[i], true));
+    }
+    for (int i = 0; i < 16; ++i) {
+      w[i] = *static_cast<const uint64_t*>(word(q[i], false));
+      if (w[i] != 0) __builtin_prefetch(probe(w[i], q[i]));
+    }
+    for (int i = 0; i < 16; ++i) hits += w[i] != 0 && answer(w[i], q[i]);
+  }
+  benchmark::DoNotOptimize(hits);
+  st.SetItemsProcessed(static_cast<int64_t>(st.iterations()) * 16);
+}
+
+void BM_L3_IndexContainsBatched16OutOfCache(benchmark::State& st) {
+  auto ids = random_ids(static_cast<uint64_t>(st.range(0)), 3);
+  L3Snap s = l3_snapshot(ids);
+  auto idx = r3::build_index(s.view, reinterpret_cast<const char*>(s.buf->p), s.bytes);
+  const char* fz = reinterpret_cast<const char*>(s.buf->p);
+  batched(
+      st, [&](uint32_t v, bool) -> const void* { return &idx[v >> 16]; },
+      [&](uint64_t w, uint32_t v) { return r3::index_probe_address(fz, w, static_cast<uint16_t>(v)); },
+      [&](uint64_t w, uint32_t v) { return r3::index_contains(fz, w, v); });
+  roaring_bitmap_free(s.view);
+}
+BENCHMARK(BM_L3_IndexContainsBatched16OutOfCache)->Arg(30000000);
+
+void BM_L4_TableContainsBatched16OutOfCache(benchmark::State& st) {
+  auto ids = random_ids(static_cast<uint64_t>(st.range(0)), 3);
+  L4Snap s = l4_snapshot(ids);
+  batched(
+      st, [&](uint32_t v, bool) -> const void* { return &s.t.words[v >> 16]; },
+      [&](uint64_t w, uint32_t v) { return c4::container_probe_address(s.seg->p, w, static_cast<uint16_t>(v)); },
+      [&](uint64_t w, uint32_t v) { return c4::container_contains(s.seg->p, w, static_cast<uint16_t>(v)); });
+}
+BENCHMARK(BM_L4_TableContainsBatched16OutOfCache)->Arg(30000000);
 
 }  // namespace
 

@@ -20,9 +20,12 @@ void low_values(const std::byte* base, uint64_t w, std::vector<uint16_t>& out) {
   const std::byte* p = base + cw_off(w);
   const uint32_t n = cw_count(w);
   switch (cw_type(w)) {
-    case kArray:
-      for (uint32_t i = 0; i < n; ++i) out.push_back(load16(p + 2 * i));
+    case kArray: {
+      const size_t at = out.size();
+      out.resize(at + n);
+      std::memcpy(out.data() + at, p, uint64_t{n} * 2);
       break;
+    }
     case kBitmap:
       for (uint32_t i = 0; i < kBitmapBytes / 8; ++i) {
         uint64_t word;
@@ -252,12 +255,15 @@ void build_incremental(Built& b, const std::byte* base, const Table& old, const 
       const uint16_t low = static_cast<uint16_t>(ops[oi] >> 1);
       const bool rm = ops[oi] & 1;
       ++oi;
-      while (ci < cur.size() && cur[ci] < low) next.push_back(cur[ci++]);
+      // The old values below `low`, copied as one block (an op touches a few of ~2,000).
+      const size_t to = static_cast<size_t>(std::lower_bound(cur.begin() + static_cast<std::ptrdiff_t>(ci), cur.end(), low) - cur.begin());
+      next.insert(next.end(), cur.begin() + static_cast<std::ptrdiff_t>(ci), cur.begin() + static_cast<std::ptrdiff_t>(to));
+      ci = to;
       const bool had = ci < cur.size() && cur[ci] == low;
       if (had) ++ci;
       if (!rm) next.push_back(low);
     }
-    while (ci < cur.size()) next.push_back(cur[ci++]);
+    next.insert(next.end(), cur.begin() + static_cast<std::ptrdiff_t>(ci), cur.end());
     card += static_cast<int64_t>(next.size()) - static_cast<int64_t>(cur.size());
     if (w != 0) {
       int k = pack_of(dir, by_off, cw_off(w), cw_bytes(w));
