@@ -334,6 +334,7 @@ void table_image(const Built& b, std::byte* out) noexcept {
     return;
   }
   const uint64_t kb = (uint64_t{n} * 2 + 7) & ~uint64_t{7};
+  if (n == 0) return;  // an empty table has no bytes (and memcpy from an empty vector's null is UB)
   std::memset(out, 0, kb);
   std::memcpy(out, b.keys.data(), uint64_t{n} * 2);
   std::memcpy(out + kb, b.words.data(), uint64_t{n} * 8);
