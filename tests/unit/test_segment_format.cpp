@@ -3,6 +3,7 @@
 // here from a good segment (no binary test data in the repository).
 #include <gtest/gtest.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -150,6 +151,38 @@ TEST(SegmentFormat, CorruptOffsetsAndSizes) {
     patch(g.name, c.offset, &c.value, c.width);
     EXPECT_EQ(open_error(g.name), ErrorCode::kCorrupt) << "field at " << c.offset;
   }
+}
+
+// Open descriptors of this process (/proc/self/fd, less opendir's own).
+static int open_fds() {
+  int n = -3;  // ".", ".." and the directory's own descriptor
+  DIR* d = opendir("/proc/self/fd");
+  if (d == nullptr) return -1;
+  while (readdir(d) != nullptr) ++n;
+  closedir(d);
+  return n;
+}
+
+// A refused open closes what it opened: before, every refusal after the open(2) (a corrupt
+// header, a foreign segment) leaked the segment's descriptor, so a long-lived process that
+// probes segments (a sidecar, shmtool in a loop, the fuzzer) ran out of descriptors.
+TEST(SegmentFormat, RefusedOpensCloseTheirDescriptors) {
+  SegmentGuard corrupt(unique_name("fdcorrupt")), foreign(unique_name("fdbswap")), garbage(unique_name("fdrand"));
+  make_good(corrupt.name);
+  const uint64_t bad = 1ull << 50;
+  patch(corrupt.name, offsetof(internal::Header, directory_offset), &bad, 8);
+  make_good(foreign.name);
+  const uint64_t m = __builtin_bswap64(internal::kMagic);
+  patch(foreign.name, 0, &m, sizeof m);
+  write_file(shm_path(garbage.name), std::string(8192, 'x'));
+  const int before = open_fds();
+  ASSERT_GE(before, 0);
+  for (int i = 0; i < 50; ++i) {
+    EXPECT_EQ(open_error(corrupt.name), ErrorCode::kCorrupt);
+    EXPECT_EQ(open_error(foreign.name), ErrorCode::kForeignByteOrder);
+    EXPECT_EQ(open_error(garbage.name), ErrorCode::kNotASegment);
+  }
+  EXPECT_EQ(open_fds(), before) << "descriptors leaked by 150 refused opens";
 }
 
 TEST(SegmentFormat, NotARegularFileAndMissing) {
