@@ -100,34 +100,14 @@ inline Floor measure_floor(const Clock& clk, uint64_t bytes, uint64_t samples, u
   f.dep_p50 = s.pct(0.5);
   f.dep_p99 = s.pct(0.99);
   f.dep_mean = s.mean();
-  // Two lines per step, issued together (a cuckoo lookup's two buckets): the
-  // dependent chase plus one random line whose address is known up front.
-  {
-    std::vector<uint32_t> other(samples);
-    Rng rng(seed + 2);
+  // The dependent chase plus `extra` random lines whose addresses are known up front, all
+  // issued together (bracketed like a single-key operation): p50 ns.
+  auto together = [&](uint64_t extra, uint64_t rng_seed) {
+    std::vector<uint32_t> other(samples * extra);
+    Rng rng(rng_seed);
     for (auto& x : other) x = static_cast<uint32_t>(rng.below(lines));
     Samples s2;
     s2.reserve(samples);
-    uint64_t sum = 0;
-    for (uint64_t j = 0; j < samples; ++j) {
-      const uint64_t t0 = clk.now();
-      const uint64_t a = *static_cast<volatile uint64_t*>(&w[cur * kStride]);
-      const uint64_t b = *static_cast<volatile uint64_t*>(&w[static_cast<uint64_t>(other[j]) * kStride]);
-      cur = a;
-      sum += b;
-      const uint64_t t1 = clk.now();
-      s2.add(clk.ns_of(t0, t1));
-    }
-    keep(sum);
-    f.pair_p50 = s2.pct(0.5);
-  }
-  if (group >= 2) {  // the dependent chase plus group - 1 random lines, all issued together
-    const uint64_t extra = group - 1;
-    std::vector<uint32_t> other(samples * extra);
-    Rng rng(seed + 3);
-    for (auto& x : other) x = static_cast<uint32_t>(rng.below(lines));
-    Samples s3;
-    s3.reserve(samples);
     uint64_t sum = 0;
     for (uint64_t j = 0; j < samples; ++j) {
       const uint32_t* o = &other[j * extra];
@@ -136,11 +116,15 @@ inline Floor measure_floor(const Clock& clk, uint64_t bytes, uint64_t samples, u
       for (uint64_t i = 0; i < extra; ++i) sum += *static_cast<volatile uint64_t*>(&w[static_cast<uint64_t>(o[i]) * kStride]);
       cur = a;
       const uint64_t t1 = clk.now();
-      s3.add(clk.ns_of(t0, t1));
+      s2.add(clk.ns_of(t0, t1));
     }
     keep(sum);
+    return s2.pct(0.5);
+  };
+  f.pair_p50 = together(1, seed + 2);  // a cuckoo lookup's two buckets
+  if (group >= 2) {                    // a window query's w lines
     f.group = group;
-    f.group_p50 = s3.pct(0.5);
+    f.group_p50 = together(group - 1, seed + 3);
   }
   // Long chase and independent reads: timed in chunks of kChunk reads; the
   // median chunk gives the per-read time, so a preemption (a loaded, shared

@@ -37,6 +37,8 @@
 #include <string>
 #include <vector>
 
+#include "structures/roaring_search.h"
+
 namespace shmfilter::internal::roaring::c4 {
 
 // ---- container words ------------------------------------------------------------
@@ -91,43 +93,8 @@ inline bool container_contains(const std::byte* base, uint64_t w, uint16_t low) 
       std::memcpy(&word, p + (low >> 6) * 8, 8);
       return (word >> (low & 63)) & 1;
     }
-    case kArray: {
-      // Interpolation guess (values of hashed ids are near uniform in a chunk),
-      // then a lower bound in a +-32 window, else binary search of the rest.
-      const uint16_t* a = reinterpret_cast<const uint16_t*>(p);
-      int32_t g = static_cast<int32_t>((uint32_t{low} * n) >> 16);
-      int32_t lo = g - 32 < 0 ? 0 : g - 32;
-      int32_t hi = g + 32 > static_cast<int32_t>(n) ? static_cast<int32_t>(n) : g + 32;
-      if (a[lo] > low) {
-        hi = lo;
-        lo = 0;
-      } else if (a[hi - 1] < low) {
-        lo = hi;
-        hi = static_cast<int32_t>(n);
-      }
-      while (lo < hi) {
-        int32_t mid = lo + (hi - lo) / 2;
-        if (a[mid] < low)
-          lo = mid + 1;
-        else
-          hi = mid;
-      }
-      return lo < static_cast<int32_t>(n) && a[lo] == low;
-    }
-    case kRun: {
-      const uint16_t* r = reinterpret_cast<const uint16_t*>(p);
-      int32_t lo = 0, hi = static_cast<int32_t>(n) - 1, found = -1;
-      while (lo <= hi) {
-        int32_t mid = (lo + hi) / 2;
-        if (r[2 * mid] <= low) {
-          found = mid;
-          lo = mid + 1;
-        } else {
-          hi = mid - 1;
-        }
-      }
-      return found >= 0 && uint32_t{low} - r[2 * found] <= r[2 * found + 1];
-    }
+    case kArray: return array_contains_interp(reinterpret_cast<const uint16_t*>(p), n, low);
+    case kRun: return run_contains(reinterpret_cast<const uint16_t*>(p), n, low);
     default: return false;
   }
 }
