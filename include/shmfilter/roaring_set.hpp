@@ -1,16 +1,19 @@
 // shmfilter/roaring_set.hpp: an exact, deletable set of 32-bit IDs shared by
 // every process, built on CRoaring.
 //
-// The settled part is a CRoaring frozen snapshot in the segment that every
-// process views zero-copy (roaring_bitmap_frozen_view); recent adds/removes
-// live in a bounded lock-free delta table in the segment and are visible to
-// every process as soon as the call returns. When the delta passes a
-// threshold a writer links a newer, twice larger table after it (bounded
-// work: no rebuild); compact() or maintain() (or, once the chain of tables is
-// full, a writer of a set with auto_compact) builds the next run-optimised
-// snapshot and publishes it with one atomic offset swap; old snapshots are
-// freed only when the reader table says no process can still read them.
-// Design and protocol: docs/roaring.md.
+// The settled part is a snapshot in the segment (layout 4): a container
+// table of 8-byte words, one per 16-bit chunk, naming immutable containers
+// (CRoaring's array, bitset and run formats) in packs shared between
+// snapshot generations; every process reads it in place, zero-copy. Recent
+// adds/removes live in a bounded lock-free delta table in the segment and
+// are visible to every process as soon as the call returns. When the delta
+// passes a threshold a writer links a newer, twice larger table after it
+// (bounded work: no rebuild); compact() or maintain() (or, once the chain of
+// tables is full, a writer of a set with auto_compact) rebuilds only the
+// containers the deltas touched, into one new pack, and publishes the new
+// table with one atomic offset swap; old snapshots and the packs no newer
+// snapshot names are freed only when the reader table says no process can
+// still read them. Design and protocol: docs/roaring.md.
 //
 // Values are uint32. The uint64 entry points (add_u64, contains_many over
 // uint64, parse_value) reject values >= 2^32 instead of truncating them.
@@ -31,7 +34,7 @@ typedef struct roaring_bitmap_s roaring_bitmap_t;  // CRoaring (<roaring/roaring
 namespace shmfilter {
 
 namespace internal::roaring {
-struct RoaringLocal;  // process-local cache: reader slot + frozen views (lib/structures/roaring_local.h)
+struct RoaringLocal;  // process-local cache: reader slot + snapshot views (lib/structures/roaring_local.h)
 }
 
 struct RoaringOptions {
@@ -65,7 +68,7 @@ enum class SetOp : uint32_t { kUnion = 0, kIntersection = 1, kDifference = 2, kX
 struct RoaringStats {
   uint64_t cardinality = 0;         // snapshot + delta
   uint64_t snapshot_cardinality = 0;
-  uint64_t snapshot_bytes = 0;      // frozen bytes of the published snapshot
+  uint64_t snapshot_bytes = 0;      // published snapshot: pack directory + container table + every pack it names
   uint64_t snapshot_generation = 0;
   uint64_t delta_capacity = 0;      // slots of the active chain's head (sized at compaction: grows with the set)
   uint64_t delta_max_capacity = 0;  // the set's maximum (RoaringOptions::delta_capacity)

@@ -66,10 +66,8 @@ RoaringSet RoaringSet::create(Segment& seg, std::string_view name, const Roaring
 RoaringSet RoaringSet::create_from(Segment& seg, std::string_view name, const roaring_bitmap_t* initial,
                                    const RoaringOptions& opts) {
   validate_options(opts);
-  BitmapPtr b(initial ? roaring_bitmap_copy(initial) : roaring_bitmap_create());
-  roaring_bitmap_run_optimize(b.p);
-  roaring_bitmap_shrink_to_fit(b.p);
-  size_t frozen = roaring_bitmap_frozen_size_in_bytes(b.p);
+  c4::Built b;
+  if (initial) build_from_bitmap(b, initial, 1);
   RegionInfo info = seg.create_region(
       name, Kind::kRoaring, region_bytes(opts.reader_slots), [&](std::byte* region, uint64_t, ControlTxn& txn) {
         auto* h = reinterpret_cast<RoaringHeader*>(region);
@@ -82,10 +80,10 @@ RoaringSet RoaringSet::create_from(Segment& seg, std::string_view name, const ro
         h->created_unix_ns = static_cast<uint64_t>(
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count());
-        uint64_t snap = txn.allocate(sizeof(SnapHeader) + frozen);
-        const uint32_t cap = next_delta_capacity(roaring_bitmap_get_cardinality(b.p), opts.delta_capacity);
-        uint64_t delta = txn.allocate(delta_bytes(cap));
-        write_version(txn.base(), snap, b.p, frozen, 1, delta, 0, cap);
+        const uint32_t cap = next_delta_capacity(b.cardinality, opts.delta_capacity);
+        uint64_t delta = 0;
+        c4::Built local = b;  // a retried transaction relocates a fresh copy
+        uint64_t snap = allocate_version(txn, local, 1, 0, cap, false, &delta);
         h->current.store(snap);
         h->gen_counter.store(1);
       });
@@ -108,11 +106,9 @@ bool RoaringSet::drop(Segment& seg, std::string_view name) {
     std::byte* base = txn.base();
     uint64_t size = txn.segment().size();
     std::vector<uint64_t> offs;
-    // A snapshot header at o, or nullptr when o is not an aligned offset with room for one.
+    // A snapshot header at o, or nullptr when o is not a snapshot extent inside the segment.
     auto snap_at = [&](uint64_t o) -> const SnapHeader* {
-      if (o == 0 || o % 64 != 0 || o >= size || size - o < sizeof(SnapHeader)) return nullptr;
-      auto* sh = reinterpret_cast<const SnapHeader*>(base + o);
-      return sh->magic == kSnapMagic ? sh : nullptr;
+      return snap_header_ok(base, size, o) ? reinterpret_cast<const SnapHeader*>(base + o) : nullptr;
     };
     const uint32_t maxcap = h->delta_capacity;
     // Every table of the chain at `head` (links validated; a bad one is not followed).
@@ -124,30 +120,46 @@ bool RoaringSet::drop(Segment& seg, std::string_view name) {
       if (n == 0) offs.push_back(head);  // a bad head: txn.free validates it (or skips)
       for (uint32_t k = 0; k < n; ++k) offs.push_back(o[k]);
     };
+    // Every pack a snapshot names or dropped: each pack is in the directory
+    // of current, a staged snapshot or its predecessor, or in the dropped
+    // area of a retired one (duplicates are removed below).
+    auto add_packs = [&](const SnapHeader* sh) {
+      if (!sh) return;
+      for (uint32_t i = 0; i < sh->npacks; ++i) offs.push_back(snap_dir(sh)[i].off);
+      for (uint64_t i = 0; i < sh->ndropped; ++i) offs.push_back(snap_dropped(sh)[i].off);
+    };
     auto add_version = [&](uint64_t snap) {
       offs.push_back(snap);
       if (const SnapHeader* sh = snap_at(snap)) {
         add_chain(sh->delta_off);
         add_chain(sh->prev_delta_off);
+        add_packs(sh);
       }
     };
     add_version(h->current.load());
     if (h->staged_snap != h->current.load()) {
-      // A staged, unpublished version owns its snapshot and active delta only.
+      // A staged, unpublished version owns its snapshot, active delta and new pack.
       if (h->staged_snap != 0) {
         offs.push_back(h->staged_snap);
-        if (const SnapHeader* sh = snap_at(h->staged_snap)) offs.push_back(sh->delta_off);
+        if (const SnapHeader* sh = snap_at(h->staged_snap)) {
+          offs.push_back(sh->delta_off);
+          add_packs(sh);
+        }
       }
     } else if (h->staged_from != 0) {
       // Published but its predecessor not yet retired: the predecessor is garbage too.
       offs.push_back(h->staged_from);
-      if (const SnapHeader* sh = snap_at(h->staged_from)) add_chain(sh->prev_delta_off);
+      if (const SnapHeader* sh = snap_at(h->staged_from)) {
+        add_chain(sh->prev_delta_off);
+        add_packs(sh);
+      }
     }
     // A staged link that was linked is in a chain above; one that was not is garbage.
     offs.push_back(h->staged_link);
     for (const auto& p : h->pending) {
       offs.push_back(p.snap_off);
       add_chain(p.delta_off);
+      if (p.snap_off != 0 && pending_ok(base, size, p)) add_packs(snap_at(p.snap_off));
     }
     std::sort(offs.begin(), offs.end());
     offs.erase(std::unique(offs.begin(), offs.end()), offs.end());
@@ -333,17 +345,14 @@ uint64_t RoaringSet::cardinality() const noexcept {
   View* view = current_view(local_);
   if (!view) return 0;
   int64_t card = static_cast<int64_t>(view->snap->cardinality);
-  // card = snapshot + |adds| - |adds & snapshot| - |removes & snapshot|, over
-  // each value's newest entry: sorted lists, container-wise intersections.
+  // card = snapshot + adds not in it - removes in it, over each value's
+  // newest entry: one table lookup per entry (sorted, so chunk by chunk).
   try {
     std::vector<uint32_t> adds, removes;
     final_ops(*view, adds, removes);
-    BitmapPtr a(roaring_bitmap_of_ptr(adds.size(), adds.data())), r(roaring_bitmap_of_ptr(removes.size(), removes.data()));
-    if (a.p && r.p) {
-      card += static_cast<int64_t>(adds.size()) - static_cast<int64_t>(roaring_bitmap_and_cardinality(view->bm, a.p)) -
-              static_cast<int64_t>(roaring_bitmap_and_cardinality(view->bm, r.p));
-      return static_cast<uint64_t>(std::max<int64_t>(card, 0));
-    }
+    for (uint32_t v : adds) card += view->snap_contains(v) ? 0 : 1;
+    for (uint32_t v : removes) card -= view->snap_contains(v) ? 1 : 0;
+    return static_cast<uint64_t>(std::max<int64_t>(card, 0));
   } catch (...) {
     // out of process memory: the slow path below needs none
   }
@@ -472,7 +481,10 @@ RoaringStats RoaringSet::stats() const {
   if (!view) throw Error(ErrorCode::kCorrupt, "Roaring set " + quoted(local_->region.name) + ": snapshot unreadable; run 'shmtool check'");
   RoaringStats s;
   s.snapshot_cardinality = view->snap->cardinality;
-  s.snapshot_bytes = view->snap->frozen_bytes;
+  // The table, its directory and every pack it names (packs shared with
+  // older snapshots count here, where they are live).
+  s.snapshot_bytes = snap_extent_bytes(view->npacks, view->snap->table_bytes) - sizeof(SnapHeader);
+  for (uint32_t i = 0; i < view->npacks; ++i) s.snapshot_bytes += view->packs[i].bytes;
   s.snapshot_generation = view->gen;
   const uint32_t na = view->chain();
   s.delta_capacity = view->act[0]->capacity;
@@ -497,18 +509,22 @@ RoaringStats RoaringSet::stats() const {
       ++s.pending_free;
       if (!pending_ok(local_->base, local_->seg.size(), p)) continue;  // corrupt: check reports it
       auto* sh = reinterpret_cast<const SnapHeader*>(local_->base + p.snap_off);
-      pending_bytes += sizeof(SnapHeader) + sh->frozen_bytes;
+      pending_bytes += snap_extent_bytes(sh->npacks, sh->table_bytes);
+      for (uint64_t k = 0; k < sh->ndropped; ++k) pending_bytes += snap_dropped(sh)[k].bytes;
       DeltaHeader* chain[kMaxChain];
       const uint32_t n = p.delta_off ? delta_chain(local_->base, local_->seg.size(), p.delta_off, local_->max_capacity, chain) : 0;
       for (uint32_t i = 0; i < n; ++i) pending_bytes += delta_bytes(chain[i]->capacity);
     }
   s.total_bytes = local_->region.size + sizeof(SnapHeader) + s.snapshot_bytes + s.delta_bytes + pending_bytes;
-  roaring_statistics_t st;
-  roaring_bitmap_statistics(view->bm, &st);
-  s.containers = st.n_containers;
-  s.array_containers = st.n_array_containers;
-  s.bitmap_containers = st.n_bitset_containers;
-  s.run_containers = st.n_run_containers;
+  c4::table_for_each(view->table, [&](uint16_t, uint64_t w) {
+    ++s.containers;
+    switch (c4::cw_type(w)) {
+      case c4::kArray: ++s.array_containers; break;
+      case c4::kBitmap: ++s.bitmap_containers; break;
+      case c4::kRun: ++s.run_containers; break;
+      default: break;
+    }
+  });
   ReaderSlot* slots = reader_table(local_->hdr);
   for (uint32_t i = 0; i < local_->hdr->reader_slots; ++i) {
     uint64_t t = slots[i].token.load();
@@ -595,23 +611,19 @@ void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckRep
   if (!scope.validated([&] { h = checked_header(seg, region); })) return;
   std::byte* base = seg.base();
   uint64_t size = seg.size();
-  auto inside = [&](uint64_t off, uint64_t len) { return off != 0 && off <= size && len <= size - off; };
   uint64_t cur = h->current.load();
   if (!version_ok(base, size, cur, h->delta_capacity))
     return finding("published snapshot offset " + std::to_string(cur) +
                    " is misaligned, outside the segment, or not a snapshot (bad magic or delta offsets)");
   auto* sh = reinterpret_cast<const SnapHeader*>(base + cur);
-  if (!inside(cur + sizeof(SnapHeader), sh->frozen_bytes)) return finding("snapshot bytes run past the segment");
-  if (((cur + sizeof(SnapHeader)) & 31) != 0) return finding("snapshot bytes are not 32-byte aligned");
-  const roaring_bitmap_t* v = roaring_bitmap_frozen_view(frozen_bytes(sh), sh->frozen_bytes);
-  if (!v) {
-    finding("CRoaring cannot view the published frozen snapshot");
-  } else {
-    uint64_t card = roaring_bitmap_get_cardinality(v);
-    if (card != sh->cardinality)
+  {
+    uint64_t card = 0;
+    std::string err = c4::table_validate(base, size, snap_table(sh), snap_dir(sh), sh->npacks, true, &card);
+    if (!err.empty())
+      finding("published container table: " + err);
+    else if (card != sh->cardinality)
       finding("snapshot cardinality " + std::to_string(card) + " differs from the header's " +
               std::to_string(sh->cardinality));
-    roaring_bitmap_free(v);
   }
   for (int which = 0; which < 2; ++which) {
     uint64_t d = which == 0 ? sh->delta_off : sh->prev_delta_off;

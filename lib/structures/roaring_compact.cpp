@@ -1,5 +1,6 @@
-// lib/structures/roaring_compact.cpp: RoaringSet's compaction (fold the deltas
-// into a new frozen snapshot, publish it with one offset swap), the recovery
+// lib/structures/roaring_compact.cpp: RoaringSet's compaction (rebuild the
+// containers the deltas touched into a new pack and container table, publish
+// it with one offset swap), the recovery
 // of a compaction a dead process left staged, and the reclamation of retired
 // snapshots no reader can still see. Protocol: docs/roaring.md.
 #include <roaring/roaring.h>
@@ -9,6 +10,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -44,18 +47,50 @@ uint64_t thread_cpu_ns() noexcept {
 }
 }  // namespace
 
-// Fills a fresh snapshot extent at `snap` (64 + frozen bytes) and a delta extent.
-void write_version(std::byte* base, uint64_t snap, const roaring_bitmap_t* bm, size_t frozen, uint64_t gen,
-                   uint64_t delta, uint64_t prev_delta, uint32_t capacity) {
+uint64_t allocate_version(ControlTxn& txn, c4::Built& b, uint64_t gen, uint64_t prev_delta, uint32_t capacity,
+                          bool grows, uint64_t* delta_out) {
+  std::byte* base = txn.base();
+  if (!b.pack.empty()) {
+    const uint64_t pack_bytes = b.pack.size() * 8;
+    const uint64_t pack = txn.allocate_unzeroed(pack_bytes);
+    std::memcpy(base + pack, b.pack.data(), pack_bytes);
+    c4::relocate(b, pack);
+  }
+  SHMF_KILL_POINT("roaring.compact.after_pack");  // inside the transaction: the recovery frees the pack
+  const uint32_t n = static_cast<uint32_t>(b.keys.size());
+  const bool direct = c4::table_direct_for(n);
+  const uint64_t tb = c4::table_bytes(direct, n);
+  const uint32_t np = static_cast<uint32_t>(b.packs.size());
+  const uint64_t snap = txn.allocate(snap_extent_bytes(np, tb));
+  if (grows) SHMF_KILL_POINT("roaring.delta.grow");  // inside the transaction: the recovery rolls every allocation back
+  const uint64_t delta = txn.allocate(delta_bytes(capacity));
   auto* sh = reinterpret_cast<SnapHeader*>(base + snap);
   sh->magic = kSnapMagic;
+  sh->shape = direct ? 1 : 0;
   sh->generation = gen;
-  sh->frozen_bytes = frozen;
-  sh->cardinality = roaring_bitmap_get_cardinality(bm);
+  sh->table_bytes = tb;
+  sh->cardinality = b.cardinality;
   sh->delta_off = delta;
   sh->prev_delta_off = prev_delta;
-  roaring_bitmap_frozen_serialize(bm, reinterpret_cast<char*>(base + snap + sizeof(SnapHeader)));
+  sh->containers = n;
+  sh->npacks = np;
+  sh->ndropped = 0;
+  if (np != 0) std::memcpy(base + snap + sizeof(SnapHeader), b.packs.data(), uint64_t{np} * sizeof(c4::PackRef));
+  // The dropped area stays zero (allocate zeroes) until the retire transaction.
+  c4::table_image(b, base + snap + snap_extent_bytes(np, 0));
   delta_init(reinterpret_cast<DeltaHeader*>(base + delta), capacity);
+  *delta_out = delta;
+  return snap;
+}
+
+void build_from_bitmap(c4::Built& b, const roaring_bitmap_t* bm, uint64_t gen) {
+  BitmapPtr copy(roaring_bitmap_copy(bm));
+  if (!copy.p) throw Error(ErrorCode::kNoSpace, "out of process memory copying a bitmap");
+  roaring_bitmap_run_optimize(copy.p);
+  std::string bytes(roaring_bitmap_portable_size_in_bytes(copy.p), '\0');
+  roaring_bitmap_portable_serialize(copy.p, bytes.data());
+  if (!c4::build_from_portable(b, bytes.data(), bytes.size(), gen))
+    throw Error(ErrorCode::kCorrupt, "CRoaring's serialization did not parse as containers (a library mismatch)");
 }
 
 namespace {
@@ -106,17 +141,20 @@ void final_ops(View& v, std::vector<uint32_t>& adds, std::vector<uint32_t>& remo
 roaring_bitmap_t* fold_view(View& v, const roaring_bitmap_t* extra) {
   std::vector<uint32_t> adds, removes;
   final_ops(v, adds, removes);
+  const std::string snap = c4::table_portable(v.base, v.table);
+  roaring_bitmap_t* r = roaring_bitmap_portable_deserialize_safe(snap.data(), snap.size());
+  if (!r) return nullptr;
+  BitmapPtr keep(r);
   // Sorted input: roaring_bitmap_add_many appends to the last container (O(1) a value).
   BitmapPtr a(roaring_bitmap_of_ptr(adds.size(), adds.data()));
   if (!a.p) return nullptr;
-  roaring_bitmap_t* r = roaring_bitmap_or(v.bm, a.p);  // container by container; copies the untouched ones
-  if (!r) return nullptr;
+  roaring_bitmap_or_inplace(r, a.p);
   if (!removes.empty()) {
     BitmapPtr rm(roaring_bitmap_of_ptr(removes.size(), removes.data()));
     if (rm.p) roaring_bitmap_andnot_inplace(r, rm.p);
   }
   if (extra) roaring_bitmap_or_inplace(r, extra);
-  return r;
+  return keep.release();
 }
 
 // Offsets of the chain of delta tables at `head` (validated links only).
@@ -170,13 +208,19 @@ uint32_t reclaim_locked(RoaringLocal& L) {
     PendingFree p = L.hdr->pending[i];
     if (p.snap_off == 0) continue;
     if (!pending_ok(L.base, L.seg.size(), p)) continue;  // corrupt entry: never freed; check --repair clears it
-    if (!unread(L, p.generation == 0 ? 0 : p.generation - 1, p.generation)) continue;
+    // The snapshot and delta are read by generations g-1 and g; a pack g
+    // dropped was named by every generation from its birth to g.
+    uint64_t packs[c4::kMaxPacks], min_birth = 0;
+    const uint32_t np = pending_packs(L.base, p, packs, &min_birth);
+    const uint64_t lo = std::min(p.generation == 0 ? 0 : p.generation - 1, min_birth);
+    if (!unread(L, lo, p.generation)) continue;
     L.seg.transact([&](ControlTxn& txn) {
       require_live(L);
       PendingFree& e = L.hdr->pending[i];
       if (e.snap_off != p.snap_off) return;
       uint64_t offs[kMaxChain];
       const uint32_t n = chain_offsets(L, e.delta_off, offs);  // read before any of them is freed
+      for (uint32_t k = 0; k < np; ++k) txn.free(packs[k]);
       txn.free(e.snap_off);
       for (uint32_t k = 0; k < n; ++k) txn.free(offs[k]);
       txn.store_u64(&e.snap_off, 0);
@@ -192,9 +236,31 @@ namespace {
 
 // Moves the just-published staged version's predecessor `from` to the pending list.
 void retire_locked(RoaringLocal& L, uint64_t from) {
-  auto* old = reinterpret_cast<const SnapHeader*>(L.base + from);
+  auto* old = reinterpret_cast<SnapHeader*>(L.base + from);
+  // The packs of the retired directory that the published one (built on it)
+  // no longer names: freed with the retired snapshot. Both snapshots are
+  // alive until this transaction commits, so a recovery after a kill at
+  // roaring.compact.after_publish computes the same list.
+  std::vector<c4::PackRef> dropped;
+  const uint64_t cur = L.hdr->current.load();
+  const bool cur_ok = version_ok(L.base, L.seg.size(), cur, L.max_capacity);
+  const c4::PackRef* od = snap_dir(old);
+  for (uint32_t i = 0; i < old->npacks && cur_ok; ++i) {
+    auto* ch = reinterpret_cast<const SnapHeader*>(L.base + cur);
+    bool kept = false;
+    for (uint32_t j = 0; j < ch->npacks && !kept; ++j) kept = snap_dir(ch)[j].off == od[i].off;
+    if (!kept) dropped.push_back(od[i]);
+  }
   L.seg.transact([&](ControlTxn& txn) {
     require_live(L);
+    c4::PackRef* area = snap_dropped(old);
+    for (size_t k = 0; k < dropped.size(); ++k) {
+      txn.store_u64(&area[k].off, dropped[k].off);
+      txn.store_u64(&area[k].bytes, dropped[k].bytes);
+      txn.store_u64(&area[k].live_bytes, dropped[k].live_bytes);
+      txn.store_u64(&area[k].birth, dropped[k].birth);
+    }
+    txn.store_u64(&old->ndropped, dropped.size());
     for (uint32_t i = 0; i < kPendingSlots; ++i) {
       PendingFree& e = L.hdr->pending[i];
       if (e.snap_off != 0) continue;
@@ -271,6 +337,9 @@ void recover_locked(RoaringLocal& L) {
   L.seg.transact([&](ControlTxn& txn) {
     require_live(L);
     if (L.in_segment(sh->delta_off, 64)) txn.free(sh->delta_off);
+    // Its own pack (born with it); the others are still named by `current`.
+    for (uint32_t i = 0; i < sh->npacks; ++i)
+      if (snap_dir(sh)[i].birth == sh->generation) txn.free(snap_dir(sh)[i].off);
     txn.free(staged);
     txn.store_u64(&L.hdr->staged_snap, 0);
     txn.store_u64(&L.hdr->staged_from, 0);
@@ -312,27 +381,42 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
       }
     }
   }
-  BitmapPtr b(fold_view(*view, extra));
-  if (!b.p) throw Error(ErrorCode::kNoSpace, "out of process memory copying the snapshot");
-  roaring_bitmap_run_optimize(b.p);
-  roaring_bitmap_shrink_to_fit(b.p);
-  size_t frozen = roaring_bitmap_frozen_size_in_bytes(b.p);
+  // Only the chunks the deltas touched are rebuilt (into one new pack); every
+  // other container word is shared with the old table. A merge of a whole
+  // bitmap (EXTRA: merge, import, add_range) rebuilds the snapshot from the
+  // folded bitmap's containers instead (its values may be 2^32 wide).
+  c4::Built b;
+  const uint64_t gen = view->gen + 1;
+  if (extra) {
+    BitmapPtr folded(fold_view(*view, extra));
+    if (!folded.p) throw Error(ErrorCode::kNoSpace, "out of process memory folding the snapshot");
+    build_from_bitmap(b, folded.p, gen);
+  } else {
+    std::vector<uint32_t> adds, removes;
+    final_ops(*view, adds, removes);
+    std::vector<uint64_t> ops;
+    ops.reserve(adds.size() + removes.size());
+    size_t ia = 0, ir = 0;  // one sorted list: value << 1 | is_remove (adds and removes are disjoint)
+    while (ia < adds.size() || ir < removes.size()) {
+      if (ir == removes.size() || (ia < adds.size() && adds[ia] < removes[ir]))
+        ops.push_back(uint64_t{adds[ia++]} << 1);
+      else
+        ops.push_back(uint64_t{removes[ir++]} << 1 | 1);
+    }
+    c4::build_incremental(b, L.base, view->table, view->packs, view->npacks, view->snap->cardinality, ops.data(),
+                          ops.size(), gen);
+  }
   uint64_t from = view->snap_off;
   // The next active delta grows (or shrinks) with the set and with what a
   // compaction of it costs: next_delta_capacity (roaring_impl.h).
-  const uint64_t card = roaring_bitmap_get_cardinality(b.p);
-  const uint32_t cap = next_delta_capacity(card, L.max_capacity, thread_cpu_ns() - cpu0, L.compact_permille);
+  const uint32_t cap = next_delta_capacity(b.cardinality, L.max_capacity, thread_cpu_ns() - cpu0, L.compact_permille);
   const bool grows = cap > view->act[0]->capacity;
   uint64_t new_delta = 0;
   L.seg.transact([&](ControlTxn& txn) {
     require_live(L);
     txn.charge_to(L.region);  // check() reports these extents as leaked if the set is dropped without them
-    uint64_t snap = txn.allocate(sizeof(SnapHeader) + frozen);
-    if (grows) SHMF_KILL_POINT("roaring.delta.grow");  // inside the transaction: the recovery rolls both allocations back
-    uint64_t delta = txn.allocate(delta_bytes(cap));
-    new_delta = delta;
     // prev = the head of the whole active chain we folded (its links follow).
-    write_version(L.base, snap, b.p, frozen, view->gen + 1, delta, view->snap->delta_off, cap);
+    uint64_t snap = allocate_version(txn, b, gen, view->snap->delta_off, cap, grows, &new_delta);
     txn.store_u64(&L.hdr->staged_from, from);
     txn.store_u64(&L.hdr->staged_snap, snap);
   });

@@ -317,6 +317,83 @@ void build_incremental(Built& b, const std::byte* base, const Table& old, const 
   finish_new_pack(b, gen);
 }
 
+bool build_from_portable(Built& b, const char* buf, size_t len, uint64_t gen) {
+  b = Built{};
+  size_t at = 0;
+  auto get16 = [&](uint16_t& v) {
+    if (len - at < 2) return false;
+    std::memcpy(&v, buf + at, 2);
+    at += 2;
+    return true;
+  };
+  auto get32 = [&](uint32_t& v) {
+    if (len - at < 4) return false;
+    std::memcpy(&v, buf + at, 4);
+    at += 4;
+    return true;
+  };
+  uint32_t cookie = 0, n = 0;
+  if (!get32(cookie)) return false;
+  const char* runbits = nullptr;
+  const bool has_run = (cookie & 0xffff) == 12347;
+  if (has_run) {
+    n = (cookie >> 16) + 1;
+    if (len - at < (n + 7) / 8) return false;
+    runbits = buf + at;
+    at += (n + 7) / 8;
+  } else if (cookie == 12346) {
+    if (!get32(n)) return false;
+  } else {
+    return false;
+  }
+  if (n > kChunks) return false;
+  std::vector<uint16_t> keys(n);
+  std::vector<uint32_t> cards(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    uint16_t k = 0, c = 0;
+    if (!get16(k) || !get16(c)) return false;
+    if (i > 0 && k <= keys[i - 1]) return false;
+    keys[i] = k;
+    cards[i] = uint32_t{c} + 1;
+  }
+  if (!has_run || n >= 4) {  // the offset header: not needed, the containers follow in order
+    if (len - at < uint64_t{n} * 4) return false;
+    at += uint64_t{n} * 4;
+  }
+  uint64_t card = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const bool run = runbits && ((static_cast<uint8_t>(runbits[i / 8]) >> (i % 8)) & 1);
+    uint64_t w = 0;
+    if (run) {
+      uint16_t nr = 0;
+      if (!get16(nr) || nr == 0 || nr > kMaxRuns || len - at < uint64_t{nr} * 4) return false;
+      uint32_t c = 0;
+      for (uint32_t r = 0; r < nr; ++r) {
+        uint16_t len16;
+        std::memcpy(&len16, buf + at + 4 * uint64_t{r} + 2, 2);
+        c += uint32_t{len16} + 1;
+      }
+      w = cw_make(kRun, nr, pack_append(b, buf + at, uint64_t{nr} * 4, 8));
+      at += uint64_t{nr} * 4;
+      card += c;
+    } else if (cards[i] <= kArrayMax) {
+      if (len - at < uint64_t{cards[i]} * 2) return false;
+      w = cw_make(kArray, cards[i], pack_append(b, buf + at, uint64_t{cards[i]} * 2, 8));
+      at += uint64_t{cards[i]} * 2;
+      card += cards[i];
+    } else {
+      if (len - at < kBitmapBytes) return false;
+      w = cw_make(kBitmap, cards[i], pack_append(b, buf + at, kBitmapBytes, 64));
+      at += kBitmapBytes;
+      card += cards[i];
+    }
+    push(b, keys[i], w, true);
+  }
+  b.cardinality = card;
+  finish_new_pack(b, gen);
+  return true;
+}
+
 void relocate(Built& b, uint64_t pack_off) noexcept {
   for (size_t i = 0; i < b.words.size(); ++i)
     if (b.fresh[i]) b.words[i] = cw_make(cw_type(b.words[i]), cw_count(b.words[i]), cw_off(b.words[i]) + pack_off);

@@ -1,9 +1,10 @@
 // lib/structures/roaring_containers.h: the per-container snapshot of layout 4
 // (docs/roaring.md, "Layout 4: a per-container snapshot"), as stateless
 // kernels over (base, size): no Segment, no allocation in shared memory.
-// STAGE (a) of issue 16's Roaring part: these kernels, their unit tests
-// (tests/unit/test_roaring_containers.cpp) and a bench; RoaringSet does NOT
-// use them yet (its snapshots are still layout 3's CRoaring frozen blobs).
+// RoaringSet's snapshots (layout 4, roaring_impl.h's SnapHeader) are these
+// tables; compaction builds them with build_incremental (or, for a merge of
+// a whole bitmap, build_from_portable). Unit tests:
+// tests/unit/test_roaring_containers.cpp.
 //
 // A layout-4 snapshot is a CONTAINER TABLE: for each 16-bit chunk key one
 // 8-byte word naming an immutable container in a PACK (an extent holding
@@ -227,6 +228,14 @@ void build_full(Built& b, const uint32_t* vals, size_t n, uint64_t gen);
 void build_incremental(Built& b, const std::byte* base, const Table& old, const PackRef* old_packs,
                        uint32_t old_npacks, uint64_t old_cardinality, const uint64_t* ops, size_t nops,
                        uint64_t gen);
+
+// A whole snapshot from one CRoaring portable serialization (the caller
+// validated it: portable_validate, or CRoaring wrote it): every container is
+// copied as it is (arrays, bitsets, runs are the same bytes), so a merge of
+// a wide range costs its serialized bytes, not its values. False (b
+// unusable) when the bytes are truncated or a container's count is out of
+// this format's range.
+bool build_from_portable(Built& b, const char* buf, size_t len, uint64_t gen);
 
 // After the new pack's extent is allocated at `pack_off` (64-aligned):
 // fresh words get their absolute offsets, the directory's last entry its off.

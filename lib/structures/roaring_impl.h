@@ -1,9 +1,16 @@
 // lib/structures/roaring_impl.h: shared layout and stateless kernels of RoaringSet.
 //
-// A RoaringSet lives in three kinds of extents of the segment:
+// A RoaringSet lives in four kinds of extents of the segment:
 //   * the region (directory entry): RoaringHeader + the reader table;
-//   * snapshot extents: SnapHeader (64 B) + CRoaring frozen bytes (64-byte
-//     aligned, so CRoaring's 32-byte requirement holds), immutable once published;
+//   * snapshot extents (layout 4): SnapHeader (64 B) + its pack directory +
+//     a dropped-pack area + a CONTAINER TABLE (roaring_containers.h: one
+//     8-byte word per 16-bit chunk naming an immutable container), immutable
+//     once published except the dropped area, which the retire transaction
+//     writes (readers never read it);
+//   * pack extents: the containers one compaction built (CRoaring's array,
+//     bitset and run formats), shared by every later snapshot that still
+//     names them, freed with the snapshot that dropped them from its
+//     successor's directory;
 //   * delta extents: DeltaHeader (64 B) + an open-addressing table of u64 words,
 //     sized per version: each compaction sizes the next active delta from the
 //     set's cardinality (next_delta_capacity), from 64 slots up to the header's
@@ -13,8 +20,11 @@
 //     chain of at most kMaxChain tables, newest last, so a writer never waits
 //     for a snapshot rebuild unless the whole chain is full.
 // The header's `current` word holds the offset of the published snapshot
-// extent; that extent's SnapHeader names the two delta tables readers consult
-// (active, then previous) before the frozen bitmap. See docs/roaring.md.
+// extent; that extent's SnapHeader names the two delta chains readers consult
+// (active, then previous) before the container table. A compaction rebuilds
+// only the containers its deltas touched (c4::build_incremental) into one new
+// pack: its cost is O(touched containers + the table), not O(set). See
+// docs/roaring.md.
 //
 // Everything here is a kernel over raw memory: no Segment, no allocation.
 #pragma once
@@ -28,6 +38,7 @@
 #include <string_view>
 
 #include "shmfilter/segment.hpp"  // Segment, RegionInfo, CheckReport: the checker's signature
+#include "structures/roaring_containers.h"
 
 namespace shmfilter::internal::roaring {
 
@@ -42,7 +53,12 @@ inline constexpr uint32_t kDeltaMagic = 0x444c5441;   // "ATLD": delta extent
 // tables' writes, so versions 1 and 2 are refused with
 // ErrorCode::kVersionMismatch (export them with the old build and import
 // them into a new set), and a version 3 region is refused by older builds.
-inline constexpr uint32_t kLayoutVersion = 3;
+// 4: per-container snapshots (SnapHeader below): a container table and pack
+// directory instead of one CRoaring frozen blob. Version 3 regions are
+// refused with kVersionMismatch like 1 and 2 (a build reading both would
+// carry two lookup paths in every view): export them with the old build
+// (`shmtool roaring export`) and import them into a new set.
+inline constexpr uint32_t kLayoutVersion = 4;
 inline constexpr uint32_t kPendingSlots = 32;  // retired snapshots awaiting reclamation
 inline constexpr uint32_t kFlagNoAutoCompact = 1;
 inline constexpr uint32_t kMinDeltaCapacity = 64;
@@ -59,13 +75,14 @@ inline constexpr uint32_t kMaxChain = 4;
 // build cost `build_cpu_ns` of thread CPU: the smallest power of two >= both
 // card / 16 and build_cpu_ns * 10 / compact_permille (i.e. >= cost / (100 ns
 // x compact_at)), at most the power of two >= card / 4, clamped to [64,
-// max_capacity]. Why: a compaction rewrites the whole snapshot and runs every
-// capacity * compact_at writes, so a delta sized from its cost keeps the
-// amortised compaction cost per write near 100 ns whatever the set's size
-// and shape (CRoaring costs ~3 ns per value at the mission's density, ~50 ns
-// per value when 2^32-wide random ids leave ~15 values per container: a fixed
-// delta or a pure card-proportional one made writes cost 1-2 us there, issue
-// 16). card / 16 is the floor that makes growth deterministic for a growing
+// max_capacity]. Why: a compaction rebuilds every container its deltas
+// touched (once the writes outnumber the containers, all of them) and runs
+// every capacity * compact_at writes, so a delta sized from its cost keeps
+// the amortised compaction cost per write near 100 ns whatever the set's
+// size and shape (layout 3's whole rewrite cost ~3 ns per value at the
+// mission's density, ~50 ns per value when 2^32-wide random ids leave ~15
+// values per container: a fixed delta or a pure card-proportional one made
+// writes cost 1-2 us there, issue 16). card / 16 is the floor that makes growth deterministic for a growing
 // set. Memory: the delta costs 8 B a slot, at most one slot per 4 values per
 // table (2-4 B per value; a sparse snapshot costs 2-7 B per value); once
 // max_capacity binds, the cost grows with the set again.
@@ -202,21 +219,62 @@ inline uint64_t region_bytes(uint32_t reader_slots) noexcept {
   return sizeof(RoaringHeader) + uint64_t{reader_slots} * sizeof(ReaderSlot);
 }
 
-// Head of a snapshot extent; every field written once before the extent is
-// published (inside the allocating transaction), immutable afterwards.
+// Head of a snapshot extent (layout 4). The extent is
+//   SnapHeader | PackRef dir[npacks] | PackRef dropped[npacks] | table
+// (the table starts 64-byte aligned: 64 + 64 x npacks). Every field but
+// `ndropped` and the dropped area is written once before the extent is
+// published (inside the allocating transaction) and immutable afterwards.
+// `ndropped` and dropped[] are written by the compaction claimer's retire
+// transaction (logged stores) when this snapshot is retired: the packs of
+// this directory that the successor's directory no longer names, freed with
+// this snapshot (readers never read them; reclaim and drop do, under the
+// segment lock).
 struct alignas(64) SnapHeader {
   uint32_t magic;          // kSnapMagic
-  uint32_t reserved;       // zero
+  uint32_t shape;          // 1 = DIRECT table (65,536 words), 0 = SORTED (keys, then words): c4::Table
   uint64_t generation;     // 1 for the first snapshot; +1 per compaction
-  uint64_t frozen_bytes;   // exact roaring_bitmap_frozen_size_in_bytes of the bitmap that follows
-  uint64_t cardinality;    // of the frozen bitmap alone
+  uint64_t table_bytes;    // c4::table_bytes(shape, containers)
+  uint64_t cardinality;    // of the container table alone
   uint64_t delta_off;      // the active delta extent of this version (writers go here)
   uint64_t prev_delta_off; // the previous version's active delta, still consulted (0 = none)
-  uint64_t reserved2[2];
+  uint32_t containers;     // containers in the table (<= 65,536)
+  uint32_t npacks;         // pack directory entries (<= c4::kMaxPacks)
+  uint64_t ndropped;       // dropped[] entries (<= npacks); 0 until retired (see above)
 };
-static_assert(sizeof(SnapHeader) == 64, "frozen bytes start 64 bytes in: CRoaring needs 32-byte alignment");
-inline const char* frozen_bytes(const SnapHeader* s) noexcept {
-  return reinterpret_cast<const char*>(s) + sizeof(SnapHeader);
+static_assert(sizeof(SnapHeader) == 64, "the pack directory starts 64 bytes in");
+static_assert(offsetof(SnapHeader, delta_off) == 32 && offsetof(SnapHeader, containers) == 48 &&
+                  offsetof(SnapHeader, ndropped) == 56,
+              "layout 4 golden bytes: delta_off at 32, containers/npacks at 48/52, ndropped at 56");
+static_assert(sizeof(c4::PackRef) == 32, "two PackRefs are one cache line: the table stays 64-byte aligned");
+
+inline uint64_t snap_extent_bytes(uint32_t npacks, uint64_t table_bytes) noexcept {
+  return sizeof(SnapHeader) + uint64_t{npacks} * 2 * sizeof(c4::PackRef) + table_bytes;
+}
+inline const c4::PackRef* snap_dir(const SnapHeader* s) noexcept {
+  return reinterpret_cast<const c4::PackRef*>(reinterpret_cast<const std::byte*>(s) + sizeof(SnapHeader));
+}
+inline c4::PackRef* snap_dropped(SnapHeader* s) noexcept {
+  return reinterpret_cast<c4::PackRef*>(reinterpret_cast<std::byte*>(s) + sizeof(SnapHeader)) + s->npacks;
+}
+inline const c4::PackRef* snap_dropped(const SnapHeader* s) noexcept {
+  return snap_dir(s) + s->npacks;
+}
+inline c4::Table snap_table(const SnapHeader* s) noexcept {
+  return c4::table_at(reinterpret_cast<const std::byte*>(s) + sizeof(SnapHeader) + uint64_t{s->npacks} * 2 * sizeof(c4::PackRef),
+                      s->shape == 1, s->containers);
+}
+// The header's own fields are consistent and the extent lies inside
+// [off, size): magic, shape, containers <= 65,536, npacks <= kMaxPacks,
+// ndropped <= npacks, table_bytes what the shape and count need. The
+// containers and packs themselves are checked by c4::table_validate.
+inline bool snap_header_ok(const std::byte* base, uint64_t size, uint64_t off) noexcept {
+  if (off == 0 || off % 64 != 0 || off > size || size - off < sizeof(SnapHeader)) return false;
+  auto* s = reinterpret_cast<const SnapHeader*>(base + off);
+  if (s->magic != kSnapMagic || s->shape > 1 || s->containers > c4::kChunks || s->npacks > c4::kMaxPacks ||
+      s->ndropped > s->npacks)
+    return false;
+  if (s->table_bytes != c4::table_bytes(s->shape == 1, s->containers)) return false;
+  return snap_extent_bytes(s->npacks, s->table_bytes) <= size - off;
 }
 
 // Head of a delta extent. Followed by `capacity` u64 slot words.

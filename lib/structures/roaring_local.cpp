@@ -1,5 +1,5 @@
 // lib/structures/roaring_local.cpp: RoaringSet's process-local side: the
-// reader slot of this process, the frozen views of published snapshots
+// reader slot of this process, the views of published snapshots
 // (pinned in the reader table), the per-thread view cache, and attach(),
 // which validates a set's header and takes (or shares) its reader slot.
 #include <pthread.h>
@@ -86,10 +86,14 @@ std::shared_ptr<View> RoaringLocal::make_view() {
     v->nprv = delta_chain(base, v->seg_size, sh->prev_delta_off, max_capacity, v->prv);
     if (v->nprv == 0) return fail();
   }
-  v->bm = roaring_bitmap_frozen_view(frozen_bytes(sh), sh->frozen_bytes);
-  if (v->bm == nullptr) return fail();
-  v->frozen = frozen_bytes(sh);
-  v->index = build_index(v->bm, v->frozen, sh->frozen_bytes);  // O(containers), once per view per process
+  // version_ok bounded the header, directory and table inside the segment;
+  // the words must each name a container inside it and one of the
+  // directory's packs before a lookup may follow them: O(containers) once
+  // per view per process, as CRoaring's frozen view was.
+  v->table = snap_table(sh);
+  v->packs = snap_dir(sh);
+  v->npacks = sh->npacks;
+  if (!c4::table_validate(base, v->seg_size, v->table, v->packs, v->npacks, false, nullptr).empty()) return fail();
   ++live[v->gen];
   publish_pins_locked();  // narrow to the generations really in use
   v->local = weak_from_this();
@@ -152,20 +156,33 @@ View* current_view(const std::shared_ptr<RoaringLocal>& L, bool* made) noexcept 
 std::string quoted(std::string_view s) { return "'" + std::string(s) + "'"; }
 
 bool version_ok(const std::byte* base, uint64_t size, uint64_t off, uint32_t max_capacity) noexcept {
-  auto inside = [&](uint64_t o, uint64_t len) { return o != 0 && o % 64 == 0 && o <= size && len <= size - o; };
-  if (!inside(off, sizeof(SnapHeader))) return false;
+  if (!snap_header_ok(base, size, off)) return false;
   auto* sh = reinterpret_cast<const SnapHeader*>(base + off);
-  if (sh->magic != kSnapMagic || sh->frozen_bytes > size - off - sizeof(SnapHeader)) return false;
   if (!delta_ok(base, size, sh->delta_off, max_capacity)) return false;
   return sh->prev_delta_off == 0 || delta_ok(base, size, sh->prev_delta_off, max_capacity);
 }
 
 bool pending_ok(const std::byte* base, uint64_t size, const PendingFree& p) noexcept {
-  auto inside = [&](uint64_t o, uint64_t len) { return o != 0 && o % 64 == 0 && o <= size && len <= size - o; };
-  if (!inside(p.snap_off, sizeof(SnapHeader))) return false;
+  if (!snap_header_ok(base, size, p.snap_off)) return false;
+  if (p.delta_off != 0 && (p.delta_off % 64 != 0 || p.delta_off > size || size - p.delta_off < sizeof(DeltaHeader)))
+    return false;
   auto* sh = reinterpret_cast<const SnapHeader*>(base + p.snap_off);
-  if (sh->magic != kSnapMagic || sh->frozen_bytes > size - p.snap_off - sizeof(SnapHeader)) return false;
-  return p.delta_off == 0 || inside(p.delta_off, sizeof(DeltaHeader));
+  const c4::PackRef* d = snap_dropped(sh);
+  for (uint64_t i = 0; i < sh->ndropped; ++i)
+    if (d[i].off == 0 || d[i].off % 64 != 0 || d[i].off > size || d[i].bytes > size - d[i].off) return false;
+  return true;
+}
+
+uint32_t pending_packs(const std::byte* base, const PendingFree& p, uint64_t* out, uint64_t* min_birth) noexcept {
+  auto* sh = reinterpret_cast<const SnapHeader*>(base + p.snap_off);
+  const c4::PackRef* d = snap_dropped(sh);
+  *min_birth = UINT64_MAX;
+  const uint32_t n = static_cast<uint32_t>(sh->ndropped);
+  for (uint32_t i = 0; i < n; ++i) {
+    out[i] = d[i].off;
+    *min_birth = std::min(*min_birth, d[i].birth);
+  }
+  return n;
 }
 
 void require_live(const RoaringLocal& L) {

@@ -18,7 +18,6 @@
 
 #include "shmfilter/roaring_set.hpp"
 #include "structures/roaring_impl.h"
-#include "structures/roaring_index.h"
 
 namespace shmfilter::internal::roaring {
 
@@ -51,7 +50,7 @@ struct RoaringLocal : std::enable_shared_from_this<RoaringLocal> {
   PinMirror pins;                      // which slot->gens[] entry holds which generation (guarded by mu)
 
   ~RoaringLocal();
-  std::shared_ptr<View> make_view();   // slow path: pin, load current, build the frozen view
+  std::shared_ptr<View> make_view();   // slow path: pin, load current, validate the container table
   void view_died(uint64_t gen) noexcept;
   void publish_pins_locked() noexcept;
   bool live_region() const noexcept { return seg.region_live(region.slot, region.generation); }
@@ -61,7 +60,7 @@ struct RoaringLocal : std::enable_shared_from_this<RoaringLocal> {
   }
 };
 
-// A process-local frozen view of one published snapshot version.
+// A process-local view of one published snapshot version (its container table in the segment).
 struct View {
   std::weak_ptr<RoaringLocal> local;  // weak: RoaringLocal::latest holds views (no cycle)
   uint64_t snap_off = 0;
@@ -83,11 +82,14 @@ struct View {
   std::byte* base = nullptr;
   uint64_t seg_size = 0;  // the segment's size when last checked (guarded by ext_mu after construction)
   uint32_t max_capacity = 0;
-  const roaring_bitmap_t* bm = nullptr;
-  const char* frozen = nullptr;       // the snapshot's frozen bytes (immutable while the view pins them)
-  std::unique_ptr<uint64_t[]> index;  // roaring_index.h; null for small sets (CRoaring's search)
+  // The snapshot's container table and pack directory (in the segment,
+  // immutable while the view pins the generation; validated shallowly by
+  // make_view: every word names a container inside the segment, so a lookup
+  // stays inside it whatever the container's bytes hold).
+  c4::Table table;
+  const c4::PackRef* packs = nullptr;
+  uint32_t npacks = 0;
   ~View() {
-    if (bm) roaring_bitmap_free(bm);  // frees only the process-local view struct, never the frozen bytes
     if (auto l = local.lock()) l->view_died(gen);
   }
   // Follows links stored after the cached tail; returns the new count.
@@ -112,8 +114,11 @@ struct View {
   }
   // The table writers write into: the newest of the active chain.
   DeltaHeader* tail() noexcept { return act[chain() - 1]; }
+  // Membership in the snapshot: the chunk's table word (direct: one load;
+  // sorted: a binary search over <= 4,095 cached keys), then the container.
   bool snap_contains(uint32_t v) const noexcept {
-    return index ? index_contains(frozen, index[v >> 16], v) : roaring_bitmap_contains(bm, v);
+    const uint64_t w = c4::table_word(table, static_cast<uint16_t>(v >> 16));
+    return w != 0 && c4::container_contains(base, w, static_cast<uint16_t>(v));
   }
   // The op of v in the deltas, newest table first; kNone when no table has it.
   Op delta_op(uint32_t v) noexcept {
@@ -136,8 +141,9 @@ struct View {
     for (uint32_t i = 0; i < n; ++i) fn(act[i]);
   }
   // Batched lookups (contains_many, contains_any): stage 1 prefetches the
-  // independent first loads (delta home slots, index word), stage 2 the
-  // container line the index word names; then contains() finds them cached.
+  // independent first loads (delta home slots, the direct table's word),
+  // stage 2 the container line the table word names; then contains() finds
+  // them cached.
   void prefetch1(uint32_t v) noexcept {
     const uint32_t n = nact.load(std::memory_order_acquire);  // acquire: pairs with extend(); a hint only
     for (uint32_t i = 0; i < n; ++i)
@@ -146,17 +152,16 @@ struct View {
     for (uint32_t i = 0; i < nprv; ++i)
       if (prv[i]->fill.load(std::memory_order_relaxed) != 0)  // relaxed: a hint only
         __builtin_prefetch(delta_slots(prv[i]) + delta_home(v, prv[i]->capacity));
-    if (index) __builtin_prefetch(&index[v >> 16]);
+    if (table.direct) __builtin_prefetch(&table.words[v >> 16]);
   }
   void prefetch2(uint32_t v) const noexcept {
-    if (!index) return;
-    const uint64_t w = index[v >> 16];
-    if (iw_type(w) == kCNone) return;
-    const char* p = static_cast<const char*>(index_probe_address(frozen, w, static_cast<uint16_t>(v)));
+    const uint64_t w = c4::table_word(table, static_cast<uint16_t>(v >> 16));
+    if (w == 0) return;
+    const char* p = static_cast<const char*>(c4::container_probe_address(base, w, static_cast<uint16_t>(v)));
     __builtin_prefetch(p);
-    if (iw_type(w) == kCArray) {  // the +-32-position window spans up to 3 lines
-      const char* lo = frozen + iw_off(w);
-      const char* hi = lo + uint64_t{iw_count(w)} * 2;
+    if (c4::cw_type(w) == c4::kArray) {  // the interpolation window spans up to 3 lines
+      const char* lo = reinterpret_cast<const char*>(base + c4::cw_off(w));
+      const char* hi = lo + c4::cw_bytes(w);
       if (p - 64 >= lo) __builtin_prefetch(p - 64);
       if (p + 64 < hi) __builtin_prefetch(p + 64);
     }
@@ -191,12 +196,17 @@ std::shared_ptr<RoaringLocal> attach(Segment& seg, const RegionInfo& info);
 // Validates the region header; throws kCorrupt naming the field.
 RoaringHeader* checked_header(Segment& seg, const RegionInfo& info);
 
-// A snapshot extent that may be followed: 64-byte aligned, its header and
-// frozen bytes inside the segment's `size`, its magic, and its delta tables
+// A snapshot extent that may be followed: snap_header_ok (64-byte aligned,
+// magic, header fields consistent, directory and table inside the segment's
+// `size`; the container words are checked by c4::table_validate), and its delta tables
 // (when named) passing delta_ok (aligned, magic, capacity a power of two
 // <= max_capacity, every slot inside). Every offset read from the set's
 // header (current, staged_*) passes this before it is dereferenced.
 bool version_ok(const std::byte* base, uint64_t size, uint64_t off, uint32_t max_capacity) noexcept;
+// The packs a retired entry frees with its snapshot (its dropped area; each
+// inside the segment and 64-aligned, else the entry is not pending_ok).
+// Returns the count; fills out[0..count) and *min_birth (UINT64_MAX: none).
+uint32_t pending_packs(const std::byte* base, const PendingFree& p, uint64_t* out, uint64_t* min_birth) noexcept;
 // A retired-snapshot entry whose offsets may be followed or freed: aligned, inside, a snapshot header.
 bool pending_ok(const std::byte* base, uint64_t size, const PendingFree& p) noexcept;
 // Inside every transaction on the set's memory: the set is still published.
@@ -211,15 +221,24 @@ void require_live(const RoaringLocal& L);
 std::string quoted(std::string_view s);
 
 // ---- compaction (roaring_compact.cpp) ------------------------------------------------
-// Fills a fresh snapshot extent at `snap` (64 + frozen bytes) and a delta extent of `capacity` slots.
-void write_version(std::byte* base, uint64_t snap, const roaring_bitmap_t* bm, size_t frozen, uint64_t gen,
-                   uint64_t delta, uint64_t prev_delta, uint32_t capacity);
+// Allocates and fills a new version inside `txn`: the pack of b's new
+// containers (when it has any; b is relocated to it), the snapshot extent
+// (header, directory, an empty dropped area, the table) and a fresh active
+// delta of `capacity` slots, every extent charged to the caller's region.
+// Returns the snapshot's offset (*delta_out: the delta's). Kill point
+// roaring.compact.after_pack sits between the pack and the snapshot, and
+// roaring.delta.grow (when `grows`) before the delta: the undo log frees
+// what was allocated.
+uint64_t allocate_version(ControlTxn& txn, c4::Built& b, uint64_t gen, uint64_t prev_delta, uint32_t capacity,
+                          bool grows, uint64_t* delta_out);
+// A whole snapshot of `bm` (create_from, merge): its portable bytes copied
+// container by container. Throws kNoSpace when out of process memory.
+void build_from_bitmap(c4::Built& b, const roaring_bitmap_t* bm, uint64_t gen);
 
-// The view's snapshot with every delta table folded in (newest table wins
-// per value), then EXTRA OR'd in; process-local. Linear merges: the delta
-// entries are bucketed by container and sorted there, then OR'd / ANDNOT'd
-// container by container (one roaring_bitmap_add per entry into ~2,000-value
-// array containers was ~50 ns a value: issue 16's 1.2-1.8 us per add).
+// The view's snapshot as a process-local CRoaring bitmap (its containers'
+// portable bytes, deserialized), with every delta table folded in (newest
+// table wins per value), then EXTRA OR'd in. For to_bitmap, export, set
+// algebra and merges; a compaction without EXTRA uses build_incremental.
 roaring_bitmap_t* fold_view(View& v, const roaring_bitmap_t* extra);
 // The values whose newest delta entry is an add / a remove, each sorted (process-local; may throw bad_alloc).
 void final_ops(View& v, std::vector<uint32_t>& adds, std::vector<uint32_t>& removes);

@@ -1,8 +1,7 @@
 // lib/structures/roaring_search.h: membership inside one Roaring container's
-// values, over (pointer, count): the array and run searches that both the
-// per-view container index (roaring_index.h, layout 3) and the layout-4
-// container table (roaring_containers.h) answer lookups with. No CRoaring
-// types: the layout-4 kernels do not include CRoaring.
+// values, over (pointer, count): the array and run searches the container
+// table (roaring_containers.h) answers lookups with. No CRoaring types: the
+// container kernels do not include CRoaring.
 #pragma once
 
 #include <cstdint>

@@ -336,7 +336,7 @@ int run_compact(const Args& a) {
 SHMTOOL_COMMAND("roaring create", run_create, R"(create an empty exact set of 32-bit ids
 Usage: shmtool roaring create SEG NAME [--delta-capacity N] [--readers N] [--compact-at F] [--no-auto-compact] [--json]
 
-Creates an empty Roaring set (CRoaring frozen snapshot + shared delta) and
+Creates an empty Roaring set (container-table snapshot + shared delta) and
 prints what it made (as 'roaring info' does).
 
 Options:

@@ -136,7 +136,8 @@ TEST(RoaringCrash, KilledInsideAddAndRemove) {
 
 TEST(RoaringCrash, KilledDuringCompactionIsFinishedByTheNext) {
   for (const char* point :
-       {"roaring.compact.after_build", "roaring.compact.after_publish", "roaring.compact.before_free"}) {
+       {"roaring.compact.after_pack", "roaring.compact.after_build", "roaring.compact.after_publish",
+        "roaring.compact.before_free"}) {
     SCOPED_TRACE(point);
     SegmentGuard g(unique_name("rcc"));
     Segment seg = Segment::create(g.name, seg_options());
@@ -202,10 +203,11 @@ TEST(RoaringCrash, RandomKillsLoseNothingAcknowledged) {
   std::vector<std::pair<uint32_t, int>> all;
   const char* points[] = {"roaring.add.after_commit",      "roaring.remove.after_commit", "roaring.compact.after_build",
                           "roaring.compact.after_publish", "roaring.compact.before_free", "roaring.link.after_alloc",
-                          "roaring.link.after_link"};
-  for (int round = 0; round < 21; ++round) {
+                          "roaring.link.after_link",       "roaring.compact.after_pack"};
+  constexpr int kPoints = static_cast<int>(sizeof points / sizeof points[0]);
+  for (int round = 0; round < 3 * kPoints; ++round) {
     Ack ack;
-    const char* point = points[round % 7];
+    const char* point = points[round % kPoints];
     pid_t child = shmf_test::fork_child([&] {
       Segment s = Segment::open(g.name);
       RoaringSet rs = RoaringSet::open(s, "set");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <roaring/roaring.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -398,6 +399,141 @@ TEST(Roaring, OldSnapshotFreedOnlyWhenUnread) {
   EXPECT_TRUE(rs.contains(42));
 }
 
+// Layout 4: a pack that a compaction drops is freed with the retired
+// generation g only when no reader pins any generation from the pack's
+// birth to g, not just g-1 and g. Chunks 0..9 hold 100 values each in the
+// pack born at generation 1 (create_from); a reader pins generation 1;
+// generations 2 and 3 each touch one chunk (the pack stays more than half
+// live), generation 4 touches four more (30% live: repacked and dropped at
+// 4, so retired generation 3 carries it). Generations 1 and 2 stay pending
+// by [g-1, g]; generation 3 only by the pack's birth.
+TEST(Roaring, DroppedPackWaitsForReadersOfItsWholeLifetime) {
+  SegmentGuard g(unique_name("rpack"));
+  Segment seg = Segment::create(g.name, seg_options());
+  const uint64_t used0 = seg.stats().used_bytes;
+  {
+    roaring_bitmap_t* b = roaring_bitmap_create();
+    for (uint32_t c = 0; c < 10; ++c)
+      for (uint32_t i = 0; i < 100; ++i) roaring_bitmap_add(b, c << 16 | i * 7);
+    RoaringSet::create_from(seg, "p", b, small_delta());
+    roaring_bitmap_free(b);
+  }
+  int go[2], done[2];
+  ASSERT_EQ(pipe(go), 0);
+  ASSERT_EQ(pipe(done), 0);
+  pid_t reader = shmf_test::fork_child([&] {
+    Segment s2 = Segment::open(g.name);
+    RoaringSet rs = RoaringSet::open(s2, "p");
+    bool seen = rs.contains(3 << 16 | 14);  // makes (and pins) a view of generation 1
+    char c = 1;
+    if (write(done[1], &c, 1) != 1) return 5;
+    if (read(go[0], &c, 1) != 1) return 6;
+    return seen ? 0 : 7;
+  });
+  char c;
+  ASSERT_EQ(read(done[0], &c, 1), 1);
+  RoaringSet rs = RoaringSet::open(seg, "p");
+  auto touch = [&](std::initializer_list<uint32_t> chunks) {
+    for (uint32_t ch : chunks) ASSERT_EQ(rs.add(ch << 16 | 1), RoaringStatus::kOk);
+    ASSERT_TRUE(rs.compact());
+  };
+  touch({0});           // generation 2
+  touch({1});           // generation 3
+  touch({2, 3, 4, 5});  // generation 4: the first pack is 30% live, dropped
+  EXPECT_EQ(rs.stats().snapshot_generation, 4u);
+  EXPECT_EQ(rs.stats().pending_free, 3u) << "1 and 2 pinned by [g-1, g]; 3 by the birth of the pack it dropped";
+  ASSERT_EQ(write(go[1], &c, 1), 1);
+  ASSERT_TRUE(shmf_test::exited_ok(shmf_test::wait_status(reader)));
+  EXPECT_EQ(rs.reclaim(), 3u);
+  EXPECT_EQ(rs.stats().pending_free, 0u);
+  for (uint32_t ch = 0; ch < 10; ++ch) {
+    EXPECT_TRUE(rs.contains(ch << 16 | 693)) << ch;
+    EXPECT_EQ(rs.contains(ch << 16 | 1), ch < 6) << ch;
+  }
+  EXPECT_EQ(rs.cardinality(), 1006u);
+  EXPECT_TRUE(seg.check(false).consistent());
+  rs = RoaringSet();
+  EXPECT_TRUE(RoaringSet::drop(seg, "p"));
+  EXPECT_EQ(seg.stats().used_bytes, used0) << "every snapshot, pack and delta returned";
+}
+
+// Layout 4: a compaction rebuilds only the containers its deltas touched.
+// 5,000 chunks of 40 values (a DIRECT table), then 120 compactions each
+// touching 1% of the chunks at random (fixed seed), checked against an
+// oracle every round. Bounds: the median compaction writes <= 5% of the
+// containers' bytes into its new pack (1% touched, plus the occasional
+// repack), the directory never exceeds 64 packs, the packs never hold more
+// than 2x the live container bytes, and dropping the set returns every byte.
+TEST(Roaring, IncrementalCompactionRewritesOnlyTouchedContainers) {
+  SegmentGuard g(unique_name("rinc"));
+  Segment seg = Segment::create(g.name, seg_options(256ull << 20));
+  const uint64_t used0 = seg.stats().used_bytes;
+  RoaringOptions o = small_delta(1u << 16);
+  o.auto_compact = false;
+  RoaringSet rs = RoaringSet::create(seg, "inc", o);
+  std::set<uint32_t> oracle;
+  constexpr uint32_t kChunks = 5000;
+  for (uint32_t ch = 0; ch < kChunks; ++ch)
+    for (uint32_t i = 0; i < 40; ++i) {
+      const uint32_t v = ch << 16 | (i * 1601u) % 65536u;
+      ASSERT_EQ(rs.add(v), RoaringStatus::kOk);
+      oracle.insert(v);
+    }
+  ASSERT_TRUE(rs.compact());
+  RegionInfo info = seg.open_region("inc", Kind::kRoaring);
+  auto u32 = [](const std::byte* p) { uint32_t v; memcpy(&v, p, 4); return v; };
+  auto u64 = [](const std::byte* p) { uint64_t v; memcpy(&v, p, 8); return v; };
+  auto snapshot = [&] { return seg.base() + u64(seg.base() + info.offset + 64); };
+  ASSERT_EQ(u32(snapshot() + 4), 1u) << "5,000 containers: the direct table";
+  uint64_t rng = 20261202;
+  auto next = [&] {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<uint32_t>(rng >> 33);
+  };
+  std::vector<double> new_share;
+  for (int round = 0; round < 120; ++round) {
+    for (int t = 0; t < 50; ++t) {  // 1% of the chunks: one add and one remove each
+      const uint32_t ch = next() % kChunks;
+      const uint32_t add = ch << 16 | (next() % 65536u);
+      ASSERT_EQ(rs.add(add), RoaringStatus::kOk);
+      oracle.insert(add);
+      auto it = oracle.lower_bound(ch << 16);
+      ASSERT_EQ(rs.remove(*it), RoaringStatus::kOk);
+      oracle.erase(it);
+    }
+    ASSERT_TRUE(rs.compact());
+    const std::byte* sh = snapshot();
+    const uint64_t gen = u64(sh + 8);
+    const uint32_t npacks = u32(sh + 52);
+    ASSERT_LE(npacks, 64u) << round;
+    uint64_t bytes = 0, live = 0, fresh = 0;
+    for (uint32_t k = 0; k < npacks; ++k) {
+      const std::byte* p = sh + 64 + 32 * k;
+      bytes += u64(p + 8);
+      live += u64(p + 16);
+      if (u64(p + 24) == gen) fresh = u64(p + 8);
+    }
+    ASSERT_LE(bytes, 2 * live) << "round " << round << ": packs hold at most 2x their live bytes";
+    new_share.push_back(static_cast<double>(fresh) / static_cast<double>(live));
+    for (int q = 0; q < 200; ++q) {
+      const uint32_t v = (next() % kChunks) << 16 | (next() % 65536u);
+      ASSERT_EQ(rs.contains(v), oracle.count(v) == 1) << "round " << round << " value " << v;
+    }
+    ASSERT_EQ(rs.cardinality(), oracle.size()) << round;
+  }
+  for (uint32_t v : oracle) ASSERT_TRUE(rs.contains(v)) << v;
+  std::sort(new_share.begin(), new_share.end());
+  const double median = new_share[new_share.size() / 2];
+  printf("[incremental] median new-pack share %.4f, max %.4f over %zu compactions\n", median, new_share.back(),
+         new_share.size());
+  EXPECT_LE(median, 0.05) << "a 1% touch rewrites about 1% of the containers";
+  EXPECT_EQ(rs.stats().containers, kChunks);
+  EXPECT_TRUE(seg.check(false).consistent());
+  rs = RoaringSet();
+  EXPECT_TRUE(RoaringSet::drop(seg, "inc"));
+  EXPECT_EQ(seg.stats().used_bytes, used0) << "every snapshot, pack and delta returned";
+}
+
 namespace {
 // Threads of one process share the handle: kWriters writers on disjoint value
 // classes, 1 thread compacting, `readers` threads checking what writers
@@ -614,19 +750,21 @@ TEST(Roaring, EmptySetIsSmallAndDeltaGrowsWithUse) {
   EXPECT_EQ(capped.cardinality(), 100000u);
 }
 
-// Golden bytes of layout version 3: the region header, a snapshot header and
-// a delta header of an empty set with default options, read byte by byte
-// (the format is the bytes, not the structs: docs/roaring.md, docs/FORMAT.md).
+// Golden bytes of layout version 4: the region header, a snapshot header and
+// a delta header of an empty set with default options, then the snapshot of
+// a set of three values (one array container in one pack), read byte by
+// byte (the format is the bytes, not the structs: docs/roaring.md, docs/FORMAT.md).
 TEST(Roaring, LayoutGoldenBytes) {
   SegmentGuard g(unique_name("rgold"));
   Segment seg = Segment::create(g.name, seg_options());
   RoaringSet::create(seg, "g");
   RegionInfo info = seg.open_region("g", Kind::kRoaring);
   const std::byte* region = seg.base() + info.offset;
+  auto u16 = [](const std::byte* p) { uint16_t v; memcpy(&v, p, 2); return v; };
   auto u32 = [](const std::byte* p) { uint32_t v; memcpy(&v, p, 4); return v; };
   auto u64 = [](const std::byte* p) { uint64_t v; memcpy(&v, p, 8); return v; };
   EXPECT_EQ(u32(region + 0), 0x53524f41u);  // magic "AORS"
-  EXPECT_EQ(u32(region + 4), 3u);           // layout version
+  EXPECT_EQ(u32(region + 4), 4u);           // layout version
   EXPECT_EQ(u32(region + 8), 1u << 24);     // delta_capacity: the maximum
   EXPECT_EQ(u32(region + 12), 32u);         // reader_slots
   EXPECT_EQ(u32(region + 16), 500u);        // compact_permille
@@ -638,28 +776,67 @@ TEST(Roaring, LayoutGoldenBytes) {
   EXPECT_EQ(u64(region + 136), 0u);         // staged_snap
   EXPECT_EQ(u64(region + 144), 0u);         // staged_from
   EXPECT_EQ(u64(region + 152), 0u);         // compactions
-  EXPECT_EQ(u64(region + 160), 0u);         // staged_link (layout 3)
-  EXPECT_EQ(u64(region + 168), 0u);         // staged_link_onto (layout 3)
-  EXPECT_EQ(u64(region + 176), 0u);         // links (layout 3)
-  EXPECT_EQ(u64(region + 184), 0u);         // link_claim (layout 3)
+  EXPECT_EQ(u64(region + 160), 0u);         // staged_link
+  EXPECT_EQ(u64(region + 168), 0u);         // staged_link_onto
+  EXPECT_EQ(u64(region + 176), 0u);         // links
+  EXPECT_EQ(u64(region + 184), 0u);         // link_claim
   EXPECT_EQ(u64(region + 192), 0u);         // pending[0].snap_off
   ASSERT_EQ(cur % 64, 0u);
   const std::byte* snap = seg.base() + cur;
   EXPECT_EQ(u32(snap + 0), 0x534e4150u);    // "PANS"
+  EXPECT_EQ(u32(snap + 4), 0u);             // shape: sorted table
   EXPECT_EQ(u64(snap + 8), 1u);             // generation
+  EXPECT_EQ(u64(snap + 16), 0u);            // table_bytes: an empty table has none
   EXPECT_EQ(u64(snap + 24), 0u);            // cardinality
   uint64_t delta = u64(snap + 32);          // delta_off
   EXPECT_EQ(u64(snap + 40), 0u);            // prev_delta_off
+  EXPECT_EQ(u32(snap + 48), 0u);            // containers
+  EXPECT_EQ(u32(snap + 52), 0u);            // npacks
+  EXPECT_EQ(u64(snap + 56), 0u);            // ndropped
   ASSERT_EQ(delta % 64, 0u);
   const std::byte* d = seg.base() + delta;
   EXPECT_EQ(u32(d + 0), 0x444c5441u);       // "ATLD"
   EXPECT_EQ(u32(d + 4), 64u);               // this delta's capacity: the initial 64
   EXPECT_EQ(u64(d + 8), 0u);                // fill
-  EXPECT_EQ(u64(d + 16), 0u);               // next: no table linked after it (layout 3)
+  EXPECT_EQ(u64(d + 16), 0u);               // next: no table linked after it
   for (uint32_t i = 0; i < 64; ++i) ASSERT_EQ(u64(d + 64 + 8 * i), 0u) << "slot " << i;
+
+  // {5, 9, 65536 * 3 + 1} folded by a compaction: two array containers
+  // (chunks 0 and 3), both in the one pack generation 2 built.
+  RoaringSet s = RoaringSet::open(seg, "g");
+  for (uint32_t v : {9u, 5u, 65536u * 3 + 1}) ASSERT_EQ(s.add(v), RoaringStatus::kOk);
+  ASSERT_TRUE(s.compact());
+  cur = u64(region + 64);
+  snap = seg.base() + cur;
+  EXPECT_EQ(u64(snap + 8), 2u);             // generation
+  EXPECT_EQ(u32(snap + 4), 0u);             // shape: sorted (< 4,096 containers)
+  EXPECT_EQ(u64(snap + 24), 3u);            // cardinality
+  EXPECT_EQ(u32(snap + 48), 2u);            // containers
+  ASSERT_EQ(u32(snap + 52), 1u);            // npacks
+  EXPECT_EQ(u64(snap + 16), 8u + 16u);      // table_bytes: 2 keys padded to 8 B, then 2 words
+  const std::byte* dir = snap + 64;         // PackRef {off, bytes, live_bytes, birth}
+  const uint64_t pack = u64(dir + 0);
+  EXPECT_EQ(pack % 64, 0u);
+  EXPECT_EQ(u64(dir + 8), 16u);             // bytes: [5, 9] padded to 8 B, then [1] padded to 8 B
+  EXPECT_EQ(u64(dir + 16), 16u);            // live_bytes
+  EXPECT_EQ(u64(dir + 24), 2u);             // birth: generation 2
+  const std::byte* table = snap + 64 + 64;  // after the directory and the (empty) dropped area
+  EXPECT_EQ(u16(table + 0), 0u);            // key of chunk 0
+  EXPECT_EQ(u16(table + 2), 3u);            // key of chunk 3
+  const uint64_t w0 = u64(table + 8), w1 = u64(table + 16);
+  EXPECT_EQ(w0 & 3, 2u);                    // type: array
+  EXPECT_EQ((w0 >> 2) & 0x1ffff, 2u);       // count
+  EXPECT_EQ((w0 >> 19) << 3, pack);         // offset: the pack's first bytes
+  EXPECT_EQ(w1 & 3, 2u);
+  EXPECT_EQ((w1 >> 2) & 0x1ffff, 1u);
+  EXPECT_EQ((w1 >> 19) << 3, pack + 8);
+  EXPECT_EQ(u16(seg.base() + pack), 5u);
+  EXPECT_EQ(u16(seg.base() + pack + 2), 9u);
+  EXPECT_EQ(u16(seg.base() + pack + 8), 1u);
 }
 
-// Version-1 (fixed-size deltas) and version-2 (no delta chains) regions are refused with kVersionMismatch, and
+// Version-1 (fixed-size deltas), version-2 (no delta chains) and version-3 (CRoaring frozen snapshots) regions
+// are refused with kVersionMismatch, and
 // a delta whose capacity exceeds the header's maximum is never followed.
 TEST(Roaring, OldLayoutRefusedAndBadDeltaCapacityNotFollowed) {
   SegmentGuard g(unique_name("rold"));
@@ -669,11 +846,11 @@ TEST(Roaring, OldLayoutRefusedAndBadDeltaCapacityNotFollowed) {
   RegionInfo info = seg.open_region("o", Kind::kRoaring);
   auto* version = reinterpret_cast<uint32_t*>(seg.base() + info.offset + 4);
   Segment other = Segment::open(g.name);
-  for (uint32_t old : {1u, 2u}) {
+  for (uint32_t old : {1u, 2u, 3u}) {
     *version = old;
     EXPECT_EQ(code_of([&] { RoaringSet::open(other, "o"); }), ErrorCode::kVersionMismatch) << old;
   }
-  *version = 3;
+  *version = 4;
   uint64_t cur = reinterpret_cast<std::atomic<uint64_t>*>(seg.base() + info.offset + 64)->load();
   uint64_t delta_off = reinterpret_cast<const uint64_t*>(seg.base() + cur)[4];
   auto* cap = reinterpret_cast<uint32_t*>(seg.base() + delta_off + 4);

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "structures/roaring_impl.h"
-#include "structures/roaring_index.h"
+#include "structures/roaring_containers.h"
 #include "shmfilter/error.hpp"
 #include "shmfilter/roaring_set.hpp"
 #include "test_util.h"
@@ -147,33 +147,6 @@ TEST(RoaringKernels, DeltaValidateFindsDamage) {
   EXPECT_NE(delta_validate(d, 32, nullptr).find("capacity"), std::string::npos);  // 64 slots above a maximum of 32
 }
 
-// The snapshot layout puts frozen bytes 64 bytes into a 64-byte-aligned
-// extent; CRoaring refuses anything not 32-byte aligned, which is why.
-TEST(RoaringKernels, FrozenViewAlignment) {
-  roaring_bitmap_t* b = roaring_bitmap_from_range(0, 200000, 3);
-  roaring_bitmap_run_optimize(b);
-  size_t n = roaring_bitmap_frozen_size_in_bytes(b);
-  std::vector<uint64_t> buf((sizeof(SnapHeader) + n) / 8 + 16);
-  char* base = reinterpret_cast<char*>(buf.data());
-  char* aligned = base + ((64 - reinterpret_cast<uintptr_t>(base) % 64) % 64);
-  auto* sh = reinterpret_cast<SnapHeader*>(aligned);
-  roaring_bitmap_frozen_serialize(b, const_cast<char*>(frozen_bytes(sh)));
-  EXPECT_EQ(reinterpret_cast<uintptr_t>(frozen_bytes(sh)) % 32, 0u);
-  const roaring_bitmap_t* v = roaring_bitmap_frozen_view(frozen_bytes(sh), n);
-  ASSERT_NE(v, nullptr);
-  EXPECT_EQ(roaring_bitmap_get_cardinality(v), roaring_bitmap_get_cardinality(b));
-  EXPECT_TRUE(roaring_bitmap_contains(v, 199998));
-  EXPECT_FALSE(roaring_bitmap_contains(v, 199999));
-  roaring_bitmap_free(v);
-  // 8 bytes off the alignment, or a wrong length: CRoaring says no (NULL), never a crash.
-  std::vector<uint64_t> buf2(n / 8 + 16);
-  char* mis = reinterpret_cast<char*>(buf2.data()) + 8 + ((64 - reinterpret_cast<uintptr_t>(buf2.data()) % 64) % 64);
-  memcpy(mis, frozen_bytes(sh), n);
-  EXPECT_EQ(roaring_bitmap_frozen_view(mis, n), nullptr);
-  EXPECT_EQ(roaring_bitmap_frozen_view(frozen_bytes(sh), n - 1), nullptr);
-  roaring_bitmap_free(b);
-}
-
 TEST(RoaringKernels, PortableValidateAcceptsCRoaringOutput) {
   // Array, bitmap and run containers, with and without run-optimisation.
   roaring_bitmap_t* b = roaring_bitmap_create();
@@ -291,10 +264,12 @@ TEST(RoaringKernels, NextDeltaCapacityFollowsTheSet) {
   EXPECT_EQ(next_delta_capacity(1000000, 1u << 24, 1000, 500), 65536u) << "a cheap build keeps the card / 16 floor";
 }
 
-// The per-view container index (roaring_index.h) answers exactly what CRoaring
-// answers, for every container kind and for arrays whose values are far from
-// uniform (the interpolation guess misses its window and falls back).
-TEST(RoaringKernels, ContainerIndexAgreesWithCRoaring) {
+// build_from_portable (what create_from and a merge build a snapshot with)
+// copies CRoaring's containers as they are: the table answers exactly what
+// CRoaring answers, for every container kind and for arrays whose values
+// are far from uniform; the deep validation passes and sums the same
+// cardinality; truncated bytes are refused, never read past.
+TEST(RoaringKernels, BuildFromPortableAgreesWithCRoaring) {
   roaring_bitmap_t* b = roaring_bitmap_create();
   shmf_bench::Rng r(1616);
   for (uint32_t chunk = 0; chunk < 600; ++chunk) {
@@ -322,39 +297,54 @@ TEST(RoaringKernels, ContainerIndexAgreesWithCRoaring) {
     }
   }
   roaring_bitmap_run_optimize(b);
-  const size_t n = roaring_bitmap_frozen_size_in_bytes(b);
-  ASSERT_GE(n, kIndexMinFrozenBytes) << "big enough to be indexed";
-  std::vector<uint64_t> buf(n / 8 + 16);
-  char* aligned = reinterpret_cast<char*>(buf.data()) + ((64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64);
-  roaring_bitmap_frozen_serialize(b, aligned);
-  const roaring_bitmap_t* v = roaring_bitmap_frozen_view(aligned, n);
-  ASSERT_NE(v, nullptr);
-  std::unique_ptr<uint64_t[]> idx = build_index(v, aligned, n);
-  ASSERT_NE(idx, nullptr);
+  std::string bytes(roaring_bitmap_portable_size_in_bytes(b), '\0');
+  roaring_bitmap_portable_serialize(b, bytes.data());
+  c4::Built built;
+  ASSERT_TRUE(c4::build_from_portable(built, bytes.data(), bytes.size(), 7));
+  ASSERT_EQ(built.packs.size(), 1u);
+  EXPECT_EQ(built.packs[0].birth, 7u);
+  EXPECT_EQ(built.cardinality, roaring_bitmap_get_cardinality(b));
+  // Lay the pack and the table out as a segment would: [64 B | pack | table]
+  // (offsets are what is aligned; lookups read through memcpy).
+  const uint32_t nc = static_cast<uint32_t>(built.keys.size());
+  const bool direct = c4::table_direct_for(nc);
+  const uint64_t pack_bytes = built.pack.size() * 8, tb = c4::table_bytes(direct, nc);
+  std::vector<uint64_t> seg((64 + pack_bytes + tb) / 8 + 8);
+  auto* base = reinterpret_cast<std::byte*>(seg.data());
+  ASSERT_EQ(reinterpret_cast<uintptr_t>(base) % 8, 0u);
+  const uint64_t at = 64;  // the pack's offset from the "segment" base: 64-aligned, as txn.allocate's
+  std::memcpy(base + at, built.pack.data(), pack_bytes);
+  c4::relocate(built, at);
+  const uint64_t table_at = (at + pack_bytes + 7) & ~uint64_t{7};
+  c4::table_image(built, base + table_at);
+  const c4::Table t = c4::table_at(base + table_at, direct, nc);
+  uint64_t card = 0;
+  ASSERT_EQ(c4::table_validate(base, seg.size() * 8, t, built.packs.data(), 1, true, &card), "");
+  EXPECT_EQ(card, roaring_bitmap_get_cardinality(b));
   uint64_t checked = 0, present = 0;
   for (uint32_t chunk = 0; chunk < 602; ++chunk)
     for (uint32_t low = 0; low < 65536; low += (chunk % 6 == 2 ? 7 : 1)) {
       const uint32_t x = (chunk << 16) | low;
-      const bool want = roaring_bitmap_contains(v, x);
-      ASSERT_EQ(index_contains(aligned, idx[x >> 16], x), want) << "chunk " << chunk << " low " << low;
+      const bool want = roaring_bitmap_contains(b, x);
+      const uint64_t w = c4::table_word(t, static_cast<uint16_t>(chunk));
+      ASSERT_EQ(w != 0 && c4::container_contains(base, w, static_cast<uint16_t>(low)), want)
+          << "chunk " << chunk << " low " << low;
       ++checked;
       present += want;
     }
   EXPECT_GT(present, 1000000u);
   EXPECT_GT(checked, 30000000u);
-  // Small bitmaps keep CRoaring's search: no index.
-  roaring_bitmap_t* small = roaring_bitmap_from_range(0, 1000, 1);
-  const size_t ns = roaring_bitmap_frozen_size_in_bytes(small);
-  std::vector<uint64_t> sbuf(ns / 8 + 16);
-  char* sal = reinterpret_cast<char*>(sbuf.data()) + ((64 - reinterpret_cast<uintptr_t>(sbuf.data()) % 64) % 64);
-  roaring_bitmap_frozen_serialize(small, sal);
-  const roaring_bitmap_t* sv = roaring_bitmap_frozen_view(sal, ns);
-  EXPECT_EQ(build_index(sv, sal, ns), nullptr);
-  // A buffer that does not hold the containers is never indexed (bounds check).
-  EXPECT_EQ(build_index(v, aligned, n / 2), nullptr);
-  roaring_bitmap_free(sv);
-  roaring_bitmap_free(small);
-  roaring_bitmap_free(v);
+  // The round trip: the table's portable bytes are CRoaring's bitmap again.
+  const std::string back = c4::table_portable(base, t);
+  roaring_bitmap_t* rb = roaring_bitmap_portable_deserialize_safe(back.data(), back.size());
+  ASSERT_NE(rb, nullptr);
+  EXPECT_TRUE(roaring_bitmap_equals(rb, b));
+  roaring_bitmap_free(rb);
+  // Every truncation is refused (never a read past the buffer: ASan would say).
+  for (size_t cut : {size_t{0}, size_t{3}, size_t{9}, bytes.size() / 3, bytes.size() - 1}) {
+    c4::Built partial;
+    EXPECT_FALSE(c4::build_from_portable(partial, bytes.data(), cut, 1)) << cut;
+  }
   roaring_bitmap_free(b);
 }
 
