@@ -92,13 +92,13 @@ L4Snap l4_snapshot(const std::vector<uint32_t>& ids) {
   c4::build_full(b, ids.data(), ids.size(), 1);
   L4Snap s;
   const uint64_t pack = b.pack.size() * 8;
-  s.size = 64 + pack + 64 + c4::table_bytes(true, 65536) + 64;
+  s.size = 64 + pack + 64 + c4::table_bytes(true, c4::kChunks) + 64;
   s.seg = std::make_unique<Aligned>(s.size);
   c4::relocate(b, 64);
   std::memcpy(s.seg->p + 64, b.pack.data(), pack);
   const uint64_t toff = (64 + pack + 64 + 63) / 64 * 64;
   c4::table_image(b, s.seg->p + toff);
-  s.t = c4::table_at(s.seg->p + toff, c4::table_direct_for(static_cast<uint32_t>(b.keys.size())),
+  s.t = c4::table_at(s.seg->p + toff, c4::table_indexed_for(static_cast<uint32_t>(b.keys.size())),
                      static_cast<uint32_t>(b.keys.size()));
   s.packs = b.packs;
   s.card = b.cardinality;
@@ -133,14 +133,14 @@ void BM_L4_CompactIncremental(benchmark::State& st) {
   auto adds = touching(static_cast<uint32_t>(st.range(1)), 2);
   std::vector<uint64_t> ops;
   for (uint32_t v : adds) ops.push_back(uint64_t{v} << 1);
-  Aligned out(c4::table_bytes(true, 65536) + (16 << 20));
+  Aligned out(c4::table_bytes(true, c4::kChunks) + (16 << 20));
   uint64_t rebuilt = 0, shared = 0;
   c4::Built b;
   for (auto _ : st) {
     c4::build_incremental(b, s.seg->p, s.t, s.packs.data(), static_cast<uint32_t>(s.packs.size()), s.card, ops.data(),
                           ops.size(), 2);
     c4::relocate(b, 1 << 30);  // where the transaction would have put the new pack
-    if (b.pack.size() * 8 <= (16u << 20)) std::memcpy(out.p + c4::table_bytes(true, 65536), b.pack.data(), b.pack.size() * 8);
+    if (b.pack.size() * 8 <= (16u << 20)) std::memcpy(out.p + c4::table_bytes(true, c4::kChunks), b.pack.data(), b.pack.size() * 8);
     c4::table_image(b, out.p);
     benchmark::DoNotOptimize(out.p[0]);
     rebuilt = b.rebuilt;
@@ -180,36 +180,32 @@ void BM_L4_TableContainsOutOfCache(benchmark::State& st) {
 BENCHMARK(BM_L4_TableContainsOutOfCache)->Arg(30000000)->Arg(120000000);
 
 // Batched lookups in blocks of 16 independent random queries (contains_many's
-// shape): prefetch the 16 index/table words, then the 16 container lines,
-// then answer. Time per query.
-template <class Word, class Probe, class Answer>
-void batched(benchmark::State& st, Word word, Probe probe, Answer answer) {
+// shape): prefetch the 16 rank entries, then the 16 words, then the 16
+// container lines, then answer. Time per query.
+void BM_L4_TableContainsBatched16OutOfCache(benchmark::State& st) {
+  auto ids = random_ids(static_cast<uint64_t>(st.range(0)), 3);
+  L4Snap s = l4_snapshot(ids);
   uint32_t q[16];
-  uint64_t w[16];
   uint32_t seed = 1, hits = 0;
   for (auto _ : st) {
     for (int i = 0; i < 16; ++i) {
       seed = next_query(seed, false);
       q[i] = seed;
-      __builtin_prefetch(word(q[i], true));
+      __builtin_prefetch(c4::table_probe_address(s.t, static_cast<uint16_t>(q[i] >> 16)));
+    }
+    for (int i = 0; i < 16; ++i)
+      if (const void* p = c4::table_word_address(s.t, static_cast<uint16_t>(q[i] >> 16))) __builtin_prefetch(p);
+    for (int i = 0; i < 16; ++i) {
+      const uint64_t w = c4::table_word(s.t, static_cast<uint16_t>(q[i] >> 16));
+      if (w != 0) __builtin_prefetch(c4::container_probe_address(s.seg->p, w, static_cast<uint16_t>(q[i])));
     }
     for (int i = 0; i < 16; ++i) {
-      w[i] = *static_cast<const uint64_t*>(word(q[i], false));
-      if (w[i] != 0) __builtin_prefetch(probe(w[i], q[i]));
+      const uint64_t w = c4::table_word(s.t, static_cast<uint16_t>(q[i] >> 16));
+      hits += w != 0 && c4::container_contains(s.seg->p, w, static_cast<uint16_t>(q[i]));
     }
-    for (int i = 0; i < 16; ++i) hits += w[i] != 0 && answer(w[i], q[i]);
   }
   benchmark::DoNotOptimize(hits);
   st.SetItemsProcessed(static_cast<int64_t>(st.iterations()) * 16);
-}
-
-void BM_L4_TableContainsBatched16OutOfCache(benchmark::State& st) {
-  auto ids = random_ids(static_cast<uint64_t>(st.range(0)), 3);
-  L4Snap s = l4_snapshot(ids);
-  batched(
-      st, [&](uint32_t v, bool) -> const void* { return &s.t.words[v >> 16]; },
-      [&](uint64_t w, uint32_t v) { return c4::container_probe_address(s.seg->p, w, static_cast<uint16_t>(v)); },
-      [&](uint64_t w, uint32_t v) { return c4::container_contains(s.seg->p, w, static_cast<uint16_t>(v)); });
 }
 BENCHMARK(BM_L4_TableContainsBatched16OutOfCache)->Arg(30000000);
 

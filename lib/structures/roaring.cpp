@@ -306,6 +306,8 @@ uint64_t contains_each(const std::shared_ptr<RoaringLocal>& L, bool live, std::s
         if (in_range(i)) view->prefetch1(static_cast<uint32_t>(values[i]));
       for (size_t i = i0; i < i0 + m; ++i)
         if (in_range(i)) view->prefetch2(static_cast<uint32_t>(values[i]));
+      for (size_t i = i0; i < i0 + m; ++i)
+        if (in_range(i)) view->prefetch3(static_cast<uint32_t>(values[i]));
     }
     for (size_t i = i0; i < i0 + m; ++i)
       present += out[i] = view && in_range(i) && view->contains(static_cast<uint32_t>(values[i]));
@@ -573,7 +575,7 @@ RoaringSet RoaringSet::store(Segment& seg, std::string_view dest, SetOp op, std:
 
 bool RoaringSet::contains_any(std::span<const RoaringSet> sets, uint32_t x) noexcept {
   // Up to 16 sets at once: the first loads of every set are issued before any
-  // is awaited (prefetch1, then prefetch2), so 7 sets cost about one set's
+  // is awaited (prefetch1, 2, 3: rank entry, word, container), so 7 sets cost about one set's
   // latency plus the instructions. A view made on the way may evict another
   // set's cached view (current_view's pointer lives until the next call), so
   // then, and for more sets, the plain loop answers.
@@ -590,6 +592,8 @@ bool RoaringSet::contains_any(std::span<const RoaringSet> sets, uint32_t x) noex
     if (!made) {
       for (size_t i = 0; i < n; ++i)
         if (views[i]) views[i]->prefetch2(x);
+      for (size_t i = 0; i < n; ++i)
+        if (views[i]) views[i]->prefetch3(x);
       for (size_t i = 0; i < n; ++i)
         if (views[i] && views[i]->contains(x)) return true;
       return false;

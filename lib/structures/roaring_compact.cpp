@@ -58,15 +58,15 @@ uint64_t allocate_version(ControlTxn& txn, c4::Built& b, uint64_t gen, uint64_t 
   }
   SHMF_KILL_POINT("roaring.compact.after_pack");  // inside the transaction: the recovery frees the pack
   const uint32_t n = static_cast<uint32_t>(b.keys.size());
-  const bool direct = c4::table_direct_for(n);
-  const uint64_t tb = c4::table_bytes(direct, n);
+  const bool indexed = c4::table_indexed_for(n);
+  const uint64_t tb = c4::table_bytes(indexed, n);
   const uint32_t np = static_cast<uint32_t>(b.packs.size());
   const uint64_t snap = txn.allocate(snap_extent_bytes(np, tb));
   if (grows) SHMF_KILL_POINT("roaring.delta.grow");  // inside the transaction: the recovery rolls every allocation back
   const uint64_t delta = txn.allocate(delta_bytes(capacity));
   auto* sh = reinterpret_cast<SnapHeader*>(base + snap);
   sh->magic = kSnapMagic;
-  sh->shape = direct ? 1 : 0;
+  sh->shape = indexed ? 1 : 0;
   sh->generation = gen;
   sh->table_bytes = tb;
   sh->cardinality = b.cardinality;

@@ -133,6 +133,14 @@ std::string table_validate(const std::byte* base, uint64_t size, const Table& t,
   std::sort(by_off.begin(), by_off.end(), [&](uint32_t a, uint32_t b) { return dir[a].off < dir[b].off; });
   for (uint32_t i = 1; i < npacks; ++i)
     if (dir[by_off[i - 1]].off + dir[by_off[i - 1]].bytes > dir[by_off[i]].off) return "pack extents overlap";
+  if (t.indexed) {  // the rank entries first: table_for_each and lookups trust `before` only up to n
+    uint64_t count = 0;
+    for (uint32_t k = 0; k < kRankEntries; ++k) {
+      if (t.rank[k].before != count || t.rank[k].zero != 0) return "container table rank entry " + std::to_string(k) + " is inconsistent";
+      count += static_cast<uint64_t>(std::popcount(t.rank[k].bits));
+    }
+    if (count != t.n) return "container table index names a different number of containers than its header says";
+  }
   std::vector<uint64_t> live(npacks, 0);
   std::string err;
   uint64_t card = 0;
@@ -166,7 +174,6 @@ std::string table_validate(const std::byte* base, uint64_t size, const Table& t,
     }
   });
   if (!err.empty()) return err;
-  if (t.direct && seen != t.n) return "direct container table holds a different number of containers than its header says";
   for (uint32_t i = 0; i < npacks; ++i)
     if (live[i] != dir[i].live_bytes) return "pack live_bytes differs from the containers that point into it";
   if (cardinality_out) *cardinality_out = card;
@@ -219,6 +226,78 @@ void finish_new_pack(Built& b, uint64_t gen) {
 }
 }  // namespace
 
+namespace {
+// Index of the first set bit at or after `from` in the 65,536-bit set
+// (`want` = true), or of the first clear bit (`want` = false); 65,536 if none.
+uint32_t next_bit(const uint64_t* bits, uint32_t from, bool want) noexcept {
+  uint32_t k = from >> 6;
+  if (k >= 1024) return 65536;
+  uint64_t w = (want ? bits[k] : ~bits[k]) & (~uint64_t{0} << (from & 63));
+  while (w == 0) {
+    if (++k == 1024) return 65536;
+    w = want ? bits[k] : ~bits[k];
+  }
+  return k * 64 + static_cast<uint32_t>(std::countr_zero(w));
+}
+
+// Encodes a chunk given as a 65,536-bit set (encode_chunk's rule: the
+// smallest of array / bitmap / run; ties array, then run) into b.pack;
+// returns its word with a LOCAL offset (0 when empty) and the count.
+uint64_t encode_bits(Built& b, const uint64_t* bits, uint32_t* count) {
+  uint32_t n = 0, runs = 0;
+  uint64_t carry = 0;
+  for (uint32_t k = 0; k < 1024; ++k) {
+    const uint64_t w = bits[k];
+    n += static_cast<uint32_t>(std::popcount(w));
+    runs += static_cast<uint32_t>(std::popcount(w & ~((w << 1) | carry)));  // a run starts where a bit follows a clear one
+    carry = w >> 63;
+  }
+  *count = n;
+  if (n == 0) return 0;
+  const uint64_t array_b = n <= kArrayMax ? uint64_t{n} * 2 : UINT64_MAX;
+  const uint64_t bitmap_b = n > kArrayMax ? kBitmapBytes : UINT64_MAX;
+  const uint64_t run_b = uint64_t{runs} * 4;
+  if (run_b < std::min(array_b, bitmap_b)) {
+    std::vector<uint16_t> r;
+    r.reserve(2 * uint64_t{runs});
+    for (uint32_t at = next_bit(bits, 0, true); at < 65536;) {
+      const uint32_t end = next_bit(bits, at, false);  // one past the run
+      r.push_back(static_cast<uint16_t>(at));
+      r.push_back(static_cast<uint16_t>(end - 1 - at));
+      at = end < 65536 ? next_bit(bits, end, true) : 65536;
+    }
+    return cw_make(kRun, runs, pack_append(b, r.data(), run_b, 8));
+  }
+  if (array_b <= bitmap_b) {
+    std::vector<uint16_t> v;
+    v.reserve(n);
+    for (uint32_t k = 0; k < 1024; ++k)
+      for (uint64_t w = bits[k]; w != 0; w &= w - 1) v.push_back(static_cast<uint16_t>(k * 64 + static_cast<uint32_t>(std::countr_zero(w))));
+    return cw_make(kArray, n, pack_append(b, v.data(), array_b, 8));
+  }
+  return cw_make(kBitmap, n, pack_append(b, bits, kBitmapBytes, 64));
+}
+
+// The old container w (a bitmap or runs) as a 65,536-bit set.
+void container_bits(const std::byte* base, uint64_t w, uint64_t* bits) noexcept {
+  std::memset(bits, 0, kBitmapBytes);
+  const std::byte* p = base + cw_off(w);
+  if (cw_type(w) == kBitmap) {
+    std::memcpy(bits, p, kBitmapBytes);
+    return;
+  }
+  for (uint32_t i = 0; i < cw_count(w); ++i) {  // runs [s, s + len]: whole words at once
+    uint32_t s = load16(p + 4 * i);
+    const uint32_t e = std::min<uint32_t>(65535, s + load16(p + 4 * i + 2));
+    while (s <= e) {
+      const uint32_t k = s >> 6, lo = s & 63, hi = std::min<uint32_t>(63, e - (s & ~63u));
+      bits[k] |= (hi == 63 ? ~uint64_t{0} : (uint64_t{1} << (hi + 1)) - 1) & (~uint64_t{0} << lo);
+      s = (s & ~63u) + 64;
+    }
+  }
+}
+}  // namespace
+
 void build_full(Built& b, const uint32_t* vals, size_t n, uint64_t gen) {
   b = Built{};
   std::vector<uint16_t> lows;
@@ -245,8 +324,36 @@ void build_incremental(Built& b, const std::byte* base, const Table& old, const 
   int64_t card = static_cast<int64_t>(old_cardinality);
   std::vector<uint16_t> cur, next;
   size_t oi = 0;  // next op
+  uint64_t bits[kBitmapBytes / 8];
   auto rebuild = [&](uint16_t key, uint64_t w) {
-    // Merge the old container's values with this chunk's ops (sorted by value).
+    if (w != 0) {
+      int k = pack_of(dir, by_off, cw_off(w), cw_bytes(w));
+      if (k >= 0) dir[static_cast<uint32_t>(k)].live_bytes -= std::min(dir[static_cast<uint32_t>(k)].live_bytes, cw_footprint(w));
+    }
+    if (w != 0 && cw_type(w) != kArray) {
+      // A bitmap or runs (up to 65,536 values: decoding them to a list cost
+      // 150 ms for a dense 1e8 set): set and clear the ops' bits in an 8 KiB
+      // set, then encode from it.
+      container_bits(base, w, bits);
+      const uint32_t was = container_cardinality(base, w);
+      while (oi < nops && (ops[oi] >> 17) == key) {
+        const uint32_t low = static_cast<uint32_t>(ops[oi] >> 1) & 0xffff;
+        if (ops[oi] & 1)
+          bits[low >> 6] &= ~(uint64_t{1} << (low & 63));
+        else
+          bits[low >> 6] |= uint64_t{1} << (low & 63);
+        ++oi;
+      }
+      uint32_t now = 0;
+      const uint64_t nw = encode_bits(b, bits, &now);
+      card += static_cast<int64_t>(now) - static_cast<int64_t>(was);
+      if (nw != 0) {
+        push(b, key, nw, true);
+        pack_idx.push_back(-1);
+      }
+      return;
+    }
+    // Merge the old array's values with this chunk's ops (sorted by value).
     cur.clear();
     if (w != 0) low_values(base, w, cur);
     next.clear();
@@ -265,10 +372,6 @@ void build_incremental(Built& b, const std::byte* base, const Table& old, const 
     }
     next.insert(next.end(), cur.begin() + static_cast<std::ptrdiff_t>(ci), cur.end());
     card += static_cast<int64_t>(next.size()) - static_cast<int64_t>(cur.size());
-    if (w != 0) {
-      int k = pack_of(dir, by_off, cw_off(w), cw_bytes(w));
-      if (k >= 0) dir[static_cast<uint32_t>(k)].live_bytes -= std::min(dir[static_cast<uint32_t>(k)].live_bytes, cw_footprint(w));
-    }
     if (!next.empty()) {
       push(b, key, encode_chunk(b, next.data(), static_cast<uint32_t>(next.size())), true);
       pack_idx.push_back(-1);
@@ -400,14 +503,20 @@ void relocate(Built& b, uint64_t pack_off) noexcept {
   if (!b.pack.empty()) b.packs.back().off = pack_off;
 }
 
-bool table_direct_for(uint32_t n) noexcept { return n >= kDirectMinContainers; }
+bool table_indexed_for(uint32_t n) noexcept { return n >= kIndexedMinContainers; }
 
 void table_image(const Built& b, std::byte* out) noexcept {
   const uint32_t n = static_cast<uint32_t>(b.keys.size());
-  if (table_direct_for(n)) {
-    std::memset(out, 0, uint64_t{kChunks} * 8);
-    auto* w = reinterpret_cast<uint64_t*>(out);
-    for (uint32_t i = 0; i < n; ++i) w[b.keys[i]] = b.words[i];
+  if (table_indexed_for(n)) {
+    RankEntry rank[kRankEntries] = {};
+    for (uint32_t i = 0; i < n; ++i) rank[b.keys[i] >> 6].bits |= uint64_t{1} << (b.keys[i] & 63);
+    uint32_t before = 0;
+    for (auto& e : rank) {
+      e.before = before;
+      before += static_cast<uint32_t>(std::popcount(e.bits));
+    }
+    std::memcpy(out, rank, kRankBytes);
+    std::memcpy(out + kRankBytes, b.words.data(), uint64_t{n} * 8);
     return;
   }
   const uint64_t kb = (uint64_t{n} * 2 + 7) & ~uint64_t{7};

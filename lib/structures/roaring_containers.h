@@ -119,28 +119,51 @@ std::string container_validate(const std::byte* base, uint64_t size, uint64_t w)
 void container_values(const std::byte* base, uint64_t w, uint32_t key, std::vector<uint32_t>& out);
 
 // ---- the container table -----------------------------------------------------------
-// Two shapes of the same words: DIRECT (65,536 words indexed by the key: one
-// word load then the container, issue 16's <= 2 dependent misses), chosen
-// at >= kDirectMinContainers containers, where its 512 KiB are at most 128 B
-// per container (a container then holds ~2 KB at the mission's density);
-// SORTED (n keys u16, padded to 8 B, then n words) below it, so an empty or
-// small set costs bytes, not 512 KiB (issue 16: <= 4 KiB). A sorted table is
-// at most 4,095 keys (8 KiB): it stays in cache when the set is used.
-inline constexpr uint32_t kDirectMinContainers = 4096;
+// Two shapes of the same words, both in ascending key order:
+//   SORTED (n keys u16, padded to 8 B, then n words) below
+//     kIndexedMinContainers containers: an empty set's table is 0 B and a
+//     small set's a few hundred (issue 16: an empty or small set <= 4 KiB);
+//     a lookup is a binary search over <= 511 cached keys (<= 1 KiB).
+//   INDEXED (1,024 RankEntry of 16 B = 16 KiB, then n words) from there on:
+//     entry k holds the presence bits of keys 64k..64k+63 and how many
+//     containers precede them, so a lookup is one entry (the 16 KiB index
+//     stays cached while the set is used), a popcount, then the word and the
+//     container: issue 16's <= 2 dependent misses. Its cost is 16 KiB + 8 B
+//     a container (a DIRECT table of 65,536 words, the first design, cost
+//     512 KiB whatever the count: 128 B a container for a 4,096-container
+//     set, per-plan-per-day sets 30x their values).
+inline constexpr uint32_t kIndexedMinContainers = 512;
 inline constexpr uint32_t kChunks = 65536;
+inline constexpr uint32_t kRankEntries = kChunks / 64;
+
+struct RankEntry {
+  uint64_t bits;    // bit j: key 64k + j has a container
+  uint32_t before;  // containers with keys < 64k (the index of this group's first word)
+  uint32_t zero;    // 0
+};
+static_assert(sizeof(RankEntry) == 16, "a rank entry is 16 bytes: 4 to a cache line");
+inline constexpr uint64_t kRankBytes = uint64_t{kRankEntries} * sizeof(RankEntry);
 
 struct Table {
-  bool direct = false;
-  uint32_t n = 0;                  // containers (sorted: entries; direct: nonzero words)
-  const uint16_t* keys = nullptr;  // sorted only
-  const uint64_t* words = nullptr; // sorted: n; direct: 65,536
+  bool indexed = false;
+  uint32_t n = 0;                   // containers
+  const uint16_t* keys = nullptr;   // sorted only
+  const RankEntry* rank = nullptr;  // indexed only
+  const uint64_t* words = nullptr;  // n, in key order
 };
-inline uint64_t table_bytes(bool direct, uint32_t n) noexcept {
-  return direct ? uint64_t{kChunks} * 8 : ((uint64_t{n} * 2 + 7) & ~uint64_t{7}) + uint64_t{n} * 8;
+inline uint64_t table_bytes(bool indexed, uint32_t n) noexcept {
+  return indexed ? kRankBytes + uint64_t{n} * 8 : ((uint64_t{n} * 2 + 7) & ~uint64_t{7}) + uint64_t{n} * 8;
 }
-// The word of chunk `key`, 0 when absent.
+// The word of chunk `key`, 0 when absent. An index past n (a rank entry
+// changed after table_validate passed) answers 0, never a read past the table.
 inline uint64_t table_word(const Table& t, uint16_t key) noexcept {
-  if (t.direct) return t.words[key];
+  if (t.indexed) {
+    const RankEntry& e = t.rank[key >> 6];
+    const uint64_t bit = uint64_t{1} << (key & 63);
+    if ((e.bits & bit) == 0) return 0;
+    const uint64_t i = uint64_t{e.before} + static_cast<uint64_t>(__builtin_popcountll(e.bits & (bit - 1)));
+    return i < t.n ? t.words[i] : 0;
+  }
   uint32_t lo = 0, hi = t.n;
   while (lo < hi) {
     uint32_t mid = (lo + hi) / 2;
@@ -151,25 +174,42 @@ inline uint64_t table_word(const Table& t, uint16_t key) noexcept {
   }
   return lo < t.n && t.keys[lo] == key ? t.words[lo] : 0;
 }
+// The line a lookup of `key` reads first (for prefetching): the rank entry, or the sorted keys' middle.
+inline const void* table_probe_address(const Table& t, uint16_t key) noexcept {
+  return t.indexed ? static_cast<const void*>(&t.rank[key >> 6]) : static_cast<const void*>(t.keys + t.n / 2);
+}
+// The address of chunk `key`'s word (for prefetching), nullptr when absent.
+inline const void* table_word_address(const Table& t, uint16_t key) noexcept {
+  if (!t.indexed) return nullptr;  // the sorted keys and words of <= 511 containers stay cached
+  const RankEntry& e = t.rank[key >> 6];
+  const uint64_t bit = uint64_t{1} << (key & 63);
+  if ((e.bits & bit) == 0) return nullptr;
+  const uint64_t i = uint64_t{e.before} + static_cast<uint64_t>(__builtin_popcountll(e.bits & (bit - 1)));
+  return i < t.n ? &t.words[i] : nullptr;
+}
 // Table over `bytes` at p (the caller bounds p + table_bytes inside the segment).
-inline Table table_at(const std::byte* p, bool direct, uint32_t n) noexcept {
+inline Table table_at(const std::byte* p, bool indexed, uint32_t n) noexcept {
   Table t;
-  t.direct = direct;
+  t.indexed = indexed;
   t.n = n;
-  if (direct) {
-    t.words = reinterpret_cast<const uint64_t*>(p);
+  if (indexed) {
+    t.rank = reinterpret_cast<const RankEntry*>(p);
+    t.words = reinterpret_cast<const uint64_t*>(p + kRankBytes);
   } else {
     t.keys = reinterpret_cast<const uint16_t*>(p);
     t.words = reinterpret_cast<const uint64_t*>(p + ((uint64_t{n} * 2 + 7) & ~uint64_t{7}));
   }
   return t;
 }
-// Calls fn(key, word) for every container, ascending keys.
+// Calls fn(key, word) for every container, ascending keys (at most n words
+// are read whatever the rank entries say).
 template <class Fn>
 inline void table_for_each(const Table& t, Fn&& fn) {
-  if (t.direct) {
-    for (uint32_t k = 0; k < kChunks; ++k)
-      if (t.words[k] != 0) fn(static_cast<uint16_t>(k), t.words[k]);
+  if (t.indexed) {
+    uint32_t i = 0;
+    for (uint32_t k = 0; k < kRankEntries; ++k)
+      for (uint64_t bits = t.rank[k].bits; bits != 0 && i < t.n; bits &= bits - 1)
+        fn(static_cast<uint16_t>(k * 64 + static_cast<uint32_t>(__builtin_ctzll(bits))), t.words[i++]);
   } else {
     for (uint32_t i = 0; i < t.n; ++i) fn(t.keys[i], t.words[i]);
   }
@@ -187,7 +227,8 @@ static_assert(sizeof(PackRef) == 32, "a pack reference is four u64 words");
 
 // Validates a table and directory against a segment of `size` bytes: every
 // word cw_ok (deep: container_validate too, when `deep`), sorted keys
-// strictly increasing, every container inside exactly one pack, each pack's
+// strictly increasing (indexed: every rank entry's `before` the count of the
+// bits before it, `zero` 0, n bits in all), every container inside exactly one pack, each pack's
 // live_bytes equal to the footprints of the words into it, packs inside the
 // segment and disjoint, the directory at most kMaxPacks. "" or the problem.
 std::string table_validate(const std::byte* base, uint64_t size, const Table& t, const PackRef* packs,
@@ -241,8 +282,8 @@ bool build_from_portable(Built& b, const char* buf, size_t len, uint64_t gen);
 // fresh words get their absolute offsets, the directory's last entry its off.
 void relocate(Built& b, uint64_t pack_off) noexcept;
 
-// The table image (table_bytes(direct, n) bytes) for b.keys/b.words.
-bool table_direct_for(uint32_t n) noexcept;
+// The shape for n containers, and the table image (table_bytes(indexed, n) bytes) for b.keys/b.words.
+bool table_indexed_for(uint32_t n) noexcept;
 void table_image(const Built& b, std::byte* out) noexcept;
 
 // CRoaring portable serialization of a table's containers (to_bitmap,

@@ -231,7 +231,7 @@ inline uint64_t region_bytes(uint32_t reader_slots) noexcept {
 // segment lock).
 struct alignas(64) SnapHeader {
   uint32_t magic;          // kSnapMagic
-  uint32_t shape;          // 1 = DIRECT table (65,536 words), 0 = SORTED (keys, then words): c4::Table
+  uint32_t shape;          // 1 = INDEXED table (16 KiB rank index, then words), 0 = SORTED (keys, then words): c4::Table
   uint64_t generation;     // 1 for the first snapshot; +1 per compaction
   uint64_t table_bytes;    // c4::table_bytes(shape, containers)
   uint64_t cardinality;    // of the container table alone

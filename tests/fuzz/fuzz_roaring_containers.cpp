@@ -3,7 +3,7 @@
 // segment bytes.
 //
 // The input is a stand-in segment: bytes 0..7 say the table's shape
-// (u32 containers, u8 direct, u8 packs), then `packs` PackRefs, then the
+// (u32 containers, u8 indexed, u8 packs), then `packs` PackRefs, then the
 // table; the whole input is the segment. table_validate must name any
 // problem without reading outside the input (ASan); when it accepts, every
 // lookup, the portable serialization (which CRoaring's portable_validate
@@ -39,16 +39,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::memcpy(seg.p, data, size);
   uint32_t n;
   std::memcpy(&n, data, 4);
-  const bool direct = data[4] & 1;
+  const bool indexed = data[4] & 1;
   const uint32_t npacks = data[5];
   if (npacks > kMaxPacks) return 0;
-  if (!direct && n > kChunks) return 0;
+  if (n > kChunks) return 0;
   const uint64_t dir_at = 8, table_at_off = (dir_at + uint64_t{npacks} * sizeof(PackRef) + 7) & ~uint64_t{7};
-  const uint64_t tb = table_bytes(direct, n);
+  const uint64_t tb = table_bytes(indexed, n);
   if (table_at_off > size || tb > size - table_at_off) return 0;
   std::vector<PackRef> packs(npacks);
   if (npacks) std::memcpy(packs.data(), data + dir_at, npacks * sizeof(PackRef));
-  const Table t = table_at(seg.p + table_at_off, direct, n);
+  const Table t = table_at(seg.p + table_at_off, indexed, n);
   uint64_t card = 0;
   if (!table_validate(seg.p, size, t, packs.data(), npacks, true, &card).empty()) return 0;
   // Accepted: every read below must stay inside the input.
@@ -77,13 +77,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Publish: the old segment, then the new pack, then the new table.
   const uint64_t pack_off = (size + 63) / 64 * 64, pack_bytes = nb.pack.size() * 8;
   const uint32_t nn = static_cast<uint32_t>(nb.keys.size());
-  const uint64_t tab_off = (pack_off + pack_bytes + 63) / 64 * 64, nsize = tab_off + table_bytes(table_direct_for(nn), nn);
+  const uint64_t tab_off = (pack_off + pack_bytes + 63) / 64 * 64, nsize = tab_off + table_bytes(table_indexed_for(nn), nn);
   Aligned seg2(nsize);
   std::memcpy(seg2.p, data, size);
   relocate(nb, pack_off == 0 ? 64 : pack_off);
   if (pack_bytes) std::memcpy(seg2.p + pack_off, nb.pack.data(), pack_bytes);
   table_image(nb, seg2.p + tab_off);
-  const Table t2 = table_at(seg2.p + tab_off, table_direct_for(nn), nn);
+  const Table t2 = table_at(seg2.p + tab_off, table_indexed_for(nn), nn);
   uint64_t card2 = 0;
   if (!table_validate(seg2.p, nsize, t2, nb.packs.data(), static_cast<uint32_t>(nb.packs.size()), true, &card2).empty())
     __builtin_trap();

@@ -458,7 +458,7 @@ TEST(Roaring, DroppedPackWaitsForReadersOfItsWholeLifetime) {
 }
 
 // Layout 4: a compaction rebuilds only the containers its deltas touched.
-// 5,000 chunks of 40 values (a DIRECT table), then 120 compactions each
+// 5,000 chunks of 40 values (an INDEXED table), then 120 compactions each
 // touching 1% of the chunks at random (fixed seed), checked against an
 // oracle every round. Bounds: the median compaction writes <= 5% of the
 // containers' bytes into its new pack (1% touched, plus the occasional
@@ -484,7 +484,7 @@ TEST(Roaring, IncrementalCompactionRewritesOnlyTouchedContainers) {
   auto u32 = [](const std::byte* p) { uint32_t v; memcpy(&v, p, 4); return v; };
   auto u64 = [](const std::byte* p) { uint64_t v; memcpy(&v, p, 8); return v; };
   auto snapshot = [&] { return seg.base() + u64(seg.base() + info.offset + 64); };
-  ASSERT_EQ(u32(snapshot() + 4), 1u) << "5,000 containers: the direct table";
+  ASSERT_EQ(u32(snapshot() + 4), 1u) << "5,000 containers: the indexed table";
   uint64_t rng = 20261202;
   auto next = [&] {
     rng = rng * 6364136223846793005ull + 1442695040888963407ull;

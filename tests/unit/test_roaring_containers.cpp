@@ -53,10 +53,10 @@ Snap publish(FakeSeg& s, Built& b, uint64_t gen) {
     std::memcpy(s.base() + off, b.pack.data(), b.pack.size() * 8);
   }
   const uint32_t n = static_cast<uint32_t>(b.keys.size());
-  const bool direct = table_direct_for(n);
-  uint64_t toff = s.alloc(std::max<uint64_t>(8, table_bytes(direct, n)));
+  const bool indexed = table_indexed_for(n);
+  uint64_t toff = s.alloc(std::max<uint64_t>(8, table_bytes(indexed, n)));
   table_image(b, s.base() + toff);
-  out.t = table_at(s.base() + toff, direct, n);
+  out.t = table_at(s.base() + toff, indexed, n);
   out.packs = b.packs;
   out.card = b.cardinality;
   out.gen = gen;
@@ -154,7 +154,7 @@ TEST(RoaringContainers, FullBuildMatchesCRoaring) {
   build_full(b, vals.data(), vals.size(), 1);
   EXPECT_EQ(b.rebuilt, roaring_bitmap_get_cardinality(o) ? b.keys.size() : 0);
   Snap sn = publish(s, b, 1);
-  EXPECT_TRUE(sn.t.direct);  // > 4096 containers
+  EXPECT_TRUE(sn.t.indexed);  // >= 512 containers
   expect_equal(s, sn, o, rng);
   roaring_bitmap_free(o);
 }
@@ -165,11 +165,11 @@ TEST(RoaringContainers, SmallSetsUseASortedTableOfAFewBytes) {
   build_full(b, nullptr, 0, 1);
   EXPECT_TRUE(b.pack.empty());
   EXPECT_TRUE(b.packs.empty());
-  EXPECT_EQ(table_bytes(table_direct_for(0), 0), 0u);  // an empty set: no table, no pack
+  EXPECT_EQ(table_bytes(table_indexed_for(0), 0), 0u);  // an empty set: no table, no pack
   std::vector<uint32_t> vals = {7, 70000, 1u << 31, 0xFFFFFFFFu};
   build_full(b, vals.data(), vals.size(), 1);
   EXPECT_EQ(b.keys.size(), 4u);
-  EXPECT_FALSE(table_direct_for(4));
+  EXPECT_FALSE(table_indexed_for(4));
   EXPECT_EQ(table_bytes(false, 4), 8u + 32u);  // 4 keys, 4 words
   EXPECT_EQ(b.pack.size() * 8, 32u);           // four one-value arrays, 8 B each
   Snap sn = publish(s, b, 1);

@@ -307,8 +307,8 @@ TEST(RoaringKernels, BuildFromPortableAgreesWithCRoaring) {
   // Lay the pack and the table out as a segment would: [64 B | pack | table]
   // (offsets are what is aligned; lookups read through memcpy).
   const uint32_t nc = static_cast<uint32_t>(built.keys.size());
-  const bool direct = c4::table_direct_for(nc);
-  const uint64_t pack_bytes = built.pack.size() * 8, tb = c4::table_bytes(direct, nc);
+  const bool indexed = c4::table_indexed_for(nc);
+  const uint64_t pack_bytes = built.pack.size() * 8, tb = c4::table_bytes(indexed, nc);
   std::vector<uint64_t> seg((64 + pack_bytes + tb) / 8 + 8);
   auto* base = reinterpret_cast<std::byte*>(seg.data());
   ASSERT_EQ(reinterpret_cast<uintptr_t>(base) % 8, 0u);
@@ -317,7 +317,7 @@ TEST(RoaringKernels, BuildFromPortableAgreesWithCRoaring) {
   c4::relocate(built, at);
   const uint64_t table_at = (at + pack_bytes + 7) & ~uint64_t{7};
   c4::table_image(built, base + table_at);
-  const c4::Table t = c4::table_at(base + table_at, direct, nc);
+  const c4::Table t = c4::table_at(base + table_at, indexed, nc);
   uint64_t card = 0;
   ASSERT_EQ(c4::table_validate(base, seg.size() * 8, t, built.packs.data(), 1, true, &card), "");
   EXPECT_EQ(card, roaring_bitmap_get_cardinality(b));
