@@ -2,8 +2,10 @@
 // every process, built on CRoaring.
 //
 // The settled part is a snapshot in the segment (layout 4): a container
-// table of 8-byte words, one per 16-bit chunk, naming immutable containers
-// (CRoaring's array, bitset and run formats) in packs shared between
+// table of 8-byte words, one per non-empty 16-bit chunk (below 512
+// containers behind sorted keys, from 512 on behind a 16 KiB rank index: a
+// lookup is the index entry, the word, the container), naming immutable
+// containers (CRoaring's array, bitset and run formats) in packs shared between
 // snapshot generations; every process reads it in place, zero-copy. Recent
 // adds/removes live in a bounded lock-free delta table in the segment and
 // are visible to every process as soon as the call returns. When the delta

@@ -80,7 +80,7 @@ RoaringSet RoaringSet::create_from(Segment& seg, std::string_view name, const ro
         h->created_unix_ns = static_cast<uint64_t>(
             std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::system_clock::now().time_since_epoch())
                 .count());
-        const uint32_t cap = next_delta_capacity(b.cardinality, opts.delta_capacity);
+        const uint32_t cap = next_delta_capacity(b.cardinality, opts.delta_capacity, 0, 500, b.keys.size());
         uint64_t delta = 0;
         c4::Built local = b;  // a retried transaction relocates a fresh copy
         uint64_t snap = allocate_version(txn, local, 1, 0, cap, false, &delta);

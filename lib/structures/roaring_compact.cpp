@@ -409,7 +409,8 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
   uint64_t from = view->snap_off;
   // The next active delta grows (or shrinks) with the set and with what a
   // compaction of it costs: next_delta_capacity (roaring_impl.h).
-  const uint32_t cap = next_delta_capacity(b.cardinality, L.max_capacity, thread_cpu_ns() - cpu0, L.compact_permille);
+  const uint32_t cap = next_delta_capacity(b.cardinality, L.max_capacity, thread_cpu_ns() - cpu0, L.compact_permille,
+                                           b.keys.size());
   const bool grows = cap > view->act[0]->capacity;
   uint64_t new_delta = 0;
   L.seg.transact([&](ControlTxn& txn) {

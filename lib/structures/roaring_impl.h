@@ -71,24 +71,30 @@ inline constexpr uint32_t kInitialDeltaCapacity = 64;  // an empty set's delta: 
 // writer has to wait for (or, with auto_compact, run) a compaction.
 inline constexpr uint32_t kMaxChain = 4;
 
-// Capacity of the next active delta for a snapshot of `card` values whose
-// build cost `build_cpu_ns` of thread CPU: the smallest power of two >= both
-// card / 16 and build_cpu_ns * 10 / compact_permille (i.e. >= cost / (100 ns
-// x compact_at)), at most the power of two >= card / 4, clamped to [64,
-// max_capacity]. Why: a compaction rebuilds every container its deltas
-// touched (once the writes outnumber the containers, all of them) and runs
-// every capacity * compact_at writes, so a delta sized from its cost keeps
-// the amortised compaction cost per write near 100 ns whatever the set's
-// size and shape (layout 3's whole rewrite cost ~3 ns per value at the
-// mission's density, ~50 ns per value when 2^32-wide random ids leave ~15
-// values per container: a fixed delta or a pure card-proportional one made
-// writes cost 1-2 us there, issue 16). card / 16 is the floor that makes growth deterministic for a growing
-// set. Memory: the delta costs 8 B a slot, at most one slot per 4 values per
-// table (2-4 B per value; a sparse snapshot costs 2-7 B per value); once
-// max_capacity binds, the cost grows with the set again.
+// Capacity of the next active delta for a snapshot of `card` values in
+// `containers` containers whose build cost `build_cpu_ns` of thread CPU: the
+// smallest power of two >= both the floor and build_cpu_ns * 10 /
+// compact_permille (i.e. >= cost / (100 ns x compact_at)), at most the power
+// of two >= card / 4, clamped to [64, max_capacity]. The floor is card / 16,
+// but at most 64 slots a container (and never below 65,536 for that
+// reason). Why: a compaction rebuilds every container its deltas touched
+// (once the writes outnumber the containers, all of them) and runs every
+// capacity * compact_at writes, so a delta sized from its cost keeps the
+// amortised compaction cost per write near 100 ns whatever the set's size
+// and shape (layout 3's whole rewrite cost ~3 ns per value at the mission's
+// density, ~50 ns per value when 2^32-wide random ids leave ~15 values per
+// container: a fixed delta or a pure card-proportional one made writes cost
+// 1-2 us there, issue 16). card / 16 is the floor that makes growth
+// deterministic for a growing set; 64 slots a container bound it where a
+// rebuild of each touched container (1-4 us) is already cheap per write: a
+// dense 0..1e8 set (1,526 run containers) carried a 64 MiB delta for
+// nothing, and now carries 1 MiB. Memory: the delta costs 8 B a slot, at
+// most one slot per 4 values per table (2-4 B per value; a sparse snapshot
+// costs 2-7 B per value); once max_capacity binds, the cost grows with the set again.
 inline uint32_t next_delta_capacity(uint64_t card, uint32_t max_capacity, uint64_t build_cpu_ns = 0,
-                                    uint32_t compact_permille = 500) noexcept {
+                                    uint32_t compact_permille = 500, uint64_t containers = UINT64_MAX) noexcept {
   uint64_t want = card / 16;
+  if (containers != UINT64_MAX) want = std::min(want, std::max<uint64_t>(containers * 64, 65536));
   if (compact_permille != 0) {
     uint64_t by_cost = build_cpu_ns / compact_permille * 10;
     uint64_t ceiling = 1;

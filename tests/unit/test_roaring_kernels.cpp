@@ -262,6 +262,12 @@ TEST(RoaringKernels, NextDeltaCapacityFollowsTheSet) {
   EXPECT_EQ(next_delta_capacity(4000, 1u << 24, 20000000, 500), 1024u);
   EXPECT_EQ(next_delta_capacity(1000000, 1u << 16, 20000000, 500), 1u << 16);
   EXPECT_EQ(next_delta_capacity(1000000, 1u << 24, 1000, 500), 65536u) << "a cheap build keeps the card / 16 floor";
+  // The floor is at most 64 slots a container (never below 65,536 for that):
+  // dense 0..1e8 is 1,526 run containers, the mission's sparse 1.2e8 65,536 arrays.
+  EXPECT_EQ(next_delta_capacity(100000000, 1u << 24, 0, 500, 1526), 1u << 17);
+  EXPECT_EQ(next_delta_capacity(120000000, 1u << 24, 0, 500, 65536), 1u << 22);
+  EXPECT_EQ(next_delta_capacity(1000000, 1u << 24, 0, 500, 16), 65536u) << "card / 16 = 62,500: below the 65,536 bound";
+  EXPECT_EQ(next_delta_capacity(100000000, 1u << 24, 200000000, 500, 1526), 1u << 22) << "an expensive build still buys a larger delta";
 }
 
 // build_from_portable (what create_from and a merge build a snapshot with)
