@@ -21,6 +21,7 @@
 
 #include "shmfilter/roaring_set.hpp"
 #include "shmfilter/segment.hpp"
+#include "floor.h"
 #include "workload.h"
 
 using namespace shmfilter;
@@ -288,6 +289,78 @@ void BM_Week_BuildUnion(benchmark::State& st) {
   }
 }
 BENCHMARK(BM_Week_BuildUnion)->Unit(benchmark::kMillisecond);
+
+// The 7-day question OUT of cache (issue 16: contains_any over 7 sets within
+// 2x one set): 7 daily sets of 2e7 random ids over all of 2^32 each (65,536
+// array containers of ~305 values, an INDEXED table: ~57 MB a set with its
+// delta, ~400 MB in all), built with create_from. Each query depends on the previous
+// answer (no overlap between queries: a latency, like the floor's
+// dependent read); uniform over 2^32, so ~0.5% hit a given set and
+// contains_any asks all 7 almost always. BM_WeekOut_Floor measures the
+// machine's floor over a /dev/shm buffer of the 7 sets' size in the same
+// run: one dependent random line (dep_p50_ns) and 7 unrelated lines issued
+// together (group7_p50_ns, bench/floor.h): a lookup is 2 dependent misses
+// (table word, container), so one set costs ~2 x dep and 7 sets ~2 x group7.
+struct WeekOutFixture {
+  Seg s{1ull << 30};
+  std::vector<RoaringSet> days;
+  uint64_t bytes = 0;
+  WeekOutFixture() {
+    for (int d = 0; d < 7; ++d) {
+      shmf_bench::Rng r(shmf_bench::mix64(700 + static_cast<uint64_t>(d)));
+      std::vector<uint32_t> ids(20000000);
+      for (auto& v : ids) v = static_cast<uint32_t>(r.next() >> 32);
+      roaring_bitmap_t* b = roaring_bitmap_of_ptr(ids.size(), ids.data());
+      days.push_back(RoaringSet::create_from(s.seg, "wday" + std::to_string(d), b, {}));
+      roaring_bitmap_free(b);
+      bytes += days.back().stats().total_bytes;
+    }
+  }
+};
+WeekOutFixture& week_out() {
+  static WeekOutFixture f;
+  return f;
+}
+inline uint32_t next_week_query(uint32_t q, bool hit) noexcept {
+  return static_cast<uint32_t>(((uint64_t{q} + hit + 1) * 0x9E3779B97F4A7C15ull) >> 32);
+}
+void BM_WeekOut_ContainsAny(benchmark::State& st) {
+  auto& w = week_out();
+  uint32_t q = 1;
+  uint64_t hits = 0;
+  for (auto _ : st) {
+    const bool h = RoaringSet::contains_any(w.days, q);
+    hits += h;
+    q = next_week_query(q, h);
+  }
+  st.counters["hit_rate"] = static_cast<double>(hits) / static_cast<double>(st.iterations());
+  st.counters["sets_MB"] = static_cast<double>(w.bytes) / 1e6;
+}
+BENCHMARK(BM_WeekOut_ContainsAny)->MinTime(2.0);
+// One set per query, the next day's set each time: the same ~400 MB out of
+// cache as contains_any (a single 57 MB set stays in this host's L3).
+void BM_WeekOut_OneSetContains(benchmark::State& st) {
+  auto& w = week_out();
+  uint32_t q = 1;
+  uint64_t hits = 0, i = 0;
+  for (auto _ : st) {
+    const bool h = w.days[i++ % 7].contains(q);
+    hits += h;
+    q = next_week_query(q, h);
+  }
+  st.counters["hit_rate"] = static_cast<double>(hits) / static_cast<double>(st.iterations());
+}
+BENCHMARK(BM_WeekOut_OneSetContains)->MinTime(2.0);
+void BM_WeekOut_Floor(benchmark::State& st) {
+  const uint64_t bytes = week_out().bytes;
+  shmf_bench::Clock clk;
+  shmf_bench::Floor f;
+  for (auto _ : st) f = shmf_bench::measure_floor(clk, bytes, 200000, 77, false, 7);
+  st.counters["dep_p50_ns"] = f.dep_p50;
+  st.counters["group7_p50_ns"] = f.group_p50;
+  st.counters["group7_over_dep"] = f.group_p50 / f.dep_p50;
+}
+BENCHMARK(BM_WeekOut_Floor)->Iterations(1)->Unit(benchmark::kMillisecond);
 
 double thread_cpu_s() {
   timespec ts{};

@@ -240,7 +240,7 @@ RoaringStatus RoaringSet::remove_u64(uint64_t value) noexcept {
 bool RoaringSet::contains(uint32_t value) const noexcept {
   if (!local_ || !local_->live_region()) return false;
   View* view = current_view(local_);
-  return view && view->contains(value);
+  return view && view->contains_alone(value);
 }
 bool RoaringSet::contains_u64(uint64_t value) const noexcept {
   return value <= UINT32_MAX && contains(static_cast<uint32_t>(value));

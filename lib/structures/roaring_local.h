@@ -134,6 +134,15 @@ struct View {
     if (op != Op::kNone) return op == Op::kAdd;
     return snap_contains(v);
   }
+  // One lookup alone (RoaringSet::contains): the delta probes and the table
+  // word do not depend on each other, so both are issued before either is
+  // awaited; out of cache that is max(delta slot, word) then the container,
+  // not delta, then word, then container.
+  bool contains_alone(uint32_t v) noexcept {
+    prefetch1(v);
+    prefetch2(v);
+    return contains(v);
+  }
   // Calls fn(table) for every delta table, oldest first (prv, then act).
   template <class Fn>
   void for_each_table(Fn&& fn) {
