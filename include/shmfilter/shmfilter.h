@@ -215,7 +215,7 @@ int shmf_cuckoo_stats_get(const shmf_cuckoo *c, shmf_cuckoo_stats *out);
 /* Control plane, takes the segment lock: 1 dropped, 0 absent. */
 int shmf_cuckoo_drop(shmf_segment *seg, const char *name);
 
-/* ---- Roaring set of uint32 (exact; frozen snapshot + shared delta) ------- */
+/* ---- Roaring set of uint32 (exact; per-container snapshot + shared delta) ------- */
 typedef struct shmf_roaring_options {
   uint32_t delta_capacity; /* power of two, 64 .. 2^24; default 65536 */
   uint32_t reader_slots;   /* processes with the set open at once; default 256 */
