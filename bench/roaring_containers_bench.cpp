@@ -193,16 +193,13 @@ void BM_L4_TableContainsBatched16OutOfCache(benchmark::State& st) {
       q[i] = seed;
       __builtin_prefetch(c4::table_probe_address(s.t, static_cast<uint16_t>(q[i] >> 16)));
     }
+    const uint64_t* wp[16];
+    uint64_t w[16];
     for (int i = 0; i < 16; ++i)
-      if (const void* p = c4::table_word_address(s.t, static_cast<uint16_t>(q[i] >> 16))) __builtin_prefetch(p);
-    for (int i = 0; i < 16; ++i) {
-      const uint64_t w = c4::table_word(s.t, static_cast<uint16_t>(q[i] >> 16));
-      if (w != 0) __builtin_prefetch(c4::container_probe_address(s.seg->p, w, static_cast<uint16_t>(q[i])));
-    }
-    for (int i = 0; i < 16; ++i) {
-      const uint64_t w = c4::table_word(s.t, static_cast<uint16_t>(q[i] >> 16));
-      hits += w != 0 && c4::container_contains(s.seg->p, w, static_cast<uint16_t>(q[i]));
-    }
+      if ((wp[i] = c4::table_word_ptr(s.t, static_cast<uint16_t>(q[i] >> 16)))) __builtin_prefetch(wp[i]);
+    for (int i = 0; i < 16; ++i)
+      if ((w[i] = wp[i] ? *wp[i] : 0)) __builtin_prefetch(c4::container_probe_address(s.seg->p, w[i], static_cast<uint16_t>(q[i])));
+    for (int i = 0; i < 16; ++i) hits += w[i] != 0 && c4::container_contains(s.seg->p, w[i], static_cast<uint16_t>(q[i]));
   }
   benchmark::DoNotOptimize(hits);
   st.SetItemsProcessed(static_cast<int64_t>(st.iterations()) * 16);

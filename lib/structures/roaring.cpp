@@ -67,7 +67,11 @@ RoaringSet RoaringSet::create_from(Segment& seg, std::string_view name, const ro
                                    const RoaringOptions& opts) {
   validate_options(opts);
   c4::Built b;
-  if (initial) build_from_bitmap(b, initial, 1);
+  if (initial) {
+    BitmapPtr copy(roaring_bitmap_copy(initial));
+    if (!copy.p) throw Error(ErrorCode::kNoSpace, "out of process memory copying the initial bitmap");
+    build_from_bitmap(b, copy.p, 1);
+  }
   RegionInfo info = seg.create_region(
       name, Kind::kRoaring, region_bytes(opts.reader_slots), [&](std::byte* region, uint64_t, ControlTxn& txn) {
         auto* h = reinterpret_cast<RoaringHeader*>(region);
@@ -301,16 +305,18 @@ uint64_t contains_each(const std::shared_ptr<RoaringLocal>& L, bool live, std::s
       if constexpr (sizeof(V) > sizeof(uint32_t)) return values[i] <= UINT32_MAX;
       return true;
     };
-    if (view) {
-      for (size_t i = i0; i < i0 + m; ++i)
-        if (in_range(i)) view->prefetch1(static_cast<uint32_t>(values[i]));
-      for (size_t i = i0; i < i0 + m; ++i)
-        if (in_range(i)) view->prefetch2(static_cast<uint32_t>(values[i]));
-      for (size_t i = i0; i < i0 + m; ++i)
-        if (in_range(i)) view->prefetch3(static_cast<uint32_t>(values[i]));
+    if (!view) {
+      for (size_t i = i0; i < i0 + m; ++i) out[i] = 0;
+      continue;
     }
+    const uint64_t* wp[kBlock];
+    uint64_t w[kBlock];
     for (size_t i = i0; i < i0 + m; ++i)
-      present += out[i] = view && in_range(i) && view->contains(static_cast<uint32_t>(values[i]));
+      if (in_range(i)) view->prefetch1(static_cast<uint32_t>(values[i]));
+    for (size_t i = i0; i < i0 + m; ++i) wp[i - i0] = in_range(i) ? view->prefetch2(static_cast<uint32_t>(values[i])) : nullptr;
+    for (size_t i = i0; i < i0 + m; ++i) w[i - i0] = view->prefetch3(static_cast<uint32_t>(values[i]), wp[i - i0]);
+    for (size_t i = i0; i < i0 + m; ++i)
+      present += out[i] = in_range(i) && view->contains_word(static_cast<uint32_t>(values[i]), w[i - i0]);
   }
   return present;
 }
@@ -350,10 +356,12 @@ uint64_t RoaringSet::cardinality() const noexcept {
   // card = snapshot + adds not in it - removes in it, over each value's
   // newest entry: one table lookup per entry (sorted, so chunk by chunk).
   try {
-    std::vector<uint32_t> adds, removes;
-    final_ops(*view, adds, removes);
-    for (uint32_t v : adds) card += view->snap_contains(v) ? 0 : 1;
-    for (uint32_t v : removes) card -= view->snap_contains(v) ? 1 : 0;
+    std::vector<uint64_t> ops;
+    final_ops(*view, ops);
+    for (uint64_t op : ops) {
+      const bool in_snap = view->snap_contains(static_cast<uint32_t>(op >> 1));
+      card += (op & 1) ? -int64_t{in_snap} : int64_t{!in_snap};
+    }
     return static_cast<uint64_t>(std::max<int64_t>(card, 0));
   } catch (...) {
     // out of process memory: the slow path below needs none
@@ -590,12 +598,12 @@ bool RoaringSet::contains_any(std::span<const RoaringSet> sets, uint32_t x) noex
       if (views[i]) views[i]->prefetch1(x);
     }
     if (!made) {
+      const uint64_t* wp[kMax];
+      uint64_t w[kMax];
+      for (size_t i = 0; i < n; ++i) wp[i] = views[i] ? views[i]->prefetch2(x) : nullptr;
+      for (size_t i = 0; i < n; ++i) w[i] = views[i] ? views[i]->prefetch3(x, wp[i]) : 0;
       for (size_t i = 0; i < n; ++i)
-        if (views[i]) views[i]->prefetch2(x);
-      for (size_t i = 0; i < n; ++i)
-        if (views[i]) views[i]->prefetch3(x);
-      for (size_t i = 0; i < n; ++i)
-        if (views[i] && views[i]->contains(x)) return true;
+        if (views[i] && views[i]->contains_word(x, w[i])) return true;
       return false;
     }
   }

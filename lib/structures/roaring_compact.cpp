@@ -84,12 +84,10 @@ uint64_t allocate_version(ControlTxn& txn, c4::Built& b, uint64_t gen, uint64_t 
   return snap;
 }
 
-void build_from_bitmap(c4::Built& b, const roaring_bitmap_t* bm, uint64_t gen) {
-  BitmapPtr copy(roaring_bitmap_copy(bm));
-  if (!copy.p) throw Error(ErrorCode::kNoSpace, "out of process memory copying a bitmap");
-  roaring_bitmap_run_optimize(copy.p);
-  std::string bytes(roaring_bitmap_portable_size_in_bytes(copy.p), '\0');
-  roaring_bitmap_portable_serialize(copy.p, bytes.data());
+void build_from_bitmap(c4::Built& b, roaring_bitmap_t* bm, uint64_t gen) {
+  roaring_bitmap_run_optimize(bm);
+  std::string bytes(roaring_bitmap_portable_size_in_bytes(bm), '\0');
+  roaring_bitmap_portable_serialize(bm, bytes.data());
   if (!c4::build_from_portable(b, bytes.data(), bytes.size(), gen))
     throw Error(ErrorCode::kCorrupt, "CRoaring's serialization did not parse as containers (a library mismatch)");
 }
@@ -133,33 +131,34 @@ void sort_by_container(std::vector<uint64_t>& keys) {
 }
 }  // namespace
 
-void final_ops(View& v, std::vector<uint32_t>& adds, std::vector<uint32_t>& removes) {
+void final_ops(View& v, std::vector<uint64_t>& ops) {
   DeltaHeader* tables[2 * kMaxChain];
   uint32_t nt = 0;
   v.for_each_table([&](DeltaHeader* d) { tables[nt++] = d; });
   // One key per entry: value << 32 | table rank (oldest 0) << 2 | op; sorted,
-  // the last key of a value is its newest table's entry.
-  std::vector<uint64_t> keys;
-  keys.reserve(delta_entries_bound(tables, nt) + 64);
+  // the last key of a value is its newest table's entry. The ops are written
+  // over the keys they come from (op i never passes key i).
+  ops.clear();
+  ops.reserve(delta_entries_bound(tables, nt) + 64);
   for (uint32_t k = 0; k < nt; ++k)
     delta_for_each(tables[k], [&](uint32_t x, Op op) {
-      keys.push_back(uint64_t{x} << 32 | uint64_t{k} << 2 | static_cast<uint64_t>(op));
+      ops.push_back(uint64_t{x} << 32 | uint64_t{k} << 2 | static_cast<uint64_t>(op));
     });
-  sort_by_container(keys);
-  adds.reserve(keys.size());
-  for (size_t i = 0; i < keys.size(); ++i) {
-    if (i + 1 < keys.size() && (keys[i + 1] >> 32) == (keys[i] >> 32)) continue;  // a newer table decides
-    const uint32_t x = static_cast<uint32_t>(keys[i] >> 32);
-    if (static_cast<Op>(keys[i] & 3) == Op::kAdd)
-      adds.push_back(x);
-    else
-      removes.push_back(x);
+  sort_by_container(ops);
+  size_t out = 0;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    if (i + 1 < ops.size() && (ops[i + 1] >> 32) == (ops[i] >> 32)) continue;  // a newer table decides
+    ops[out++] = (ops[i] >> 32) << 1 | (static_cast<Op>(ops[i] & 3) == Op::kRemove ? 1 : 0);
   }
+  ops.resize(out);
 }
 
 roaring_bitmap_t* fold_view(View& v, const roaring_bitmap_t* extra) {
+  std::vector<uint64_t> ops;
+  final_ops(v, ops);
   std::vector<uint32_t> adds, removes;
-  final_ops(v, adds, removes);
+  adds.reserve(ops.size());
+  for (uint64_t op : ops) (op & 1 ? removes : adds).push_back(static_cast<uint32_t>(op >> 1));
   const std::string snap = c4::table_portable(v.base, v.table);
   roaring_bitmap_t* r = roaring_bitmap_portable_deserialize_safe(snap.data(), snap.size());
   if (!r) return nullptr;
@@ -262,13 +261,12 @@ void retire_locked(RoaringLocal& L, uint64_t from) {
   // roaring.compact.after_publish computes the same list.
   std::vector<c4::PackRef> dropped;
   const uint64_t cur = L.hdr->current.load();
-  const bool cur_ok = version_ok(L.base, L.seg.size(), cur, L.max_capacity);
-  const c4::PackRef* od = snap_dir(old);
-  for (uint32_t i = 0; i < old->npacks && cur_ok; ++i) {
-    auto* ch = reinterpret_cast<const SnapHeader*>(L.base + cur);
-    bool kept = false;
-    for (uint32_t j = 0; j < ch->npacks && !kept; ++j) kept = snap_dir(ch)[j].off == od[i].off;
-    if (!kept) dropped.push_back(od[i]);
+  if (version_ok(L.base, L.seg.size(), cur, L.max_capacity)) {
+    const auto* ch = reinterpret_cast<const SnapHeader*>(L.base + cur);
+    const c4::PackRef *od = snap_dir(old), *cd = snap_dir(ch);
+    for (uint32_t i = 0; i < old->npacks; ++i)
+      if (std::none_of(cd, cd + ch->npacks, [&](const c4::PackRef& p) { return p.off == od[i].off; }))
+        dropped.push_back(od[i]);
   }
   L.seg.transact([&](ControlTxn& txn) {
     require_live(L);
@@ -411,17 +409,8 @@ bool compact_locked(const std::shared_ptr<RoaringLocal>& Lp, const roaring_bitma
     if (!folded.p) throw Error(ErrorCode::kNoSpace, "out of process memory folding the snapshot");
     build_from_bitmap(b, folded.p, gen);
   } else {
-    std::vector<uint32_t> adds, removes;
-    final_ops(*view, adds, removes);
     std::vector<uint64_t> ops;
-    ops.reserve(adds.size() + removes.size());
-    size_t ia = 0, ir = 0;  // one sorted list: value << 1 | is_remove (adds and removes are disjoint)
-    while (ia < adds.size() || ir < removes.size()) {
-      if (ir == removes.size() || (ia < adds.size() && adds[ia] < removes[ir]))
-        ops.push_back(uint64_t{adds[ia++]} << 1);
-      else
-        ops.push_back(uint64_t{removes[ir++]} << 1 | 1);
-    }
+    final_ops(*view, ops);
     c4::build_incremental(b, L.base, view->table, view->packs, view->npacks, view->snap->cardinality, ops.data(),
                           ops.size(), gen);
   }

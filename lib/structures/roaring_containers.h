@@ -154,15 +154,17 @@ struct Table {
 inline uint64_t table_bytes(bool indexed, uint32_t n) noexcept {
   return indexed ? kRankBytes + uint64_t{n} * 8 : ((uint64_t{n} * 2 + 7) & ~uint64_t{7}) + uint64_t{n} * 8;
 }
-// The word of chunk `key`, 0 when absent. An index past n (a rank entry
-// changed after table_validate passed) answers 0, never a read past the table.
-inline uint64_t table_word(const Table& t, uint16_t key) noexcept {
+// Where chunk `key`'s word is, nullptr when the chunk has no container. An
+// index past n (a rank entry changed after table_validate passed) answers
+// nullptr, never a read past the table. A batched lookup prefetches the
+// pointer and reads it a stage later; one lookup dereferences it at once.
+inline const uint64_t* table_word_ptr(const Table& t, uint16_t key) noexcept {
   if (t.indexed) {
     const RankEntry& e = t.rank[key >> 6];
     const uint64_t bit = uint64_t{1} << (key & 63);
-    if ((e.bits & bit) == 0) return 0;
+    if ((e.bits & bit) == 0) return nullptr;
     const uint64_t i = uint64_t{e.before} + static_cast<uint64_t>(__builtin_popcountll(e.bits & (bit - 1)));
-    return i < t.n ? t.words[i] : 0;
+    return i < t.n ? &t.words[i] : nullptr;
   }
   uint32_t lo = 0, hi = t.n;
   while (lo < hi) {
@@ -172,20 +174,16 @@ inline uint64_t table_word(const Table& t, uint16_t key) noexcept {
     else
       hi = mid;
   }
-  return lo < t.n && t.keys[lo] == key ? t.words[lo] : 0;
+  return lo < t.n && t.keys[lo] == key ? &t.words[lo] : nullptr;
+}
+// The word of chunk `key`, 0 when absent.
+inline uint64_t table_word(const Table& t, uint16_t key) noexcept {
+  const uint64_t* p = table_word_ptr(t, key);
+  return p ? *p : 0;
 }
 // The line a lookup of `key` reads first (for prefetching): the rank entry, or the sorted keys' middle.
 inline const void* table_probe_address(const Table& t, uint16_t key) noexcept {
   return t.indexed ? static_cast<const void*>(&t.rank[key >> 6]) : static_cast<const void*>(t.keys + t.n / 2);
-}
-// The address of chunk `key`'s word (for prefetching), nullptr when absent.
-inline const void* table_word_address(const Table& t, uint16_t key) noexcept {
-  if (!t.indexed) return nullptr;  // the sorted keys and words of <= 511 containers stay cached
-  const RankEntry& e = t.rank[key >> 6];
-  const uint64_t bit = uint64_t{1} << (key & 63);
-  if ((e.bits & bit) == 0) return nullptr;
-  const uint64_t i = uint64_t{e.before} + static_cast<uint64_t>(__builtin_popcountll(e.bits & (bit - 1)));
-  return i < t.n ? &t.words[i] : nullptr;
 }
 // Table over `bytes` at p (the caller bounds p + table_bytes inside the segment).
 inline Table table_at(const std::byte* p, bool indexed, uint32_t n) noexcept {

@@ -129,19 +129,23 @@ struct View {
       if (Op op = delta_lookup(prv[i], v); op != Op::kNone) return op;
     return Op::kNone;
   }
-  bool contains(uint32_t v) noexcept {
+  // Membership given the chunk's table word w (0: no container), for callers
+  // that fetched the word ahead (contains_alone, the batched lookups).
+  bool contains_word(uint32_t v, uint64_t w) noexcept {
     Op op = delta_op(v);
     if (op != Op::kNone) return op == Op::kAdd;
-    return snap_contains(v);
+    return w != 0 && c4::container_contains(base, w, static_cast<uint16_t>(v));
   }
   // One lookup alone (RoaringSet::contains): the delta probes and the table
   // word do not depend on each other, so both are issued before either is
   // awaited; out of cache that is max(delta slot, word) then the container,
-  // not delta, then word, then container.
+  // not delta, then word, then container. The word's place is found once.
   bool contains_alone(uint32_t v) noexcept {
     prefetch1(v);
-    prefetch2(v);
-    return contains(v);
+    const uint64_t* wp = prefetch2(v);
+    Op op = delta_op(v);
+    if (op != Op::kNone) return op == Op::kAdd;
+    return wp != nullptr && c4::container_contains(base, *wp, static_cast<uint16_t>(v));
   }
   // Calls fn(table) for every delta table, oldest first (prv, then act).
   template <class Fn>
@@ -153,9 +157,10 @@ struct View {
   // Batched lookups (contains_many, contains_any), three stages over a block
   // of values before any answer: prefetch1 issues the independent first
   // loads (delta home slots, the table's rank entry), prefetch2 the word the
-  // entry names, prefetch3 the container line the word names; then
-  // contains() finds them cached (one miss's latency for the block, not
-  // two or three per value).
+  // entry names (and returns where it is), prefetch3 the container line the
+  // word names (and returns the word); then contains_word() finds them
+  // cached (one miss's latency for the block, not two or three per value),
+  // and each value's word is located once.
   void prefetch1(uint32_t v) noexcept {
     const uint32_t n = nact.load(std::memory_order_acquire);  // acquire: pairs with extend(); a hint only
     for (uint32_t i = 0; i < n; ++i)
@@ -166,12 +171,16 @@ struct View {
         __builtin_prefetch(delta_slots(prv[i]) + delta_home(v, prv[i]->capacity));
     if (table.n != 0) __builtin_prefetch(c4::table_probe_address(table, static_cast<uint16_t>(v >> 16)));
   }
-  void prefetch2(uint32_t v) const noexcept {
-    if (const void* p = c4::table_word_address(table, static_cast<uint16_t>(v >> 16))) __builtin_prefetch(p);
+  // Finds where v's table word is (nullptr: no container) and prefetches it.
+  const uint64_t* prefetch2(uint32_t v) const noexcept {
+    const uint64_t* wp = c4::table_word_ptr(table, static_cast<uint16_t>(v >> 16));
+    if (wp) __builtin_prefetch(wp);
+    return wp;
   }
-  void prefetch3(uint32_t v) const noexcept {
-    const uint64_t w = c4::table_word(table, static_cast<uint16_t>(v >> 16));
-    if (w == 0) return;
+  // Reads the word prefetch2 found (0: none) and prefetches the container line it names.
+  uint64_t prefetch3(uint32_t v, const uint64_t* wp) const noexcept {
+    const uint64_t w = wp ? *wp : 0;
+    if (w == 0) return 0;
     const char* p = static_cast<const char*>(c4::container_probe_address(base, w, static_cast<uint16_t>(v)));
     __builtin_prefetch(p);
     if (c4::cw_type(w) == c4::kArray) {  // the interpolation window spans up to 3 lines
@@ -180,6 +189,7 @@ struct View {
       if (p - 64 >= lo) __builtin_prefetch(p - 64);
       if (p + 64 < hi) __builtin_prefetch(p + 64);
     }
+    return w;
   }
 };
 
@@ -246,17 +256,18 @@ std::string quoted(std::string_view s);
 // what was allocated.
 uint64_t allocate_version(ControlTxn& txn, c4::Built& b, uint64_t gen, uint64_t prev_delta, uint32_t capacity,
                           bool grows, uint64_t* delta_out);
-// A whole snapshot of `bm` (create_from, merge): its portable bytes copied
-// container by container. Throws kNoSpace when out of process memory.
-void build_from_bitmap(c4::Built& b, const roaring_bitmap_t* bm, uint64_t gen);
+// A whole snapshot of `bm` (create_from, merge): run-optimised in place,
+// then its portable bytes copied container by container.
+void build_from_bitmap(c4::Built& b, roaring_bitmap_t* bm, uint64_t gen);
 
 // The view's snapshot as a process-local CRoaring bitmap (its containers'
 // portable bytes, deserialized), with every delta table folded in (newest
 // table wins per value), then EXTRA OR'd in. For to_bitmap, export, set
 // algebra and merges; a compaction without EXTRA uses build_incremental.
 roaring_bitmap_t* fold_view(View& v, const roaring_bitmap_t* extra);
-// The values whose newest delta entry is an add / a remove, each sorted (process-local; may throw bad_alloc).
-void final_ops(View& v, std::vector<uint32_t>& adds, std::vector<uint32_t>& removes);
+// Each value's newest delta entry as one sorted op list, value << 1 | is_remove
+// (what c4::build_incremental takes; process-local; may throw bad_alloc).
+void final_ops(View& v, std::vector<uint64_t>& ops);
 
 // Offsets of the chain of delta tables at `head` into offs[kMaxChain] (validated links only); the count.
 uint32_t chain_offsets(const RoaringLocal& L, uint64_t head, uint64_t* offs);

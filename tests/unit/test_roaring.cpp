@@ -367,33 +367,51 @@ TEST(Roaring, ReaderTableFull) {
   EXPECT_TRUE(two.valid());
 }
 
+namespace {
+// A forked process that opens `set`, asks contains(probe) (which makes, and
+// pins, a view of the generation published then) and keeps that view until
+// release(); it exits 0 when the answer was `expect`.
+struct PinningReader {
+  int go[2] = {-1, -1}, done[2] = {-1, -1};
+  pid_t pid = -1;
+  PinningReader(const std::string& seg_name, const char* set, uint32_t probe, bool expect) {
+    EXPECT_EQ(pipe(go), 0);
+    EXPECT_EQ(pipe(done), 0);
+    pid = shmf_test::fork_child([&] {
+      Segment s2 = Segment::open(seg_name);
+      RoaringSet rs = RoaringSet::open(s2, set);
+      const bool seen = rs.contains(probe);
+      char c = 1;
+      if (write(done[1], &c, 1) != 1) return 5;
+      if (read(go[0], &c, 1) != 1) return 6;
+      return seen == expect && rs.stats().snapshot_generation >= 1 ? 0 : 7;
+    });
+    char c;
+    EXPECT_EQ(read(done[0], &c, 1), 1) << "the reader pinned its view";
+  }
+  // Lets the reader drop its view and exit; true when it exited 0.
+  bool release() {
+    char c = 1;
+    return write(go[1], &c, 1) == 1 && shmf_test::exited_ok(shmf_test::wait_status(pid));
+  }
+  ~PinningReader() {
+    for (int fd : {go[0], go[1], done[0], done[1]}) close(fd);
+  }
+};
+}  // namespace
+
 // A process that keeps an old view pins its snapshot: the compactor must not
 // free it; once the view is released the next compaction frees it.
 TEST(Roaring, OldSnapshotFreedOnlyWhenUnread) {
   SegmentGuard g(unique_name("rrec"));
   Segment seg = Segment::create(g.name, seg_options());
   RoaringSet::create(seg, "r", small_delta());
-  int go[2], done[2];
-  ASSERT_EQ(pipe(go), 0);
-  ASSERT_EQ(pipe(done), 0);
-  pid_t reader = shmf_test::fork_child([&] {
-    Segment s2 = Segment::open(g.name);
-    RoaringSet rs = RoaringSet::open(s2, "r");
-    bool before = rs.contains(42);  // makes (and pins) a view of generation 1
-    char c = 1;
-    if (write(done[1], &c, 1) != 1) return 5;
-    if (read(go[0], &c, 1) != 1) return 6;
-    // Still reading generation 1's memory: it must be intact.
-    return (!before && rs.stats().snapshot_generation >= 1) ? 0 : 7;
-  });
-  char c;
-  ASSERT_EQ(read(done[0], &c, 1), 1);
+  PinningReader reader(g.name, "r", 42, false);  // pins generation 1
   RoaringSet rs = RoaringSet::open(seg, "r");
   rs.add(42);
   ASSERT_TRUE(rs.compact());
   EXPECT_EQ(rs.stats().pending_free, 1u) << "generation 1 is still pinned by the reader";
-  ASSERT_EQ(write(go[1], &c, 1), 1);
-  ASSERT_TRUE(shmf_test::exited_ok(shmf_test::wait_status(reader)));
+  ASSERT_TRUE(reader.release()) << "the reader read generation 1 intact";
   EXPECT_EQ(rs.reclaim(), 1u) << "dead or finished readers do not pin";
   EXPECT_EQ(rs.stats().pending_free, 0u);
   EXPECT_TRUE(rs.contains(42));
@@ -418,20 +436,7 @@ TEST(Roaring, DroppedPackWaitsForReadersOfItsWholeLifetime) {
     RoaringSet::create_from(seg, "p", b, small_delta());
     roaring_bitmap_free(b);
   }
-  int go[2], done[2];
-  ASSERT_EQ(pipe(go), 0);
-  ASSERT_EQ(pipe(done), 0);
-  pid_t reader = shmf_test::fork_child([&] {
-    Segment s2 = Segment::open(g.name);
-    RoaringSet rs = RoaringSet::open(s2, "p");
-    bool seen = rs.contains(3 << 16 | 14);  // makes (and pins) a view of generation 1
-    char c = 1;
-    if (write(done[1], &c, 1) != 1) return 5;
-    if (read(go[0], &c, 1) != 1) return 6;
-    return seen ? 0 : 7;
-  });
-  char c;
-  ASSERT_EQ(read(done[0], &c, 1), 1);
+  PinningReader reader(g.name, "p", 3 << 16 | 14, true);  // pins generation 1
   RoaringSet rs = RoaringSet::open(seg, "p");
   auto touch = [&](std::initializer_list<uint32_t> chunks) {
     for (uint32_t ch : chunks) ASSERT_EQ(rs.add(ch << 16 | 1), RoaringStatus::kOk);
@@ -442,8 +447,7 @@ TEST(Roaring, DroppedPackWaitsForReadersOfItsWholeLifetime) {
   touch({2, 3, 4, 5});  // generation 4: the first pack is 30% live, dropped
   EXPECT_EQ(rs.stats().snapshot_generation, 4u);
   EXPECT_EQ(rs.stats().pending_free, 3u) << "1 and 2 pinned by [g-1, g]; 3 by the birth of the pack it dropped";
-  ASSERT_EQ(write(go[1], &c, 1), 1);
-  ASSERT_TRUE(shmf_test::exited_ok(shmf_test::wait_status(reader)));
+  ASSERT_TRUE(reader.release());
   EXPECT_EQ(rs.reclaim(), 3u);
   EXPECT_EQ(rs.stats().pending_free, 0u);
   for (uint32_t ch = 0; ch < 10; ++ch) {
