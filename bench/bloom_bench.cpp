@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "structures/bloom_impl.h"
+#include "structures/bloom/bloom_impl.h"
 #include "shmfilter/bloom.hpp"
 #include "workload.h"
 

@@ -1,5 +1,5 @@
 // bench/roaring_containers_bench.cpp: layout 4's container kernels
-// (lib/structures/roaring_containers.h) against layout 3's whole-snapshot
+// (lib/structures/roaring/roaring_containers.h) against layout 3's whole-snapshot
 // rewrite, process-locally (no segment: the kernels are what a compaction
 // and a lookup run; the segment adds its transaction and allocation).
 //   BM_L3_CompactFull/N/touch_permille: layout 3's compaction of a set of N
@@ -25,7 +25,7 @@
 #include <random>
 #include <vector>
 
-#include "structures/roaring_containers.h"
+#include "structures/roaring/roaring_containers.h"
 
 namespace c4 = shmfilter::internal::roaring::c4;
 

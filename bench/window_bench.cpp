@@ -51,8 +51,8 @@
 
 #include "shmfilter/bloom.hpp"
 #include "shmfilter/window.hpp"
-#include "structures/bloom_impl.h"
-#include "structures/window_impl.h"
+#include "structures/bloom/bloom_impl.h"
+#include "structures/window/window_impl.h"
 #include "floor.h"
 #include "timed.h"
 #include "workload.h"

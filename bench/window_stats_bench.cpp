@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "shmfilter/window.hpp"
-#include "structures/window_ops.h"
+#include "structures/window/window_ops.h"
 using namespace shmfilter;
 int main(int argc, char** argv) {
   const uint64_t n = argc > 1 ? std::strtoull(argv[1], nullptr, 10) : 1000000;

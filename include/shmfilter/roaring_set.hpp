@@ -36,7 +36,7 @@ typedef struct roaring_bitmap_s roaring_bitmap_t;  // CRoaring (<roaring/roaring
 namespace shmfilter {
 
 namespace internal::roaring {
-struct RoaringLocal;  // process-local cache: reader slot + snapshot views (lib/structures/roaring_local.h)
+struct RoaringLocal;  // process-local cache: reader slot + snapshot views (lib/structures/roaring/roaring_local.h)
 }
 
 struct RoaringOptions {

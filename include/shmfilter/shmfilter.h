@@ -382,6 +382,10 @@ const char *shmf_kind_name(uint32_t kind);
 int shmf_segment_list(shmf_segment *seg, shmf_structure_info *out, size_t cap, size_t *count);
 /* Lock-free: the entry of NAME into *OUT: 1 found, 0 no such structure. */
 int shmf_segment_find(shmf_segment *seg, const char *name, shmf_structure_info *out);
+/* Control plane: drops NAME whatever its kind, through the kind's own drop (every
+ * extent it owns is freed with it): 1 dropped, 0 no such structure. (shmf_KIND_drop
+ * drops only that kind: -SHMF_EWRONGKIND for another.) */
+int shmf_structure_drop(shmf_segment *seg, const char *name);
 
 /* ---- operating: metrics (docs/metrics.md) ------------------------------- */
 /* Lock-free: the segment's Prometheus text (shmfilter::prometheus_text), what a

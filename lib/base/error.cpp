@@ -42,18 +42,4 @@ std::string_view error_code_message(ErrorCode code) noexcept {
   return r ? r->message : "unknown error code";
 }
 
-std::string_view kind_name(Kind kind) noexcept {
-  switch (kind) {
-    case Kind::kNone: return "none";
-    case Kind::kBloom: return "bloom";
-    case Kind::kCuckoo: return "cuckoo";
-    case Kind::kRoaring: return "roaring";
-    case Kind::kHll: return "hll";
-    case Kind::kExactSet: return "set";
-    case Kind::kBlob: return "blob";
-    case Kind::kWindow: return "window";
-  }
-  return "unknown";
-}
-
 }  // namespace shmfilter

@@ -7,6 +7,7 @@
 
 #include "capi/c_api_internal.h"
 #include "shmfilter/metrics.hpp"
+#include "shmfilter/kinds.hpp"
 
 using namespace shmfilter;
 using namespace shmfilter::capi;
@@ -50,7 +51,15 @@ extern "C" {
 
 const char* shmf_kind_name(uint32_t kind) {
   if (kind == 0 || kind > static_cast<uint32_t>(kLastKind)) return "unknown";
-  return kind_name(static_cast<Kind>(kind)).data();  // static NUL-terminated literals
+  return kind_name(static_cast<Kind>(kind)).data();  // the kinds table's NUL-terminated literals
+}
+
+int shmf_structure_drop(shmf_segment* seg, const char* name) {
+  return guard([&] {
+    need(seg, "shmf_structure_drop", "seg");
+    need(name, "shmf_structure_drop", "name");
+    return drop_structure(seg->seg, name) ? 1 : 0;
+  });
 }
 
 int shmf_segment_list(shmf_segment* seg, shmf_structure_info* out, size_t cap, size_t* count) {

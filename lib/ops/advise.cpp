@@ -30,9 +30,9 @@
 
 #include "shmfilter/bloom.hpp"
 #include "shmfilter/window.hpp"
-#include "structures/cuckoo_impl.h"     // fp_bits_for_error, geometry_for, region_bytes_for: create()'s sizing
-#include "structures/exact_set_impl.h"  // set_layout: create()'s sizing
-#include "structures/hll_impl.h"        // kHllRegionBytes
+#include "structures/cuckoo/cuckoo_impl.h"     // fp_bits_for_error, geometry_for, region_bytes_for: create()'s sizing
+#include "structures/exact_set/exact_set_impl.h"  // set_layout: create()'s sizing
+#include "structures/hll/hll_impl.h"        // kHllRegionBytes
 
 namespace shmfilter {
 namespace {

@@ -1,25 +1,24 @@
-// lib/ops/snapshot.cpp: save() and restore() (shmfilter/snapshot.hpp), the
-// container format of docs/save-restore.md and a per-kind table of
-// serializers (kKinds below: one line per kind that can be saved).
+// lib/ops/snapshot.cpp: save() and restore() (shmfilter/snapshot.hpp): the
+// container format of docs/save-restore.md. Each entry's data is its kind's:
+// the kinds table (lib/structures/kind.h) gives every kind's save and restore,
+// defined in its folder (lib/structures/<kind>/<kind>_snapshot.cpp).
 //
-// Raw kinds (bloom, hll, set): the structure's own bytes, region and extents,
-// read word by word with relaxed atomic loads while writers run; restore
-// copies them into a fresh region inside create_region's init (unpublished
-// until complete), relocates the offsets the layout stores, resets what
-// belongs to the source's processes (lock words, intents, clear tokens), and
-// then opens the structure, whose open() validates every field as untrusted.
+// Raw kinds (bloom, hll, set, blob): the structure's own bytes, region and
+// extents, read word by word with relaxed atomic loads while writers run;
+// restore copies them into a fresh region inside create_region's init
+// (unpublished until complete), relocates the offsets the layout stores, resets
+// what belongs to the source's processes (lock words, intents, clear tokens).
 // Cuckoo: the same raw copy, taken under the filter's writer lock (items move
 // between buckets). Roaring: the portable serialization, restored with
-// create_from (published complete). Window: snapshot_window.cpp (the slot ring,
-// each bucket table under its own protocol). Blobs are not saved (listed in `skipped`).
+// create_from (published complete). Window: the slot ring, each bucket table
+// under its own protocol. After a restore, the kind's open/validate checks
+// every field as untrusted. Kinds this build does not know are listed in `skipped`.
 #include "shmfilter/snapshot.hpp"
 
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <roaring/roaring.h>
 
 #include <algorithm>
 #include <atomic>
@@ -33,24 +32,15 @@
 
 #include "base/hash.h"
 #include "segment/lock_file.h"
-#include "shmfilter/bloom.hpp"
-#include "shmfilter/exact_set.hpp"
-#include "shmfilter/hll.hpp"
-#include "shmfilter/roaring_set.hpp"
-#include "shmfilter/cuckoo.hpp"
-#include "structures/bloom_impl.h"
-#include "structures/cuckoo_impl.h"
-#include "structures/exact_set_impl.h"
-#include "structures/hll_impl.h"
-#include "ops/snapshot_io.h"
-#include "shmfilter/window.hpp"
+#include "structures/kind.h"
+#include "structures/snapshot_io.h"
 
 namespace shmfilter {
 namespace {
 
-namespace bl = internal::bloom;
-namespace ck = internal::cuckoo;
 using namespace internal::snapshot;
+using internal::kind_row;
+using internal::KindRow;
 
 constexpr char kFileMagic[8] = {'S', 'H', 'M', 'F', 'S', 'A', 'V', 'E'};
 constexpr char kTrailerMagic[8] = {'S', 'H', 'M', 'F', 'E', 'N', 'D', '!'};
@@ -60,287 +50,6 @@ constexpr size_t kHeaderBytes = 64;
 constexpr size_t kEntryHeaderBytes = 24;
 constexpr size_t kTrailerBytes = 24;
 constexpr uint32_t kKindFormat = 1;  // per-kind data layout version (docs/save-restore.md)
-
-// ---- per-kind serializers ---------------------------------------------------------
-// save: the data of one entry. restore: creates NAME in seg from data (already checksummed).
-using SaveFn = std::string (*)(Segment&, const RegionInfo&);
-using RestoreFn = void (*)(Segment&, const std::string& name, In data);
-
-// Raw regions: [u64 region bytes][region][u32 extents]{[u64 bytes][extent]}...
-std::string save_hll(Segment& seg, const RegionInfo& r) {
-  Hll::open(seg, r.name);  // validates the header
-  Out o;
-  o.u64(r.size);
-  copy_live(o.b, seg.base() + r.offset, r.size);
-  o.u32(0);
-  return o.b;
-}
-
-void restore_hll(Segment& seg, const std::string& name, In in) {
-  uint64_t size = in.u64();
-  if (size != internal::hll::kHllRegionBytes)
-    fail(ErrorCode::kBadInput, in.what + ": an HLL region of " + std::to_string(size) + " bytes (this build's are " +
-                                   std::to_string(internal::hll::kHllRegionBytes) + ")");
-  const unsigned char* bytes = in.take(size);
-  seg.create_region(name, Kind::kHll, size, [&](std::byte* region, uint64_t, ControlTxn&) {
-    std::memcpy(region, bytes, size);
-    auto* hh = reinterpret_cast<internal::hll::HllHeader*>(region);
-    hh->clear_token = 0;  // the source's clear, if any, is not ours
-    // Nothing is in flight in the copy: equal counters, no cached count (the
-    // source's counters may have been mid-change when it was saved).
-    hh->sync.ends = hh->sync.begins;
-    hh->sync.count_cache = 0;
-  });
-}
-
-std::string save_set(Segment& seg, const RegionInfo& r) {
-  ExactSet::open(seg, r.name);
-  Out o;
-  o.u64(r.size);
-  copy_live(o.b, seg.base() + r.offset, r.size);
-  o.u32(0);
-  return o.b;
-}
-
-void restore_set(Segment& seg, const std::string& name, In in) {
-  using namespace internal::exact_set;
-  uint64_t size = in.u64();
-  if (size < sizeof(ExactSetHeader)) fail(ErrorCode::kBadInput, in.what + ": a set region shorter than its header");
-  const unsigned char* bytes = in.take(size);
-  ExactSetHeader h;
-  std::memcpy(&h, bytes, sizeof h);
-  if (h.magic != internal::exact_set::kMagic || h.version != kLayoutVersion)
-    fail(ErrorCode::kBadInput, in.what + ": not an exact set of layout version " + std::to_string(kLayoutVersion));
-  if (h.stripes == 0 || (h.stripes & (h.stripes - 1)) != 0 || h.stripes_offset < sizeof(ExactSetHeader) ||
-      h.slots < 8 || h.stripes_offset + uint64_t{h.stripes} * sizeof(ExactSetStripe) > h.slots_offset ||
-      h.slots > (size - h.slots_offset) / 8 || h.slots_offset + h.slots * 8 != size)
-    fail(ErrorCode::kBadInput, in.what + ": the set's header does not match its size");
-  seg.create_region(name, Kind::kExactSet, size, [&](std::byte* region, uint64_t, ControlTxn&) {
-    std::memcpy(region, bytes, size);
-    auto* hh = reinterpret_cast<ExactSetHeader*>(region);
-    auto* stripes = reinterpret_cast<ExactSetStripe*>(region + hh->stripes_offset);
-    auto* slots = reinterpret_cast<uint64_t*>(region + hh->slots_offset);
-    // Locks and intents belonged to the source's processes; counts are recomputed from the slots.
-    for (uint32_t s = 0; s < hh->stripes; ++s) stripes[s] = ExactSetStripe{};
-    uint64_t used = 0, live = 0;
-    for (uint64_t i = 0; i < hh->slots; ++i) {
-      if (slots[i] == kSlotEmpty) continue;
-      ++used;
-      if (slots[i] == kSlotTomb) continue;
-      ++live;
-      stripes[set_stripe(hh, set_hash(hh, slots[i]))].count++;
-    }
-    for (int k = 0; k < 2; ++k) {
-      if (hh->special[k] > 1) hh->special[k] = 0;
-      if (hh->special[k]) {
-        ++live;
-        stripes[set_stripe(hh, set_hash(hh, k == 0 ? kSlotEmpty : kSlotTomb))].count++;
-      }
-    }
-    if (used > hh->used_limit) fail(ErrorCode::kBadInput, in.what + ": the set holds more slots than its limit");
-    hh->live_hint = live;
-    hh->used_hint = used;
-  });
-}
-
-// Bloom: region (header, layer table, layer 0) then layers 1.. as extents.
-std::string save_bloom(Segment& seg, const RegionInfo& r) {
-  Bloom::open(seg, r.name);  // validates the header and every published layer
-  const auto* h = reinterpret_cast<const bl::BloomHeader*>(seg.base() + r.offset);
-  const uint64_t count = h->layer_count.load(std::memory_order_acquire);  // acquire: the layers it publishes
-  Out o;
-  o.u64(r.size);
-  copy_live(o.b, seg.base() + r.offset, r.size);
-  o.u32(static_cast<uint32_t>(count - 1));
-  const bl::BloomLayer* s = bl::slots(h);
-  for (uint64_t i = 1; i < count; ++i) {
-    uint64_t ext = bl::layer_extent_bytes(s[i].bits);
-    o.u64(ext);
-    copy_live(o.b, seg.base() + s[i].offset, ext);
-  }
-  // The saved layer_count must be the one whose layers follow (a layer added meanwhile is left out).
-  uint64_t c = count;
-  std::memcpy(o.b.data() + 8 + offsetof(bl::BloomHeader, layer_count), &c, 8);
-  return o.b;
-}
-
-void restore_bloom(Segment& seg, const std::string& name, In in) {
-  uint64_t size = in.u64();
-  if (size < sizeof(bl::BloomHeader)) fail(ErrorCode::kBadInput, in.what + ": a Bloom region shorter than its header");
-  const unsigned char* bytes = in.take(size);
-  bl::BloomHeader h0;
-  std::memcpy(static_cast<void*>(&h0), bytes, sizeof h0);
-  uint64_t count = 0;
-  std::memcpy(&count, bytes + offsetof(bl::BloomHeader, layer_count), 8);
-  if (h0.magic != bl::kMagic || h0.version != bl::kLayoutVersion)
-    fail(ErrorCode::kBadInput, in.what + ": not a Bloom filter of layout version " + std::to_string(bl::kLayoutVersion));
-  if (h0.max_layers < 1 || h0.max_layers > bl::kMaxLayersLimit || count < 1 || count > h0.max_layers ||
-      bl::header_bytes(h0.max_layers) > size)
-    fail(ErrorCode::kBadInput, in.what + ": the Bloom header's layer counts are out of range");
-  const auto* s0 = reinterpret_cast<const bl::BloomLayer*>(bytes + sizeof(bl::BloomHeader));
-  bl::BloomLayer layer0;
-  std::memcpy(&layer0, s0, sizeof layer0);
-  if (layer0.offset != h0.region_offset + bl::header_bytes(h0.max_layers) ||
-      bl::header_bytes(h0.max_layers) + bl::layer_extent_bytes(layer0.bits) != size)
-    fail(ErrorCode::kBadInput, in.what + ": the Bloom region does not hold its first layer");
-  uint32_t extents = in.u32();
-  if (extents != count - 1) fail(ErrorCode::kBadInput, in.what + ": the Bloom layer count does not match its extents");
-  std::vector<std::pair<uint64_t, const unsigned char*>> ext;
-  for (uint32_t i = 1; i <= extents; ++i) {
-    bl::BloomLayer li;
-    std::memcpy(&li, s0 + i, sizeof li);
-    uint64_t len = in.u64();
-    if (len != bl::layer_extent_bytes(li.bits))
-      fail(ErrorCode::kBadInput, in.what + ": Bloom layer " + std::to_string(i) + " has the wrong size");
-    ext.emplace_back(len, in.take(len));
-  }
-  seg.create_region(name, Kind::kBloom, size, [&](std::byte* region, uint64_t, ControlTxn& txn) {
-    std::memcpy(region, bytes, size);
-    auto* h = reinterpret_cast<bl::BloomHeader*>(region);
-    h->region_offset = static_cast<uint64_t>(region - txn.base());
-    bl::BloomLayer* s = bl::slots(h);
-    s[0].offset = h->region_offset + bl::header_bytes(h->max_layers);
-    for (uint32_t i = 1; i <= extents; ++i) {
-      uint64_t off = txn.allocate(ext[i - 1].first);  // fresh: unpublished until the directory store
-      std::memcpy(txn.base() + off, ext[i - 1].second, ext[i - 1].first);
-      s[i].offset = off;
-      s[i].state = bl::kSlotReady;
-    }
-    for (uint64_t i = count; i < h->max_layers; ++i) s[i] = bl::BloomLayer{};  // not yet grown
-    h->layer_count.store(count, std::memory_order_relaxed);  // relaxed: the directory's release store publishes
-  });
-}
-
-// Roaring: [u32 maximum delta capacity][portable serialization].
-std::string save_roaring(Segment& seg, const RegionInfo& r) {
-  RoaringSet set = RoaringSet::open(seg, r.name);
-  Out o;
-  o.u32(static_cast<uint32_t>(set.stats().delta_max_capacity));  // the option (the active delta grows to it)
-  o.b += set.export_portable();
-  return o.b;
-}
-
-void restore_roaring(Segment& seg, const std::string& name, In in) {
-  RoaringOptions ro;
-  ro.delta_capacity = in.u32();
-  const size_t n = in.left;
-  const unsigned char* bytes = in.take(n);
-  roaring_bitmap_t* b = RoaringSet::parse_portable(std::string_view(reinterpret_cast<const char*>(bytes), n));
-  std::unique_ptr<roaring_bitmap_t, void (*)(roaring_bitmap_t*)> guard(b, [](roaring_bitmap_t* x) {
-    roaring_bitmap_free(x);
-  });
-  RoaringSet::create_from(seg, name, b, ro);
-}
-
-// Cuckoo: region (header + sub-filter 0) then sub-filters 1.. as extents, copied
-// under the filter's writer lock (items move between buckets while writers run:
-// a lock-free copy could miss one that moved from an uncopied bucket to a copied
-// one). Writers wait for the copy; readers do not. A saver that dies holding the
-// lock is taken over like any dead writer (owner token + liveness).
-template <class LT>
-std::string save_cuckoo_locked(Segment& seg, const RegionInfo& r) {
-  auto* h = reinterpret_cast<ck::Header*>(seg.base() + r.offset);
-  ck::Liveness lv{seg.owner_token(), &seg,
-                  [](const void* ctx, uint64_t t) { return static_cast<const Segment*>(ctx)->token_alive(t); }, nullptr};
-  ck::lock<LT>(seg.base(), h, lv);
-  Out o;
-  try {
-    const uint32_t count = ck::A(h->sub_count).load(std::memory_order_acquire);  // acquire: subs[] it publishes
-    o.u64(r.size);
-    copy_live(o.b, seg.base() + r.offset, r.size);
-    o.u32(count - 1);
-    for (uint32_t i = 1; i < count; ++i) {
-      const ck::SubDesc d = h->subs[i];
-      uint64_t len = ck::sub_bytes(d, h->lane_bits);
-      o.u64(len);
-      copy_live(o.b, seg.base() + d.offset, len);
-    }
-  } catch (...) {
-    ck::unlock(h);
-    throw;
-  }
-  ck::unlock(h);
-  return o.b;
-}
-
-std::string save_cuckoo(Segment& seg, const RegionInfo& r) {
-  Cuckoo::open(seg, r.name);  // validates the header and the sub-filter table
-  const auto* h = reinterpret_cast<const ck::Header*>(seg.base() + r.offset);
-  return h->lane_bits == 8    ? save_cuckoo_locked<ck::Lanes8>(seg, r)
-         : h->lane_bits == 12 ? save_cuckoo_locked<ck::Lanes12>(seg, r)
-                              : save_cuckoo_locked<ck::Lanes16>(seg, r);
-}
-
-void restore_cuckoo(Segment& seg, const std::string& name, In in) {
-  uint64_t size = in.u64();
-  if (size < sizeof(ck::Header)) fail(ErrorCode::kBadInput, in.what + ": a cuckoo region shorter than its header");
-  const unsigned char* bytes = in.take(size);
-  ck::Header h0;
-  std::memcpy(static_cast<void*>(&h0), bytes, sizeof h0);
-  if (h0.magic != ck::kMagic || (h0.layout_version != ck::kLayoutVersion && h0.layout_version != ck::kLayoutVersionPow2 &&
-                                 h0.layout_version != ck::kLayoutVersionPacked))
-    fail(ErrorCode::kBadInput, in.what + ": not a cuckoo filter of layout version " + std::to_string(ck::kLayoutVersionPow2) +
-                                   ", " + std::to_string(ck::kLayoutVersion) + " or " +
-                                   std::to_string(ck::kLayoutVersionPacked));
-  // Layout 3 is exactly packed 12-bit lanes; layouts 1 and 2 have 8 or 16 (Cuckoo::open re-checks the rest).
-  if ((h0.layout_version == ck::kLayoutVersionPacked ? h0.lane_bits != 12 : (h0.lane_bits != 8 && h0.lane_bits != 16)))
-    fail(ErrorCode::kBadInput, in.what + ": the cuckoo header's lane width " + std::to_string(h0.lane_bits) +
-                                   " does not match its layout version " + std::to_string(h0.layout_version));
-  if (h0.max_subs < 1 || h0.max_subs > ck::kMaxSubs ||
-      h0.sub_count < 1 || h0.sub_count > h0.max_subs)
-    fail(ErrorCode::kBadInput, in.what + ": the cuckoo header's sub-filter counts are out of range");
-  for (uint32_t i = 0; i < h0.sub_count; ++i)
-    if (!ck::sub_shape_ok(h0.subs[i]) || (i > 0 && !ck::nests_in(h0.subs[i - 1], h0.subs[i])) ||
-        (h0.layout_version == ck::kLayoutVersionPow2 && h0.subs[i].chunks_minus_1 != 0))
-      fail(ErrorCode::kBadInput, in.what + ": cuckoo sub-filter " + std::to_string(i) + " has a bad size");
-  if (sizeof(ck::Header) + ck::sub_bytes(h0.subs[0], h0.lane_bits) > size)
-    fail(ErrorCode::kBadInput, in.what + ": the cuckoo region does not hold its first sub-filter");
-  uint32_t extents = in.u32();
-  if (extents != h0.sub_count - 1) fail(ErrorCode::kBadInput, in.what + ": the sub-filter count does not match its extents");
-  std::vector<std::pair<uint64_t, const unsigned char*>> ext;
-  for (uint32_t i = 1; i <= extents; ++i) {
-    uint64_t len = in.u64();
-    if (len != ck::sub_bytes(h0.subs[i], h0.lane_bits))
-      fail(ErrorCode::kBadInput, in.what + ": cuckoo sub-filter " + std::to_string(i) + " has the wrong size");
-    ext.emplace_back(len, in.take(len));
-  }
-  seg.create_region(name, Kind::kCuckoo, size, [&](std::byte* region, uint64_t got, ControlTxn& txn) {
-    std::memcpy(region, bytes, size);
-    auto* h = reinterpret_cast<ck::Header*>(region);
-    h->region_bytes = got;
-    h->subs[0].offset = static_cast<uint64_t>(region - txn.base()) + sizeof(ck::Header);
-    for (uint32_t i = 1; i <= extents; ++i) {
-      uint64_t off = txn.allocate(ext[i - 1].first);  // fresh: unpublished until the directory store
-      std::memcpy(txn.base() + off, ext[i - 1].second, ext[i - 1].first);
-      h->subs[i].offset = off;
-    }
-    for (uint32_t i = h->sub_count; i < ck::kMaxSubs; ++i) h->subs[i] = ck::SubDesc{};
-    h->pending_extent = 0;  // the source's unpublished extent is not ours
-    h->lock_owner = 0;      // copied under the saver's lock: no step was in flight
-    h->intent = ck::Intent{};
-  });
-}
-
-struct KindOps {
-  Kind kind;
-  SaveFn save;
-  RestoreFn restore;
-};
-// One line per kind that can be saved. A kind not listed (blob) is skipped by save().
-constexpr KindOps kKinds[] = {
-    {Kind::kBloom, &save_bloom, &restore_bloom},
-    {Kind::kCuckoo, &save_cuckoo, &restore_cuckoo},
-    {Kind::kRoaring, &save_roaring, &restore_roaring},
-    {Kind::kHll, &save_hll, &restore_hll},
-    {Kind::kExactSet, &save_set, &restore_set},
-    {Kind::kWindow, &save_window, &restore_window},  // snapshot_window.cpp
-};
-
-const KindOps* ops_for(Kind k) {
-  for (const auto& e : kKinds)
-    if (e.kind == k) return &e;
-  return nullptr;
-}
 
 // ---- the container ----------------------------------------------------------------
 struct Parsed {
@@ -426,7 +135,7 @@ Parsed parse(const std::string& path, const unsigned char* p, size_t n) {
     if (kind_format > kKindFormat)
       fail(ErrorCode::kVersionMismatch, in.what + " uses data format " + std::to_string(kind_format) +
                                             "; this shmfilter reads " + std::to_string(kKindFormat) + ": use a newer shmtool");
-    if (ops_for(static_cast<Kind>(kind)) == nullptr)
+    if (kind_row(static_cast<Kind>(kind)) == nullptr)
       fail(ErrorCode::kBadInput, in.what + " has kind " + std::to_string(kind) + ", which this build cannot restore");
     out.entries.push_back({name, static_cast<Kind>(kind), data, data_len});
     info.entries.push_back({name, static_cast<Kind>(kind), data_len});
@@ -459,7 +168,7 @@ SnapshotInfo save(Segment& seg, const std::string& path, const SaveOptions& opts
   const std::vector<RegionInfo> all = seg.list();
   if (opts.structures.empty()) {
     for (const auto& r : all) {
-      if (ops_for(r.kind))
+      if (kind_row(r.kind))
         chosen.push_back(r);
       else
         info.skipped.push_back(r.name + " (" + std::string(kind_name(r.kind)) + ": this build cannot save that kind)");
@@ -468,7 +177,7 @@ SnapshotInfo save(Segment& seg, const std::string& path, const SaveOptions& opts
     for (const auto& want : opts.structures) {
       auto r = seg.find(want);
       if (!r) fail(ErrorCode::kNotFound, "no structure '" + want + "' in segment '" + seg.name() + "': check 'shmtool list'");
-      if (!ops_for(r->kind))
+      if (!kind_row(r->kind))
         fail(ErrorCode::kInvalidArgument, "'" + want + "' is a " + std::string(kind_name(r->kind)) +
                                               ", which this build cannot save: leave it out of --structures");
       chosen.push_back(*r);
@@ -490,7 +199,7 @@ SnapshotInfo save(Segment& seg, const std::string& path, const SaveOptions& opts
   o.u64(internal::hash_bytes(o.b.data(), 56, 0));
   o.bytes(seg.name().data(), seg.name().size());
   for (const auto& r : chosen) {
-    std::string data = ops_for(r.kind)->save(seg, r);
+    std::string data = kind_row(r.kind)->save(seg, r);
     if (!seg.region_live(r.slot, r.generation))
       fail(ErrorCode::kDropped, "'" + r.name + "' was dropped during the save: save again");
     size_t start = o.b.size();
@@ -559,13 +268,10 @@ SnapshotInfo restore(const std::string& path, std::string_view segment_name, con
   }
   auto restore_one = [&](Segment& seg, const Parsed::Entry& e) {
     In in{e.data, e.len, "save file '" + path + "' entry '" + e.name + "'"};
-    ops_for(e.kind)->restore(seg, e.name, in);
+    const KindRow* row = kind_row(e.kind);  // parse() refused kinds without a row
+    row->restore(seg, e.name, in);
     try {  // open() validates what was copied, as it does any segment bytes
-      if (e.kind == Kind::kBloom) Bloom::open(seg, e.name);
-      if (e.kind == Kind::kHll) Hll::open(seg, e.name);
-      if (e.kind == Kind::kExactSet) ExactSet::open(seg, e.name);
-      if (e.kind == Kind::kCuckoo) Cuckoo::open(seg, e.name);
-      if (e.kind == Kind::kWindow) Window::open(seg, e.name);
+      row->open(seg, e.name);
     } catch (const Error& err) {
       fail(ErrorCode::kBadInput, in.what + " does not validate: " + err.what());
     }
@@ -590,15 +296,8 @@ SnapshotInfo restore(const std::string& path, std::string_view segment_name, con
         auto r = seg.find(n);
         if (!r) continue;
         try {
-          switch (r->kind) {  // each kind's drop frees its extents too
-            case Kind::kBloom: Bloom::drop(seg, n); break;
-            case Kind::kCuckoo: Cuckoo::drop(seg, n); break;
-            case Kind::kRoaring: RoaringSet::drop(seg, n); break;
-            case Kind::kHll: Hll::drop(seg, n); break;
-            case Kind::kExactSet: ExactSet::drop(seg, n); break;
-            case Kind::kWindow: Window::drop(seg, n); break;
-            default: seg.drop(n);
-          }
+          const KindRow* row = kind_row(r->kind);  // each kind's drop frees its extents too
+          row ? (void)row->drop(seg, n) : (void)seg.drop(n);
         } catch (const Error&) {
           // keep the first error; check() reports what is left
         }

@@ -3,20 +3,13 @@
 // lib/structures/region_handle.h).
 #include "structures/region_handle.h"
 
+#include "structures/kind.h"
+
 namespace shmfilter::internal {
 
 std::string_view structure_noun(Kind kind) noexcept {
-  switch (kind) {
-    case Kind::kBloom: return "bloom filter";
-    case Kind::kCuckoo: return "cuckoo filter";
-    case Kind::kRoaring: return "Roaring set";
-    case Kind::kHll: return "HyperLogLog";
-    case Kind::kExactSet: return "exact set";
-    case Kind::kBlob: return "blob";
-    case Kind::kWindow: return "window";
-    case Kind::kNone: break;
-  }
-  return "structure";
+  const KindRow* row = kind_row(kind);
+  return row ? row->noun : "structure";
 }
 
 namespace {
@@ -85,14 +78,15 @@ void throw_read_only(Kind kind, std::string_view name, const char* what) {
 }
 
 void RegionHandle::refuse_read_only_kind(const Segment& seg, const RegionInfo& info) {
-  // Kinds whose READS write the segment cannot be used through a PROT_READ
-  // mapping: a Roaring reader pins the snapshot it reads in a shared slot, a
-  // window's first reader of a new bucket rotates it.
-  if (seg.read_only() && (info.kind == Kind::kRoaring || info.kind == Kind::kWindow))
-    throw Error(ErrorCode::kReadOnly,
-                std::string(structure_noun(info.kind)) + " '" + info.name + "' cannot be opened through a read-only "
-                "attachment (its readers " + (info.kind == Kind::kRoaring ? "pin snapshots in the segment" :
-                "may rotate its buckets") + "): open the segment read-write to query it");
+  // Kinds whose READS write the segment (their row says how: a Roaring reader pins
+  // the snapshot it reads in a shared slot, a window's first reader of a new bucket
+  // rotates it) cannot be used through a PROT_READ mapping.
+  if (!seg.read_only()) return;
+  const KindRow* row = kind_row(info.kind);
+  if (row != nullptr && row->reads_write != nullptr)
+    throw Error(ErrorCode::kReadOnly, std::string(row->noun) + " '" + info.name +
+                                          "' cannot be opened through a read-only attachment (" + row->reads_write +
+                                          "): open the segment read-write to query it");
 }
 
 void RegionHandle::bind(Segment& seg, const RegionInfo& info) {

@@ -252,6 +252,7 @@ _proto("shmf_hll_import_redis", C.c_int, _vp, C.c_char_p, _sz)
 _proto("shmf_hll_count_redis", C.c_int, C.c_char_p, _sz, C.POINTER(_u64))
 # directory
 _proto("shmf_kind_name", C.c_char_p, C.c_uint32)
+_proto("shmf_structure_drop", C.c_int, _vp, _cp)
 _proto("shmf_segment_list", C.c_int, _vp, C.POINTER(_StructInfo), _sz, C.POINTER(_sz))
 _proto("shmf_segment_find", C.c_int, _vp, _cp, C.POINTER(_StructInfo))
 _proto("shmf_segment_prometheus_text", C.c_int, _vp, C.c_char_p, _sz, C.POINTER(_sz))
@@ -865,11 +866,12 @@ class Segment:
         raise Error(EBUSY, "the segment kept changing while its text was built: try again", "Segment.prometheus_text")
 
     def drop(self, name: str, kind: Optional[str] = None) -> int:
-        """Control plane: drops NAME (1 dropped, 0 absent). KIND None: whichever kind it is."""
-        kinds = [kind] if kind else list(_KINDS)
-        for k in kinds:
-            rc = getattr(_lib, f"shmf_{k}_drop")(self._p(), _name(name))
-            if rc == -EWRONGKIND and kind is None:
-                continue
-            return _check(rc, f"Segment.drop({name!r})")
-        raise Error(EWRONGKIND, f"{name!r} is of no kind this binding knows", "Segment.drop")
+        """Control plane: drops NAME (1 dropped, 0 absent) with every extent it owns.
+
+        KIND None: whichever kind it is (the library's own drop for that kind); a kind
+        name: only a structure of that kind (EWRONGKIND for another)."""
+        if kind is None:
+            return _check(_lib.shmf_structure_drop(self._p(), _name(name)), f"Segment.drop({name!r})")
+        if kind not in _KINDS:
+            raise Error(EINVAL, f"unknown kind {kind!r}: expected one of {', '.join(sorted(_KINDS))}", "Segment.drop")
+        return _check(getattr(_lib, f"shmf_{kind}_drop")(self._p(), _name(name)), f"Segment.drop({name!r})")

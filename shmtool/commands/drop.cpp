@@ -4,11 +4,7 @@
 
 #include "cli/command.h"
 #include "cli/segment.h"
-#include "shmfilter/bloom.hpp"
-#include "shmfilter/cuckoo.hpp"
-#include "shmfilter/exact_set.hpp"
-#include "shmfilter/hll.hpp"
-#include "shmfilter/roaring_set.hpp"
+#include "shmfilter/kinds.hpp"
 
 namespace shmtool {
 namespace {
@@ -21,16 +17,9 @@ int run_drop(const Args& args) {
   if (!info)
     throw shmfilter::Error(shmfilter::ErrorCode::kNotFound, "segment '" + seg_name + "' has no structure '" + name +
                                                                 "': list them with 'shmtool list " + seg_name + "'");
-  // Each kind's drop frees its extra extents (layers, sub-filters, snapshots) with the region.
-  bool dropped = false;
-  switch (info->kind) {
-    case shmfilter::Kind::kBloom: dropped = shmfilter::Bloom::drop(seg, name); break;
-    case shmfilter::Kind::kCuckoo: dropped = shmfilter::Cuckoo::drop(seg, name); break;
-    case shmfilter::Kind::kRoaring: dropped = shmfilter::RoaringSet::drop(seg, name); break;
-    case shmfilter::Kind::kHll: dropped = shmfilter::Hll::drop(seg, name); break;
-    case shmfilter::Kind::kExactSet: dropped = shmfilter::ExactSet::drop(seg, name); break;
-    default: dropped = seg.drop(name); break;
-  }
+  // The kind's own drop (the kinds table) frees its extra extents (layers, sub-filters,
+  // snapshots and packs, a window's bucket tables) with the region.
+  const bool dropped = shmfilter::drop_structure(seg, name);
   if (!dropped)
     throw shmfilter::Error(shmfilter::ErrorCode::kNotFound,
                            "structure '" + name + "' of segment '" + seg_name + "' was dropped by another process");
@@ -43,7 +32,8 @@ SHMTOOL_COMMAND("drop", run_drop, R"(drop one structure of a segment (its memory
 Usage: shmtool drop SEG NAME
 
 Drops structure NAME of segment SEG, whatever its kind, with the memory it
-owns (Bloom layers, Cuckoo sub-filters, Roaring snapshots). Processes that
+owns (Bloom layers, Cuckoo sub-filters, Roaring snapshots, a window's
+bucket tables). Processes that
 have it open see it as dropped (kDropped) at their next call; the memory is
 reused after every attached process has passed a quiescent point. Exit 1 if
 SEG has no structure NAME.

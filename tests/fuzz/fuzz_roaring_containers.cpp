@@ -1,5 +1,5 @@
 // tests/fuzz/fuzz_roaring_containers.cpp: libFuzzer target for layout 4's
-// container kernels (lib/structures/roaring_containers.h) over untrusted
+// container kernels (lib/structures/roaring/roaring_containers.h) over untrusted
 // segment bytes.
 //
 // The input is a stand-in segment: bytes 0..7 say the table's shape
@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "structures/roaring_containers.h"
-#include "structures/roaring_impl.h"
+#include "structures/roaring/roaring_containers.h"
+#include "structures/roaring/roaring_impl.h"
 
 using namespace shmfilter::internal::roaring::c4;
 

@@ -1,5 +1,5 @@
 // tests/multiprocess/test_roaring_crash.cpp: SIGKILL at every named kill point of RoaringSet
-// (lib/structures/roaring.cpp), with an oracle outside the segment: a forked child
+// (lib/structures/roaring/roaring.cpp), with an oracle outside the segment: a forked child
 // reports each acknowledged write through a pipe before it is killed; the
 // parent then checks that every acknowledged change is there, that the set
 // stays readable, that the next compaction finishes or discards the dead

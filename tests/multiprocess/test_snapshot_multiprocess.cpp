@@ -21,7 +21,7 @@
 #include "shmfilter/roaring_set.hpp"
 #include "shmfilter/snapshot.hpp"
 #include "shmfilter/window.hpp"
-#include "ops/snapshot_io.h"
+#include "structures/snapshot_io.h"
 #include "load_clock.h"
 #include "test_util.h"
 

@@ -20,7 +20,7 @@
 
 #include "base/kill_point.h"
 #include "shmfilter/window.hpp"
-#include "structures/window_impl.h"
+#include "structures/window/window_impl.h"
 #include "load_clock.h"
 #include "test_util.h"
 #include "workload.h"

@@ -21,7 +21,7 @@
 #if __has_include("shmfilter/cuckoo.hpp")
 #include "shmfilter/cuckoo.hpp"
 #include "base/hash.h"                 // hash_key: the filter's key hash, for explain_lost
-#include "structures/cuckoo_layout.h"  // bucket derivation, for explain_lost
+#include "structures/cuckoo/cuckoo_layout.h"  // bucket derivation, for explain_lost
 #define TORTURE_CUCKOO 1
 #endif
 #if __has_include("shmfilter/exact_set.hpp")

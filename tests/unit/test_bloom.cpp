@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "structures/bloom_impl.h"
+#include "structures/bloom/bloom_impl.h"
 #include "base/kill_point.h"
 #include "shmfilter/bloom.hpp"
 #include "test_util.h"

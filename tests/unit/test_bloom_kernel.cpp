@@ -1,4 +1,4 @@
-// tests/unit/test_bloom_kernel.cpp: the Bloom kernels (lib/structures/bloom_impl.h) over plain
+// tests/unit/test_bloom_kernel.cpp: the Bloom kernels (lib/structures/bloom/bloom_impl.h) over plain
 // memory: sizing maths, no false negatives, false-positive rates against
 // theory, the over-capacity case of the mission, concurrent forked writers
 // through a MAP_SHARED mapping, and the golden bytes of both layouts.
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <vector>
 
-#include "structures/bloom_impl.h"
+#include "structures/bloom/bloom_impl.h"
 #include "test_util.h"
 #include "workload.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/kill_point.h"
-#include "structures/cuckoo_layout.h"  // the header, to write layout-1 and bad-version regions
+#include "structures/cuckoo/cuckoo_layout.h"  // the header, to write layout-1 and bad-version regions
 #include "shmfilter/cuckoo.hpp"
 #include "test_util.h"
 #include "workload.h"

@@ -1,4 +1,4 @@
-// tests/unit/test_cuckoo_kernel.cpp: the cuckoo kernels (lib/structures/cuckoo_impl.h) over
+// tests/unit/test_cuckoo_kernel.cpp: the cuckoo kernels (lib/structures/cuckoo/cuckoo_impl.h) over
 // plain anonymous MAP_SHARED memory, no Segment: load to 95% with zero
 // failures, FP rate band, and a writer killed mid-move repaired by a waiter.
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "structures/cuckoo_impl.h"
+#include "structures/cuckoo/cuckoo_impl.h"
 #include "test_util.h"
 #include "workload.h"
 

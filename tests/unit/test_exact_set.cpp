@@ -11,7 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "structures/exact_set_impl.h"
+#include "structures/exact_set/exact_set_impl.h"
 #include "shmfilter/exact_set.hpp"
 #include "test_util.h"
 #include "workload.h"

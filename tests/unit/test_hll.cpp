@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "structures/hll_impl.h"
+#include "structures/hll/hll_impl.h"
 #include "base/kill_point.h"
 #include "shmfilter/hll.hpp"
 #include "test_util.h"

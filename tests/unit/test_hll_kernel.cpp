@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "structures/hll_impl.h"
+#include "structures/hll/hll_impl.h"
 #include "workload.h"
 
 using namespace shmfilter::internal::hll;

@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "structures/hll_impl.h"
+#include "structures/hll/hll_impl.h"
 #include "shmfilter/hll.hpp"
 #include "load_clock.h"
 #include "test_util.h"

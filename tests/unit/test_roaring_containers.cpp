@@ -1,5 +1,5 @@
 // tests/unit/test_roaring_containers.cpp: layout 4's container kernels
-// (lib/structures/roaring_containers.h) over a process-local stand-in for a
+// (lib/structures/roaring/roaring_containers.h) over a process-local stand-in for a
 // segment: full and incremental builds against a CRoaring oracle, sharing of
 // untouched containers, pack accounting and repacking, the portable
 // serialization, and validation of corrupt words and directories.
@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "structures/roaring_containers.h"
-#include "structures/roaring_impl.h"
+#include "structures/roaring/roaring_containers.h"
+#include "structures/roaring/roaring_impl.h"
 
 using namespace shmfilter::internal::roaring::c4;
 

@@ -1,4 +1,4 @@
-// tests/unit/test_roaring_kernels.cpp: the Segment-free kernels of lib/structures/roaring_impl.h:
+// tests/unit/test_roaring_kernels.cpp: the Segment-free kernels of lib/structures/roaring/roaring_impl.h:
 // the delta table across forked processes over an anonymous MAP_SHARED
 // mapping, frozen-snapshot alignment, and portable-format validation.
 #include <gtest/gtest.h>
@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "structures/roaring_impl.h"
-#include "structures/roaring_containers.h"
+#include "structures/roaring/roaring_impl.h"
+#include "structures/roaring/roaring_containers.h"
 #include "shmfilter/error.hpp"
 #include "shmfilter/roaring_set.hpp"
 #include "test_util.h"

@@ -25,10 +25,10 @@
 #include <gtest/gtest.h>
 
 #include "base/hash.h"
-#include "ops/snapshot_io.h"
+#include "structures/snapshot_io.h"
 #include "shmfilter/snapshot.hpp"
 #include "shmfilter/window.hpp"
-#include "structures/window_impl.h"
+#include "structures/window/window_impl.h"
 #include "test_util.h"
 
 using namespace shmfilter;
@@ -414,7 +414,7 @@ std::string seal(const SaveFile& f) {
   return b;
 }
 
-// Where things are inside a window entry's data (lib/ops/snapshot_window.cpp's format).
+// Where things are inside a window entry's data (lib/structures/window/window_snapshot.cpp's format).
 struct TableAt {
   uint32_t slot;
   size_t tag, bytes, pieces, piece0_at, piece0_len, piece0_data, overflow_len, overflow_data;

@@ -8,7 +8,7 @@
 #include "base/wait_stats.h"
 #include "shmfilter/cuckoo.hpp"
 #include "shmfilter/segment.hpp"
-#include "structures/cuckoo_impl.h"
+#include "structures/cuckoo/cuckoo_impl.h"
 #include "test_util.h"
 
 using namespace shmfilter;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "shmfilter/window.hpp"
-#include "structures/window_impl.h"
+#include "structures/window/window_impl.h"
 #include "test_util.h"
 #include "workload.h"
 

@@ -1,0 +1,65 @@
+// lib/structures/exact_set/exact_set_kind.cpp: the exact set's row of the kinds table (structures/kind.h):
+// its metrics (families and the shared numbers), its fuzz image and fuzz exercise, and the
+// row that names them with its handle's open and drop, its checker (check_exact_set, exact_set.cpp)
+// and its save/restore (exact_set_snapshot.cpp).
+#include <string>
+#include <string_view>
+
+#include "shmfilter/exact_set.hpp"
+#include "structures/kind.h"
+#include "structures/exact_set/exact_set_impl.h"
+
+namespace shmfilter::internal::exact_set {
+namespace {
+
+constexpr std::span<const MetricFamily> kFamilies{};
+
+CommonMetrics metrics(Segment& seg, const RegionInfo& r, const std::string&, MetricsCollector&) {
+  ExactSetStats st = ExactSet::open(seg, r.name).stats();
+  return {static_cast<double>(st.bytes), static_cast<double>(st.capacity), static_cast<double>(st.size), st.load, 0,
+          st.size >= st.capacity};
+}
+
+void fuzz_image(Segment& seg, std::string_view prefix) {
+  const std::string p(prefix);
+  ExactSetOptions e;
+  e.capacity = 64;
+  ExactSet s = ExactSet::create(seg, p + "set", e);
+  for (uint64_t k = 1; k <= 40; ++k) s.insert(k * 1000003u);
+  for (uint64_t k = 1; k <= 8; ++k) s.erase(k * 1000003u);  // tombstones
+  (void)s.insert(uint64_t{0});  // the special keys that live outside the slots
+  (void)s.insert(~uint64_t{0});
+}
+
+void fuzz_exercise(Segment& seg, const RegionInfo& r) {
+  ExactSet s = ExactSet::open(seg, r.name);
+  (void)s.stats();
+  (void)s.contains(uint64_t{2000006});
+  (void)s.insert(uint64_t{424242});
+  (void)s.erase(uint64_t{3000009});
+  for (uint64_t k = 0; k < 32; ++k) (void)s.insert(k * 99991u + 1);
+  (void)s.size();
+}
+
+void open_validate(Segment& seg, std::string_view name) { (void)ExactSet::open(seg, name); }
+
+}  // namespace
+
+extern const KindRow kRow;
+constinit const KindRow kRow(
+    Kind::kExactSet,  // kind
+    "set",  // name
+    "exact set",  // noun
+    &open_validate,  // open
+    &check_exact_set,  // check
+    &ExactSet::drop,  // drop
+    &save,  // save
+    &restore,  // restore
+    &metrics,  // metrics
+    kFamilies,  // families
+    &fuzz_image,  // fuzz_image
+    &fuzz_exercise,  // fuzz_exercise
+    nullptr  // reads_write
+);
+
+}  // namespace shmfilter::internal::exact_set

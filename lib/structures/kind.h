@@ -1,0 +1,92 @@
+// lib/structures/kind.h: one row of the kinds table, the contract every kind folder fulfils.
+//
+// A kind is one folder, lib/structures/<kind>/, holding all of it, with the same file roles:
+//   <kind>_impl.h        shared layout (fixed-width fields, static_asserts) + kernels over (base, offset)
+//   <kind>.cpp           the handle of include/shmfilter/<kind>.hpp, open/validate and its checker
+//   <kind>_snapshot.cpp  save/restore of one entry of a save file (docs/save-restore.md)
+//   <kind>_metrics.cpp   its metric families and the shared numbers (docs/metrics.md)
+//   <kind>_fuzz.cpp      its fuzz image (a small structure in every state) and fuzz exercise
+//   <kind>_kind.cpp      the row below, which kinds.cpp lists once
+// Every hook is required: tests/unit/test_kinds.cpp fails when a row lacks one, and
+// tests/fuzz builds its images from the table, so a new kind cannot ship without a
+// checker, a save path, metrics or fuzz coverage.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "shmfilter/segment.hpp"
+#include "structures/metrics_collector.h"
+#include "structures/snapshot_io.h"
+
+namespace shmfilter::internal {
+
+// What a kind's metrics hook reports through the shared shmfilter_structure_* families.
+struct CommonMetrics {
+  double bytes = 0, capacity = 0, items = 0, fill = 0, fp = 0;
+  bool over = false;
+};
+
+struct KindRow {
+  using OpenFn = void (*)(Segment& seg, std::string_view name);
+  using CheckFn = void (*)(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);
+  using DropFn = bool (*)(Segment& seg, std::string_view name);
+  using SaveFn = std::string (*)(Segment& seg, const RegionInfo& region);
+  using RestoreFn = void (*)(Segment& seg, const std::string& name, snapshot::In data);
+  using MetricsFn = CommonMetrics (*)(Segment& seg, const RegionInfo& region, const std::string& labels,
+                                      MetricsCollector& out);
+  using FuzzImageFn = void (*)(Segment& seg, std::string_view prefix);
+  using FuzzExerciseFn = void (*)(Segment& seg, const RegionInfo& region);
+
+  Kind kind;         // the on-disk value (include/shmfilter/segment.hpp)
+  const char* name;  // stable identifier: kind_name(), shmf_kind_name(), shmtool, nginx, Python, metric labels
+  const char* noun;  // in messages: "bloom filter"
+
+  // open/validate: opens a handle on NAME, validating every offset, size and count the
+  // data plane will follow; a corrupt structure throws a named shmfilter::Error.
+  OpenFn open;
+  // check: the kind's invariants (after the segment checked the region's bounds); adds a
+  // finding per problem and, with repair, fixes what it can. Safe beside running writers.
+  CheckFn check;
+  // drop: frees the region and every extent the kind owns; false when NAME is not there.
+  DropFn drop;
+  // save: one entry's data; restore: creates NAME from it (checksummed by the container,
+  // otherwise untrusted: every size is checked before it is followed).
+  SaveFn save;
+  RestoreFn restore;
+  // metrics: adds the kind's own families (declared in `families`) and returns the shared numbers.
+  MetricsFn metrics;
+  std::span<const MetricFamily> families;
+  // fuzz image: creates in SEG small structures of this kind, in every state it can be in,
+  // named "<prefix>..." (tests/fuzz builds its base image from every row's).
+  FuzzImageFn fuzz_image;
+  // fuzz exercise: every call a user can make on the structure (open, stats, queries,
+  // writes, growth); throws shmfilter::Error at the first refusal, which is a right answer.
+  FuzzExerciseFn fuzz_exercise;
+  // Non-null when its READS write the segment, saying how (e.g. "its readers pin snapshots in
+  // the segment"): a read-only (PROT_READ) attachment cannot open or check it.
+  const char* reads_write;
+
+  // Every part is a parameter, and a null hook is a compile-time error (consteval): a
+  // kind cannot be built without its checker, drop, save/restore, metrics or fuzz image.
+  consteval KindRow(Kind kind_, const char* name_, const char* noun_, OpenFn open_, CheckFn check_, DropFn drop_,
+                    SaveFn save_, RestoreFn restore_, MetricsFn metrics_, std::span<const MetricFamily> families_,
+                    FuzzImageFn fuzz_image_, FuzzExerciseFn fuzz_exercise_, const char* reads_write_)
+      : kind(kind_), name(name_), noun(noun_), open(open_), check(check_), drop(drop_), save(save_),
+        restore(restore_), metrics(metrics_), families(families_), fuzz_image(fuzz_image_),
+        fuzz_exercise(fuzz_exercise_), reads_write(reads_write_) {
+    if (kind == Kind::kNone || name == nullptr || noun == nullptr || open == nullptr || check == nullptr ||
+        drop == nullptr || save == nullptr || restore == nullptr || metrics == nullptr || fuzz_image == nullptr ||
+        fuzz_exercise == nullptr)
+      throw "a kind's row needs every part: see lib/structures/kind.h";  // not a constant: the build fails
+  }
+};
+
+// The kinds table (kinds.cpp): every kind this build knows, in Kind order.
+std::span<const KindRow* const> kind_rows() noexcept;
+// The row of KIND; nullptr for kNone and values this build does not know.
+const KindRow* kind_row(Kind kind) noexcept;
+
+}  // namespace shmfilter::internal

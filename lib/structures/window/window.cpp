@@ -1,0 +1,579 @@
+// lib/structures/window/window.cpp: the Window's data plane: mark / seen /
+// mark_if_unseen / forget and their batched forms with prefetch, the writer's
+// current table (rotating through window_rotation.cpp when due), per-space
+// counters, new_count and the clock. Kernels over one table are in
+// window_impl.h; what the parts share is in window_ops.h.
+#include <algorithm>
+#include <string>
+
+#include "structures/window/window_ops.h"
+
+namespace shmfilter {
+
+namespace {
+
+// The kBloom tables of one query (or one batch round), resolved once: no per-pair branch on
+// the variant, no per-pair re-read of a TableHead; then every line of a pair is prefetched
+// before the first is probed (the w misses overlap), and one hash and one set of masks serve
+// every table.
+struct BloomView {
+  const uint64_t* words;
+  uint64_t blocks;
+  const uint64_t* ovf;  // null: no overflow published when the view was taken
+  uint64_t ovf_blocks;
+};
+inline uint32_t bloom_views(std::byte* base, const WindowHeader* h, TableHead* const* ts, uint32_t win, BloomView* v) noexcept {
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < win; ++i) {
+    TableHead* t = ts[i];
+    if (t == nullptr) continue;
+    // acquire: the overflow's geometry (written before its publication). A pair acknowledged
+    // before this call started is in the main table or in an overflow published before that.
+    const uint64_t off = t->overflow.load(std::memory_order_acquire);
+    v[n++] = BloomView{bloom_words(t, h), t->geometry, off ? reinterpret_cast<const uint64_t*>(base + off) : nullptr,
+                       off ? t->overflow_geometry : 0};
+  }
+  return n;
+}
+inline void bloom_prefetch_views(const BloomView* v, uint32_t n, uint64_t hv) noexcept {
+  for (uint32_t i = 0; i < n; ++i) bl::prefetch_line(wi::line_of(v[i].words, v[i].blocks, hv));
+  for (uint32_t i = 0; i < n; ++i)
+    if (v[i].ovf) bl::prefetch_line(wi::line_of(v[i].ovf, v[i].ovf_blocks, hv));
+}
+inline bool bloom_seen_views(const BloomView* v, uint32_t n, uint64_t hv, const wi::Masks& mm, uint32_t k_ovf) noexcept {
+  for (uint32_t i = 0; i < n; ++i)
+    if (wi::line_has(wi::line_of(v[i].words, v[i].blocks, hv), mm)) return true;
+  for (uint32_t i = 0; i < n; ++i)
+    if (v[i].ovf && wi::line_has(wi::line_of(v[i].ovf, v[i].ovf_blocks, hv), wi::masks_of(hv, k_ovf))) return true;
+  return false;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Implementation over the kernels (declared in window_ops.h).
+
+// The current bucket's table for a writer (rotating if the clock says so).
+TableHead* WindowOps::current(const Window& w, int64_t& e_out) noexcept {
+  WindowHeader* h = hdr(w);
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    int64_t e = read_epoch(w);
+    if (TableHead* t = table_for(w.base_, h, e)) {
+      // A claimer killed before its epoch CAS left the tag claimed: raise it for it, so
+      // handles whose clocks are behind still find what we mark here.
+      if (h->epoch.load(std::memory_order_seq_cst) < static_cast<uint64_t>(e) + 1)  // seq_cst: the rotation order
+        raise_epoch(h, static_cast<uint64_t>(e) + 1);
+      e_out = e;
+      return t;
+    }
+    if (!advance(w, e)) return nullptr;
+  }
+  return nullptr;
+}
+
+void WindowOps::count_new(const Window& w, TableHead* t, uint64_t space) noexcept {
+  WindowHeader* h = hdr(w);
+  uint32_t stripe = static_cast<uint32_t>(w.slot_ ^ (w.seg_.owner_token() * 0x9e3779b9u)) % wi::kStripes;
+  // relaxed: a statistic and the main-full trigger.
+  uint64_t old = t->stripes[stripe].distinct.fetch_add(1, std::memory_order_relaxed);
+  if ((old >> t->check_shift) != ((old + 1) >> t->check_shift) && table_distinct(t) >= t->capacity)
+    t->main_full.store(1, std::memory_order_relaxed);  // relaxed: sticky hint, routing only
+  uint32_t row = space_row(h, space, true);
+  // relaxed: exact count, no other data published with it.
+  std::atomic_ref<uint64_t>(counters_of(t)[row]).fetch_add(1, std::memory_order_relaxed);
+}
+
+bool WindowOps::bloom_has(const Window& w, TableHead* t, uint64_t hv, const wi::Masks& mm) noexcept {
+  WindowHeader* h = hdr(w);
+  if (wi::line_has(wi::line_of(bloom_words(t, h), t->geometry, hv), mm)) return true;
+  uint64_t off = t->overflow.load(std::memory_order_acquire);  // acquire: pairs with the publisher
+  if (off == 0) return false;
+  return wi::line_has(wi::line_of(reinterpret_cast<const uint64_t*>(w.base_ + off), t->overflow_geometry, hv),
+                      wi::masks_of(hv, h->k_overflow));
+}
+void WindowOps::bloom_prefetch(const Window& w, TableHead* t, uint64_t hv) noexcept {
+  WindowHeader* h = hdr(w);
+  bl::prefetch_line(wi::line_of(bloom_words(t, h), t->geometry, hv));
+  uint64_t off = t->overflow.load(std::memory_order_relaxed);  // relaxed: a prefetch hint only
+  if (off != 0) bl::prefetch_line(wi::line_of(reinterpret_cast<const uint64_t*>(w.base_ + off), t->overflow_geometry, hv));
+}
+
+WindowStatus WindowOps::bloom_mark_in(const Window& w, TableHead* t, uint64_t space, uint64_t hv, const wi::Masks& mm) noexcept {
+  WindowHeader* h = hdr(w);
+  uint64_t* line = const_cast<uint64_t*>(wi::line_of(bloom_words(t, h), t->geometry, hv));
+  bl::AddResult r;
+  if (t->main_full.load(std::memory_order_relaxed) == 0) {  // relaxed: routing hint (see count_new)
+    r = wi::line_add(line, mm);
+  } else {
+    if (wi::line_has(line, mm)) return WindowStatus::kSeen;
+    const uint64_t* ovf = bloom_overflow(w, t, true);
+    if (ovf == nullptr) {
+      r = wi::line_add(line, mm);  // no overflow: stay in main, stats() reports over capacity
+    } else {
+      r = wi::line_add(const_cast<uint64_t*>(wi::line_of(ovf, t->overflow_geometry, hv)), wi::masks_of(hv, h->k_overflow));
+    }
+  }
+  if (r.newly_set == 0) return WindowStatus::kSeen;
+  if (r.raced) h->racing_marks.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistic
+  count_new(w, t, space);
+  return WindowStatus::kNew;
+}
+
+template <class LT>
+WindowStatus WindowOps::cuckoo_mark_in(const Window& w, TableHead* t, int64_t e, bool checked, uint64_t space,
+                                       uint64_t hv) noexcept {
+  WindowHeader* h = hdr(w);
+  // A handle inherited across fork(): its token is the parent's (0 here), so the table's writer
+  // lock would be taken with no owner of our own (a CAS of 0 to 0: not held at all, and insert
+  // exactly-once would be gone). The Cuckoo handle answers kDropped there too; reopen the segment.
+  if (w.seg_.owner_token() == 0) return WindowStatus::kDropped;
+  // Before the insert (a caller killed after it leaves the flag clear: the safe side for forget).
+  if (!checked && (table_flags(t) & wi::kTableAllChecked))
+    t->flags.fetch_and(~wi::kTableAllChecked, std::memory_order_relaxed);  // relaxed: forget reads it after our ack
+  ck::Header* ch = cuckoo_of(t, h);
+  ExpandCtx ctx{&w, t};
+  GateCtx gate{h, t, e};
+  auto st = ck::insert<LT>(w.base_, ch, ck::split_hash(hv, h->k_main), /*unique=*/true, liveness_of(w.seg_),
+                           &WindowOps::cuckoo_expand, &ctx, &WindowOps::insert_gate, &gate);
+  if (st == ck::Status::kRefused) return kRetryNewer;  // sealed: a newer bucket exists
+  if (st == ck::Status::kExists) return WindowStatus::kSeen;
+  if (st != ck::Status::kInserted) return WindowStatus::kFull;
+  count_new(w, t, space);
+  return WindowStatus::kNew;
+}
+// Under the table's writer lock, before the insert reads or stores anything. The epoch past e
+// means a newer bucket was claimed: a mark_if_unseen there may already have checked this table
+// lock-free, or found it unclaimed, so an insert here could be invisible to it. Refuse and seal
+// (every later locker refuses too; a caller of a newer bucket that acquires the bit sees every
+// insert accepted before it). seq_cst: the rotation order (raise_epoch), for the case where the
+// newer caller found this bucket's slot unclaimed and never locks this table.
+bool WindowOps::insert_gate(void* ctx, ck::Header*) noexcept {
+  auto* g = static_cast<GateCtx*>(ctx);
+  if (g->h->epoch.load(std::memory_order_seq_cst) <= static_cast<uint64_t>(g->e) + 1) return true;
+  if ((g->t->flags.load(std::memory_order_relaxed) & wi::kTableSealed) == 0)  // relaxed: we hold the writer lock
+    g->t->flags.fetch_or(wi::kTableSealed, std::memory_order_release);       // release: see kTableSealed
+  return false;
+}
+template <class LT>
+bool WindowOps::seal(const Window& w, TableHead* t) noexcept {
+  const ck::Liveness lv = liveness_of(w.seg_);
+  if (lv.token() == 0) return false;  // a handle inherited across fork(): no token to lock with
+  ck::Header* ch = cuckoo_of(t, hdr(w));
+  ck::lock<LT>(w.base_, ch, lv);  // the bounded wait with liveness takeover of every cuckoo writer
+  SHMF_KILL_POINT("window.seal.locked");
+  // release: every insert accepted before (by an earlier holder of this lock, acquired above)
+  // happens-before whatever a caller that acquires the bit reads next; every later holder sees it.
+  t->flags.fetch_or(wi::kTableSealed, std::memory_order_release);
+  ck::unlock(ch);
+  return true;
+}
+bool WindowOps::seal_older(const Window& w, TableHead* const* ts, uint32_t win) noexcept {
+  const bool lanes8 = hdr(w)->k_main <= 8;
+  for (uint32_t i = 1; i < win; ++i) {
+    TableHead* t = ts[i];
+    // acquire: pairs with the sealer's release fetch_or (the fast path: one load of a read-mostly line).
+    if (t == nullptr || (t->flags.load(std::memory_order_acquire) & wi::kTableSealed) != 0) continue;
+    if (!(lanes8 ? seal<ck::Lanes8>(w, t) : seal<ck::Lanes16>(w, t))) return false;
+  }
+  return true;
+}
+template <class LT>
+bool WindowOps::cuckoo_has(const Window& w, TableHead* t, uint64_t hv) noexcept {
+  WindowHeader* h = hdr(w);
+  return ck::contains<LT>(w.base_, cuckoo_of(t, h), ck::split_hash(hv, h->k_main), liveness_of(w.seg_));
+}
+template <class LT>
+void WindowOps::cuckoo_prefetch(const Window& w, TableHead* t, uint64_t hv) noexcept {
+  WindowHeader* h = hdr(w);
+  ck::Header* ch = cuckoo_of(t, h);
+  ck::Sub s = ck::sub_view(w.base_, ch->subs[0]);
+  ck::Probe p = ck::probe(s, ck::split_hash(hv, h->k_main));
+  bl::prefetch_line(&ck::bucket_ref<LT>(s, p.i1));
+  bl::prefetch_line(&ck::bucket_ref<LT>(s, p.i2));
+  bl::prefetch_line(&s.versions[p.stripe]);
+}
+
+// ---- dispatch ----------------------------------------------------------------
+bool WindowOps::has(const Window& w, TableHead* t, uint64_t hv, const wi::Masks& mm) noexcept {
+  WindowHeader* h = hdr(w);
+  if (h->variant == wi::kVariantBloom) return bloom_has(w, t, hv, mm);
+  return h->k_main <= 8 ? cuckoo_has<ck::Lanes8>(w, t, hv) : cuckoo_has<ck::Lanes16>(w, t, hv);
+}
+void WindowOps::prefetch(const Window& w, TableHead* t, uint64_t hv) noexcept {
+  WindowHeader* h = hdr(w);
+  if (h->variant == wi::kVariantBloom)
+    bloom_prefetch(w, t, hv);
+  else if (h->k_main <= 8)
+    cuckoo_prefetch<ck::Lanes8>(w, t, hv);
+  else
+    cuckoo_prefetch<ck::Lanes16>(w, t, hv);
+}
+WindowStatus WindowOps::mark_in(const Window& w, TableHead* t, int64_t e, bool checked, uint64_t space, uint64_t hv,
+                                const wi::Masks& mm) noexcept {
+  WindowHeader* h = hdr(w);
+  if (h->variant == wi::kVariantBloom) return bloom_mark_in(w, t, space, hv, mm);
+  checked = checked || h->retention == 1;  // no older bucket to check
+  return h->k_main <= 8 ? cuckoo_mark_in<ck::Lanes8>(w, t, e, checked, space, hv)
+                        : cuckoo_mark_in<ck::Lanes16>(w, t, e, checked, space, hv);
+}
+
+// Tables of the last w buckets ending at e (null where a bucket is empty).
+uint32_t WindowOps::tables(const Window& w, int64_t e, uint32_t n, TableHead** out) noexcept {
+  WindowHeader* h = hdr(w);
+  for (uint32_t i = 0; i < n; ++i) out[i] = table_for(w.base_, h, e - static_cast<int64_t>(i));
+  return n;
+}
+uint32_t WindowOps::clamp_w(const Window& w, uint32_t win) noexcept {
+  WindowHeader* h = hdr(w);
+  if (win == 0 || win > h->retention) return h->retention;
+  return win;
+}
+
+// Answers over resolved tables ts[0..win) (ts[0] the newest bucket; null = empty bucket).
+bool WindowOps::seen_in(const Window& w, TableHead* const* ts, uint32_t win, uint64_t hv, bool prefetched) noexcept {
+  WindowHeader* h = hdr(w);
+  if (!prefetched)
+    for (uint32_t i = 0; i < win; ++i)
+      if (ts[i]) prefetch(w, ts[i], hv);  // the w lines are fetched in parallel (memory-level parallelism)
+  wi::Masks mm = wi::masks_of(hv, h->k_main);
+  for (uint32_t i = 0; i < win; ++i)
+    if (ts[i] && has(w, ts[i], hv, mm)) return true;
+  return false;
+}
+bool WindowOps::seen_h(const Window& w, uint64_t hv, uint32_t win) noexcept {
+  TableHead* ts[wi::kMaxRetention];
+  win = clamp_w(w, win);
+  tables(w, read_epoch(w), win, ts);
+  WindowHeader* h = hdr(w);
+  if (h->variant == wi::kVariantBloom) {
+    BloomView v[wi::kMaxRetention];
+    const uint32_t n = bloom_views(w.base_, h, ts, win, v);
+    bloom_prefetch_views(v, n, hv);
+    return bloom_seen_views(v, n, hv, wi::masks_of(hv, h->k_main), h->k_overflow);
+  }
+  return seen_in(w, ts, win, hv, false);
+}
+
+WindowStatus WindowOps::mark_h(const Window& w, uint64_t space, uint64_t hv) noexcept {
+  const wi::Masks mm = wi::masks_of(hv, hdr(w)->k_main);
+  for (int attempt = 0; attempt < kMaxSealRetries; ++attempt) {
+    int64_t e;
+    TableHead* t = current(w, e);
+    if (t == nullptr) return WindowStatus::kDropped;
+    const WindowStatus st = mark_in(w, t, e, /*checked=*/false, space, hv, mm);
+    if (st != kRetryNewer) return st;  // refused: a newer bucket exists, redo there
+  }
+  return WindowStatus::kDropped;
+}
+
+// ts[0] is the writer's current table of bucket e.
+WindowStatus WindowOps::mark_if_unseen_in(const Window& w, TableHead* const* ts, int64_t e, uint32_t win, uint64_t space,
+                                      uint64_t hv, bool prefetched) noexcept {
+  WindowHeader* h = hdr(w);
+  if (!prefetched)
+    for (uint32_t i = 0; i < win; ++i)
+      if (ts[i]) prefetch(w, ts[i], hv);
+  wi::Masks mm = wi::masks_of(hv, h->k_main);
+  // kCuckoo: the older tables take no more inserts before we trust our lock-free checks of them
+  // (exactly one of racing callers answers kNew, across rotations too: docs/window.md).
+  if (h->variant == wi::kVariantCuckoo && win > 1 && !seal_older(w, ts, win)) return WindowStatus::kDropped;
+  for (uint32_t i = 1; i < win; ++i)
+    if (ts[i] && has(w, ts[i], hv, mm)) return WindowStatus::kSeen;
+  return mark_in(w, ts[0], e, /*checked=*/win == h->retention, space, hv, mm);  // kRetryNewer: the caller redoes it
+}
+bool WindowOps::writer_tables(const Window& w, uint32_t win, TableHead** ts, int64_t& e) noexcept {
+  TableHead* cur = current(w, e);
+  if (cur == nullptr) return false;
+  ts[0] = cur;
+  for (uint32_t i = 1; i < win; ++i) ts[i] = table_for(w.base_, hdr(w), e - static_cast<int64_t>(i));
+  return true;
+}
+WindowStatus WindowOps::mark_if_unseen_h(const Window& w, uint64_t space, uint64_t hv, uint32_t win) noexcept {
+  win = clamp_w(w, win);
+  TableHead* ts[wi::kMaxRetention];
+  for (int attempt = 0; attempt < kMaxSealRetries; ++attempt) {
+    int64_t e;
+    if (!writer_tables(w, win, ts, e)) return WindowStatus::kDropped;
+    const WindowStatus st = mark_if_unseen_in(w, ts, e, win, space, hv, false);
+    if (st != kRetryNewer) return st;  // refused: a newer bucket exists, redo the whole question there
+  }
+  return WindowStatus::kDropped;
+}
+
+// forget (docs/window.md "forget"): a cuckoo table cannot tell the pair's own copy from a
+// collider's (another pair with the same fingerprint in the same two buckets), so erasing
+// wherever the pair answers present would remove other pairs' acknowledged marks from the
+// tables the pair was never marked in. Instead: the OLDEST bucket where the pair is present
+// holds its own copy, unless a newer one does and that newer one was written without
+// checking the older buckets (kTableAllChecked clear). So: erase in the oldest; in each newer
+// bucket only if it is unchecked, and count those erasures (forget_ambiguous: at most one of
+// them is not the pair's own, so the count bounds the other pairs' copies removed); a newer
+// all-checked bucket where the pair answers present holds another pair's copy: left alone
+// (the pair's answer there is a false positive).
+WindowStatus WindowOps::forget_h(const Window& w, uint64_t hv) noexcept {
+  WindowHeader* h = hdr(w);
+  if (h->variant != wi::kVariantCuckoo) return WindowStatus::kUnsupported;
+  if (w.seg_.owner_token() == 0) return WindowStatus::kDropped;  // inherited across fork(): as cuckoo_mark_in
+  const int64_t e = read_epoch(w);
+  const ck::Liveness lv = liveness_of(w.seg_);
+  const ck::KeyHash kh = ck::split_hash(hv, h->k_main);
+  const bool lanes8 = h->k_main <= 8;
+  bool removed = false, first = true;
+  uint64_t ambiguous = 0;
+  for (uint32_t i = h->retention; i-- > 0;) {  // oldest bucket first
+    TableHead* t = table_for(w.base_, h, e - static_cast<int64_t>(i));
+    if (t == nullptr) continue;
+    ck::Header* ch = cuckoo_of(t, h);
+    if (!first && (table_flags(t) & wi::kTableAllChecked)) continue;  // a present answer here is a collider's
+    const bool r = lanes8 ? ck::erase<ck::Lanes8>(w.base_, ch, kh, lv) : ck::erase<ck::Lanes16>(w.base_, ch, kh, lv);
+    if (!r) continue;
+    if (!first) ++ambiguous;
+    first = false;
+    removed = true;
+    SHMF_KILL_POINT("window.forget.between_buckets");
+  }
+  // relaxed: a statistic. Counted after the erasures: a forget killed half-way is unacknowledged.
+  if (ambiguous) h->forget_ambiguous.fetch_add(ambiguous, std::memory_order_relaxed);
+  return removed ? WindowStatus::kRemoved : WindowStatus::kAbsent;
+}
+
+// Batched forms: per round of kBatch pairs, resolve the tables once, hash and
+// prefetch every line of the round, then answer. writer: ts[0] is the current
+// bucket by the writer's rules (rotating if due). answer(i, hv, ts, e) -> counted.
+template <class Fn>
+size_t WindowOps::batch(const Window& w, std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t win,
+                    bool writer, Fn&& answer) noexcept {
+  WindowHeader* h = hdr(w);
+  const size_t n = std::min(spaces.size(), items.size());
+  win = clamp_w(w, win);
+  size_t count = 0;
+  uint64_t hs[kBatch];
+  TableHead* ts[wi::kMaxRetention];
+  for (size_t at = 0; at < n; at += kBatch) {
+    const size_t m = std::min(kBatch, n - at);
+    int64_t e = 0;
+    if (writer) {
+      if (!writer_tables(w, win, ts, e)) {
+        for (size_t j = 0; j < m; ++j) answer(at + j, 0, nullptr, e);
+        continue;
+      }
+    } else {
+      e = read_epoch(w);
+      tables(w, e, win, ts);
+    }
+    if (h->variant == wi::kVariantBloom) {
+      BloomView v[wi::kMaxRetention];
+      const uint32_t nv = bloom_views(w.base_, h, ts, win, v);
+      for (size_t j = 0; j < m; ++j) {
+        hs[j] = wi::pair_hash(h->seed, spaces[at + j], items[at + j]);
+        bloom_prefetch_views(v, nv, hs[j]);
+      }
+    } else {
+      for (size_t j = 0; j < m; ++j) {
+        hs[j] = wi::pair_hash(h->seed, spaces[at + j], items[at + j]);
+        for (uint32_t i = 0; i < win; ++i)
+          if (ts[i]) prefetch(w, ts[i], hs[j]);
+      }
+    }
+    for (size_t j = 0; j < m; ++j) count += answer(at + j, hs[j], ts, e);
+  }
+  return count;
+}
+
+// ---------------------------------------------------------------------------
+// Clock.
+
+void Window::set_clock(int64_t (*fn)(void*), void* ctx) noexcept {
+  clock_ = fn;
+  clock_ctx_ = ctx;
+  fixed_ = false;
+}
+void Window::set_now(int64_t unix_seconds) noexcept {
+  fixed_now_ = unix_seconds;
+  fixed_ = true;
+}
+void Window::use_system_clock() noexcept {
+  clock_ = nullptr;
+  fixed_ = false;
+}
+int64_t Window::now() const noexcept {
+  if (fixed_) return fixed_now_;
+  if (clock_) return clock_(clock_ctx_);
+  return system_now();
+}
+int64_t Window::bucket_of(int64_t unix_seconds) const noexcept {
+  if (base_ == nullptr) return 0;
+  const WindowHeader* h = header_at(base_, offset_);
+  return wi::bucket_number(unix_seconds, h->utc_offset, h->bucket_seconds);
+}
+
+// ---------------------------------------------------------------------------
+// Data plane.
+
+#define SHMF_WINDOW_ENTER(fail)           \
+  if (!valid()) return fail;              \
+  WindowOps::tick(*this);                 \
+  const WindowHeader* h_ = WindowOps::hdr(*this)
+
+WindowStatus Window::mark(uint64_t space, std::string_view item) noexcept {
+  SHMF_WINDOW_ENTER(WindowStatus::kDropped);
+  return WindowOps::mark_h(*this, space, wi::pair_hash(h_->seed, space, item));
+}
+WindowStatus Window::mark(uint64_t space, uint64_t item) noexcept {
+  SHMF_WINDOW_ENTER(WindowStatus::kDropped);
+  return WindowOps::mark_h(*this, space, wi::pair_hash(h_->seed, space, item));
+}
+bool Window::seen(uint64_t space, std::string_view item, uint32_t w) const noexcept {
+  SHMF_WINDOW_ENTER(false);
+  return WindowOps::seen_h(*this, wi::pair_hash(h_->seed, space, item), w);
+}
+bool Window::seen(uint64_t space, uint64_t item, uint32_t w) const noexcept {
+  SHMF_WINDOW_ENTER(false);
+  return WindowOps::seen_h(*this, wi::pair_hash(h_->seed, space, item), w);
+}
+WindowStatus Window::mark_if_unseen(uint64_t space, std::string_view item, uint32_t w) noexcept {
+  SHMF_WINDOW_ENTER(WindowStatus::kDropped);
+  return WindowOps::mark_if_unseen_h(*this, space, wi::pair_hash(h_->seed, space, item), w);
+}
+WindowStatus Window::mark_if_unseen(uint64_t space, uint64_t item, uint32_t w) noexcept {
+  SHMF_WINDOW_ENTER(WindowStatus::kDropped);
+  return WindowOps::mark_if_unseen_h(*this, space, wi::pair_hash(h_->seed, space, item), w);
+}
+WindowStatus Window::forget(uint64_t space, std::string_view item) noexcept {
+  SHMF_WINDOW_ENTER(WindowStatus::kDropped);
+  return WindowOps::forget_h(*this, wi::pair_hash(h_->seed, space, item));
+}
+WindowStatus Window::forget(uint64_t space, uint64_t item) noexcept {
+  SHMF_WINDOW_ENTER(WindowStatus::kDropped);
+  return WindowOps::forget_h(*this, wi::pair_hash(h_->seed, space, item));
+}
+
+size_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+                         std::span<WindowStatus> out) noexcept {
+  const size_t n = std::min(spaces.size(), items.size());
+  const bool want = out.size() >= n;
+  if (!valid()) {
+    if (want) std::fill(out.begin(), out.begin() + static_cast<ptrdiff_t>(n), WindowStatus::kDropped);
+    return 0;
+  }
+  WindowOps::tick(*this);
+  return WindowOps::batch(*this, spaces, items, 1, true, [&](size_t i, uint64_t hv, TableHead* const* ts, int64_t e) -> size_t {
+    WindowStatus st = ts ? WindowOps::mark_in(*this, ts[0], e, /*checked=*/false, spaces[i], hv,
+                                              wi::masks_of(hv, WindowOps::hdr(*this)->k_main))
+                         : WindowStatus::kDropped;
+    if (st == kRetryNewer) st = WindowOps::mark_h(*this, spaces[i], hv);  // the round's bucket was sealed
+    if (want) out[i] = st;
+    return st == WindowStatus::kNew;
+  });
+}
+size_t Window::mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
+                                   std::span<WindowStatus> out) noexcept {
+  const size_t n = std::min(spaces.size(), items.size());
+  const bool want = out.size() >= n;
+  if (!valid()) {
+    if (want) std::fill(out.begin(), out.begin() + static_cast<ptrdiff_t>(n), WindowStatus::kDropped);
+    return 0;
+  }
+  WindowOps::tick(*this);
+  const uint32_t win = WindowOps::clamp_w(*this, w);
+  return WindowOps::batch(*this, spaces, items, win, true, [&](size_t i, uint64_t hv, TableHead* const* ts, int64_t e) -> size_t {
+    WindowStatus st = ts ? WindowOps::mark_if_unseen_in(*this, ts, e, win, spaces[i], hv, true) : WindowStatus::kDropped;
+    if (st == kRetryNewer) st = WindowOps::mark_if_unseen_h(*this, spaces[i], hv, win);  // the round's bucket was sealed
+    if (want) out[i] = st;
+    return st == WindowStatus::kNew;
+  });
+}
+size_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
+                         std::span<uint8_t> out) const noexcept {
+  const size_t n = std::min(spaces.size(), items.size());
+  const bool want = out.size() >= n;
+  if (!valid()) {
+    if (want) std::fill(out.begin(), out.begin() + static_cast<ptrdiff_t>(n), uint8_t{0});
+    return 0;
+  }
+  WindowOps::tick(*this);
+  const uint32_t win = WindowOps::clamp_w(*this, w);
+  const WindowHeader* h = WindowOps::hdr(*this);
+  if (h->variant == wi::kVariantBloom) {
+    // Per round of kBatch pairs: hash each pair once and prefetch all of its w lines, then
+    // probe (the round's kBatch x w misses overlap). The tables are resolved once per call
+    // and again only when the header epoch moved (one acquire load per round): the call
+    // answers as of its start for the buckets its clock names, like a single seen() would,
+    // and a rotation by any process during the call is picked up at the next round. The
+    // views stay mapped for the whole call: this process passes no quiescent point inside it.
+    // Parameters in locals: the stores to out[] (uint8_t) may alias anything.
+    const uint64_t seed = h->seed;
+    const uint32_t k_main = h->k_main, k_ovf = h->k_overflow;
+    const int64_t e_clock = bucket_of(now());
+    size_t count = 0;
+    uint64_t hs[kBatch];
+    TableHead* ts[wi::kMaxRetention];
+    BloomView v[wi::kMaxRetention];
+    uint32_t nv = 0;
+    uint64_t g_seen = ~uint64_t{0};
+    for (size_t at = 0; at < n; at += kBatch) {
+      const size_t m = std::min(kBatch, n - at);
+      const uint64_t g = h->epoch.load(std::memory_order_acquire);  // acquire: pairs with raise_epoch
+      if (g != g_seen) {
+        g_seen = g;
+        const int64_t e = g > 0 && static_cast<int64_t>(g - 1) > e_clock ? static_cast<int64_t>(g - 1) : e_clock;
+        WindowOps::tables(*this, e, win, ts);
+        nv = bloom_views(base_, h, ts, win, v);
+      }
+      if (nv == 1 && v[0].ovf == nullptr) {  // one table, no overflow (w = 1 on a normal day): the plain filter's loop
+        const uint64_t* words = v[0].words;
+        const uint64_t blocks = v[0].blocks;
+        for (size_t j = 0; j < m; ++j) {
+          hs[j] = wi::pair_hash(seed, spaces[at + j], items[at + j]);
+          bl::prefetch_line(wi::line_of(words, blocks, hs[j]));
+        }
+        for (size_t j = 0; j < m; ++j) {
+          const bool hit = wi::line_has(wi::line_of(words, blocks, hs[j]), wi::masks_of(hs[j], k_main));
+          if (want) out[at + j] = hit;
+          count += hit;
+        }
+        continue;
+      }
+      for (size_t j = 0; j < m; ++j) {
+        hs[j] = wi::pair_hash(seed, spaces[at + j], items[at + j]);
+        bloom_prefetch_views(v, nv, hs[j]);
+      }
+      for (size_t j = 0; j < m; ++j) {
+        const bool hit = bloom_seen_views(v, nv, hs[j], wi::masks_of(hs[j], k_main), k_ovf);
+        if (want) out[at + j] = hit;
+        count += hit;
+      }
+    }
+    return count;
+  }
+  return WindowOps::batch(*this, spaces, items, win, false, [&](size_t i, uint64_t hv, TableHead* const* ts, int64_t) -> size_t {
+    bool s = WindowOps::seen_in(*this, ts, win, hv, true);
+    if (want) out[i] = s;
+    return s;
+  });
+}
+size_t Window::forget_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+                           std::span<WindowStatus> out) noexcept {
+  const size_t n = std::min(spaces.size(), items.size());
+  const bool want = out.size() >= n;
+  size_t removed = 0;
+  for (size_t i = 0; i < n; ++i) {
+    WindowStatus st = forget(spaces[i], items[i]);
+    if (want) out[i] = st;
+    removed += st == WindowStatus::kRemoved;
+  }
+  return removed;
+}
+
+uint64_t Window::new_count(uint64_t space, uint32_t age) const noexcept {
+  if (!valid()) return 0;
+  WindowHeader* h = WindowOps::hdr(*this);
+  if (age >= h->retention) return 0;
+  TableHead* t = table_for(base_, h, WindowOps::read_epoch(*this) - static_cast<int64_t>(age));
+  if (t == nullptr) return 0;
+  uint32_t row = space_row(h, space, false);
+  if (row == UINT32_MAX) return 0;
+  return std::atomic_ref<uint64_t>(counters_of(t)[row]).load(std::memory_order_relaxed);  // relaxed: a count
+}
+
+}  // namespace shmfilter

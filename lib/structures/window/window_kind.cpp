@@ -1,0 +1,111 @@
+// lib/structures/window/window_kind.cpp: the window's row of the kinds table (structures/kind.h):
+// its metrics (families and the shared numbers), its fuzz image and fuzz exercise, and the
+// row that names them with its handle's open and drop, its checker (check_window, window.cpp)
+// and its save/restore (window_snapshot.cpp).
+#include <string>
+#include <string_view>
+
+#include "shmfilter/window.hpp"
+#include "structures/kind.h"
+#include "structures/window/window_impl.h"
+
+namespace shmfilter::internal::window {
+namespace {
+
+constexpr MetricFamily kFamilies[] = {
+    {"shmfilter_window_fp_rate_window", "gauge", "False-positive rate of a query over the whole retention window, from the buckets now."},
+    {"shmfilter_window_fp_bound_window", "gauge", "What the sizing guarantees for a query over the whole window."},
+    {"shmfilter_window_spaces", "gauge", "Spaces (plans) with their own counter row."},
+    {"shmfilter_window_rotations_total", "counter", "Bucket rotations by the clock."},
+    {"shmfilter_window_racing_marks_total", "counter", "Bloom variant: new answers that lost a race on one of their bits."},
+    {"shmfilter_window_rotation_races_total", "counter", "Cuckoo variant: new answers given twice across a rotation (0 since the day tables are sealed)."},
+    {"shmfilter_window_inline_allocations_total", "counter", "Bucket tables the data plane allocated (maintain() was late)."},
+    {"shmfilter_window_overflow_failures_total", "counter", "Overflow tables that could not be allocated."},
+    {"shmfilter_window_forget_ambiguous_total", "counter", "Cuckoo variant: copies forget removed that may belong to another pair (an upper bound)."},
+};
+
+CommonMetrics metrics(Segment& seg, const RegionInfo& r, const std::string& l, MetricsCollector& c) {
+  WindowStats st = Window::open(seg, r.name).stats();
+  // The current bucket carries the shared numbers: what the next mark_if_unseen sees.
+  const WindowBucketStats cur = st.buckets.empty() ? WindowBucketStats{} : st.buckets.front();
+  bool over = false;
+  for (const WindowBucketStats& b : st.buckets) over = over || b.over_capacity;
+  double fill = cur.capacity ? static_cast<double>(cur.distinct) / static_cast<double>(cur.capacity) : 0;
+  CommonMetrics v{static_cast<double>(st.memory_bytes), static_cast<double>(cur.capacity),
+           static_cast<double>(cur.distinct), fill, cur.fp_rate_now, over};
+  c.add("shmfilter_window_fp_rate_window", l, st.window_fp_now(st.retention));
+  c.add("shmfilter_window_fp_bound_window", l, st.window_fp_bound(st.retention));
+  c.add("shmfilter_window_spaces", l, st.spaces);
+  c.add("shmfilter_window_rotations_total", l, static_cast<double>(st.rotations));
+  c.add("shmfilter_window_racing_marks_total", l, static_cast<double>(st.racing_marks));
+  c.add("shmfilter_window_rotation_races_total", l, static_cast<double>(st.rotation_races));
+  c.add("shmfilter_window_inline_allocations_total", l, static_cast<double>(st.inline_allocations));
+  c.add("shmfilter_window_overflow_failures_total", l, static_cast<double>(st.overflow_failures));
+  if (st.variant == WindowVariant::kCuckoo)
+    c.add("shmfilter_window_forget_ambiguous_total", l, static_cast<double>(st.forget_ambiguous));
+  return v;
+}
+
+// A fixed clock (2025-12-01 00:00 UTC and the days after) so the image is the same every run.
+constexpr int64_t kDay0 = 1764547200;
+
+void fuzz_image(Segment& seg, std::string_view prefix) {
+  const std::string p(prefix);
+  for (WindowVariant v : {WindowVariant::kBloom, WindowVariant::kCuckoo}) {
+    WindowOptions o;
+    o.variant = v;
+    o.expected_per_bucket = 64;
+    o.retention = 3;
+    o.max_spaces = 4;
+    o.seed = v == WindowVariant::kBloom ? 21 : 22;
+    Window w = Window::create(seg, p + (v == WindowVariant::kBloom ? "window-bloom" : "window-cuckoo"), o);
+    // Four days: rotations retire the oldest table; the last day goes past its expected
+    // pairs into the overflow table; spaces past max_spaces land in the "other" row.
+    for (int day = 0; day < 4; ++day) {
+      w.set_now(kDay0 + day * 86400 + 3600);
+      const uint64_t pairs = day == 3 ? 200 : 40;
+      for (uint64_t i = 0; i < pairs; ++i) (void)w.mark_if_unseen(i % 6, i * 7 + static_cast<uint64_t>(day));
+      (void)w.maintain();
+    }
+    if (v == WindowVariant::kCuckoo) (void)w.forget(1, uint64_t{7 * 1 + 3});
+  }
+}
+
+void fuzz_exercise(Segment& seg, const RegionInfo& r) {
+  Window w = Window::open(seg, r.name);
+  w.set_now(kDay0 + 3 * 86400 + 7200);
+  (void)w.stats();
+  (void)w.seen(1, uint64_t{1}, 1);
+  (void)w.seen(1, uint64_t{1}, 3);
+  (void)w.mark_if_unseen(1, uint64_t{2}, 0);
+  (void)w.mark(2, "fuzz-item");
+  (void)w.forget(1, uint64_t{2});
+  (void)w.new_count(1, 0);
+  w.set_now(kDay0 + 4 * 86400 + 60);  // the next day: a rotation
+  (void)w.mark_if_unseen(1, uint64_t{3}, 0);
+  (void)w.maintain();
+  (void)w.stats();
+}
+
+void open_validate(Segment& seg, std::string_view name) { (void)Window::open(seg, name); }
+
+}  // namespace
+
+extern const KindRow kRow;
+constinit const KindRow kRow(
+    Kind::kWindow,  // kind
+    "window",  // name
+    "window",  // noun
+    &open_validate,  // open
+    &check_window,  // check
+    &Window::drop,  // drop
+    &snapshot::save_window,  // save
+    &snapshot::restore_window,  // restore
+    &metrics,  // metrics
+    kFamilies,  // families
+    &fuzz_image,  // fuzz_image
+    &fuzz_exercise,  // fuzz_exercise
+    "its readers may rotate its buckets"  // reads_write
+);
+
+}  // namespace shmfilter::internal::window

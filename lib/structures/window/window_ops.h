@@ -1,0 +1,295 @@
+// lib/structures/window/window_ops.h: what the parts of the Window share (internal; only
+// lib/structures/window*.cpp include it): the slot-ring helpers over the layout of
+// window_impl.h and the declaration of WindowOps, the friend of Window that holds
+// the implementation. The parts:
+//   window.cpp           the data plane: mark / seen / mark_if_unseen / forget and
+//                        their batched forms, the writer's current table, the clock
+//   window_rotation.cpp  rotation and tables: bucket claim, spare preparation,
+//                        retire (maintain), table allocation, overflow growth
+//   window_control.cpp   create / open / drop / plan / stats / validation / check_window
+// The protocol summary is at the top of window_rotation.cpp; docs/window.md has the
+// design and docs/CONCURRENCY.md "Window" the table of who writes what.
+#pragma once
+
+#include <time.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "base/hash.h"
+#include "base/kill_point.h"
+#include "segment/layout.h"
+#include "shmfilter/window.hpp"
+#include "structures/region_handle.h"
+#include "structures/window/window_impl.h"
+
+namespace shmfilter {
+
+namespace wi = internal::window;
+namespace ck = internal::cuckoo;
+namespace bl = internal::bloom;
+using wi::BucketSlot;
+using wi::TableHead;
+using wi::WindowHeader;
+
+namespace internal::window_ops {
+
+
+constexpr uint32_t kQuiesceEvery = 256;  // data-plane calls between quiescent points (getpid() is a syscall)
+constexpr size_t kBatch = 16;            // pairs in flight per prefetch round
+constexpr uint32_t kMaxPath = 5;
+constexpr uint64_t kPrepareChunk = 4ull << 20;  // bytes a spare's preparation zeroes per lock hold (~1 ms)
+constexpr uint64_t kMapAhead = 1ull << 20;       // bytes of the next spare a process maps per quiescent point
+// kCuckoo: an insert refused because its bucket is sealed (a newer bucket exists) is redone in
+// the newer bucket; each refusal means a rotation happened during the call, so this bound is
+// reached only if kMaxSealRetries buckets rotate in during one call (the call answers kDropped).
+constexpr int kMaxSealRetries = 16;
+// Internal answer of mark_in (never returned to a caller): refused, redo at the current bucket.
+constexpr WindowStatus kRetryNewer = static_cast<WindowStatus>(0xff);
+
+inline int64_t system_now() noexcept {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);  // vDSO, ~10 ns; a bucket is seconds long
+  return ts.tv_sec;
+}
+
+inline WindowHeader* header_at(std::byte* base, uint64_t off) { return reinterpret_cast<WindowHeader*>(base + off); }
+inline uint64_t* as_u64(std::atomic<uint64_t>* a) {
+  static_assert(sizeof(std::atomic<uint64_t>) == sizeof(uint64_t), "atomic<u64> must be a plain u64 in memory");
+  return reinterpret_cast<uint64_t*>(a);
+}
+
+
+// Main-table bytes and geometry for `capacity` (window_rotation.cpp).
+uint64_t main_bytes_for(const WindowHeader* h, uint64_t capacity, uint64_t* geometry);
+uint64_t table_bytes_for(const WindowHeader* h, uint64_t capacity);
+// Main-table bytes of an existing table, from its geometry (cheap: no sizing search).
+uint64_t main_bytes_of(const WindowHeader* h, const TableHead* t);
+// Allocates and initialises one table (fresh zeroed memory, unreachable until a slot names it).
+uint64_t alloc_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity);
+// Allocates a table whose body a chunked preparation zeroes later (prep_cursor > 0).
+uint64_t start_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity);
+// Frees a table and its overflow (published or pending).
+void free_table(ControlTxn& txn, std::byte* base, uint64_t off);
+
+
+inline uint64_t table_distinct(const TableHead* t) noexcept {
+  uint64_t s = 0;
+  // relaxed: statistics and the sizing input; slightly stale is fine.
+  for (uint32_t i = 0; i < wi::kStripes; ++i) s += t->stripes[i].distinct.load(std::memory_order_relaxed);
+  return s;
+}
+
+// The table of bucket e, or null (reader protocol, see BucketSlot).
+inline TableHead* table_for(std::byte* base, WindowHeader* h, int64_t e) noexcept {
+  if (e < 0) return nullptr;
+  BucketSlot& s = wi::slot_table(h)[static_cast<uint64_t>(e) % h->slots];
+  const uint64_t want = static_cast<uint64_t>(e) + 1;
+  // seq_cst (includes acquire): the claimed tag makes the table (initialised before the slot
+  // named it) visible; and the rotation order (see raise_epoch).
+  if (s.tag.load(std::memory_order_seq_cst) != want) return nullptr;
+  uint64_t off = std::atomic_ref<uint64_t>(s.table).load(std::memory_order_relaxed);  // relaxed: re-checked below
+  std::atomic_thread_fence(std::memory_order_acquire);  // orders the table load before the tag re-check
+  if (s.tag.load(std::memory_order_relaxed) != want || off == 0) return nullptr;  // relaxed: after the fence
+  return reinterpret_cast<TableHead*>(base + off);
+}
+
+// seq_cst (here, in table_for's tag load, in read_epoch / current()'s epoch loads, in the tag
+// claims of window_rotation.cpp and in the kCuckoo insert gate's epoch load): the "rotation
+// order". A mark_if_unseen of bucket E' that read or raised the epoch to E' + 1 and then found
+// an older bucket E's slot unclaimed, and an insert into E whose gate (under E's lock) then
+// loads the epoch, cannot both miss each other: the insert sees the epoch past E and retries in
+// a newer bucket (docs/window.md "Answers and race bounds"). Free on x86 (plain loads; the RMWs
+// are locked instructions either way).
+inline void raise_epoch(WindowHeader* h, uint64_t v) noexcept {
+  uint64_t cur = h->epoch.load(std::memory_order_seq_cst);  // seq_cst: the rotation order (the CAS decides)
+  // seq_cst: the rotation order; it includes release: the claimed slot (tag stored before) is
+  // visible to whoever acquires the epoch.
+  while (cur < v && !h->epoch.compare_exchange_weak(cur, v, std::memory_order_seq_cst, std::memory_order_seq_cst)) {
+  }
+}
+
+// Space row: index in [0, T) for a claimed space, T for "other", UINT32_MAX for "not claimed" (claim == false).
+inline uint32_t space_row(WindowHeader* h, uint64_t space, bool claim) noexcept {
+  const uint32_t T = h->space_table;
+  if (space == ~uint64_t{0}) return T;  // reserved: key space + 1 would be 0
+  const uint64_t key = space + 1;
+  uint64_t* keys = wi::space_keys(h);
+  uint64_t i = bl::fmix64(key) & (T - 1);
+  for (uint32_t probe = 0; probe < T; ++probe, i = (i + 1) & (T - 1)) {
+    std::atomic_ref<uint64_t> slot(keys[i]);
+    uint64_t k = slot.load(std::memory_order_relaxed);  // relaxed: a key carries no other data
+    if (k == key) return static_cast<uint32_t>(i);
+    if (k != 0) continue;
+    if (!claim) break;
+    if (h->spaces_claimed.load(std::memory_order_relaxed) >= h->max_spaces) return T;  // relaxed: a soft limit
+    uint64_t expect = 0;
+    // relaxed: the key alone is the claim; counters are indexed by the row, zero until incremented.
+    if (slot.compare_exchange_strong(expect, key, std::memory_order_relaxed)) {
+      SHMF_KILL_POINT("window.space.after_claim");
+      h->spaces_claimed.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistic / soft limit
+      return static_cast<uint32_t>(i);
+    }
+    if (expect == key) return static_cast<uint32_t>(i);
+  }
+  if (claim) return T;
+  return h->spaces_claimed.load(std::memory_order_relaxed) >= h->max_spaces ? T : UINT32_MAX;  // relaxed: statistic
+}
+
+inline uint64_t* counters_of(TableHead* t) noexcept {
+  return reinterpret_cast<uint64_t*>(reinterpret_cast<std::byte*>(t) + sizeof(TableHead));
+}
+inline uint64_t* bloom_words(TableHead* t, const WindowHeader* h) noexcept {
+  return reinterpret_cast<uint64_t*>(reinterpret_cast<std::byte*>(t) + wi::main_offset_in_table(h->space_table));
+}
+inline ck::Header* cuckoo_of(TableHead* t, const WindowHeader* h) noexcept {
+  return reinterpret_cast<ck::Header*>(reinterpret_cast<std::byte*>(t) + wi::main_offset_in_table(h->space_table));
+}
+
+inline bool seg_token_alive(const void* ctx, uint64_t token) { return static_cast<const Segment*>(ctx)->token_alive(token); }
+inline uint64_t seg_owner_token(const void* ctx) { return static_cast<const Segment*>(ctx)->owner_token(); }
+inline ck::Liveness liveness_of(const Segment& seg) noexcept { return ck::Liveness{0, &seg, &seg_token_alive, &seg_owner_token}; }
+
+}  // namespace internal::window_ops
+
+using namespace internal::window_ops;  // the window*.cpp parts call these unqualified
+
+// ---------------------------------------------------------------------------
+// The implementation (a friend of Window); members are defined in the part named above.
+struct WindowOps {
+  static WindowHeader* hdr(const Window& w) noexcept { return header_at(w.base_, w.offset_); }
+
+  static void tick(const Window& w) noexcept {
+    if (++w.ops_ % kQuiesceEvery == 0) {
+      const_cast<Segment&>(w.seg_).quiesce();
+      map_spare_ahead(w);
+    }
+  }
+  // At a quiescent point: maps (MADV_POPULATE_READ) up to kMapAhead more bytes of the next
+  // bucket's ready spare into this process's page tables, so that after the rotation its
+  // queries do not take a first-touch page fault per 16 pages of the new table (page tables
+  // are per process: the housekeeper's pre-faulting cannot do this for the others). Reads
+  // only the slot ring; never blocks; one madvise per call at most.
+  static void map_spare_ahead(const Window& w) noexcept;
+
+  // Bucket a reader uses: the newer of the clock's and the header's.
+  static int64_t read_epoch(const Window& w) noexcept {
+    WindowHeader* h = hdr(w);
+    int64_t e = w.bucket_of(w.now());
+    uint64_t g = h->epoch.load(std::memory_order_seq_cst);  // seq_cst: pairs with raise_epoch; the rotation order
+    if (g > 0 && static_cast<int64_t>(g - 1) > e) e = static_cast<int64_t>(g - 1);
+    return e;
+  }
+
+  // Capacity of the next bucket's table, from the buckets in the window (docs/window.md):
+  // a bucket that outgrew its table (its overflow carried it) asks for 1.5 x its distinct
+  // count (the mission's headroom); a bucket above `expected` that fit its grown table asks
+  // to keep that size (no oscillation while traffic stays high); otherwise `expected`. So a
+  // normal day costs one table of `expected`, and the table shrinks back once 7 quiet days passed.
+  static uint64_t desired_capacity(const Window& w, int64_t e) noexcept;
+
+  // Under the lock: make slot s hold a fresh table (tag 0), freeing what it held.
+  // Only for slots whose tag is retired or expired data (never a live bucket).
+  static void prepare_locked(const Window& w, ControlTxn& txn, BucketSlot& s, uint64_t capacity);
+  // Under the lock: zeroes and pre-faults up to max_bytes more of a spare in preparation,
+  // publishes it (tag 0) once complete. Returns the bytes zeroed.
+  static uint64_t prepare_chunk(const Window& w, BucketSlot& s, uint64_t max_bytes);
+
+  // Makes bucket e claimable and claims it. False: no table could be had.
+  static bool advance(const Window& w, int64_t e) noexcept;
+
+  // The current bucket's table for a writer (rotating if the clock says so).
+  static TableHead* current(const Window& w, int64_t& e_out) noexcept;
+
+  static void count_new(const Window& w, TableHead* t, uint64_t space) noexcept;
+
+  // The table's overflow extent, for both variants: under the segment lock, the one a dead
+  // allocator already committed (pending_overflow) or published (overflow), else a fresh one
+  // of size(txn) bytes (size may log the variant's geometry in the same transaction), logged
+  // into pending_overflow. 0 on failure, recorded once (kTableOverflowFailed, overflow_failures):
+  // the caller stays in its main table. The caller publishes the offset.
+  template <class Size>
+  static uint64_t commit_overflow(const Window& w, TableHead* t, Size&& size) noexcept;
+
+  // ---- kBloom ------------------------------------------------------------------
+  static const uint64_t* bloom_overflow(const Window& w, TableHead* t, bool allocate) noexcept;
+
+  static bool bloom_has(const Window& w, TableHead* t, uint64_t hv, const wi::Masks& mm) noexcept;
+  static void bloom_prefetch(const Window& w, TableHead* t, uint64_t hv) noexcept;
+
+  static WindowStatus bloom_mark_in(const Window& w, TableHead* t, uint64_t space, uint64_t hv, const wi::Masks& mm) noexcept;
+
+  // ---- kCuckoo -----------------------------------------------------------------
+  struct ExpandCtx {
+    const Window* w;
+    TableHead* t;
+  };
+  static bool cuckoo_expand(void* ctx, ck::Header* ch);
+
+  // checked: the caller found the pair in none of the retention - 1 older buckets (mark_if_unseen
+  // over the whole window); otherwise the table loses kTableAllChecked before the insert.
+  // t is the table of bucket e.
+  template <class LT>
+  static WindowStatus cuckoo_mark_in(const Window& w, TableHead* t, int64_t e, bool checked, uint64_t space,
+                                     uint64_t hv) noexcept;
+  // The gate of every kCuckoo insert into the table of bucket e (called under its writer lock):
+  // refuses (and seals the table) once the header epoch is past e; see kTableSealed.
+  struct GateCtx {
+    WindowHeader* h;
+    TableHead* t;
+    int64_t e;
+  };
+  static bool insert_gate(void* ctx, ck::Header* ch) noexcept;
+  // Before a mark_if_unseen of bucket e trusts its lock-free checks of the older tables
+  // ts[1..win): each is sealed (acquire load of its flags; else this caller seals it under its
+  // writer lock). A bucket found empty needs nothing: an insert that claims it later finds the
+  // epoch past it in its gate (the rotation order, see raise_epoch) and retries.
+  // False: this process has no owner token (a handle inherited across fork) and cannot seal.
+  static bool seal_older(const Window& w, TableHead* const* ts, uint32_t win) noexcept;
+  template <class LT>
+  static bool seal(const Window& w, TableHead* t) noexcept;
+  template <class LT>
+  static bool cuckoo_has(const Window& w, TableHead* t, uint64_t hv) noexcept;
+  template <class LT>
+  static void cuckoo_prefetch(const Window& w, TableHead* t, uint64_t hv) noexcept;
+
+  // ---- dispatch ----------------------------------------------------------------
+  static bool has(const Window& w, TableHead* t, uint64_t hv, const wi::Masks& mm) noexcept;
+  static void prefetch(const Window& w, TableHead* t, uint64_t hv) noexcept;
+  static WindowStatus mark_in(const Window& w, TableHead* t, int64_t e, bool checked, uint64_t space, uint64_t hv,
+                              const wi::Masks& mm) noexcept;
+
+  // Tables of the last w buckets ending at e (null where a bucket is empty).
+  static uint32_t tables(const Window& w, int64_t e, uint32_t n, TableHead** out) noexcept;
+  static uint32_t clamp_w(const Window& w, uint32_t win) noexcept;
+
+  // Answers over resolved tables ts[0..win) (ts[0] the newest bucket; null = empty bucket).
+  static bool seen_in(const Window& w, TableHead* const* ts, uint32_t win, uint64_t hv, bool prefetched) noexcept;
+  static bool seen_h(const Window& w, uint64_t hv, uint32_t win) noexcept;
+
+  static WindowStatus mark_h(const Window& w, uint64_t space, uint64_t hv) noexcept;
+
+  // ts[0] is the writer's current table of bucket e.
+  static WindowStatus mark_if_unseen_in(const Window& w, TableHead* const* ts, int64_t e, uint32_t win, uint64_t space,
+                                        uint64_t hv, bool prefetched) noexcept;
+  static bool writer_tables(const Window& w, uint32_t win, TableHead** ts, int64_t& e) noexcept;
+  static WindowStatus mark_if_unseen_h(const Window& w, uint64_t space, uint64_t hv, uint32_t win) noexcept;
+
+  static WindowStatus forget_h(const Window& w, uint64_t hv) noexcept;
+  static uint32_t table_flags(const TableHead* t) noexcept {
+    return t->flags.load(std::memory_order_relaxed);  // relaxed: only ever cleared; see kTableAllChecked
+  }
+
+  // Batched forms: per round of kBatch pairs, resolve the tables once, hash and
+  // prefetch every line of the round, then answer. writer: ts[0] is the current
+  // bucket by the writer's rules (rotating if due). answer(i, hv, ts, e) -> counted.
+  template <class Fn>
+  static size_t batch(const Window& w, std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t win,
+                      bool writer, Fn&& answer) noexcept;
+};
+
+}  // namespace shmfilter

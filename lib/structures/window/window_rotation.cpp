@@ -1,0 +1,435 @@
+// lib/structures/window/window_rotation.cpp: rotation and the tables of a Window: the
+// bucket claim, spare preparation (maintain() or an inline preparer), retiring
+// expired buckets, table allocation and overflow growth under the segment lock.
+//
+// Protocol summary (docs/CONCURRENCY.md "Window" has the table):
+//  - rotation to bucket E: CAS slot[E % S].tag 0 -> E + 1 (the spare's fresh table;
+//    one winner, nobody waits), then a CAS-max of header.epoch to E + 1 by anyone who
+//    sees the tag claimed. A winner killed between the two leaves the tag claimed;
+//    the next caller raises the epoch.
+//  - no spare ready (maintain() did not run): the caller prepares the slot under the
+//    segment lock (free the expired table, allocate a fresh one; undo-logged), then claims.
+//  - expiry: maintain() retires slots whose bucket left every window (tag -> kRetired,
+//    table -> 0, extents freed: quarantined until every process passed a quiescent point,
+//    so a reader still inside a query of that table stays safe). Every data-plane call
+//    is a quiescent point of its process at its start (one call in 256, see kQuiesceEvery).
+//  - overflow: allocated under the segment lock when the main table is full, published
+//    by a release store after the commit (pending_overflow keeps a committed, unpublished
+//    extent owned).
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "structures/window/window_ops.h"
+
+namespace shmfilter::internal::window_ops {
+
+// Main-table bytes and geometry for `capacity`.
+uint64_t main_bytes_for(const WindowHeader* h, uint64_t capacity, uint64_t* geometry) {
+  if (h->variant == wi::kVariantBloom) {
+    bl::Sizing z;
+    if (!bl::size_blocked(capacity, h->main_error, z)) throw Error(ErrorCode::kInvalidArgument, "bucket capacity too large");
+    *geometry = z.bits / bl::kBlockBits;
+    return wi::bloom_main_bytes(*geometry);
+  }
+  uint32_t l2 = ck::log2_buckets_for(capacity);
+  if (l2 > 32) throw Error(ErrorCode::kInvalidArgument, "bucket capacity too large");
+  *geometry = l2;
+  return wi::cuckoo_main_bytes(l2, h->k_main <= 8 ? 8 : 16);
+}
+uint64_t table_bytes_for(const WindowHeader* h, uint64_t capacity) {
+  uint64_t g;
+  return wi::main_offset_in_table(h->space_table) + main_bytes_for(h, capacity, &g);
+}
+
+uint64_t main_bytes_of(const WindowHeader* h, const TableHead* t) {
+  return h->variant == wi::kVariantBloom ? wi::bloom_main_bytes(t->geometry)
+                                         : wi::cuckoo_main_bytes(static_cast<uint32_t>(t->geometry), h->k_main <= 8 ? 8 : 16);
+}
+
+// kCuckoo: the sub-filter header at the start of the (zeroed) main table.
+void init_cuckoo_main(std::byte* base, const WindowHeader* h, uint64_t off) {
+  auto* head = reinterpret_cast<TableHead*>(base + off);
+  const uint64_t moff = wi::main_offset_in_table(h->space_table);
+  ck::init_header(reinterpret_cast<ck::Header*>(base + off + moff), h->k_main, kMaxPath, /*expansion=*/2, /*max_subs=*/2,
+                  h->seed, head->capacity, h->p1, main_bytes_of(h, head), static_cast<uint32_t>(head->geometry),
+                  off + moff + sizeof(ck::Header));
+}
+
+// Allocates and initialises one table (fresh zeroed memory, unreachable until a slot names it).
+uint64_t alloc_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity) {
+  uint64_t geom = 0;
+  uint64_t mb = main_bytes_for(h, capacity, &geom);
+  const uint64_t moff = wi::main_offset_in_table(h->space_table);
+  uint64_t off = txn.allocate(moff + mb);
+  SHMF_KILL_POINT("window.table.after_allocate");
+  std::byte* t = txn.base() + off;
+  auto* head = reinterpret_cast<TableHead*>(t);
+  head->capacity = capacity;
+  head->geometry = geom;
+  head->check_shift = wi::check_shift_for(capacity);
+  head->flags.store(wi::kTableAllChecked, std::memory_order_relaxed);  // relaxed: unreachable until a slot names it
+  if (h->variant == wi::kVariantCuckoo) init_cuckoo_main(txn.base(), h, off);
+  return off;
+}
+
+// Allocates a table whose body is zeroed later, in chunks (prep_cursor > 0): only the
+// TableHead is written here. Unreachable until the transaction commits its slot store.
+uint64_t start_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity) {
+  uint64_t geom = 0;
+  uint64_t mb = main_bytes_for(h, capacity, &geom);
+  const uint64_t moff = wi::main_offset_in_table(h->space_table);
+  uint64_t off = txn.allocate_unzeroed(moff + mb);
+  SHMF_KILL_POINT("window.table.after_allocate");
+  std::byte* t = txn.base() + off;
+  std::memset(t, 0, sizeof(TableHead));  // memory of this transaction: unlogged
+  auto* head = reinterpret_cast<TableHead*>(t);
+  head->capacity = capacity;
+  head->geometry = geom;
+  head->check_shift = wi::check_shift_for(capacity);
+  head->flags.store(wi::kTableAllChecked, std::memory_order_relaxed);  // relaxed: unreachable until commit
+  head->prep_cursor.store(sizeof(TableHead), std::memory_order_relaxed);  // relaxed: unreachable until commit
+  return off;
+}
+
+// Pre-faults [p, p + n) writable in this process (one madvise instead of a fault per
+// page; Linux >= 5.14). Advice only: on an older kernel the memset that follows faults.
+void populate_write(std::byte* p, uint64_t n) noexcept {
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint64_t a = reinterpret_cast<uint64_t>(p) & ~(page - 1);
+  uint64_t b = (reinterpret_cast<uint64_t>(p) + n + page - 1) & ~(page - 1);
+  if (b > a) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_POPULATE_WRITE);
+}
+
+void free_table(ControlTxn& txn, std::byte* base, uint64_t off) {
+  auto* head = reinterpret_cast<TableHead*>(base + off);
+  uint64_t ovf = head->overflow.load(std::memory_order_acquire);  // acquire: pairs with the publisher
+  if (ovf == 0) ovf = head->pending_overflow;
+  if (ovf != 0) txn.free(ovf);
+  txn.free(off);
+}
+
+}  // namespace shmfilter::internal::window_ops
+
+namespace shmfilter {
+
+// ---------------------------------------------------------------------------
+// Rotation and spare preparation.
+
+// Capacity of the next bucket's table, from the buckets in the window (docs/window.md):
+// a bucket that outgrew its table (its overflow carried it) asks for 1.5 x its distinct
+// count (the mission's headroom); a bucket above `expected` that fit its grown table asks
+// to keep that size (no oscillation while traffic stays high); otherwise `expected`. So a
+// normal day costs one table of `expected`, and the table shrinks back once 7 quiet days passed.
+uint64_t WindowOps::desired_capacity(const Window& w, int64_t e) noexcept {
+  WindowHeader* h = hdr(w);
+  uint64_t want = h->expected;
+  for (uint32_t age = 0; age < h->retention; ++age) {
+    TableHead* t = table_for(w.base_, h, e - static_cast<int64_t>(age));
+    if (t == nullptr) continue;
+    const uint64_t d = table_distinct(t);
+    if (d > t->capacity)
+      want = std::max(want, static_cast<uint64_t>(std::ceil(static_cast<double>(d) * wi::kHeadroom)));
+    else if (d > h->expected)
+      want = std::max(want, t->capacity);
+  }
+  return want;
+}
+
+// Under the lock: start a spare in slot s (tag kRetired, a table in chunked preparation),
+// freeing what it held. Only for slots whose tag is retired or expired data (never a live
+// bucket). A slot already holding a spare in preparation keeps it (prepare_chunk finishes
+// it). The caller commits this transaction before prepare_chunk publishes the slot, so a
+// rollback can never take back a tag that lock-free rotators may already have claimed.
+void WindowOps::prepare_locked(const Window& w, ControlTxn& txn, BucketSlot& s, uint64_t capacity) {
+  WindowHeader* h = hdr(w);
+  txn.charge_to(w.identity());  // check() reports the tables as leaked if the window is dropped without them
+  if (s.tag.load(std::memory_order_relaxed) != wi::kRetired) {  // relaxed: we hold the lock; only rotators CAS 0
+    txn.store_u64(as_u64(&s.tag), wi::kRetired);
+    std::atomic_thread_fence(std::memory_order_release);  // the retired tag is visible before the table changes
+  } else if (s.table != 0) {
+    return;  // a spare in preparation (or prepared, not yet published): prepare_chunk continues it
+  }
+  uint64_t old = s.table;
+  if (old != 0) {
+    txn.store_u64(&s.table, 0);
+    free_table(txn, w.base_, old);
+  }
+  SHMF_KILL_POINT("window.prepare.after_free");
+  uint64_t off = start_table(txn, h, capacity);
+  txn.store_u64(&s.table, off);
+}
+
+// Under the lock: zeroes and pre-faults up to max_bytes more of slot s's spare (tag kRetired,
+// prep_cursor > 0); once all of it is, initialises it (kCuckoo header) and publishes it
+// (prep_cursor 0, then tag 0). Every store here is unlogged (the extent was committed
+// earlier): a rollback of this transaction undoes nothing, and a chunk killed half-way
+// is redone from the cursor. Returns the bytes zeroed.
+uint64_t WindowOps::prepare_chunk(const Window& w, BucketSlot& s, uint64_t max_bytes) {
+  WindowHeader* h = hdr(w);
+  // relaxed: under the lock, only rotators touch tags, and only a tag 0.
+  if (s.tag.load(std::memory_order_relaxed) != wi::kRetired || s.table == 0) return 0;
+  const uint64_t off = s.table;
+  auto* t = reinterpret_cast<TableHead*>(w.base_ + off);
+  uint64_t cur = t->prep_cursor.load(std::memory_order_relaxed);  // relaxed: only lock holders write it
+  uint64_t done = 0;
+  if (cur != 0) {
+    const uint64_t total = wi::main_offset_in_table(h->space_table) + main_bytes_of(h, t);
+    if (cur < sizeof(TableHead) || cur > total) cur = sizeof(TableHead);  // untrusted bytes: redo it all
+    const uint64_t end = total - cur > max_bytes ? cur + max_bytes : total;
+    populate_write(w.base_ + off + cur, end - cur);
+    std::memset(w.base_ + off + cur, 0, end - cur);
+    SHMF_KILL_POINT("window.prepare.mid_chunk");
+    done = end - cur;
+    if (end < total) {
+      t->prep_cursor.store(end, std::memory_order_release);  // release: orders the zeroes first (for a checker)
+      return done;
+    }
+    if (h->variant == wi::kVariantCuckoo) init_cuckoo_main(w.base_, h, off);
+    t->prep_cursor.store(0, std::memory_order_release);  // release: the table is complete
+  }
+  SHMF_KILL_POINT("window.prepare.before_ready");
+  // release: the zeroed, initialised table is visible to whoever acquires the tag (rotators).
+  // Unlogged on purpose: a claimed tag must never be rolled back.
+  s.tag.store(0, std::memory_order_release);
+  return done;
+}
+
+// Makes bucket e claimable and claims it. False: no table could be had.
+bool WindowOps::advance(const Window& w, int64_t e) noexcept {
+  WindowHeader* h = hdr(w);
+  BucketSlot& s = wi::slot_table(h)[static_cast<uint64_t>(e) % h->slots];
+  const uint64_t want = static_cast<uint64_t>(e) + 1;
+  uint64_t t = s.tag.load(std::memory_order_acquire);  // acquire: pairs with the preparer's commit
+  if (t == want) {
+    raise_epoch(h, want);
+    return true;
+  }
+  if (t == 0) {
+    // seq_cst (includes acq_rel: acquire the fresh table; release our claim to whoever reads the
+    // tag): the rotation order (window_ops.h raise_epoch).
+    if (s.tag.compare_exchange_strong(t, want, std::memory_order_seq_cst, std::memory_order_seq_cst)) {
+      h->rotations.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistic
+      SHMF_KILL_POINT("window.rotate.after_claim");
+      raise_epoch(h, want);
+      return true;
+    }
+    if (t == want) {
+      raise_epoch(h, want);
+      return true;
+    }
+  }
+  if (t != wi::kRetired && t != 0 && t > want) return false;  // the slot holds a newer bucket: our clock is behind
+  // No fresh table here: expired data or retired. Prepare it ourselves (rare: maintain() did not run).
+  uint64_t cap = desired_capacity(w, e - 1);
+  bool claimed = false;
+  try {
+    // 1. (committed on its own) free the expired table and start a spare, unless one is in preparation.
+    const_cast<Segment&>(w.seg_).transact([&](ControlTxn& txn) {
+      uint64_t t2 = s.tag.load(std::memory_order_relaxed);  // relaxed: under the lock (rotators only CAS 0)
+      if (t2 == want || t2 == 0 || (t2 != wi::kRetired && t2 > want)) return;
+      prepare_locked(w, txn, s, cap);
+      h->inline_allocations.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistic
+    });
+    // 2. finish it (all of what is left: this caller needs the bucket now), publish, claim.
+    const_cast<Segment&>(w.seg_).transact([&](ControlTxn&) {
+      uint64_t t2 = s.tag.load(std::memory_order_relaxed);  // relaxed: under the lock (rotators only CAS 0)
+      if (t2 == want || (t2 != 0 && t2 != wi::kRetired && t2 > want)) return;
+      if (t2 == wi::kRetired) prepare_chunk(w, s, ~uint64_t{0});
+      // Claim under the lock, so that maintain() (which may take back a fresh spare, also
+      // under the lock) cannot take it between our preparation and our claim. A CAS, not
+      // a logged store: lock-free rotators may claim too, and a claim is never undone.
+      uint64_t zero = 0;
+      // seq_cst: as the lock-free claim above (the rotation order).
+      if (s.tag.compare_exchange_strong(zero, want, std::memory_order_seq_cst, std::memory_order_relaxed)) {
+        h->rotations.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistic
+        claimed = true;
+      }
+    });
+  } catch (...) {
+    return false;  // kNoSpace or a dead segment
+  }
+  if (claimed) {
+    SHMF_KILL_POINT("window.rotate.after_claim");
+    raise_epoch(h, want);
+  }
+  return true;  // the caller (re)reads the slot
+}
+
+void WindowOps::map_spare_ahead(const Window& w) noexcept {
+  WindowHeader* h = hdr(w);
+  const int64_t e = read_epoch(w);
+  const BucketSlot& s = wi::slot_table(h)[static_cast<uint64_t>(e + 1) % h->slots];
+  if (s.tag.load(std::memory_order_acquire) != 0) return;  // acquire: the ready table (not yet claimed)
+  const uint64_t off = std::atomic_ref<const uint64_t>(s.table).load(std::memory_order_relaxed);  // relaxed: a hint
+  if (off == 0 || off + sizeof(TableHead) > w.seg_.size()) return;
+  if (off != w.prefault_table_) {
+    w.prefault_table_ = off;
+    w.prefault_done_ = 0;
+  }
+  const auto* t = reinterpret_cast<const TableHead*>(w.base_ + off);
+  const uint64_t total = wi::main_offset_in_table(h->space_table) + main_bytes_of(h, t);
+  if (w.prefault_done_ >= total || total > w.seg_.size() - off) return;
+  const uint64_t n = std::min(kMapAhead, total - w.prefault_done_);
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+  static const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  uint64_t a = reinterpret_cast<uint64_t>(w.base_ + off + w.prefault_done_) & ~(page - 1);
+  uint64_t b = (reinterpret_cast<uint64_t>(w.base_ + off + w.prefault_done_ + n) + page - 1) & ~(page - 1);
+  (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_POPULATE_READ);  // advice: a failure leaves faults to do it
+  w.prefault_done_ += n;
+}
+
+// ---- overflow tables (both variants) ------------------------------------------
+template <class Size>
+uint64_t WindowOps::commit_overflow(const Window& w, TableHead* t, Size&& size) noexcept {
+  uint64_t got = 0;
+  try {
+    const_cast<Segment&>(w.seg_).transact([&](ControlTxn& txn) {
+      got = t->overflow.load(std::memory_order_acquire);  // acquire: published by another writer
+      if (got != 0) return;
+      got = t->pending_overflow;
+      if (got != 0) return;  // committed by an allocator that died before publishing (never used: fresh)
+      const uint64_t bytes = size(txn);
+      txn.charge_to(w.identity());
+      got = txn.allocate(bytes);
+      SHMF_KILL_POINT("window.overflow.after_allocate");
+      txn.store_u64(&t->pending_overflow, got);
+    });
+  } catch (...) {
+    t->flags.fetch_or(wi::kTableOverflowFailed, std::memory_order_relaxed);   // relaxed: sticky diagnostic
+    hdr(w)->overflow_failures.fetch_add(1, std::memory_order_relaxed);         // relaxed: statistic
+    return 0;
+  }
+  return got;
+}
+
+// ---- kBloom ------------------------------------------------------------------
+const uint64_t* WindowOps::bloom_overflow(const Window& w, TableHead* t, bool allocate) noexcept {
+  uint64_t off = t->overflow.load(std::memory_order_acquire);  // acquire: its geometry and zeroed lines
+  if (off != 0 || !allocate) return off ? reinterpret_cast<const uint64_t*>(w.base_ + off) : nullptr;
+  if (t->flags.load(std::memory_order_relaxed) & wi::kTableOverflowFailed) return nullptr;  // relaxed: sticky flag
+  WindowHeader* h = hdr(w);
+  const uint64_t got = commit_overflow(w, t, [&](ControlTxn& txn) -> uint64_t {
+    bl::Sizing z;
+    if (!bl::size_blocked(t->capacity, h->overflow_error, z)) throw Error(ErrorCode::kInvalidArgument, "overflow size");
+    txn.store_u64(&t->overflow_geometry, z.bits / bl::kBlockBits);
+    return z.bits / 8;
+  });
+  SHMF_KILL_POINT("window.overflow.after_commit");
+  if (got != 0) {
+    uint64_t expect = 0;
+    // release: the geometry (committed) and the zeroed extent are visible with the offset. Never logged.
+    t->overflow.compare_exchange_strong(expect, got, std::memory_order_release, std::memory_order_relaxed);
+  }
+  off = t->overflow.load(std::memory_order_acquire);
+  return off ? reinterpret_cast<const uint64_t*>(w.base_ + off) : nullptr;
+}
+
+bool WindowOps::cuckoo_expand(void* ctx, ck::Header* ch) {
+  auto* c = static_cast<ExpandCtx*>(ctx);
+  const Window& w = *c->w;
+  TableHead* t = c->t;
+  uint32_t n = ck::sub_count_acquire(ch);
+  if (n >= 2) return false;
+  const ck::SubDesc d0 = ch->subs[0];
+  const uint64_t bytes = ck::sub_bytes(d0.log2_buckets, d0.log2_stripes, ch->lane_bits);
+  const uint64_t got = commit_overflow(w, t, [&](ControlTxn&) { return bytes; });
+  if (got == 0) return false;
+  SHMF_KILL_POINT("window.overflow.after_commit");
+  ch->subs[1] = ck::SubDesc{got, d0.log2_buckets, d0.log2_stripes};  // invisible until sub_count is 2
+  ck::A(ch->sub_count).store(2, std::memory_order_release);           // release: subs[1] complete first
+  t->overflow.store(got, std::memory_order_release);                   // release: stats/drop see it
+  return true;
+}
+
+// ---------------------------------------------------------------------------
+// maintain(): retire, prepare (control plane).
+
+bool Window::maintain_step(uint64_t max_bytes) {
+  require_valid();
+  seg_.quiesce();
+  WindowHeader* h = WindowOps::hdr(*this);
+  const int64_t e = WindowOps::read_epoch(*this);
+  const uint64_t cap = WindowOps::desired_capacity(*this, e);
+  BucketSlot* s = wi::slot_table(h);
+  seg_.transact([&](ControlTxn& txn) {
+    // 1. Retire every slot whose bucket left every window (bucket <= e - retention). A slot
+    //    tagged kRetired that still names a table holds a spare in preparation: kept.
+    for (uint32_t i = 0; i < h->slots; ++i) {
+      uint64_t t = s[i].tag.load(std::memory_order_relaxed);  // relaxed: under the lock; rotators only CAS 0
+      bool expired = t != 0 && t != wi::kRetired && static_cast<int64_t>(t - 1) <= e - static_cast<int64_t>(h->retention);
+      if (!expired) continue;
+      txn.store_u64(as_u64(&s[i].tag), wi::kRetired);
+      std::atomic_thread_fence(std::memory_order_release);  // retired before the table changes
+      uint64_t old = s[i].table;
+      txn.store_u64(&s[i].table, 0);
+      free_table(txn, base_, old);
+      SHMF_KILL_POINT("window.maintain.after_retire");
+    }
+    // 2. The current and the next bucket have a table (tag 0 = fresh, or already claimed) or a
+    //    spare in preparation (started here, zeroed by the chunks below).
+    for (int64_t x = e; x <= e + 1; ++x) {
+      BucketSlot& b = s[static_cast<uint64_t>(x) % h->slots];
+      uint64_t t = b.tag.load(std::memory_order_relaxed);  // relaxed: under the lock
+      if (t == wi::kRetired) {
+        WindowOps::prepare_locked(*this, txn, b, cap);
+        continue;
+      }
+      // A fresh spare sized far (> 1/3) from what the buckets measured: take it back (CAS: a
+      // lock-free rotator may claim it right now) and start one of the right size. While a
+      // bad day's count still grows this happens once per 1/3 of growth, not per call.
+      if (t == 0 && x == e + 1 && b.table != 0) {
+        uint64_t have = reinterpret_cast<TableHead*>(base_ + b.table)->capacity;
+        if (have * 4 < cap * 3 || have * 3 > cap * 4) {
+          uint64_t expect = 0;
+          // acq_rel: we own the slot from here (no rotator can claim kRetired).
+          if (b.tag.compare_exchange_strong(expect, wi::kRetired, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+            const uint64_t old = b.table;
+            txn.store_u64(&b.table, 0);
+            free_table(txn, base_, old);
+            WindowOps::prepare_locked(*this, txn, b, cap);
+          }
+        }
+      }
+    }
+  });
+  // 3. Zero and pre-fault the spares in chunks of at most kPrepareChunk, each chunk its own
+  //    lock hold (a data-plane caller that needs the lock waits for one chunk at most), the
+  //    current bucket's first; at most max_bytes in all.
+  uint64_t budget = std::max<uint64_t>(max_bytes, 1);
+  bool ready = true;
+  for (int64_t x = e; x <= e + 1; ++x) {
+    BucketSlot& b = s[static_cast<uint64_t>(x) % h->slots];
+    while (budget > 0 && b.tag.load(std::memory_order_acquire) == wi::kRetired) {  // acquire: pairs with the publisher
+      uint64_t n = 0;
+      seg_.transact([&](ControlTxn&) { n = WindowOps::prepare_chunk(*this, b, std::min(budget, kPrepareChunk)); });
+      budget -= std::min(budget, std::max<uint64_t>(n, 1));
+    }
+    if (b.tag.load(std::memory_order_acquire) == wi::kRetired) ready = false;  // acquire: as above
+  }
+  // 4. Rotate if due, when that is one CAS (a spare still in preparation is finished by a
+  //    later step, or by the first writer that needs it).
+  const BucketSlot& cur = s[static_cast<uint64_t>(e) % h->slots];
+  if (cur.tag.load(std::memory_order_acquire) != wi::kRetired) {  // acquire: pairs with the publisher
+    int64_t ignored;
+    WindowOps::current(*this, ignored);
+  }
+  return ready;
+}
+
+void Window::maintain() {
+  // Each step finishes both spares (its budget is unlimited); a second one only if the
+  // clock moved on meanwhile. Bounded: at most 4 steps.
+  for (int i = 0; i < 4 && !maintain_step(~uint64_t{0}); ++i) {
+  }
+}
+
+}  // namespace shmfilter
