@@ -53,7 +53,7 @@ struct SnapshotInfo {
   uint32_t directory_capacity = 0;
   uint64_t file_bytes = 0;
   std::vector<SnapshotEntry> entries;
-  std::vector<std::string> skipped;  // save(): structures left out (kind not saveable), with why
+  std::vector<std::string> skipped;  // save(): structures left out (a kind this build does not know), with why
 };
 
 // Control plane (reads structures lock-free, except a cuckoo filter's writer lock). Writes PATH

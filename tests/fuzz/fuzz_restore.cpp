@@ -14,15 +14,11 @@
 #include <cstdlib>
 #include <string>
 
-#include "shmfilter/bloom.hpp"
-#include "shmfilter/cuckoo.hpp"
 #include "shmfilter/error.hpp"
-#include "shmfilter/exact_set.hpp"
-#include "shmfilter/hll.hpp"
-#include "shmfilter/roaring_set.hpp"
+#include "shmfilter/kinds.hpp"
 #include "shmfilter/segment.hpp"
 #include "shmfilter/snapshot.hpp"
-#include "shmfilter/window.hpp"
+#include "structures/kind.h"
 
 using namespace shmfilter;
 
@@ -35,68 +31,12 @@ void cleanup() {
   if (!g_file.empty()) std::remove(g_file.c_str());
 }
 
+// Every call a user can make on it, and its drop: through its kind's row (kinds table).
 void exercise(const RegionInfo& r) {
-  switch (r.kind) {
-    case Kind::kBloom: {
-      Bloom b = Bloom::open(*g_seg, r.name);
-      (void)b.stats();
-      (void)b.contains(uint64_t{1});
-      b.add(uint64_t{2});
-      break;
-    }
-    case Kind::kCuckoo: {
-      Cuckoo c = Cuckoo::open(*g_seg, r.name);
-      (void)c.stats();
-      (void)c.contains(uint64_t{1});
-      (void)c.insert(uint64_t{2});
-      (void)c.erase(uint64_t{2});
-      break;
-    }
-    case Kind::kExactSet: {
-      ExactSet s = ExactSet::open(*g_seg, r.name);
-      (void)s.contains(uint64_t{1});
-      (void)s.insert(uint64_t{2});
-      break;
-    }
-    case Kind::kHll: {
-      Hll h = Hll::open(*g_seg, r.name);
-      (void)h.count();
-      h.add(uint64_t{2});
-      break;
-    }
-    case Kind::kRoaring: {
-      RoaringSet s = RoaringSet::open(*g_seg, r.name);
-      (void)s.contains(1);
-      (void)s.add(2);
-      break;
-    }
-    case Kind::kWindow: {
-      Window w = Window::open(*g_seg, r.name);
-      w.set_now(1764550800);
-      (void)w.stats();
-      (void)w.seen(1, uint64_t{1}, 0);
-      (void)w.mark_if_unseen(1, uint64_t{2}, 0);
-      (void)w.new_count(1, 0);
-      w.set_now(1764637200);  // the next day: a rotation
-      (void)w.mark_if_unseen(1, uint64_t{3}, 0);
-      (void)w.stats();
-      break;
-    }
-    default: break;
-  }
+  if (const internal::KindRow* row = internal::kind_row(r.kind)) row->fuzz_exercise(*g_seg, r);
 }
 
-bool drop_any(const RegionInfo& r) {
-  switch (r.kind) {
-    case Kind::kBloom: return Bloom::drop(*g_seg, r.name);
-    case Kind::kCuckoo: return Cuckoo::drop(*g_seg, r.name);
-    case Kind::kExactSet: return ExactSet::drop(*g_seg, r.name);
-    case Kind::kHll: return Hll::drop(*g_seg, r.name);
-    case Kind::kRoaring: return RoaringSet::drop(*g_seg, r.name);
-    case Kind::kWindow: return Window::drop(*g_seg, r.name);
-    default: return g_seg->drop(r.name);
-  }
-}
+bool drop_any(const RegionInfo& r) { return drop_structure(*g_seg, r.name); }
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {

@@ -1,7 +1,8 @@
 // tests/fuzz/fuzz_segment.cpp: structure-aware libFuzzer target over a real segment image.
 //
-// At start-up a real file-backed segment is built (every structure kind, with
-// data, fixed seeds) and its bytes kept as the base image. An input is a list
+// At start-up a real file-backed segment is built from every kind's fuzz image
+// (its row in the kinds table, lib/structures/kind.h: each kind in every state,
+// fixed seeds) and its bytes kept as the base image. An input is a list
 // of PATCHES applied to a copy of that image:
 //
 //   patch := anchor:u8  offset:u32le  len:u8  bytes[len % 33]
@@ -15,8 +16,8 @@
 // at field-aligned places, and otherwise lets libFuzzer mutate the bytes.
 //
 // Each input: write the patched image to a file, then Segment::open, every
-// structure's open + stats + contains + add, check(), check(repair) and the
-// structures once more. shmfilter::Error is the expected outcome of a corrupt
+// structure's fuzz exercise (its row's: open, stats, queries, writes, growth),
+// check(), check(repair) and the structures once more. shmfilter::Error is the expected outcome of a corrupt
 // image; a crash, hang, sanitizer report or huge allocation is a bug.
 #include <dirent.h>
 #include <fcntl.h>
@@ -33,13 +34,9 @@
 #include <vector>
 
 #include "segment/layout.h"
-#include "shmfilter/bloom.hpp"
-#include "shmfilter/cuckoo.hpp"
 #include "shmfilter/error.hpp"
-#include "shmfilter/exact_set.hpp"
-#include "shmfilter/hll.hpp"
-#include "shmfilter/roaring_set.hpp"
 #include "shmfilter/segment.hpp"
+#include "structures/kind.h"
 
 using namespace shmfilter;
 
@@ -79,57 +76,8 @@ void build_seed(const std::string& path) {
   o.max_size = 4ull << 20;     // small reservation: offsets past the file are reachable
   o.directory_capacity = 16;
   Segment seg = Segment::create("fuzz", o);
-  {
-    BloomOptions b;
-    b.capacity = 300;
-    b.error = 0.01;
-    b.seed = 11;
-    Bloom f = Bloom::create(seg, "bloom", b);
-    for (int i = 0; i < 100; ++i) f.add("key" + std::to_string(i));
-  }
-  {
-    BloomOptions b;
-    b.capacity = 40;
-    b.error = 0.05;
-    b.layout = BloomLayout::kClassic;
-    b.growth = 2;
-    b.max_layers = 4;
-    b.seed = 12;
-    Bloom f = Bloom::create(seg, "bloom-classic", b);
-    for (int i = 0; i < 120; ++i) f.add(static_cast<uint64_t>(i) * 7919u);  // two or three layers
-  }
-  {
-    CuckooOptions c;
-    c.capacity = 200;
-    c.fingerprint_bits = 12;
-    c.expansion = 2;
-    c.max_subfilters = 3;
-    c.seed = 13;
-    Cuckoo f = Cuckoo::create(seg, "cuckoo", c);
-    for (int i = 0; i < 260; ++i) f.insert(static_cast<uint64_t>(i) * 31u);  // one expansion
-    f.erase(uint64_t{31});
-  }
-  {
-    RoaringOptions r;
-    r.delta_capacity = 128;  // layout 2: deltas grow from 64 to this maximum
-    r.reader_slots = 4;
-    RoaringSet s = RoaringSet::create(seg, "roaring", r);
-    for (uint32_t v = 0; v < 1100; ++v) s.add(v * 3);  // compactions; past 1,024 values the delta grows to 128
-    for (uint32_t v = 5000; v < 5010; ++v) s.add(v);  // and a delta
-    s.remove(3);
-  }
-  {
-    Hll h = Hll::create(seg, "hll");
-    for (int i = 0; i < 200; ++i) h.add("u" + std::to_string(i));
-  }
-  {
-    ExactSetOptions e;
-    e.capacity = 64;
-    ExactSet s = ExactSet::create(seg, "set", e);
-    for (uint64_t k = 1; k <= 40; ++k) s.insert(k * 1000003u);
-    for (uint64_t k = 1; k <= 8; ++k) s.erase(k * 1000003u);
-  }
-  seg.create_region("blob", Kind::kBlob, 128, [](std::byte* p, uint64_t n, ControlTxn&) { std::memset(p, 7, n); });
+  // Every kind's fuzz image (its row in the kinds table): each kind in every state it can be in.
+  for (const internal::KindRow* row : internal::kind_rows()) row->fuzz_image(seg, "");
 }
 
 bool read_file(const std::string& path, std::vector<uint8_t>& out) {
@@ -248,66 +196,8 @@ void exercise(Segment& seg) {
   std::vector<RegionInfo> regions;
   guarded([&] { regions = seg.list(); });
   for (const RegionInfo& r : regions) {
-    switch (r.kind) {
-      case Kind::kBloom:
-        guarded([&] {
-          Bloom b = Bloom::open(seg, r.name);
-          (void)b.stats();
-          (void)b.contains("key1");
-          (void)b.contains(uint64_t{7919});
-          (void)b.add("fuzz-new-key");
-          for (uint64_t k = 0; k < 64; ++k) (void)b.add(k * 104729u + 5);  // may grow a layer
-          (void)b.stats();
-        });
-        break;
-      case Kind::kCuckoo:
-        guarded([&] {
-          Cuckoo c = Cuckoo::open(seg, r.name);
-          (void)c.stats();
-          (void)c.contains(uint64_t{62});
-          (void)c.count(uint64_t{93});
-          (void)c.insert(uint64_t{123456789});
-          (void)c.erase(uint64_t{62});
-          for (uint64_t k = 0; k < 64; ++k) (void)c.insert(k * 7777u + 3);  // may expand
-          (void)c.size();
-        });
-        break;
-      case Kind::kRoaring:
-        guarded([&] {
-          RoaringSet s = RoaringSet::open(seg, r.name);
-          (void)s.stats();
-          (void)s.contains(6);
-          (void)s.cardinality();
-          (void)s.add(77777);
-          (void)s.remove(6);
-          for (uint32_t v = 0; v < 40; ++v) (void)s.add(5000 + v);  // may compact
-          (void)s.compact();
-          (void)s.export_portable();
-        });
-        break;
-      case Kind::kHll:
-        guarded([&] {
-          Hll h = Hll::open(seg, r.name);
-          (void)h.stats();
-          (void)h.count();
-          (void)h.add("fuzz");
-          (void)h.export_redis();
-        });
-        break;
-      case Kind::kExactSet:
-        guarded([&] {
-          ExactSet s = ExactSet::open(seg, r.name);
-          (void)s.stats();
-          (void)s.contains(uint64_t{2000006});
-          (void)s.insert(uint64_t{424242});
-          (void)s.erase(uint64_t{3000009});
-          for (uint64_t k = 0; k < 32; ++k) (void)s.insert(k * 99991u + 1);
-          (void)s.size();
-        });
-        break;
-      default:
-        break;
-    }
+    // Every call a user can make on it, through its kind's row (kinds table).
+    if (const internal::KindRow* row = internal::kind_row(r.kind)) guarded([&] { row->fuzz_exercise(seg, r); });
   }
 }
 

@@ -39,7 +39,7 @@ void spit(const std::string& p, const std::string& b) { std::ofstream(p, std::io
 
 // A segment with one of every kind (a scaled Bloom with 3 layers, a set with
 // erases, a Roaring set with values in snapshot and delta, a cuckoo filter
-// that expanded, with erases) and a blob, which cannot be saved.
+// that expanded, with erases) and a blob of raw bytes.
 void fill(Segment& seg) {
   BloomOptions bo;
   bo.capacity = 200;
@@ -67,26 +67,32 @@ void fill(Segment& seg) {
   Cuckoo c = Cuckoo::create(seg, "cuckoo", co);
   for (uint64_t i = 0; i < 400; ++i) c.insert(i);
   for (uint64_t i = 0; i < 400; i += 5) c.erase(i);
-  seg.create_region("blob", Kind::kBlob, 64, [](std::byte*, uint64_t, ControlTxn&) {});
+  seg.create_region("blob", Kind::kBlob, 64, [](std::byte* p, uint64_t n, ControlTxn&) {
+    for (uint64_t i = 0; i < n; ++i) p[i] = static_cast<std::byte>(i * 37 + 1);
+  });
 }
 
 }  // namespace
 
-TEST(Snapshot, RoundTripKeepsEveryKindsContentsAndSkipsBlobs) {
+TEST(Snapshot, RoundTripKeepsEveryKindsContentsBlobsIncluded) {
   SegmentGuard src(unique_name("snap-src")), dst(unique_name("snap-dst"));
   TempFile f;
   Segment seg = Segment::create(src.name, shmf_test::small_options());
   fill(seg);
   SnapshotInfo saved = save(seg, f.path);
-  ASSERT_EQ(saved.entries.size(), 5u);
-  ASSERT_EQ(saved.skipped.size(), 1u);
-  EXPECT_NE(saved.skipped[0].find("blob"), std::string::npos);
+  ASSERT_EQ(saved.entries.size(), 6u);
+  EXPECT_TRUE(saved.skipped.empty());
 
   SnapshotInfo info = restore(f.path, dst.name);
   EXPECT_EQ(info.source_segment, src.name);
   Segment out = Segment::open(dst.name);
   EXPECT_TRUE(out.check().consistent());
-  EXPECT_FALSE(out.find("blob"));
+  {  // the blob's bytes, as written
+    RegionInfo blob = out.open_region("blob", Kind::kBlob);
+    ASSERT_EQ(blob.size, 64u);
+    for (uint64_t i = 0; i < 64; ++i)
+      EXPECT_EQ(static_cast<unsigned>(out.base()[blob.offset + i]), static_cast<unsigned>((i * 37 + 1) & 0xff)) << i;
+  }
 
   Bloom b = Bloom::open(out, "bloom");
   EXPECT_EQ(b.stats().layers, Bloom::open(seg, "bloom").stats().layers);
@@ -138,7 +144,7 @@ TEST(Snapshot, IntoExistingAddsAndRefusesNameClashesBeforeCreatingAnything) {
   EXPECT_EQ(Hll::open(out, "hll").count(), Hll::open(seg, "hll").count());
   // A new segment under an existing name is refused too.
   EXPECT_EQ(code_of([&] { restore(f.path, dst.name); }), ErrorCode::kExists);
-  EXPECT_EQ(code_of([&] { save(seg, f.path, {{"blob"}}); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(save(seg, f.path, {{"blob"}}).entries.size(), 1u);  // every kind can be saved (its kinds-table row)
   EXPECT_EQ(code_of([&] { save(seg, f.path, {{"absent"}}); }), ErrorCode::kNotFound);
 }
 
@@ -179,5 +185,5 @@ TEST(Snapshot, BadFilesAreOneErrorAndCreateNothing) {
   }
   EXPECT_FALSE(Segment::exists(dst.name));
   EXPECT_EQ(code_of([&] { read_snapshot_info("/nonexistent/x.save"); }), ErrorCode::kIo);
-  EXPECT_EQ(read_snapshot_info(f.path).entries.size(), 5u);
+  EXPECT_EQ(read_snapshot_info(f.path).entries.size(), 6u);
 }
