@@ -87,43 +87,25 @@ def list_tree(root):
     return files, dirs
 
 
+_C_TOKEN = re.compile(
+    r"(?P<comment>//[^\n]*|/\*.*?(?:\*/|\Z))"
+    r'|(?<![A-Za-z0-9_])R"(?P<delim>[^()\\ ]{0,16})\(.*?(?:\)(?P=delim)"|\Z)'
+    r'|"(?:\\.|[^"\\\n])*"?'
+    r"|(?<![A-Za-z0-9_])'(?:\\.|[^'\\\n])*'?",  # not a digit separator (1'000)
+    re.S)
+
+
 def c_comments(text):
-    """text with everything that is not a C/C++ comment blanked (newlines kept,
-    so offsets still give the line)."""
-    out = []
-    i, n = 0, len(text)
-    while i < n:
-        c = text[i]
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out.append(text[i:j])
-            i = j
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(text[i:j])
-            i = j
-        elif c == 'R' and text.startswith('R"', i) and (i == 0 or not text[i - 1].isalnum()):
-            m = re.match(r'R"([^()\\ ]{0,16})\(', text[i:])
-            if not m:
-                out.append(" ")
-                i += 1
-                continue
-            end = text.find(")" + m.group(1) + '"', i)
-            j = n if end < 0 else end + len(m.group(1)) + 2
-            out.append(re.sub(r"[^\n]", " ", text[i:j]))
-            i = j
-        elif c == '"' or (c == "'" and not (i > 0 and text[i - 1].isalnum())):
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            j = min(j + 1, n)
-            out.append(re.sub(r"[^\n]", " ", text[i:j]))
-            i = j
-        else:
-            out.append(c if c == "\n" else " ")
-            i += 1
+    """The comments of C/C++ text, everything else (code, string and character
+    literals) reduced to its newlines, so offsets still give the line."""
+    out, pos = [], 0
+    for m in _C_TOKEN.finditer(text):
+        gap = text[pos:m.start()] if m.group("comment") else text[pos:m.end()]
+        out.append("\n" * gap.count("\n") or " ")
+        if m.group("comment"):
+            out.append(m.group("comment"))
+        pos = m.end()
+    out.append("\n" * text.count("\n", pos))
     return "".join(out)
 
 
