@@ -7,10 +7,11 @@
 #   python3 scripts/check-paths.py --list [ROOT]  also every reference it checked
 #   python3 scripts/check-paths.py --self-test  proves it finds a missing path
 #
-# What is read: every text file of the tree (docs/, the READMEs, scripts, CMake,
-# Python, Lua, nginx/config ...) whole, and of C/C++ sources (.h .hpp .c .cpp)
-# the comments only (code is checked by the compiler). Not read: tests/fuzz/corpus/
-# (fuzzer inputs), build trees and anything outside the folders below.
+# What is read: every text file under the top-level folders of TOP below (docs/,
+# the READMEs, scripts, CMake, Python, Lua, nginx/config ...) and the top-level
+# README.md and CMakeLists.txt, whole; of C/C++ sources (.h .hpp .c .cpp) the
+# comments only (code is checked by the compiler). Not read: tests/fuzz/corpus/
+# (fuzzer inputs), build trees (build*/ is not in TOP) and this file.
 #
 # What counts as a repository path (a "reference"):
 #   1. a token that starts with a top-level folder of the repository (TOP below:
@@ -23,8 +24,8 @@
 #      some path of the tree ends with it (the text names it relative to its layer,
 #      its own folder or an include root); sys/mman.h or gtest/gtest.h are not
 #      references because the tree has no folder sys/ or gtest/.
-# Trailing punctuation (. , : ;) and Markdown's ** are not part of a reference; a trailing / says
-# the reference is a folder.
+# Trailing punctuation (. , : ;) and Markdown's ** are not part of a reference;
+# a trailing / says the reference is a folder. Every occurrence is reported.
 #
 # Patterns: a reference may hold placeholders, and then it must match at least
 # one existing path: * (any characters but /), <word> (one or more characters
@@ -190,11 +191,10 @@ def scan_text(rel, text, files, dirs, top_dirs, listing=None):
     if rel.endswith(C_EXT):
         text = c_comments(text)
     missing = []
-    seen = set()
     for rule, suffix in ((RULE1, False), (RULE2, True)):
         for m in rule.finditer(text):
             ref = clean(m.group(1))
-            if not ref or ref in seen:
+            if not ref:
                 continue
             if suffix:
                 first = ref.split("/", 1)[0]
@@ -206,7 +206,6 @@ def scan_text(rel, text, files, dirs, top_dirs, listing=None):
             if listing is not None:
                 listing.append((line, ref, not bad))
             if bad:
-                seen.add(ref)
                 for alt in bad:
                     missing.append((line, alt, hint(alt, files, dirs)))
     return sorted(missing)
@@ -245,12 +244,14 @@ def self_test():
             with open(os.path.join(root, rel), "w") as f:
                 f.write(text)
         put("lib/segment/txn.cpp", "// lib/segment/txn.cpp: see docs/FORMAT.md.\n"
-            'const char* s = "docs/in_a_string_is_code.md";\n'
-            "/* docs/gone_in_comment.md */\n")
+            'const char* s = "docs/in_a_string_is_code.md // docs/nor_this.md";\n'
+            "/* docs/gone_in_comment.md */\n"
+            'auto r = R"x(*/ docs/raw_string.md)x"; int n = 1\'000; char c = \'"\';\n'
+            "int m = 2; // docs/gone_after_literals.md\n")
         put("lib/structures/bloom/bloom_impl.h", "// structures/bloom/bloom_impl.h\n")
         put("lib/structures/window_impl.h", "")
         put("docs/FORMAT.md", "\n".join([
-            "Good: lib/segment/txn.cpp, `lib/segment/`, docs/FORMAT.md.",
+            "Good: lib/segment/txn.cpp, `lib/segment/`, **docs/FORMAT.md**, (docs/FORMAT.md).",
             "Patterns: lib/structures/<kind>/, lib/structures/X_impl.h, lib/*/txn.cpp,",
             "lib/segment/{txn.cpp,}, lib/..., segment/txn.cpp, sys/mman.h, /usr/lib/x.h.",
             "Missing: lib/segment/gone.cpp, docs/nothing.md.",
@@ -270,6 +271,7 @@ def self_test():
             "docs/FORMAT.md:7: segment/undo.cpp does not exist",
             "docs/FORMAT.md:8: lib/segment/txn.o does not exist",
             "lib/segment/txn.cpp:3: docs/gone_in_comment.md does not exist",
+            "lib/segment/txn.cpp:5: docs/gone_after_literals.md does not exist",
         ]
         ok = len(got) == len(want) and all(
             sum(g.startswith(w + " ") for g in got) == 1 for w in want)
