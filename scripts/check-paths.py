@@ -17,13 +17,19 @@
 #   1. a token that starts with a top-level folder of the repository (TOP below:
 #      lib/, docs/, tests/ ...), not preceded by a path character (so /usr/lib/x
 #      and $ROOT/tests/x are not references), e.g. lib/segment/txn.cpp, docs/,
-#      tests/unit/test_*.cpp;
+#      tests/unit/test_*.cpp, ./scripts/test.sh (commands run from the root);
 #   2. a file name with one of the repository's extensions (EXT) behind a folder
 #      prefix whose first folder is the name of a folder of the repository, e.g.
 #      segment/layout.h, support/test_util.h, shmfilter/segment.hpp. It exists when
 #      some path of the tree ends with it (the text names it relative to its layer,
 #      its own folder or an include root); sys/mman.h or gtest/gtest.h are not
-#      references because the tree has no folder sys/ or gtest/.
+#      references because the tree has no folder sys/ or gtest/;
+#   3. a relative path that starts with ../ (../consumer.cmake), and in
+#      Markdown a link's target ([x](window.md#anchor): the anchor is not
+#      checked; URLs and absolute paths are not references): resolved against
+#      the folder of the text that names it, it must land inside the tree, where
+#      rules 1 and 2 could not tell (a link from docs/ to docs/x.md is wrong).
+#      Only a build tree (build*/, git-ignored) may be named outside it.
 # Trailing punctuation (. , : ;) and Markdown's ** are not part of a reference;
 # a trailing / says the reference is a folder. Every occurrence is reported.
 #
@@ -60,8 +66,10 @@ SOURCE_EXT = (".c", ".cpp")
 PATH_CHARS = r"A-Za-z0-9_.\-+*"
 _PART = r"(?:[" + PATH_CHARS + r"/]|<[A-Za-z_]+>|\{[A-Za-z0-9_.,*/\-]+\})"
 _LEFT = r"(?<![A-Za-z0-9_./\-$}~@])"
-RULE1 = re.compile(_LEFT + r"((?:" + "|".join(re.escape(t) for t in TOP) + r")/"
+RULE1 = re.compile(_LEFT + r"(?:\./)?((?:" + "|".join(re.escape(t) for t in TOP) + r")/"
                    + _PART + r"*)")
+RULE3 = re.compile(_LEFT + r"((?:\.\./)+" + _PART + r"*)")
+MD_LINK = re.compile(r"\]\(<?([^)<>\s]+?)>?(?:\s+\"[^\"]*\")?\)")
 RULE2 = re.compile(_LEFT + r"((?:[A-Za-z0-9_\-]+/)+" + _PART + r"*?\.(?:"
                    + "|".join(EXT) + r"))(?![A-Za-z0-9_])")
 
@@ -185,6 +193,26 @@ def hint(ref, files, dirs):
     return "nothing of that name in the tree: fix or remove the reference"
 
 
+def relative_refs(rel, text):
+    """(offset, reference as written, path from the root) of rule 3."""
+    found = [(m.start(1), m.group(1)) for m in RULE3.finditer(text)]
+    if rel.endswith(".md"):
+        for m in MD_LINK.finditer(text):
+            target = m.group(1).split("#", 1)[0]
+            if target and "://" not in target and not target.startswith(("/", "mailto:")):
+                found.append((m.start(1), target))
+    out = []
+    for start, written in found:
+        ref = clean(written)
+        if not ref:
+            continue
+        path = os.path.normpath(os.path.join(os.path.dirname(rel), ref)).replace(os.sep, "/")
+        if ref.endswith("/") and not path.endswith("/"):
+            path += "/"
+        out.append((start, ref, "" if path == "." else path))
+    return out
+
+
 def scan_text(rel, text, files, dirs, top_dirs, listing=None):
     """(line, reference, hint) for every reference in text that is missing;
     listing, when given, receives (line, reference, found) for every reference."""
@@ -208,6 +236,23 @@ def scan_text(rel, text, files, dirs, top_dirs, listing=None):
             if bad:
                 for alt in bad:
                     missing.append((line, alt, hint(alt, files, dirs)))
+    for start, ref, path in relative_refs(rel, text):
+        first = path.split("/", 1)[0]
+        if first.startswith("build"):
+            continue  # a build tree's output (git-ignored)
+        line = text.count("\n", 0, start) + 1
+        if path.startswith("../") or path == "..":
+            bad, why = [ref], "it leads out of the repository"
+        elif first not in TOP and path not in files:
+            bad, why = [ref], "the tree has no top-level %s" % first
+        else:
+            bad = [alt for alt in expand_braces(path) if not resolve(alt, files, dirs, False)]
+            why = None
+        if listing is not None:
+            listing.append((line, ref, not bad))
+        for alt in bad:
+            shown = ref if alt == ref else "%s (%s)" % (ref, alt)
+            missing.append((line, shown, why or hint(alt, files, dirs)))
     return sorted(missing)
 
 
@@ -250,8 +295,12 @@ def self_test():
             "int m = 2; // docs/gone_after_literals.md\n")
         put("lib/structures/bloom/bloom_impl.h", "// structures/bloom/bloom_impl.h\n")
         put("lib/structures/window_impl.h", "")
+        put("tests/consumer/CMakeLists.txt", "# see ../consumer.cmake and ./CMakeLists.txt, ../../build/x.so\n")
+        put("docs/links.md", "[a](FORMAT.md#x) [b](docs/FORMAT.md) [c](../README.md) [d](https://x/y)\n"
+            "[e](#anchor) [f](../lib/segment/) ../../outside.md\n")
+        put("README.md", "[g](docs/FORMAT.md) [h](docs/links.md#a)\n")
         put("docs/FORMAT.md", "\n".join([
-            "Good: lib/segment/txn.cpp, `lib/segment/`, **docs/FORMAT.md**, (docs/FORMAT.md).",
+            "Good: lib/segment/txn.cpp, `lib/segment/`, **docs/FORMAT.md**, (docs/FORMAT.md), ./docs/FORMAT.md, ./configure.",
             "Patterns: lib/structures/<kind>/, lib/structures/X_impl.h, lib/*/txn.cpp,",
             "lib/segment/{txn.cpp,}, lib/..., segment/txn.cpp, sys/mman.h, /usr/lib/x.h.",
             "Missing: lib/segment/gone.cpp, docs/nothing.md.",
@@ -270,6 +319,9 @@ def self_test():
             "docs/FORMAT.md:7: lib/segment/undo.cpp does not exist",
             "docs/FORMAT.md:7: segment/undo.cpp does not exist",
             "docs/FORMAT.md:8: lib/segment/txn.o does not exist",
+            "docs/links.md:1: docs/FORMAT.md (docs/docs/FORMAT.md) does not exist",
+            "docs/links.md:2: ../../outside.md does not exist",
+            "tests/consumer/CMakeLists.txt:1: ../consumer.cmake (tests/consumer.cmake) does not exist",
             "lib/segment/txn.cpp:3: docs/gone_in_comment.md does not exist",
             "lib/segment/txn.cpp:5: docs/gone_after_literals.md does not exist",
         ]
