@@ -218,6 +218,8 @@ def scan_text(rel, text, files, dirs, top_dirs, listing=None):
     listing, when given, receives (line, reference, found) for every reference."""
     if rel.endswith(C_EXT):
         text = c_comments(text)
+    elif rel.endswith(".md"):
+        text = text.replace("&lt;", "<").replace("&gt;", ">")  # docs/&lt;kind&gt;.md
     missing = []
     for rule, suffix in ((RULE1, False), (RULE2, True)):
         for m in rule.finditer(text):
