@@ -1,6 +1,6 @@
 // shmfilter/region_handle.hpp: what every structure handle shares.
 //
-// Bloom, Cuckoo, RoaringSet, Hll and ExactSet are thin, copyable values over
+// Bloom, Cuckoo, RoaringSet, Hll, ExactSet and Window are thin, copyable values over
 // one named region of a Segment. This base holds the part they have in
 // common: the attachment, the structure's name, the region's address and the
 // directory identity (slot + generation) by which a handle learns that some

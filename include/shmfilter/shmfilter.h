@@ -190,10 +190,10 @@ int shmf_cuckoo_create(shmf_segment *seg, const char *name, const shmf_cuckoo_op
 int shmf_cuckoo_open(shmf_segment *seg, const char *name, shmf_cuckoo **out);
 /* Process-local: frees the handle. */
 int shmf_cuckoo_close(shmf_cuckoo *c);
-/* Striped writer lock: 0 stored, -SHMF_EFULL, -SHMF_EDROPPED. */
+/* The filter's one writer lock: 0 stored, -SHMF_EFULL, -SHMF_EDROPPED. */
 int shmf_cuckoo_add(shmf_cuckoo *c, const void *key, size_t len);
 int shmf_cuckoo_add_u64(shmf_cuckoo *c, uint64_t key);
-/* Striped writer lock: 1 stored, 0 already present (or a false-positive match), -SHMF_EFULL. */
+/* The filter's one writer lock: 1 stored, 0 already present (or a false-positive match), -SHMF_EFULL. */
 int shmf_cuckoo_insert_unique(shmf_cuckoo *c, const void *key, size_t len);
 int shmf_cuckoo_insert_unique_u64(shmf_cuckoo *c, uint64_t key);
 /* Lock-free optimistic read: 1 maybe present, 0 absent. */
@@ -203,7 +203,7 @@ int shmf_cuckoo_contains_u64(const shmf_cuckoo *c, uint64_t key);
 int shmf_cuckoo_contains_many_u64(const shmf_cuckoo *c, const uint64_t *keys, size_t n, uint8_t *out);
 int shmf_cuckoo_contains_many(const shmf_cuckoo *c, const void *const *keys, const size_t *lens, size_t n,
                               uint8_t *out);
-/* Striped writer lock: removes one copy; 1 removed, 0 absent. Erase only added keys. */
+/* The filter's one writer lock: removes one copy; 1 removed, 0 absent. Erase only added keys. */
 int shmf_cuckoo_erase(shmf_cuckoo *c, const void *key, size_t len);
 int shmf_cuckoo_erase_u64(shmf_cuckoo *c, uint64_t key);
 /* Lock-free: copies of KEY's fingerprint (>= 0). */

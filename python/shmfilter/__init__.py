@@ -406,7 +406,7 @@ class Bloom(_Handle):
 
 
 class Cuckoo(_Handle):
-    """Cuckoo filter: deletable; optimistic lock-free reads, striped writer locks."""
+    """Cuckoo filter: deletable; optimistic lock-free reads, one writer lock per filter."""
     _kind = "cuckoo"
 
     def add(self, key: Key) -> None:

@@ -1,5 +1,5 @@
 """python/tests/test_gunicorn.py: a live gunicorn (Debian's python3-gunicorn)
-with 4 prefork workers serving examples/gunicorn_app.py; a known stream of
+with 4 prefork workers serving python/examples/gunicorn_app.py; a known stream of
 requests from 16 client threads; an exact oracle on the answers."""
 import http.client
 import os

@@ -1,4 +1,4 @@
-/* tests/unit/c_api_smoke.c: compiled as C99 (-std=c99 -pedantic, tests/c_api.cmake)
+/* tests/unit/c_api_smoke.c: compiled as C99 (-std=c99 -pedantic, tests/CMakeLists.txt)
  * and linked into test_c_api, proving shmfilter.h is valid C and usable from C.
  * shmf_c_smoke() returns 0 on success, else the number of the failed check. */
 #include "shmfilter/shmfilter.h"

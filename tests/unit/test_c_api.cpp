@@ -1,7 +1,7 @@
 // tests/unit/test_c_api.cpp: the C API (include/shmfilter/shmfilter.h) end to end:
 // each structure through its shmf_* functions, error codes and messages, and a
 // forked child that sees the parent's inserts. tests/unit/c_api_smoke.c (compiled as
-// C99, see tests/c_api.cmake) runs the same calls from a C translation unit.
+// C99, see tests/CMakeLists.txt) runs the same calls from a C translation unit.
 #include <gtest/gtest.h>
 
 #include <cstring>

@@ -6,7 +6,7 @@
 // about the Segment except the field comments.
 //
 // ---------------------------------------------------------------------------
-// Hash use (part of the format; pinned by tests/test_bloom_golden.cpp)
+// Hash use (part of the format; pinned by tests/unit/test_bloom_kernel.cpp GoldenBits)
 //   h = XXH3-64(key bytes, seed)                      (lib/base/hash.h; uint64 keys as 8 LE bytes)
 //   blocked: block = FastRange32(h >> 32, blocks)     (Lemire: (x * n) >> 32)
 //            probes: h2 = uint32(h); for i < k: bit = h2 >> 23 (top 9 bits: 0..511);
@@ -48,7 +48,7 @@
 //   of 0.01) and its best k with FP(b,k) <= 0.96 p (kBlockedCalibration: the
 //   measured excess of this probe scheme over the model, see below), so the
 //   MEASURED rate meets p: 1% -> 10.00 bits/key, k=6 (measured 0.966%);
-//   0.1% -> 15.60 bits/key, k=9 (measured 0.0965%); tests/test_bloom_kernel.cpp.
+//   0.1% -> 15.60 bits/key, k=9 (measured 0.0965%); tests/unit/test_bloom_kernel.cpp.
 // Inserted-count estimate from the fill (Swamidass & Baldi 2007, generalised
 //   to blocks of B bits; B = m for classic): expected fill after n keys is
 //   f = 1 - exp(-(n B / m) (1 - (1-1/B)^k)), hence
