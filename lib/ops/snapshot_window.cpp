@@ -176,6 +176,35 @@ bool copy_table(Segment& seg, wi::WindowHeader* h, wi::BucketSlot& slot, SlotRea
   return ok;
 }
 
+// Step 2 (see the top) for slot i: up to kSlotAttempts copies until one is
+// kept; appends the slot's tag and table record (or kRetired) to `slots`.
+// False when every copy changed under us.
+bool save_slot(Segment& seg, wi::WindowHeader* h, uint32_t i, uint64_t epoch0, Out& slots) {
+  const int64_t e0 = static_cast<int64_t>(epoch0) - 1;
+  wi::BucketSlot* ring = wi::slot_table(h);
+  for (int attempt = 0; attempt < kSlotAttempts; ++attempt) {
+    const SlotRead a = read_slot(ring[i]);
+    if (a.tag == wi::kRetired) {
+      slots.u64(wi::kRetired);
+      return true;
+    }
+    const bool fresh = a.tag == 0;
+    if (!fresh && epoch0 != 0 && static_cast<int64_t>(a.tag - 1) <= e0 - static_cast<int64_t>(h->retention)) {
+      slots.u64(wi::kRetired);  // expired by epoch0: no query reaches it again
+      return true;
+    }
+    Out rec;
+    if (!copy_table(seg, h, ring[i], a, fresh, rec)) continue;
+    if (g_hook) g_hook(i, attempt, g_hook_ctx);
+    const SlotRead b = read_slot(ring[i]);
+    if (b.table != a.table || !(b.tag == a.tag || (fresh && b.tag != wi::kRetired))) continue;
+    slots.u64(a.tag);
+    slots.b += rec.b;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void set_window_copy_hook(WindowCopyHook fn, void* ctx) noexcept {
@@ -194,36 +223,11 @@ std::string save_window(Segment& seg, const RegionInfo& r) {
   const uint64_t rbytes = wi::region_bytes(S, T);
   const uint64_t keys_at = rbytes - wi::round64(uint64_t{T} * 8);
   const uint64_t epoch0 = h->epoch.load(std::memory_order_acquire);  // acquire: the claimed slots it covers
-  const int64_t e0 = static_cast<int64_t>(epoch0) - 1;
   Out region;
   copy_live(region.b, base + r.offset, keys_at);  // header and ring; the keys come last (see the top)
   Out slots;
-  wi::BucketSlot* ring = wi::slot_table(h);
   for (uint32_t i = 0; i < S; ++i) {
-    bool kept = false;
-    for (int attempt = 0; attempt < kSlotAttempts && !kept; ++attempt) {
-      const SlotRead a = read_slot(ring[i]);
-      if (a.tag == wi::kRetired) {
-        slots.u64(wi::kRetired);
-        kept = true;
-        break;
-      }
-      const bool fresh = a.tag == 0;
-      if (!fresh && epoch0 != 0 && static_cast<int64_t>(a.tag - 1) <= e0 - static_cast<int64_t>(h->retention)) {
-        slots.u64(wi::kRetired);  // expired by epoch0: no query reaches it again
-        kept = true;
-        break;
-      }
-      Out rec;
-      if (!copy_table(seg, h, ring[i], a, fresh, rec)) continue;
-      if (g_hook) g_hook(i, attempt, g_hook_ctx);
-      const SlotRead b = read_slot(ring[i]);
-      if (b.table != a.table || !(b.tag == a.tag || (fresh && b.tag != wi::kRetired))) continue;
-      slots.u64(a.tag);
-      slots.b += rec.b;
-      kept = true;
-    }
-    if (!kept)
+    if (!save_slot(seg, h, i, epoch0, slots))
       fail(ErrorCode::kBusy, "save: slot " + std::to_string(i) + " of window '" + r.name + "' changed during " +
                                  std::to_string(kSlotAttempts) + " copies in a row (maintain() or rotations running "
                                  "continuously): save again");
