@@ -384,7 +384,8 @@ TableRec read_table(In& in, const SavedRegion& r, uint32_t i, uint64_t tag, cons
   if (rec.bytes != moff + mb)
     bad(in, at + "table of " + std::to_string(rec.bytes) + " bytes; its geometry needs " + std::to_string(moff + mb));
   const uint64_t pairs_limit = r.variant == wi::kVariantBloom ? geometry * bl::kBlockBits : uint64_t{4} << geometry;
-  if (capacity < 1 || capacity > pairs_limit) bad(in, at + "table capacity " + std::to_string(capacity) + " out of range");
+  if (capacity < 1 || capacity > pairs_limit)
+    bad(in, at + "table capacity " + std::to_string(capacity) + " out of range");
   if (tag == 0)  // a fresh table is zero past its parameters (and its cuckoo header)
     for (const Piece& p : rec.pieces)
       if (!(p.at + p.len <= kHeadLine || (r.variant == wi::kVariantCuckoo && p.at >= moff &&
@@ -394,8 +395,10 @@ TableRec read_table(In& in, const SavedRegion& r, uint32_t i, uint64_t tag, cons
   if (rec.overflow_bytes != 0) {
     if (tag == 0) bad(in, at + "a fresh (unclaimed) table has an overflow");
     if (r.variant == wi::kVariantBloom) {
-      const uint64_t og = rec.pieces[0].len >= kHeadLine ? field<uint64_t>(head, offsetof(wi::TableHead, overflow_geometry)) : 0;
-      if (og < 1 || og > bl::kMaxLayerBlocks || rec.overflow_bytes != og * 64) bad(in, at + "overflow of the wrong size");
+      const uint64_t og =
+          rec.pieces[0].len >= kHeadLine ? field<uint64_t>(head, offsetof(wi::TableHead, overflow_geometry)) : 0;
+      if (og < 1 || og > bl::kMaxLayerBlocks || rec.overflow_bytes != og * 64)
+        bad(in, at + "overflow of the wrong size");
     } else if (rec.overflow_bytes != cuckoo_overflow_bytes(geometry, r.k_main)) {
       bad(in, at + "overflow sub-filter of the wrong size");
     }
@@ -439,7 +442,7 @@ wi::WindowHeader* init_header(std::byte* region, uint64_t got, ControlTxn& txn, 
   std::memset(h->pad3, 0, sizeof h->pad3);
   h->reserved3 = 0;
   h->spaces_claimed.store(r.claimed, std::memory_order_relaxed);  // relaxed: unpublished (recounted from the keys)
-  h->epoch.store(r.epoch, std::memory_order_relaxed);            // relaxed: unpublished
+  h->epoch.store(r.epoch, std::memory_order_relaxed);             // relaxed: unpublished
   wi::BucketSlot* ring = wi::slot_table(h);
   for (uint32_t i = 0; i < r.S; ++i) {
     ring[i].tag.store(tags[i], std::memory_order_relaxed);  // relaxed: unpublished
@@ -452,7 +455,8 @@ wi::WindowHeader* init_header(std::byte* region, uint64_t got, ControlTxn& txn, 
 void reset_table_head(wi::TableHead* th, uint64_t ovf, uint32_t variant) {
   th->check_shift = wi::check_shift_for(th->capacity);
   th->reserved0 = 0;
-  th->main_full.store(th->main_full.load(std::memory_order_relaxed) != 0, std::memory_order_relaxed);  // relaxed: unpublished
+  th->main_full.store(th->main_full.load(std::memory_order_relaxed) != 0,
+                      std::memory_order_relaxed);  // relaxed: unpublished
   // kTableAllChecked is dropped: a save copies the head and the body at different moments, so
   // an insert racing the save may be in the body without its flag clear in the head; a
   // restored table is "unchecked" (forget erases there, counting forget_ambiguous).

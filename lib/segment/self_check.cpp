@@ -39,7 +39,8 @@ bool check_header(const SegmentImpl& im, CheckReport& report) {
   {
     Layout l = compute_layout(h->directory_capacity);
     AbiDescriptor abi = current_abi();
-    if (h->magic != kMagic || (h->version != kFormatVersion && h->version != kFormatVersionLegacyLocks) || std::memcmp(&h->abi, &abi, sizeof abi) != 0 ||
+    if (h->magic != kMagic || (h->version != kFormatVersion && h->version != kFormatVersionLegacyLocks) ||
+        std::memcmp(&h->abi, &abi, sizeof abi) != 0 ||
         h->directory_capacity != im.dir_capacity || h->undo_offset != l.undo_offset ||
         h->free_offset != l.free_offset || h->quarantine_offset != l.quarantine_offset ||
         h->registry_offset != l.registry_offset || h->directory_offset != l.directory_offset ||
@@ -51,10 +52,11 @@ bool check_header(const SegmentImpl& im, CheckReport& report) {
   uint64_t size = h->size;
   struct stat st{};
   if (fstat(im.fd, &st) == 0 && static_cast<uint64_t>(st.st_size) < size)
-    add(report, "header", "backing file is " + std::to_string(st.st_size) + " bytes, header says " + std::to_string(size),
-        false);
+    add(report, "header",
+        "backing file is " + std::to_string(st.st_size) + " bytes, header says " + std::to_string(size), false);
   if (h->top < im.lay.data_offset || h->top > size || h->top % 64 != 0) {
-    add(report, "allocator", "top " + std::to_string(h->top) + " is outside [data_offset, size] or not 64-byte aligned", false);
+    add(report, "allocator",
+        "top " + std::to_string(h->top) + " is outside [data_offset, size] or not 64-byte aligned", false);
     return false;
   }
   if (h->free_count > kFreeCapacity || h->quarantine_count > kQuarantineCapacity) {
@@ -120,7 +122,8 @@ void check_directory(const SegmentImpl& im, CheckReport& report, std::vector<Reg
       add(report, where, "region offset " + std::to_string(info.offset) + " is not 64-byte aligned", false);
       continue;
     }
-    if (info.offset < im.lay.data_offset + sizeof(ExtentHeader) || info.offset > h->top || info.size > h->top - info.offset) {
+    if (info.offset < im.lay.data_offset + sizeof(ExtentHeader) || info.offset > h->top ||
+        info.size > h->top - info.offset) {
       add(report, where, "region [" + std::to_string(info.offset) + ", +" + std::to_string(info.size) +
                              ") lies outside the allocated space", false);
       continue;
@@ -154,7 +157,8 @@ void check_malformed_table_entries(SegmentImpl& im, bool repair, CheckReport& re
     FreeExtent f = im.free_table()[i];
     if (im.span_ok(f.offset, f.size)) continue;
     if (repair) im.remove_free(i);
-    add(report, "allocator", "free extent " + std::to_string(i) + " is malformed or outside [data_offset, top)", repair);
+    add(report, "allocator", "free extent " + std::to_string(i) + " is malformed or outside [data_offset, top)",
+        repair);
   }
   for (uint32_t i = h->quarantine_count; i-- > 0;) {
     QuarantineEntry q = im.quarantine()[i];
@@ -176,7 +180,8 @@ TableSpans table_spans(const SegmentImpl& im, CheckReport& report) {
   for (uint32_t i = 0; i < h->quarantine_count; ++i) {
     QuarantineEntry q = im.quarantine()[i];
     if (im.span_ok(q.offset, q.size) && !spans.emplace(q.offset, TableSpan{q.size, 1}).second)
-      add(report, "allocator", "extent at " + std::to_string(q.offset) + " is both free and quarantined (or twice)", false);
+      add(report, "allocator", "extent at " + std::to_string(q.offset) + " is both free and quarantined (or twice)",
+          false);
   }
   for (auto it = spans.begin(); it != spans.end(); ++it) {
     auto nx = std::next(it);

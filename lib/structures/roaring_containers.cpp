@@ -318,7 +318,8 @@ std::vector<uint8_t> packs_to_drop(const std::vector<PackRef>& dir) {
 
 // The shared containers of dropped packs (pack_idx: per b.words entry, the
 // old pack of a shared word, -1 for fresh) are copied into the new pack.
-void repack_dropped(Built& b, const std::byte* base, const std::vector<int>& pack_idx, const std::vector<uint8_t>& drop) {
+void repack_dropped(Built& b, const std::byte* base, const std::vector<int>& pack_idx,
+                    const std::vector<uint8_t>& drop) {
   for (size_t i = 0; i < b.words.size(); ++i) {
     if (b.fresh[i] || pack_idx[i] < 0 || !drop[static_cast<uint32_t>(pack_idx[i])]) continue;
     const uint64_t w = b.words[i];  // repack: copy the container's bytes into the new pack
