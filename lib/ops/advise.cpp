@@ -120,9 +120,8 @@ std::string pct(double v) {
   return buf;
 }
 
-}  // namespace
-
-Advice advise(std::span<const uint64_t> ids, const AdviseOptions& o) {
+// Options out of range: rejected, each with its own error.
+void check_options(std::span<const uint64_t> ids, const AdviseOptions& o) {
   if (ids.empty()) throw Error(ErrorCode::kBadInput, "no IDs in the sample: pass a file (or stdin) with one ID per line");
   if (!(o.error > 0 && o.error < 1))
     throw Error(ErrorCode::kInvalidArgument, "error rate " + std::to_string(o.error) + " is outside (0, 1): pass e.g. 0.01");
@@ -130,12 +129,11 @@ Advice advise(std::span<const uint64_t> ids, const AdviseOptions& o) {
     throw Error(ErrorCode::kInvalidArgument, "headroom " + std::to_string(o.headroom) + " is outside [1, 100]: pass e.g. 1.5");
   if (o.window_days > 366)
     throw Error(ErrorCode::kInvalidArgument, "window of " + std::to_string(o.window_days) + " days: pass 1..366");
-  Advice a;
-  a.profile = profile(ids);
-  const IdProfile& p = a.profile;
-  a.daily = o.daily ? o.daily : p.distinct;
-  a.capacity = static_cast<uint64_t>(std::ceil(static_cast<double>(a.daily) * o.headroom));
+}
 
+// Roaring, priced by the extrapolation at the top; also sets a.roaring_bytes_without_runs.
+Candidate roaring_candidate(const AdviseOptions& o, Advice& a) {
+  const IdProfile& p = a.profile;
   Candidate roaring{"roaring", p.fits_32 && !o.hashed_strings, 0, 0, true, true, ""};
   if (roaring.applicable) {
     roaring.bytes = static_cast<uint64_t>(roaring_estimate(p, a.capacity, true));
@@ -148,49 +146,52 @@ Advice advise(std::span<const uint64_t> ids, const AdviseOptions& o) {
                                     : "values exceed 32 bits (Roaring64 keeps a map of the high halves; the memory "
                                       "advantage is gone)";
   }
+  return roaring;
+}
 
+// Bloom, blocked (the library's layout) and classic (textbook), sized by Bloom::plan.
+Candidate bloom_candidate(const AdviseOptions& o, uint64_t capacity, BloomLayout layout) {
   BloomOptions bo;
-  bo.capacity = a.capacity;
+  bo.capacity = capacity;
   bo.error = o.error;
-  BloomSizing blocked = Bloom::plan(bo);
-  bo.layout = BloomLayout::kClassic;
-  BloomSizing classic = Bloom::plan(bo);
+  bo.layout = layout;
+  const BloomSizing sz = Bloom::plan(bo);
   char note[200];
-  std::snprintf(note, sizeof note, "one cache line per query; %.2f bits/ID, k=%u; no deletion", blocked.bits_per_key,
-                blocked.k);
-  Candidate bloom{"bloom", true, blocked.region_bytes, o.error, false, true, note};
-  std::snprintf(note, sizeof note, "textbook sizing: %.2f bits/ID, k=%u probes (k cache misses)", classic.bits_per_key,
-                classic.k);
-  Candidate bloom_classic{"bloom-classic", true, classic.region_bytes, o.error, false, true, note};
-
-  Candidate cuckoo{"cuckoo", true, 0, 0, true, true, ""};
-  {
-    uint32_t f = ck::fp_bits_for_error(o.error);
-    const ck::Geometry geo = ck::geometry_for(a.capacity);
-    if (geo.buckets() > ck::kMaxBuckets) {
-      cuckoo.applicable = false;
-      cuckoo.note = "more than 2^32 buckets";
-    } else {
-      const uint32_t lane = ck::lane_bits_for(f);  // as create: f = 12 in packed 12-bit lanes
-      cuckoo.bytes = ck::region_bytes_for(geo, lane);
-      cuckoo.fp_rate = 8.0 / static_cast<double>(uint64_t{1} << f);
-      double load = static_cast<double>(a.capacity) / static_cast<double>(4 * geo.buckets());
-      std::snprintf(note, sizeof note, "%u-bit fingerprints, load %.0f%% at capacity (buckets in 2^16 chunks); deletes",
-                    f, 100 * load);
-      cuckoo.note = note;
-    }
+  if (layout == BloomLayout::kClassic) {
+    std::snprintf(note, sizeof note, "textbook sizing: %.2f bits/ID, k=%u probes (k cache misses)", sz.bits_per_key,
+                  sz.k);
+    return Candidate{"bloom-classic", true, sz.region_bytes, o.error, false, true, note};
   }
+  std::snprintf(note, sizeof note, "one cache line per query; %.2f bits/ID, k=%u; no deletion", sz.bits_per_key, sz.k);
+  return Candidate{"bloom", true, sz.region_bytes, o.error, false, true, note};
+}
 
-  internal::exact_set::SetLayout sl = internal::exact_set::set_layout(a.capacity, 0.8);
-  Candidate set{"set", true, sl.bytes, 0, true, true, "exact 64-bit keys, 10 bytes/ID at 80% load; deletes"};
+// Cuckoo, sized as Cuckoo::create sizes it.
+Candidate cuckoo_candidate(const AdviseOptions& o, uint64_t capacity) {
+  Candidate cuckoo{"cuckoo", true, 0, 0, true, true, ""};
+  uint32_t f = ck::fp_bits_for_error(o.error);
+  const ck::Geometry geo = ck::geometry_for(capacity);
+  if (geo.buckets() > ck::kMaxBuckets) {
+    cuckoo.applicable = false;
+    cuckoo.note = "more than 2^32 buckets";
+  } else {
+    const uint32_t lane = ck::lane_bits_for(f);  // as create: f = 12 in packed 12-bit lanes
+    cuckoo.bytes = ck::region_bytes_for(geo, lane);
+    cuckoo.fp_rate = 8.0 / static_cast<double>(uint64_t{1} << f);
+    double load = static_cast<double>(capacity) / static_cast<double>(4 * geo.buckets());
+    char note[200];
+    std::snprintf(note, sizeof note, "%u-bit fingerprints, load %.0f%% at capacity (buckets in 2^16 chunks); deletes",
+                  f, 100 * load);
+    cuckoo.note = note;
+  }
+  return cuckoo;
+}
 
-  Candidate hll{"hll", true, internal::hll::kHllRegionBytes, 0.0081, false, false,
-                "counts distinct IDs only (+-0.81%): NOT a membership test"};
-
-  // The window structure, sized by Window::plan (the sizing Window::create uses): one bucket
-  // table per day holding `capacity` pairs, error P for a query over all W days (so one
-  // bucket gets p1 = 1 - (1 - P)^(1/W)), W tables + the spare the next day rotates into.
-  // --deletes picks the deletable (cuckoo) variant.
+// The window structure, sized by Window::plan (the sizing Window::create uses): one bucket
+// table per day holding `capacity` pairs, error P for a query over all W days (so one
+// bucket gets p1 = 1 - (1 - P)^(1/W)), W tables + the spare the next day rotates into.
+// --deletes picks the deletable (cuckoo) variant.
+Candidate window_candidate(const AdviseOptions& o, uint64_t capacity) {
   Candidate window{"window", o.window_days > 0, 0, 0, o.deletes, true, ""};
   if (o.window_days > kWindowMaxRetention) {
     window.applicable = false;
@@ -199,13 +200,14 @@ Advice advise(std::span<const uint64_t> ids, const AdviseOptions& o) {
   } else if (o.window_days > 0) {
     WindowOptions wo;
     wo.variant = o.deletes ? WindowVariant::kCuckoo : WindowVariant::kBloom;
-    wo.expected_per_bucket = a.capacity;
+    wo.expected_per_bucket = capacity;
     wo.error = o.error;
     wo.retention = o.window_days;
     try {
       const WindowSizing ws = Window::plan(wo);
       window.bytes = ws.full_window_bytes;
       window.fp_rate = o.error;
+      char note[200];
       std::snprintf(note, sizeof note, "%u day tables (%s) + 1 spare, %s each, %.2f bits/pair; FP over a %u-day "
                     "question (one call), %s a day", o.window_days, o.deletes ? "cuckoo" : "Bloom",
                     format_size(ws.table_bytes).c_str(), ws.bits_per_pair, o.window_days, pct(ws.one_bucket_error).c_str());
@@ -217,12 +219,16 @@ Advice advise(std::span<const uint64_t> ids, const AdviseOptions& o) {
   } else {
     window.note = "no --window asked";
   }
+  return window;
+}
 
-  // The seed's selection table, first match wins.
+// The seed's selection table, first match wins.
+void choose(const AdviseOptions& o, const Candidate& roaring, const Candidate& bloom, const Candidate& window,
+            Advice& a) {
   if (o.count_only) {
     a.choice = "hll";
     a.reason = "only the count of distinct IDs is asked: HyperLogLog, fixed 13 KB, 0.81% error";
-  } else if (roaring.applicable && roaring.bytes <= blocked.region_bytes) {
+  } else if (roaring.applicable && roaring.bytes <= bloom.bytes) {
     a.choice = "roaring";
     a.reason = "IDs fit 32 bits and fill their chunks densely enough that Roaring, exact and deletable, is smaller "
                "than a Bloom filter at " + pct(o.error);
@@ -247,6 +253,26 @@ Advice advise(std::span<const uint64_t> ids, const AdviseOptions& o) {
     a.choice = "bloom";
     a.reason = "sparse or 64-bit IDs, insert-only: a Bloom filter (~1.2 bytes per ID at 1% is about the floor)";
   }
+}
+
+}  // namespace
+
+Advice advise(std::span<const uint64_t> ids, const AdviseOptions& o) {
+  check_options(ids, o);
+  Advice a;
+  a.profile = profile(ids);
+  a.daily = o.daily ? o.daily : a.profile.distinct;
+  a.capacity = static_cast<uint64_t>(std::ceil(static_cast<double>(a.daily) * o.headroom));
+  const Candidate roaring = roaring_candidate(o, a);
+  const Candidate bloom = bloom_candidate(o, a.capacity, BloomLayout::kBlocked);
+  const Candidate bloom_classic = bloom_candidate(o, a.capacity, BloomLayout::kClassic);
+  const Candidate cuckoo = cuckoo_candidate(o, a.capacity);
+  const internal::exact_set::SetLayout sl = internal::exact_set::set_layout(a.capacity, 0.8);
+  const Candidate set{"set", true, sl.bytes, 0, true, true, "exact 64-bit keys, 10 bytes/ID at 80% load; deletes"};
+  const Candidate hll{"hll", true, internal::hll::kHllRegionBytes, 0.0081, false, false,
+                      "counts distinct IDs only (+-0.81%): NOT a membership test"};
+  const Candidate window = window_candidate(o, a.capacity);
+  choose(o, roaring, bloom, window, a);
   a.candidates = {roaring, bloom, bloom_classic, cuckoo, set, window, hll};
   return a;
 }

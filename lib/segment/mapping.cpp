@@ -239,10 +239,18 @@ std::vector<std::string> creating_leftovers(const std::string& path, bool remove
   return found;
 }
 
-std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateOptions& options) {
-  validate_segment_name(name);
-  const std::string path = backing_path(name, options.file);
-  const std::string who = what_it_is(name, path);
+namespace {
+
+// What create() lays out: the directory capacity rounded up to a power of
+// two, the table layout, the reservation and the first size (page-rounded).
+struct CreateGeometry {
+  uint32_t cap;
+  Layout l;
+  uint64_t max_size, size;
+};
+
+// The options, checked: each out-of-range one is rejected with its own error.
+CreateGeometry check_create_options(const CreateOptions& options) {
   if (options.directory_capacity == 0 || options.directory_capacity > kMaxDirectoryCapacity)
     fail(ErrorCode::kInvalidArgument, "directory capacity " + std::to_string(options.directory_capacity) +
                                           " is invalid: pass 1.." + std::to_string(kMaxDirectoryCapacity));
@@ -259,16 +267,15 @@ std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateO
                                           ": pass a larger max_size or a smaller size");
   if ((options.mode & ~0777u) != 0)
     fail(ErrorCode::kInvalidArgument, "mode " + std::to_string(options.mode) + " is invalid: pass permission bits such as 0600");
+  return {cap, l, max_size, size};
+}
 
-  (void)creating_leftovers(path, true);
-  (void)lock_file_leftovers(path, read_lock_id(path), true);
-  auto impl = std::make_shared<SegmentImpl>();
-  impl->attach_pid = getpid();  // ours from here: a create that fails below closes what it opened (~SegmentImpl)
-  impl->name = std::string(name);
-  impl->path = path;
-  const std::string dir = parent_dir(path);
-  std::string tmp_path;  // fallback when O_TMPFILE is unsupported
-  int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, options.mode);
+// The new segment's file, not yet linked at `path`: an O_TMPFILE in `dir`, or
+// where that is unsupported a `path`.creating.XXXXXX file (named in tmp_path)
+// flocked until the link, which tells creating_leftovers its creator is alive.
+int open_unlinked(const std::string& path, const std::string& dir, const std::string& who, uint32_t mode,
+                  std::string& tmp_path) {
+  int fd = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, mode);
   if (fd < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
     std::string tmpl = path + ".creating.XXXXXX";
     fd = mkostemp(tmpl.data(), O_CLOEXEC);
@@ -280,69 +287,105 @@ std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateO
   if (fd < 0)
     fail(open_errno_code(errno) == ErrorCode::kNotFound ? ErrorCode::kNotFound : open_errno_code(errno),
          "cannot create " + who + ": " + errno_text(errno) + ": check that " + dir + " exists and is writable");
+  return fd;
+}
+
+// The file's mode, group and first `size` bytes (allocated, so a full disk fails here, not on a write later).
+void size_file(int fd, const CreateOptions& options, uint64_t size, const std::string& who, const std::string& dir) {
+  if (fchmod(fd, options.mode) != 0)
+    fail(ErrorCode::kPermission, "cannot chmod " + who + ": " + errno_text(errno));
+  if (options.group >= 0 && fchown(fd, static_cast<uid_t>(-1), static_cast<gid_t>(options.group)) != 0)
+    fail(ErrorCode::kPermission, "cannot give " + who + " to group " + std::to_string(options.group) + ": " +
+                                     errno_text(errno) + ": pass a group this user belongs to");
+  int rc = allocate_file_range(fd, 0, size);
+  if (rc == ENOSPC || rc == EFBIG || rc == EDQUOT)
+    fail(ErrorCode::kNoSpace, "no space to create " + who + " of " + format_size(size) + ": " + errno_text(rc) +
+                                  ": free space (df -h " + dir + ") or pass a smaller size");
+  if (rc != 0) fail(ErrorCode::kIo, "cannot size " + who + ": " + errno_text(rc));
+}
+
+// The header of the new (mapped, zeroed) segment, its control lock initialised.
+void write_header(Header* h, const CreateGeometry& g, const CreateOptions& options, const std::string& who) {
+  h->magic = kMagic;
+  h->version = kFormatVersion;
+  h->header_bytes = sizeof(Header);
+  h->abi = current_abi();
+  h->max_size = g.max_size;
+  h->directory_capacity = g.cap;
+  h->registry_slots = kRegistrySlots;
+  h->undo_offset = g.l.undo_offset;
+  h->free_offset = g.l.free_offset;
+  h->quarantine_offset = g.l.quarantine_offset;
+  h->registry_offset = g.l.registry_offset;
+  h->directory_offset = g.l.directory_offset;
+  h->data_offset = g.l.data_offset;
+  h->created_unix_ns = now_unix_ns();
+  h->mode = options.mode;
+  h->lock_id = new_lock_id();
+  h->lock_id_check = ~h->lock_id;
+  h->file_backed = options.file.empty() ? 0 : 1;
+  std::string boot = read_boot_id();
+  std::memcpy(h->boot_id, boot.c_str(), std::min<size_t>(boot.size(), 39));
+  h->size = g.size;
+  h->top = g.l.data_offset;
+  h->dirty_top = g.l.data_offset;
+  if (int e = robust_mutex_init(&h->mutex); e != 0)
+    fail(ErrorCode::kIo, "cannot initialise the control lock of " + who + ": " + errno_text(e));
+}
+
+// Links the complete file at `path` (the publication: never over an existing segment).
+void link_into_place(int fd, const std::string& tmp_path, const std::string& path, std::string_view name,
+                     const std::string& who) {
+  int lrc;
+  if (tmp_path.empty()) {
+    std::string proc = "/proc/self/fd/" + std::to_string(fd);
+    lrc = linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW);
+    if (lrc != 0 && errno == ENOENT) lrc = linkat(fd, "", AT_FDCWD, path.c_str(), AT_EMPTY_PATH);
+  } else {
+    lrc = ::link(tmp_path.c_str(), path.c_str());
+  }
+  if (lrc != 0) {
+    int e = errno;
+    if (e == EEXIST)
+      fail(ErrorCode::kExists, who + " already exists: open it, or remove it first (shmtool remove " +
+                                   std::string(name) + ")");
+    fail(open_errno_code(e) == ErrorCode::kPermission ? ErrorCode::kPermission : ErrorCode::kIo,
+         "cannot create " + who + ": " + errno_text(e));
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<SegmentImpl> create_segment(std::string_view name, const CreateOptions& options) {
+  validate_segment_name(name);
+  const std::string path = backing_path(name, options.file);
+  const std::string who = what_it_is(name, path);
+  const CreateGeometry g = check_create_options(options);
+
+  (void)creating_leftovers(path, true);
+  (void)lock_file_leftovers(path, read_lock_id(path), true);
+  auto impl = std::make_shared<SegmentImpl>();
+  impl->attach_pid = getpid();  // ours from here: a create that fails below closes what it opened (~SegmentImpl)
+  impl->name = std::string(name);
+  impl->path = path;
+  const std::string dir = parent_dir(path);
+  std::string tmp_path;  // fallback when O_TMPFILE is unsupported
+  const int fd = open_unlinked(path, dir, who, options.mode, tmp_path);
   impl->fd = fd;
   bool linked = false;
   auto cleanup_tmp = [&] {
     if (!tmp_path.empty()) ::unlink(tmp_path.c_str());
   };
   try {
-    if (fchmod(fd, options.mode) != 0)
-      fail(ErrorCode::kPermission, "cannot chmod " + who + ": " + errno_text(errno));
-    if (options.group >= 0 && fchown(fd, static_cast<uid_t>(-1), static_cast<gid_t>(options.group)) != 0)
-      fail(ErrorCode::kPermission, "cannot give " + who + " to group " + std::to_string(options.group) + ": " +
-                                       errno_text(errno) + ": pass a group this user belongs to");
-    int rc = allocate_file_range(fd, 0, size);
-    if (rc == ENOSPC || rc == EFBIG || rc == EDQUOT)
-      fail(ErrorCode::kNoSpace, "no space to create " + who + " of " + format_size(size) + ": " + errno_text(rc) +
-                                    ": free space (df -h " + dir + ") or pass a smaller size");
-    if (rc != 0) fail(ErrorCode::kIo, "cannot size " + who + ": " + errno_text(rc));
+    size_file(fd, options, g.size, who, dir);
     impl->huge_requested = options.huge_pages;
-    impl->map(max_size);
+    impl->map(g.max_size);
     Header* h = impl->hdr();
-    h->magic = kMagic;
-    h->version = kFormatVersion;
-    h->header_bytes = sizeof(Header);
-    h->abi = current_abi();
-    h->max_size = max_size;
-    h->directory_capacity = cap;
-    h->registry_slots = kRegistrySlots;
-    h->undo_offset = l.undo_offset;
-    h->free_offset = l.free_offset;
-    h->quarantine_offset = l.quarantine_offset;
-    h->registry_offset = l.registry_offset;
-    h->directory_offset = l.directory_offset;
-    h->data_offset = l.data_offset;
-    h->created_unix_ns = now_unix_ns();
-    h->mode = options.mode;
-    h->lock_id = new_lock_id();
-    h->lock_id_check = ~h->lock_id;
-    h->file_backed = options.file.empty() ? 0 : 1;
-    std::string boot = read_boot_id();
-    std::memcpy(h->boot_id, boot.c_str(), std::min<size_t>(boot.size(), 39));
-    h->size = size;
-    h->top = l.data_offset;
-    h->dirty_top = l.data_offset;
-    if (int e = robust_mutex_init(&h->mutex); e != 0)
-      fail(ErrorCode::kIo, "cannot initialise the control lock of " + who + ": " + errno_text(e));
+    write_header(h, g, options, who);
     // Before the link: whoever sees the segment finds its lock file.
     impl->create_lock_file_for(h->lock_id, options.mode, options.group);
     SHMF_KILL_POINT("segment.create.before_link");
-    int lrc;
-    if (tmp_path.empty()) {
-      std::string proc = "/proc/self/fd/" + std::to_string(fd);
-      lrc = linkat(AT_FDCWD, proc.c_str(), AT_FDCWD, path.c_str(), AT_SYMLINK_FOLLOW);
-      if (lrc != 0 && errno == ENOENT) lrc = linkat(fd, "", AT_FDCWD, path.c_str(), AT_EMPTY_PATH);
-    } else {
-      lrc = ::link(tmp_path.c_str(), path.c_str());
-    }
-    if (lrc != 0) {
-      int e = errno;
-      if (e == EEXIST)
-        fail(ErrorCode::kExists, who + " already exists: open it, or remove it first (shmtool remove " +
-                                     std::string(name) + ")");
-      fail(open_errno_code(e) == ErrorCode::kPermission ? ErrorCode::kPermission : ErrorCode::kIo,
-           "cannot create " + who + ": " + errno_text(e));
-    }
+    link_into_place(fd, tmp_path, path, name, who);
     linked = true;
     if (!tmp_path.empty()) flock(fd, LOCK_UN);
     cleanup_tmp();

@@ -217,25 +217,10 @@ ExactSetStats ExactSet::stats() const {
 }
 
 namespace internal::exact_set {
+namespace {
 
-// Probe chains intact (every key reachable from its home slot: no EMPTY between
-// home and the key), no key stored twice, per-stripe counts equal the keys
-// found, no lock or intent left by a dead process. Exact on a quiescent set;
-// while writers run, stripes whose lock is held are skipped.
-void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckReport& report) {
-  CheckScope scope = check_scope(info, report);
-  std::byte* region = seg.base() + info.offset;
-  if (!scope.validated([&] { validate(info, region, seg.size()); })) return;
-  SetView v;
-  v.h = header_of(region);
-  v.stripes = reinterpret_cast<ExactSetStripe*>(region + v.h->stripes_offset);
-  v.slots = reinterpret_cast<uint64_t*>(region + v.h->slots_offset);
-  v.token = seg.owner_token();
-  v.alive = &segment_alive;
-  v.ctx = &seg;
-  const uint64_t n = v.h->slots;
-
-  // Dead lock holders first: take over (replaying the intent) and release.
+// Dead lock holders first: take over (replaying the intent) and release.
+void check_dead_holders(Segment& seg, const SetView& v, bool repair, CheckScope& scope) {
   for (uint32_t i = 0; i < v.h->stripes; ++i) {
     ExactSetStripe& s = v.stripes[i];
     uint64_t owner = aref(s.lock).load();
@@ -248,10 +233,19 @@ void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckRep
                   (aref(s.intent_op).load() != kIntentNone || repair ? " (intent replayed)" : ""),
               repair);
   }
+}
 
-  std::vector<uint64_t> counted(v.h->stripes, 0);
+// Every key stored (slots, then the two special keys), per stripe counted, and the unreachable ones.
+struct KeyScan {
+  std::vector<uint64_t> counted;  // per stripe
   std::vector<uint64_t> keys;
   uint64_t unreachable = 0, example = 0;
+};
+
+// The n slots, walked circularly from an EMPTY one, then the two special keys.
+KeyScan scan_keys(const SetView& v, uint64_t n, CheckScope& scope) {
+  KeyScan ks;
+  ks.counted.assign(v.h->stripes, 0);
   // Index of the nearest EMPTY at or before each position, walking circularly:
   // a key at i with home h is reachable iff no EMPTY lies in [h, i].
   // Find one EMPTY to start the circular walk from (there always is one).
@@ -279,25 +273,37 @@ void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckRep
     uint64_t dist = (i + n - home) % n;
     if (pos - last_empty <= dist) {
       // An EMPTY lies in [home, i): the key cannot be found from its home.
-      ++unreachable;
-      example = w;
+      ++ks.unreachable;
+      ks.example = w;
     }
-    keys.push_back(w);
-    ++counted[set_stripe(v.h, hash)];
+    ks.keys.push_back(w);
+    ++ks.counted[set_stripe(v.h, hash)];
   }
   for (uint32_t si = 0; si < 2; ++si)
     if (aref(v.h->special[si]).load() != 0) {
       uint64_t k = si == 0 ? kSlotEmpty : kSlotTomb;
-      ++counted[set_stripe(v.h, set_hash(v.h, k))];
-      keys.push_back(k);
+      ++ks.counted[set_stripe(v.h, set_hash(v.h, k))];
+      ks.keys.push_back(k);
     }
-  if (unreachable != 0)
-    scope.add(std::to_string(unreachable) + " keys unreachable from their home slot (e.g. " +
-              std::to_string(example) + "): the probe chain is broken");
-  std::sort(keys.begin(), keys.end());
-  uint64_t dups = 0;
-  for (size_t i = 1; i < keys.size(); ++i) dups += keys[i] == keys[i - 1];
-  if (dups != 0) scope.add(std::to_string(dups) + " keys stored twice");
+  return ks;
+}
+
+// Stripe i's keys, counted under its lock (held by the caller).
+uint64_t recount_stripe(const SetView& v, uint64_t n, uint32_t i) {
+  uint64_t exact = 0;
+  for (uint64_t j = 0; j < n; ++j) {
+    uint64_t w = aref(v.slots[j]).load();
+    if (w != kSlotEmpty && w != kSlotTomb && set_stripe(v.h, set_hash(v.h, w)) == i) ++exact;
+  }
+  for (uint32_t si = 0; si < 2; ++si)
+    if (aref(v.h->special[si]).load() != 0 && set_stripe(v.h, set_hash(v.h, si == 0 ? kSlotEmpty : kSlotTomb)) == i)
+      ++exact;
+  return exact;
+}
+
+// Per-stripe counts against the keys found; with repair, recounted under the stripe's lock.
+void check_stripe_counts(const SetView& v, uint64_t n, const std::vector<uint64_t>& counted, bool repair,
+                         CheckScope& scope) {
   uint64_t mismatched = 0;
   for (uint32_t i = 0; i < v.h->stripes; ++i) {
     ExactSetStripe& s = v.stripes[i];
@@ -310,14 +316,7 @@ void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckRep
     // Recount this stripe's keys under its lock: nobody can add or remove
     // them meanwhile, so the stored count is exact even with writers running.
     set_lock(v, s);
-    uint64_t exact = 0;
-    for (uint64_t j = 0; j < n; ++j) {
-      uint64_t w = aref(v.slots[j]).load();
-      if (w != kSlotEmpty && w != kSlotTomb && set_stripe(v.h, set_hash(v.h, w)) == i) ++exact;
-    }
-    for (uint32_t si = 0; si < 2; ++si)
-      if (aref(v.h->special[si]).load() != 0 && set_stripe(v.h, set_hash(v.h, si == 0 ? kSlotEmpty : kSlotTomb)) == i)
-        ++exact;
+    const uint64_t exact = recount_stripe(v, n, i);
     if (aref(s.count).load() != exact) {
       ++mismatched;
       aref(s.count).store(exact);
@@ -326,8 +325,39 @@ void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckRep
   }
   if (mismatched != 0)
     scope.add(std::to_string(mismatched) + " stripes whose count differs from the keys stored (size() wrong)", repair);
-  if (keys.size() > v.h->capacity)
-    scope.add(std::to_string(keys.size()) + " keys exceed capacity " + std::to_string(v.h->capacity));
+}
+
+}  // namespace
+
+// Probe chains intact (every key reachable from its home slot: no EMPTY between
+// home and the key), no key stored twice, per-stripe counts equal the keys
+// found, no lock or intent left by a dead process. Exact on a quiescent set;
+// while writers run, stripes whose lock is held are skipped.
+void check_exact_set(Segment& seg, const RegionInfo& info, bool repair, CheckReport& report) {
+  CheckScope scope = check_scope(info, report);
+  std::byte* region = seg.base() + info.offset;
+  if (!scope.validated([&] { validate(info, region, seg.size()); })) return;
+  SetView v;
+  v.h = header_of(region);
+  v.stripes = reinterpret_cast<ExactSetStripe*>(region + v.h->stripes_offset);
+  v.slots = reinterpret_cast<uint64_t*>(region + v.h->slots_offset);
+  v.token = seg.owner_token();
+  v.alive = &segment_alive;
+  v.ctx = &seg;
+  const uint64_t n = v.h->slots;
+
+  check_dead_holders(seg, v, repair, scope);
+  KeyScan ks = scan_keys(v, n, scope);
+  if (ks.unreachable != 0)
+    scope.add(std::to_string(ks.unreachable) + " keys unreachable from their home slot (e.g. " +
+              std::to_string(ks.example) + "): the probe chain is broken");
+  std::sort(ks.keys.begin(), ks.keys.end());
+  uint64_t dups = 0;
+  for (size_t i = 1; i < ks.keys.size(); ++i) dups += ks.keys[i] == ks.keys[i - 1];
+  if (dups != 0) scope.add(std::to_string(dups) + " keys stored twice");
+  check_stripe_counts(v, n, ks.counted, repair, scope);
+  if (ks.keys.size() > v.h->capacity)
+    scope.add(std::to_string(ks.keys.size()) + " keys exceed capacity " + std::to_string(v.h->capacity));
 }
 
 }  // namespace internal::exact_set

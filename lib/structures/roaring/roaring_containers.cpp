@@ -296,6 +296,40 @@ void container_bits(const std::byte* base, uint64_t w, uint64_t* bits) noexcept 
     }
   }
 }
+// Which old packs to drop: empty, less than half live, or beyond the
+// directory bound (keep the largest live ones; the new pack takes one entry).
+// `dir` is the old directory with the live bytes the build left in each.
+std::vector<uint8_t> packs_to_drop(const std::vector<PackRef>& dir) {
+  const auto old_npacks = static_cast<uint32_t>(dir.size());
+  std::vector<uint8_t> drop(old_npacks, 0);
+  std::vector<uint32_t> kept;
+  for (uint32_t i = 0; i < old_npacks; ++i) {
+    if (dir[i].live_bytes == 0 || dir[i].live_bytes * 2 < dir[i].bytes)
+      drop[i] = 1;
+    else
+      kept.push_back(i);
+  }
+  if (kept.size() > kMaxPacks - 1) {
+    std::sort(kept.begin(), kept.end(), [&](uint32_t a, uint32_t c) { return dir[a].live_bytes > dir[c].live_bytes; });
+    for (size_t j = kMaxPacks - 1; j < kept.size(); ++j) drop[kept[j]] = 1;
+  }
+  return drop;
+}
+
+// The shared containers of dropped packs (pack_idx: per b.words entry, the
+// old pack of a shared word, -1 for fresh) are copied into the new pack.
+void repack_dropped(Built& b, const std::byte* base, const std::vector<int>& pack_idx,
+                    const std::vector<uint8_t>& drop) {
+  for (size_t i = 0; i < b.words.size(); ++i) {
+    if (b.fresh[i] || pack_idx[i] < 0 || !drop[static_cast<uint32_t>(pack_idx[i])]) continue;
+    const uint64_t w = b.words[i];  // repack: copy the container's bytes into the new pack
+    const uint64_t at = pack_append(b, base + cw_off(w), cw_bytes(w), cw_type(w) == kBitmap ? 64 : 8);
+    b.words[i] = cw_make(cw_type(w), cw_count(w), at);
+    b.fresh[i] = 1;
+    --b.shared;
+    ++b.rebuilt;
+  }
+}
 }  // namespace
 
 void build_full(Built& b, const uint32_t* vals, size_t n, uint64_t gen) {
@@ -387,29 +421,8 @@ void build_incremental(Built& b, const std::byte* base, const Table& old, const 
     }
   });
   while (oi < nops) rebuild(static_cast<uint16_t>(ops[oi] >> 17), 0);
-  // Which old packs to drop: empty, less than half live, or beyond the
-  // directory bound (keep the largest live ones; the new pack takes one entry).
-  std::vector<uint8_t> drop(old_npacks, 0);
-  std::vector<uint32_t> kept;
-  for (uint32_t i = 0; i < old_npacks; ++i) {
-    if (dir[i].live_bytes == 0 || dir[i].live_bytes * 2 < dir[i].bytes)
-      drop[i] = 1;
-    else
-      kept.push_back(i);
-  }
-  if (kept.size() > kMaxPacks - 1) {
-    std::sort(kept.begin(), kept.end(), [&](uint32_t a, uint32_t c) { return dir[a].live_bytes > dir[c].live_bytes; });
-    for (size_t j = kMaxPacks - 1; j < kept.size(); ++j) drop[kept[j]] = 1;
-  }
-  for (size_t i = 0; i < b.words.size(); ++i) {
-    if (b.fresh[i] || pack_idx[i] < 0 || !drop[static_cast<uint32_t>(pack_idx[i])]) continue;
-    const uint64_t w = b.words[i];  // repack: copy the container's bytes into the new pack
-    const uint64_t at = pack_append(b, base + cw_off(w), cw_bytes(w), cw_type(w) == kBitmap ? 64 : 8);
-    b.words[i] = cw_make(cw_type(w), cw_count(w), at);
-    b.fresh[i] = 1;
-    --b.shared;
-    ++b.rebuilt;
-  }
+  const std::vector<uint8_t> drop = packs_to_drop(dir);
+  repack_dropped(b, base, pack_idx, drop);
   for (uint32_t i = 0; i < old_npacks; ++i) {
     if (drop[i])
       b.dropped.push_back(old_packs[i]);

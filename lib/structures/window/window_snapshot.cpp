@@ -176,6 +176,35 @@ bool copy_table(Segment& seg, wi::WindowHeader* h, wi::BucketSlot& slot, SlotRea
   return ok;
 }
 
+// Step 2 (see the top) for slot i: up to kSlotAttempts copies until one is
+// kept; appends the slot's tag and table record (or kRetired) to `slots`.
+// False when every copy changed under us.
+bool save_slot(Segment& seg, wi::WindowHeader* h, uint32_t i, uint64_t epoch0, Out& slots) {
+  const int64_t e0 = static_cast<int64_t>(epoch0) - 1;
+  wi::BucketSlot* ring = wi::slot_table(h);
+  for (int attempt = 0; attempt < kSlotAttempts; ++attempt) {
+    const SlotRead a = read_slot(ring[i]);
+    if (a.tag == wi::kRetired) {
+      slots.u64(wi::kRetired);
+      return true;
+    }
+    const bool fresh = a.tag == 0;
+    if (!fresh && epoch0 != 0 && static_cast<int64_t>(a.tag - 1) <= e0 - static_cast<int64_t>(h->retention)) {
+      slots.u64(wi::kRetired);  // expired by epoch0: no query reaches it again
+      return true;
+    }
+    Out rec;
+    if (!copy_table(seg, h, ring[i], a, fresh, rec)) continue;
+    if (g_hook) g_hook(i, attempt, g_hook_ctx);
+    const SlotRead b = read_slot(ring[i]);
+    if (b.table != a.table || !(b.tag == a.tag || (fresh && b.tag != wi::kRetired))) continue;
+    slots.u64(a.tag);
+    slots.b += rec.b;
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void set_window_copy_hook(WindowCopyHook fn, void* ctx) noexcept {
@@ -194,36 +223,11 @@ std::string save_window(Segment& seg, const RegionInfo& r) {
   const uint64_t rbytes = wi::region_bytes(S, T);
   const uint64_t keys_at = rbytes - wi::round64(uint64_t{T} * 8);
   const uint64_t epoch0 = h->epoch.load(std::memory_order_acquire);  // acquire: the claimed slots it covers
-  const int64_t e0 = static_cast<int64_t>(epoch0) - 1;
   Out region;
   copy_live(region.b, base + r.offset, keys_at);  // header and ring; the keys come last (see the top)
   Out slots;
-  wi::BucketSlot* ring = wi::slot_table(h);
   for (uint32_t i = 0; i < S; ++i) {
-    bool kept = false;
-    for (int attempt = 0; attempt < kSlotAttempts && !kept; ++attempt) {
-      const SlotRead a = read_slot(ring[i]);
-      if (a.tag == wi::kRetired) {
-        slots.u64(wi::kRetired);
-        kept = true;
-        break;
-      }
-      const bool fresh = a.tag == 0;
-      if (!fresh && epoch0 != 0 && static_cast<int64_t>(a.tag - 1) <= e0 - static_cast<int64_t>(h->retention)) {
-        slots.u64(wi::kRetired);  // expired by epoch0: no query reaches it again
-        kept = true;
-        break;
-      }
-      Out rec;
-      if (!copy_table(seg, h, ring[i], a, fresh, rec)) continue;
-      if (g_hook) g_hook(i, attempt, g_hook_ctx);
-      const SlotRead b = read_slot(ring[i]);
-      if (b.table != a.table || !(b.tag == a.tag || (fresh && b.tag != wi::kRetired))) continue;
-      slots.u64(a.tag);
-      slots.b += rec.b;
-      kept = true;
-    }
-    if (!kept)
+    if (!save_slot(seg, h, i, epoch0, slots))
       fail(ErrorCode::kBusy, "save: slot " + std::to_string(i) + " of window '" + r.name + "' changed during " +
                                  std::to_string(kSlotAttempts) + " copies in a row (maintain() or rotations running "
                                  "continuously): save again");
@@ -263,194 +267,290 @@ T field(const unsigned char* p, size_t at) {
 
 bool near(double a, double b) { return std::fabs(a - b) <= 1e-9 * std::max(std::fabs(a), std::fabs(b)); }
 
-}  // namespace
+[[noreturn]] void bad(const In& in, const std::string& m) { fail(ErrorCode::kBadInput, in.what + ": " + m); }
 
-void restore_window(Segment& seg, const std::string& name, In in) {
+// ---- Restore, before the region is created: every field and length is checked. ----
+
+// The header fields restore checks and uses, as the file's copy of the region holds them.
+struct SavedHeader {
+  uint32_t magic, version, variant, retention, S, max_spaces, T, error_window, k_main, k_overflow;
+  uint64_t bucket_seconds;
+  int64_t utc_offset;
+  uint64_t expected;
+  double error, p1, main_error, overflow_error;
+  uint64_t epoch;
+};
+
+SavedHeader saved_header(const unsigned char* rb) {
+  using wi::WindowHeader;
+#define SHMF_WF(T, f) field<T>(rb, offsetof(WindowHeader, f))
+  SavedHeader f;
+  f.magic = SHMF_WF(uint32_t, magic);
+  f.version = SHMF_WF(uint32_t, version);
+  f.variant = SHMF_WF(uint32_t, variant);
+  f.retention = SHMF_WF(uint32_t, retention);
+  f.S = SHMF_WF(uint32_t, slots);
+  f.max_spaces = SHMF_WF(uint32_t, max_spaces);
+  f.T = SHMF_WF(uint32_t, space_table);
+  f.error_window = SHMF_WF(uint32_t, error_window);
+  f.bucket_seconds = SHMF_WF(uint64_t, bucket_seconds);
+  f.utc_offset = SHMF_WF(int64_t, utc_offset);
+  f.expected = SHMF_WF(uint64_t, expected);
+  f.error = SHMF_WF(double, error);
+  f.p1 = SHMF_WF(double, p1);
+  f.main_error = SHMF_WF(double, main_error);
+  f.overflow_error = SHMF_WF(double, overflow_error);
+  f.k_main = SHMF_WF(uint32_t, k_main);
+  f.k_overflow = SHMF_WF(uint32_t, k_overflow);
+  f.epoch = SHMF_WF(uint64_t, epoch);
+#undef SHMF_WF
+  return f;
+}
+
+// The header's parameters: in range, agreeing with each other and with the
+// region's `size`. Returns the region bytes they lay out.
+uint64_t check_saved_header(const In& in, const SavedHeader& f, uint64_t size) {
+  if (f.magic != wi::kMagic || f.version != wi::kVersion)
+    bad(in, "not a window of layout version " + std::to_string(wi::kVersion));
+  if (f.variant > wi::kVariantCuckoo) bad(in, "unknown window variant " + std::to_string(f.variant));
+  if (f.retention < 1 || f.retention > wi::kMaxRetention || f.S != f.retention + 1)
+    bad(in, "retention " + std::to_string(f.retention) + " / slots " + std::to_string(f.S) + " out of range");
+  if (f.max_spaces < 1 || f.max_spaces > wi::kMaxSpaces || f.T != wi::space_table_for(f.max_spaces))
+    bad(in, "max_spaces " + std::to_string(f.max_spaces) + " / space table " + std::to_string(f.T) + " do not agree");
+  const uint64_t rbytes = wi::region_bytes(f.S, f.T);
+  if (size != rbytes)
+    bad(in, "a region of " + std::to_string(size) + " bytes; these parameters lay out " + std::to_string(rbytes));
+  if (f.bucket_seconds < 1 || f.bucket_seconds > (uint64_t{1} << 40) || f.utc_offset <= -(int64_t{1} << 40) ||
+      f.utc_offset >= (int64_t{1} << 40) || f.expected < 1 || !(f.error > 0 && f.error < 1) || f.error_window < 1 ||
+      f.error_window > f.retention)
+    bad(in, "parameters out of range (bucket_seconds, utc_offset, expected, error, error_window)");
+  if (!(f.p1 > 0 && f.p1 < 1) || !near(f.p1, wi::one_bucket_error(f.error, f.error_window)) || !(f.main_error > 0) ||
+      !(f.overflow_error > 0) || !near(f.main_error + f.overflow_error, f.p1))
+    bad(in, "the one-bucket error rates do not follow from the error rate");
+  if (f.variant == wi::kVariantBloom
+          ? (f.k_main < 1 || f.k_main > bl::kMaxK || f.k_overflow < 1 || f.k_overflow > bl::kMaxK)
+          : ((f.k_main != 8 && f.k_main != 12 && f.k_main != 16) || f.k_overflow != f.k_main))
+    bad(in, "probe counts / fingerprint bits out of range");
+  if (f.epoch > kMaxTag) bad(in, "epoch " + std::to_string(f.epoch) + " out of range");
+  return rbytes;
+}
+
+// The saved region (header, ring, space keys) as restore uses it.
+struct SavedRegion {
+  const unsigned char* rb;  // the region's bytes in the file
+  uint64_t rbytes;
+  uint32_t variant, S, T, k_main;
+  uint64_t epoch;
+  uint32_t claimed;  // space-table rows holding a key
+};
+
+SavedRegion read_region(In& in) {
   using wi::WindowHeader;
   const uint64_t size = in.u64();
   if (size < sizeof(WindowHeader)) fail(ErrorCode::kBadInput, in.what + ": a window region shorter than its header");
   const unsigned char* rb = in.take(size);
-  auto bad = [&](const std::string& m) { fail(ErrorCode::kBadInput, in.what + ": " + m); };
-#define SHMF_WF(T, f) field<T>(rb, offsetof(WindowHeader, f))
-  if (SHMF_WF(uint32_t, magic) != wi::kMagic || SHMF_WF(uint32_t, version) != wi::kVersion)
-    bad("not a window of layout version " + std::to_string(wi::kVersion));
-  const auto variant = SHMF_WF(uint32_t, variant);
-  const auto retention = SHMF_WF(uint32_t, retention);
-  const auto S = SHMF_WF(uint32_t, slots);
-  const auto max_spaces = SHMF_WF(uint32_t, max_spaces);
-  const auto T = SHMF_WF(uint32_t, space_table);
-  const auto error_window = SHMF_WF(uint32_t, error_window);
-  const auto bucket_seconds = SHMF_WF(uint64_t, bucket_seconds);
-  const auto utc_offset = SHMF_WF(int64_t, utc_offset);
-  const auto expected = SHMF_WF(uint64_t, expected);
-  const auto error = SHMF_WF(double, error);
-  const auto p1 = SHMF_WF(double, p1);
-  const auto main_error = SHMF_WF(double, main_error);
-  const auto overflow_error = SHMF_WF(double, overflow_error);
-  const auto k_main = SHMF_WF(uint32_t, k_main);
-  const auto k_overflow = SHMF_WF(uint32_t, k_overflow);
-  const auto epoch = SHMF_WF(uint64_t, epoch);
-#undef SHMF_WF
-  if (variant > wi::kVariantCuckoo) bad("unknown window variant " + std::to_string(variant));
-  if (retention < 1 || retention > wi::kMaxRetention || S != retention + 1)
-    bad("retention " + std::to_string(retention) + " / slots " + std::to_string(S) + " out of range");
-  if (max_spaces < 1 || max_spaces > wi::kMaxSpaces || T != wi::space_table_for(max_spaces))
-    bad("max_spaces " + std::to_string(max_spaces) + " / space table " + std::to_string(T) + " do not agree");
-  const uint64_t rbytes = wi::region_bytes(S, T);
-  if (size != rbytes)
-    bad("a region of " + std::to_string(size) + " bytes; these parameters lay out " + std::to_string(rbytes));
-  if (bucket_seconds < 1 || bucket_seconds > (uint64_t{1} << 40) || utc_offset <= -(int64_t{1} << 40) ||
-      utc_offset >= (int64_t{1} << 40) || expected < 1 || !(error > 0 && error < 1) || error_window < 1 ||
-      error_window > retention)
-    bad("parameters out of range (bucket_seconds, utc_offset, expected, error, error_window)");
-  if (!(p1 > 0 && p1 < 1) || !near(p1, wi::one_bucket_error(error, error_window)) || !(main_error > 0) ||
-      !(overflow_error > 0) || !near(main_error + overflow_error, p1))
-    bad("the one-bucket error rates do not follow from the error rate");
-  if (variant == wi::kVariantBloom ? (k_main < 1 || k_main > bl::kMaxK || k_overflow < 1 || k_overflow > bl::kMaxK)
-                                   : ((k_main != 8 && k_main != 12 && k_main != 16) || k_overflow != k_main))
-    bad("probe counts / fingerprint bits out of range");
-  if (epoch > kMaxTag) bad("epoch " + std::to_string(epoch) + " out of range");
-  const uint64_t keys_at = rbytes - wi::round64(uint64_t{T} * 8);
+  const SavedHeader f = saved_header(rb);
+  const uint64_t rbytes = check_saved_header(in, f, size);
+  // The space-key table: the claimed rows are recounted (spaces_claimed is not trusted).
+  const uint64_t keys_at = rbytes - wi::round64(uint64_t{f.T} * 8);
   uint32_t claimed = 0;
-  for (uint32_t i = 0; i < T; ++i) claimed += field<uint64_t>(rb, keys_at + 8ull * i) != 0;
-  if (claimed > T / 2 + 64) bad("the space table holds " + std::to_string(claimed) + " keys, more than half its rows");
+  for (uint32_t i = 0; i < f.T; ++i) claimed += field<uint64_t>(rb, keys_at + 8ull * i) != 0;
+  if (claimed > f.T / 2 + 64)
+    bad(in, "the space table holds " + std::to_string(claimed) + " keys, more than half its rows");
+  return {rb, rbytes, f.variant, f.S, f.T, f.k_main, f.epoch, claimed};
+}
 
-  // The ring: one u64 tag per slot, a table record for every slot that is not retired.
-  const uint64_t moff = wi::main_offset_in_table(T);
-  if (in.u32() != S) bad("the slot count does not match the header");
-  std::vector<TableRec> recs;
-  std::vector<uint64_t> tags(S);
-  for (uint32_t i = 0; i < S; ++i) {
-    const std::string at = "slot " + std::to_string(i) + ": ";
-    const uint64_t tag = tags[i] = in.u64();
-    if (tag == wi::kRetired) continue;
-    if (tag != 0 && (tag > kMaxTag || (tag - 1) % S != i)) bad(at + "tag " + std::to_string(tag) + " does not belong to it");
-    TableRec rec{i, tag, in.u64(), {}, 0, nullptr};
-    const uint32_t pieces = in.u32();
-    if (pieces < 1 || pieces > kMaxPieces) bad(at + std::to_string(pieces) + " pieces");
-    uint64_t end = 0;
-    for (uint32_t k = 0; k < pieces; ++k) {
-      const uint64_t p_at = in.u64(), p_len = in.u64();
-      if ((k == 0 ? p_at != 0 || p_len < kHeadLine : p_at < end) || p_len > rec.bytes || p_at > rec.bytes - p_len)
-        bad(at + "table piece " + std::to_string(k) + " lies outside its table or out of order");
-      rec.pieces.push_back({p_at, p_len, in.take(p_len)});
-      end = p_at + p_len;
-    }
-    const unsigned char* head = rec.pieces[0].bytes;
-    const uint64_t capacity = field<uint64_t>(head, offsetof(wi::TableHead, capacity));
-    const uint64_t geometry = field<uint64_t>(head, offsetof(wi::TableHead, geometry));
-    const uint64_t mb = main_bytes(variant, k_main, geometry);
-    if (mb == 0) bad(at + "table geometry " + std::to_string(geometry) + " out of range");
-    if (rec.bytes != moff + mb) bad(at + "table of " + std::to_string(rec.bytes) + " bytes; its geometry needs " +
-                                    std::to_string(moff + mb));
-    const uint64_t pairs_limit = variant == wi::kVariantBloom ? geometry * bl::kBlockBits : uint64_t{4} << geometry;
-    if (capacity < 1 || capacity > pairs_limit) bad(at + "table capacity " + std::to_string(capacity) + " out of range");
-    if (tag == 0)  // a fresh table is zero past its parameters (and its cuckoo header)
-      for (const Piece& p : rec.pieces)
-        if (!(p.at + p.len <= kHeadLine || (variant == wi::kVariantCuckoo && p.at >= moff &&
-                                             p.at + p.len <= moff + sizeof(ck::Header))))
-          bad(at + "a fresh (unclaimed) table holds data");
-    rec.overflow_bytes = in.u64();
-    if (rec.overflow_bytes != 0) {
-      if (tag == 0) bad(at + "a fresh (unclaimed) table has an overflow");
-      if (variant == wi::kVariantBloom) {
-        const uint64_t og = rec.pieces[0].len >= kHeadLine ? field<uint64_t>(head, offsetof(wi::TableHead, overflow_geometry)) : 0;
-        if (og < 1 || og > bl::kMaxLayerBlocks || rec.overflow_bytes != og * 64) bad(at + "overflow of the wrong size");
-      } else if (rec.overflow_bytes != cuckoo_overflow_bytes(geometry, k_main)) {
-        bad(at + "overflow sub-filter of the wrong size");
-      }
-      rec.overflow = in.take(rec.overflow_bytes);
-    }
-    recs.push_back(rec);
+// One slot's table record: its pieces in order inside the table, its
+// parameter line in range, a fresh table zero past its parameters, an
+// overflow of the size its parameters give.
+TableRec read_table(In& in, const SavedRegion& r, uint32_t i, uint64_t tag, const std::string& at) {
+  const uint64_t moff = wi::main_offset_in_table(r.T);
+  TableRec rec{i, tag, in.u64(), {}, 0, nullptr};
+  const uint32_t pieces = in.u32();
+  if (pieces < 1 || pieces > kMaxPieces) bad(in, at + std::to_string(pieces) + " pieces");
+  uint64_t end = 0;
+  for (uint32_t k = 0; k < pieces; ++k) {
+    const uint64_t p_at = in.u64(), p_len = in.u64();
+    if ((k == 0 ? p_at != 0 || p_len < kHeadLine : p_at < end) || p_len > rec.bytes || p_at > rec.bytes - p_len)
+      bad(in, at + "table piece " + std::to_string(k) + " lies outside its table or out of order");
+    rec.pieces.push_back({p_at, p_len, in.take(p_len)});
+    end = p_at + p_len;
   }
-  if (in.left != 0) bad("bytes after the last table");
+  const unsigned char* head = rec.pieces[0].bytes;
+  const uint64_t capacity = field<uint64_t>(head, offsetof(wi::TableHead, capacity));
+  const uint64_t geometry = field<uint64_t>(head, offsetof(wi::TableHead, geometry));
+  const uint64_t mb = main_bytes(r.variant, r.k_main, geometry);
+  if (mb == 0) bad(in, at + "table geometry " + std::to_string(geometry) + " out of range");
+  if (rec.bytes != moff + mb)
+    bad(in, at + "table of " + std::to_string(rec.bytes) + " bytes; its geometry needs " + std::to_string(moff + mb));
+  const uint64_t pairs_limit = r.variant == wi::kVariantBloom ? geometry * bl::kBlockBits : uint64_t{4} << geometry;
+  if (capacity < 1 || capacity > pairs_limit)
+    bad(in, at + "table capacity " + std::to_string(capacity) + " out of range");
+  if (tag == 0)  // a fresh table is zero past its parameters (and its cuckoo header)
+    for (const Piece& p : rec.pieces)
+      if (!(p.at + p.len <= kHeadLine || (r.variant == wi::kVariantCuckoo && p.at >= moff &&
+                                           p.at + p.len <= moff + sizeof(ck::Header))))
+        bad(in, at + "a fresh (unclaimed) table holds data");
+  rec.overflow_bytes = in.u64();
+  if (rec.overflow_bytes != 0) {
+    if (tag == 0) bad(in, at + "a fresh (unclaimed) table has an overflow");
+    if (r.variant == wi::kVariantBloom) {
+      const uint64_t og =
+          rec.pieces[0].len >= kHeadLine ? field<uint64_t>(head, offsetof(wi::TableHead, overflow_geometry)) : 0;
+      if (og < 1 || og > bl::kMaxLayerBlocks || rec.overflow_bytes != og * 64)
+        bad(in, at + "overflow of the wrong size");
+    } else if (rec.overflow_bytes != cuckoo_overflow_bytes(geometry, r.k_main)) {
+      bad(in, at + "overflow sub-filter of the wrong size");
+    }
+    rec.overflow = in.take(rec.overflow_bytes);
+  }
+  return rec;
+}
 
-  seg.create_region(name, Kind::kWindow, rbytes, [&](std::byte* region, uint64_t got, ControlTxn& txn) {
-    std::memcpy(region, rb, rbytes);
-    auto* h = reinterpret_cast<WindowHeader*>(region);
-    h->region_offset = static_cast<uint64_t>(region - txn.base());
-    h->region_bytes = got;
-    std::memset(h->pad0, 0, sizeof h->pad0);
-    std::memset(h->pad1, 0, sizeof h->pad1);
-    std::memset(h->pad3, 0, sizeof h->pad3);
-    h->reserved3 = 0;
-    h->spaces_claimed.store(claimed, std::memory_order_relaxed);  // relaxed: unpublished (recounted from the keys)
-    h->epoch.store(epoch, std::memory_order_relaxed);            // relaxed: unpublished
-    const uint64_t* keys = wi::space_keys(h);
-    wi::BucketSlot* ring = wi::slot_table(h);
-    for (uint32_t i = 0; i < S; ++i) {
-      ring[i].tag.store(tags[i], std::memory_order_relaxed);  // relaxed: unpublished
-      ring[i].table = 0;
-    }
-    for (const TableRec& rec : recs) {
-      const std::string at = "slot " + std::to_string(rec.slot) + ": ";
-      const uint64_t off = txn.allocate(rec.bytes);  // zeroed; unpublished until the directory store
-      std::byte* t = txn.base() + off;
-      for (const Piece& p : rec.pieces) std::memcpy(t + p.at, p.bytes, p.len);
-      auto* th = reinterpret_cast<wi::TableHead*>(t);
-      uint64_t ovf = 0;
-      if (rec.overflow_bytes != 0) {
-        ovf = txn.allocate(rec.overflow_bytes);
-        std::memcpy(txn.base() + ovf, rec.overflow, rec.overflow_bytes);
-      }
-      // What belongs to the source's processes or is derived: reset or recomputed.
-      th->check_shift = wi::check_shift_for(th->capacity);
-      th->reserved0 = 0;
-      th->main_full.store(th->main_full.load(std::memory_order_relaxed) != 0, std::memory_order_relaxed);  // relaxed: unpublished
-      // kTableAllChecked is dropped: a save copies the head and the body at different moments, so
-      // an insert racing the save may be in the body without its flag clear in the head; a
-      // restored table is "unchecked" (forget erases there, counting forget_ambiguous).
-      th->flags.store(th->flags.load(std::memory_order_relaxed) & wi::kTableOverflowFailed, std::memory_order_relaxed);
-      th->overflow.store(ovf, std::memory_order_relaxed);  // relaxed: unpublished
-      th->pending_overflow = 0;
-      if (variant == wi::kVariantCuckoo || ovf == 0) th->overflow_geometry = 0;
-      th->prep_cursor.store(0, std::memory_order_relaxed);  // relaxed: unpublished; copied in full, so ready
-      for (auto& st : th->stripes) std::memset(st.pad, 0, sizeof st.pad);
-      // kBloom: a kNew answer set at least one bit, so a bucket counts at most as many pairs as its
-      // tables have bits (a larger count is damage, and would make stats()' FP model loop for long).
-      uint64_t distinct = 0;
-      for (const auto& st : th->stripes) {
-        const uint64_t d = st.distinct.load(std::memory_order_relaxed);  // relaxed: unpublished
-        distinct = d > ~uint64_t{0} - distinct ? ~uint64_t{0} : distinct + d;
-      }
-      if (variant == wi::kVariantBloom &&
-          distinct > (th->geometry + (ovf != 0 ? th->overflow_geometry : 0)) * bl::kBlockBits)
-        fail(ErrorCode::kBadInput, in.what + ": " + at + "the bucket counts " + std::to_string(distinct) +
-                                       " pairs, more than its tables have bits");
-      uint64_t* counters = reinterpret_cast<uint64_t*>(t + sizeof(wi::TableHead));
-      for (uint32_t row = 0; row < T; ++row)
-        if (keys[row] == 0) counters[row] = 0;  // an unclaimed row counts nothing (see the top)
-      if (variant == wi::kVariantCuckoo) {
-        auto* ch = reinterpret_cast<ck::Header*>(t + moff);
-        const uint32_t subs = ch->sub_count;
-        const uint32_t g = static_cast<uint32_t>(th->geometry);
-        if (ch->magic != ck::kMagic || ch->layout_version != ck::kLayoutVersion || ch->fp_bits != k_main ||
-            ch->lane_bits != lane_bits(k_main) || ch->max_path < 1 || ch->max_path > ck::kMaxPathLimit ||
-            ch->max_subs < 1 || ch->max_subs > 2 || subs < 1 || subs > ch->max_subs ||
-            ch->subs[0].log2_buckets != g || ch->subs[0].log2_stripes != ck::stripes_for(g) ||
-            (subs == 2 && (ch->subs[1].log2_buckets != g || ch->subs[1].log2_stripes != ck::stripes_for(g))))
-          fail(ErrorCode::kBadInput, in.what + ": " + at + "the table's cuckoo header is corrupt");
-        if (ch->size > (uint64_t{ck::kSlots} << g) * subs)
-          fail(ErrorCode::kBadInput, in.what + ": " + at + "the table's cuckoo filter counts more items than it has slots");
-        if ((subs == 2) != (ovf != 0))
-          fail(ErrorCode::kBadInput, in.what + ": " + at + "the cuckoo sub-filter count does not match its overflow");
-        ch->reserved0 = 0;
-        ch->reserved2 = 0;
-        ch->region_bytes = rec.bytes - moff;
-        ch->subs[0].offset = off + moff + sizeof(ck::Header);
-        if (subs == 2) ch->subs[1].offset = ovf;
-        for (uint32_t j = subs; j < ck::kMaxSubs; ++j) ch->subs[j] = ck::SubDesc{};
-        // Seqlock versions: even in a copy taken under the lock; made even here whatever the file says.
-        for (uint32_t j = 0; j < subs; ++j) {
-          auto* v = reinterpret_cast<uint64_t*>(txn.base() + ch->subs[j].offset);
-          for (uint64_t x = 0; x < (uint64_t{1} << ch->subs[j].log2_stripes); ++x) v[x] &= ~uint64_t{1};
-        }
-        ch->pending_extent = 0;
-        ch->lock_owner = 0;  // copied under the saver's lock: no step was in flight
-        ch->intent = ck::Intent{};
-      }
-      ring[rec.slot].table = off;
-    }
+struct SavedRing {
+  std::vector<uint64_t> tags;  // one per slot
+  std::vector<TableRec> recs;  // one per slot that is not retired
+};
+
+// The ring: one u64 tag per slot, a table record for every slot that is not retired.
+SavedRing read_ring(In& in, const SavedRegion& r) {
+  if (in.u32() != r.S) bad(in, "the slot count does not match the header");
+  SavedRing ring{std::vector<uint64_t>(r.S), {}};
+  for (uint32_t i = 0; i < r.S; ++i) {
+    const std::string at = "slot " + std::to_string(i) + ": ";
+    const uint64_t tag = ring.tags[i] = in.u64();
+    if (tag == wi::kRetired) continue;
+    if (tag != 0 && (tag > kMaxTag || (tag - 1) % r.S != i))
+      bad(in, at + "tag " + std::to_string(tag) + " does not belong to it");
+    ring.recs.push_back(read_table(in, r, i, tag, at));
+  }
+  return ring;
+}
+
+// ---- Restore, inside create_region's init (unpublished until complete). ----
+
+// The header's copy, with what belongs to the source's processes reset and
+// spaces_claimed recounted; the ring's tags, its tables not yet placed.
+wi::WindowHeader* init_header(std::byte* region, uint64_t got, ControlTxn& txn, const SavedRegion& r,
+                              const std::vector<uint64_t>& tags) {
+  std::memcpy(region, r.rb, r.rbytes);
+  auto* h = reinterpret_cast<wi::WindowHeader*>(region);
+  h->region_offset = static_cast<uint64_t>(region - txn.base());
+  h->region_bytes = got;
+  std::memset(h->pad0, 0, sizeof h->pad0);
+  std::memset(h->pad1, 0, sizeof h->pad1);
+  std::memset(h->pad3, 0, sizeof h->pad3);
+  h->reserved3 = 0;
+  h->spaces_claimed.store(r.claimed, std::memory_order_relaxed);  // relaxed: unpublished (recounted from the keys)
+  h->epoch.store(r.epoch, std::memory_order_relaxed);             // relaxed: unpublished
+  wi::BucketSlot* ring = wi::slot_table(h);
+  for (uint32_t i = 0; i < r.S; ++i) {
+    ring[i].tag.store(tags[i], std::memory_order_relaxed);  // relaxed: unpublished
+    ring[i].table = 0;
+  }
+  return h;
+}
+
+// What belongs to the source's processes or is derived: reset or recomputed.
+void reset_table_head(wi::TableHead* th, uint64_t ovf, uint32_t variant) {
+  th->check_shift = wi::check_shift_for(th->capacity);
+  th->reserved0 = 0;
+  th->main_full.store(th->main_full.load(std::memory_order_relaxed) != 0,
+                      std::memory_order_relaxed);  // relaxed: unpublished
+  // kTableAllChecked is dropped: a save copies the head and the body at different moments, so
+  // an insert racing the save may be in the body without its flag clear in the head; a
+  // restored table is "unchecked" (forget erases there, counting forget_ambiguous).
+  th->flags.store(th->flags.load(std::memory_order_relaxed) & wi::kTableOverflowFailed, std::memory_order_relaxed);
+  th->overflow.store(ovf, std::memory_order_relaxed);  // relaxed: unpublished
+  th->pending_overflow = 0;
+  if (variant == wi::kVariantCuckoo || ovf == 0) th->overflow_geometry = 0;
+  th->prep_cursor.store(0, std::memory_order_relaxed);  // relaxed: unpublished; copied in full, so ready
+  for (auto& st : th->stripes) std::memset(st.pad, 0, sizeof st.pad);
+}
+
+// kBloom: a kNew answer set at least one bit, so a bucket counts at most as many pairs as its
+// tables have bits (a larger count is damage, and would make stats()' FP model loop for long).
+void check_bucket_count(const In& in, const std::string& at, const wi::TableHead* th, uint64_t ovf, uint32_t variant) {
+  uint64_t distinct = 0;
+  for (const auto& st : th->stripes) {
+    const uint64_t d = st.distinct.load(std::memory_order_relaxed);  // relaxed: unpublished
+    distinct = d > ~uint64_t{0} - distinct ? ~uint64_t{0} : distinct + d;
+  }
+  if (variant == wi::kVariantBloom &&
+      distinct > (th->geometry + (ovf != 0 ? th->overflow_geometry : 0)) * bl::kBlockBits)
+    fail(ErrorCode::kBadInput, in.what + ": " + at + "the bucket counts " + std::to_string(distinct) +
+                                   " pairs, more than its tables have bits");
+}
+
+// kCuckoo: the table's own cuckoo header checked, its offsets recomputed for
+// the table at `off` (overflow sub-filter at `ovf`), its lock word, intent and
+// pending extent reset.
+void restore_cuckoo_header(ControlTxn& txn, const In& in, const std::string& at, const SavedRegion& r,
+                           const TableRec& rec, uint64_t off, uint64_t ovf) {
+  const uint64_t moff = wi::main_offset_in_table(r.T);
+  std::byte* t = txn.base() + off;
+  const auto* th = reinterpret_cast<const wi::TableHead*>(t);
+  auto* ch = reinterpret_cast<ck::Header*>(t + moff);
+  const uint32_t subs = ch->sub_count;
+  const uint32_t g = static_cast<uint32_t>(th->geometry);
+  if (ch->magic != ck::kMagic || ch->layout_version != ck::kLayoutVersion || ch->fp_bits != r.k_main ||
+      ch->lane_bits != lane_bits(r.k_main) || ch->max_path < 1 || ch->max_path > ck::kMaxPathLimit ||
+      ch->max_subs < 1 || ch->max_subs > 2 || subs < 1 || subs > ch->max_subs ||
+      ch->subs[0].log2_buckets != g || ch->subs[0].log2_stripes != ck::stripes_for(g) ||
+      (subs == 2 && (ch->subs[1].log2_buckets != g || ch->subs[1].log2_stripes != ck::stripes_for(g))))
+    fail(ErrorCode::kBadInput, in.what + ": " + at + "the table's cuckoo header is corrupt");
+  if (ch->size > (uint64_t{ck::kSlots} << g) * subs)
+    fail(ErrorCode::kBadInput, in.what + ": " + at + "the table's cuckoo filter counts more items than it has slots");
+  if ((subs == 2) != (ovf != 0))
+    fail(ErrorCode::kBadInput, in.what + ": " + at + "the cuckoo sub-filter count does not match its overflow");
+  ch->reserved0 = 0;
+  ch->reserved2 = 0;
+  ch->region_bytes = rec.bytes - moff;
+  ch->subs[0].offset = off + moff + sizeof(ck::Header);
+  if (subs == 2) ch->subs[1].offset = ovf;
+  for (uint32_t j = subs; j < ck::kMaxSubs; ++j) ch->subs[j] = ck::SubDesc{};
+  // Seqlock versions: even in a copy taken under the lock; made even here whatever the file says.
+  for (uint32_t j = 0; j < subs; ++j) {
+    auto* v = reinterpret_cast<uint64_t*>(txn.base() + ch->subs[j].offset);
+    for (uint64_t x = 0; x < (uint64_t{1} << ch->subs[j].log2_stripes); ++x) v[x] &= ~uint64_t{1};
+  }
+  ch->pending_extent = 0;
+  ch->lock_owner = 0;  // copied under the saver's lock: no step was in flight
+  ch->intent = ck::Intent{};
+}
+
+// One table: fresh extents (table, overflow), its saved pieces copied in,
+// what is not the source's data reset, then placed in its slot.
+void restore_table(ControlTxn& txn, const In& in, const SavedRegion& r, wi::WindowHeader* h, const TableRec& rec) {
+  const std::string at = "slot " + std::to_string(rec.slot) + ": ";
+  const uint64_t off = txn.allocate(rec.bytes);  // zeroed; unpublished until the directory store
+  std::byte* t = txn.base() + off;
+  for (const Piece& p : rec.pieces) std::memcpy(t + p.at, p.bytes, p.len);
+  auto* th = reinterpret_cast<wi::TableHead*>(t);
+  uint64_t ovf = 0;
+  if (rec.overflow_bytes != 0) {
+    ovf = txn.allocate(rec.overflow_bytes);
+    std::memcpy(txn.base() + ovf, rec.overflow, rec.overflow_bytes);
+  }
+  reset_table_head(th, ovf, r.variant);
+  check_bucket_count(in, at, th, ovf, r.variant);
+  const uint64_t* keys = wi::space_keys(h);
+  uint64_t* counters = reinterpret_cast<uint64_t*>(t + sizeof(wi::TableHead));
+  for (uint32_t row = 0; row < r.T; ++row)
+    if (keys[row] == 0) counters[row] = 0;  // an unclaimed row counts nothing (see the top)
+  if (r.variant == wi::kVariantCuckoo) restore_cuckoo_header(txn, in, at, r, rec, off, ovf);
+  wi::slot_table(h)[rec.slot].table = off;
+}
+
+}  // namespace
+
+void restore_window(Segment& seg, const std::string& name, In in) {
+  const SavedRegion r = read_region(in);
+  const SavedRing ring = read_ring(in, r);
+  if (in.left != 0) bad(in, "bytes after the last table");
+  seg.create_region(name, Kind::kWindow, r.rbytes, [&](std::byte* region, uint64_t got, ControlTxn& txn) {
+    wi::WindowHeader* h = init_header(region, got, txn, r, ring.tags);
+    for (const TableRec& rec : ring.recs) restore_table(txn, in, r, h, rec);
   });
 }
 
