@@ -272,6 +272,7 @@ static int ngx_http_shmfilter_open_declared(shmf_segment *seg,
 static ngx_int_t ngx_http_shmfilter_window_matches(ngx_cycle_t *cycle,
     ngx_http_shmfilter_main_conf_t *smcf, ngx_http_shmfilter_struct_t *st,
     void *h);
+static const char *ngx_http_shmfilter_variant_name(ngx_uint_t variant);
 static ngx_int_t ngx_http_shmfilter_check_vars(ngx_cycle_t *cycle,
     ngx_http_shmfilter_main_conf_t *smcf);
 static ngx_int_t ngx_http_shmfilter_window_var(ngx_cycle_t *cycle,
@@ -1274,16 +1275,20 @@ static ngx_int_t
 ngx_http_shmfilter_window_shape(ngx_conf_t *cf,
     ngx_http_shmfilter_struct_t *st, ngx_str_t *arg)
 {
+    int        kind;
     int64_t    offset;
     ngx_int_t  x;
     ngx_str_t  v;
 
     if (ngx_http_shmfilter_param(arg, "variant=", &v)) {
 
-        if (v.len == 5 && ngx_strncmp(v.data, "bloom", 5) == 0) {
+        /* a window's variant is named after the kind of its buckets */
+        kind = shmf_kind_from_name((const char *) v.data, v.len);
+
+        if (kind == SHMF_KIND_BLOOM) {
             st->wopt.variant = SHMF_WINDOW_BLOOM;
 
-        } else if (v.len == 6 && ngx_strncmp(v.data, "cuckoo", 6) == 0) {
+        } else if (kind == SHMF_KIND_CUCKOO) {
             st->wopt.variant = SHMF_WINDOW_CUCKOO;
 
         } else {
@@ -2181,9 +2186,9 @@ ngx_http_shmfilter_window_matches(ngx_cycle_t *cycle,
 
     if (st->declared && st->wopt_set[0] && st->wopt.variant != ws.variant) {
         ngx_snprintf(declared, sizeof(declared), "variant=%s%Z",
-                     st->wopt.variant ? "cuckoo" : "bloom");
+                     ngx_http_shmfilter_variant_name(st->wopt.variant));
         ngx_snprintf(held, sizeof(held), "variant=%s%Z",
-                     ws.variant ? "cuckoo" : "bloom");
+                     ngx_http_shmfilter_variant_name(ws.variant));
 
     } else if (st->declared && st->wopt_set[1]
                && st->wopt.retention != ws.retention)
@@ -2208,6 +2213,15 @@ ngx_http_shmfilter_window_matches(ngx_cycle_t *cycle,
     st->wopt.retention = ws.retention;
 
     return NGX_OK;
+}
+
+
+/* a window's variant is named after the kind of its buckets */
+static const char *
+ngx_http_shmfilter_variant_name(ngx_uint_t variant)
+{
+    return shmf_kind_name((variant != SHMF_WINDOW_BLOOM) ? SHMF_KIND_CUCKOO
+                                                         : SHMF_KIND_BLOOM);
 }
 
 
