@@ -556,8 +556,8 @@ static u_char *
 ngx_http_shmfilter_kind_list(u_char *buf, size_t size, ngx_uint_t op,
     char *last_sep)
 {
-    u_char      *p, *last;
-    ngx_uint_t   i, n, total, kind;
+    u_char     *p, *last;
+    ngx_uint_t  i, n, total, kind;
 
     total = 0;
 
@@ -807,10 +807,10 @@ static int
 ngx_http_shmfilter_create_kind(shmf_segment *seg,
     ngx_http_shmfilter_struct_t *st, void **out)
 {
-    const char           *name;
-    shmf_set_options      so;
-    shmf_bloom_options    bo;
-    shmf_cuckoo_options   co;
+    const char          *name;
+    shmf_set_options     so;
+    shmf_bloom_options   bo;
+    shmf_cuckoo_options  co;
 
     name = (const char *) st->name.data;
     *out = NULL;
@@ -971,8 +971,8 @@ ngx_http_shmfilter_segment(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_shmfilter_main_conf_t *smcf = conf;
 
-    ngx_str_t   *value, name;
-    ngx_uint_t   i;
+    ngx_str_t  *value, name;
+    ngx_uint_t  i;
 
     if (smcf->segment.len) {
         return "is duplicate (one segment per http block)";
@@ -1474,10 +1474,10 @@ ngx_http_shmfilter_variable(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
 {
     ngx_http_shmfilter_main_conf_t *smcf = conf;
 
-    char                       *rv;
-    ngx_str_t                  *value, name;
-    ngx_http_variable_t        *var;
-    ngx_http_shmfilter_var_t   *sv, **slot;
+    char                      *rv;
+    ngx_str_t                 *value, name;
+    ngx_http_variable_t       *var;
+    ngx_http_shmfilter_var_t  *sv, **slot;
 
     value = cf->args->elts;
 
@@ -1576,10 +1576,10 @@ ngx_http_shmfilter_variable_name(ngx_conf_t *cf,
 static char *
 ngx_http_shmfilter_variable_args(ngx_conf_t *cf, ngx_http_shmfilter_var_t *sv)
 {
-    char                      *rv;
-    ngx_str_t                 *value, v;
-    ngx_uint_t                 i, nparts;
-    ngx_http_complex_value_t   parts[NGX_HTTP_SHMFILTER_MAX_PARTS];
+    char                     *rv;
+    ngx_str_t                *value, v;
+    ngx_uint_t                i, nparts;
+    ngx_http_complex_value_t  parts[NGX_HTTP_SHMFILTER_MAX_PARTS];
 
     value = cf->args->elts;
     nparts = 0;
@@ -2913,10 +2913,10 @@ static ngx_int_t
 ngx_http_shmfilter_key(ngx_http_request_t *r, ngx_http_shmfilter_var_t *sv,
     ngx_str_t *key)
 {
-    u_char      *p;
-    size_t       len;
-    ngx_str_t    part[NGX_HTTP_SHMFILTER_MAX_PARTS];
-    ngx_uint_t   i, n;
+    u_char     *p;
+    size_t      len;
+    ngx_str_t   part[NGX_HTTP_SHMFILTER_MAX_PARTS];
+    ngx_uint_t  i, n;
 
     n = ngx_min(sv->nparts, NGX_HTTP_SHMFILTER_MAX_PARTS);
     len = 0;
@@ -3484,10 +3484,10 @@ static ngx_int_t
 ngx_http_shmfilter_library_text(ngx_http_request_t *r,
     ngx_http_shmfilter_main_conf_t *smcf, ngx_str_t *text)
 {
-    int          rc;
-    char        *buf;
-    size_t       cap, need;
-    ngx_uint_t   tries;
+    int         rc;
+    char       *buf;
+    size_t      cap, need;
+    ngx_uint_t  tries;
 
     ngx_str_null(text);
 
@@ -3639,9 +3639,9 @@ static ngx_int_t
 ngx_http_shmfilter_send_text(ngx_http_request_t *r,
     ngx_http_shmfilter_text_t *t)
 {
-    ngx_int_t     rc;
-    ngx_buf_t    *b;
-    ngx_chain_t   out;
+    ngx_int_t    rc;
+    ngx_buf_t   *b;
+    ngx_chain_t  out;
 
     r->headers_out.status = NGX_HTTP_OK;
     r->headers_out.content_length_n = t->pos - t->start;
