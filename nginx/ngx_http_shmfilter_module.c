@@ -2233,9 +2233,10 @@ ngx_http_shmfilter_check_vars(ngx_cycle_t *cycle,
     u_char                        needs[128];
     ngx_uint_t                    i, kind;
     ngx_http_shmfilter_var_t     *v, **vars;
-    ngx_http_shmfilter_struct_t  *st;
+    ngx_http_shmfilter_struct_t  *st, *structs;
 
     vars = smcf->vars.elts;
+    structs = smcf->structs.elts;
 
     for (i = 0; i < smcf->vars.nelts; i++) {
         v = vars[i];
@@ -2246,8 +2247,7 @@ ngx_http_shmfilter_check_vars(ngx_cycle_t *cycle,
             kind = SHMF_KIND_HLL;
 
         } else {
-            st = &((ngx_http_shmfilter_struct_t *) smcf->structs.elts)
-                                                                   [v->index];
+            st = &structs[v->index];
             kind = st->kind;
         }
 
