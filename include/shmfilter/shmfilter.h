@@ -374,6 +374,10 @@ typedef struct shmf_structure_info {
 /* Pure, any thread: "bloom", "cuckoo", "roaring", "hll", "set", "blob", "window";
  * "unknown" for any other value. Never NULL. */
 const char *shmf_kind_name(uint32_t kind);
+/* Pure, any thread: the SHMF_KIND_* of the LEN bytes at NAME, spelled as
+ * shmf_kind_name spells it ("set" for the exact set); 0 for any other name
+ * (NAME may be NULL when LEN is 0). The inverse of shmf_kind_name. */
+int shmf_kind_from_name(const char *name, size_t len);
 /* Lock-free (directory and stats snapshots, as the metrics): the live structures in
  * name order (bytewise). *COUNT gets how many there are. When OUT holds CAP >= *COUNT
  * entries they are written there and *COUNT returned; otherwise nothing is written

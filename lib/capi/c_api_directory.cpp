@@ -1,6 +1,7 @@
 // lib/capi/c_api_directory.cpp: the C API's directory listing
-// (shmf_segment_list, shmf_segment_find, shmf_kind_name) and the HyperLogLog's
-// Redis interchange (shmf_hll_export_redis / import_redis / count_redis).
+// (shmf_segment_list, shmf_segment_find, shmf_kind_name, shmf_kind_from_name)
+// and the HyperLogLog's Redis interchange (shmf_hll_export_redis /
+// import_redis / count_redis).
 // The listing's numbers are lib/ops's structure_metrics (the same numbers the
 // Prometheus text and `shmtool list` show).
 #include <cstring>
@@ -60,6 +61,14 @@ int shmf_structure_drop(shmf_segment* seg, const char* name) {
     need(name, "shmf_structure_drop", "name");
     return drop_structure(seg->seg, name) ? 1 : 0;
   });
+}
+
+int shmf_kind_from_name(const char* name, size_t len) {
+  if (name == nullptr) return 0;
+  const std::string_view wanted(name, len);
+  for (uint32_t k = 1; k <= static_cast<uint32_t>(kLastKind); ++k)
+    if (kind_name(static_cast<Kind>(k)) == wanted) return static_cast<int>(k);
+  return 0;
 }
 
 int shmf_segment_list(shmf_segment* seg, shmf_structure_info* out, size_t cap, size_t* count) {

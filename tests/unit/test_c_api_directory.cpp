@@ -1,7 +1,7 @@
 // tests/unit/test_c_api_directory.cpp: the C API's directory listing
-// (shmf_segment_list / shmf_segment_find / shmf_kind_name) and the HLL's Redis
-// interchange (shmf_hll_export_redis / import_redis / count_redis), against the
-// C++ API they wrap. The C-only side (strict C99) is in c_api_smoke.c.
+// (shmf_segment_list / shmf_segment_find / shmf_kind_name /
+// shmf_kind_from_name) and the HLL's Redis interchange (shmf_hll_export_redis /
+// import_redis / count_redis), against the C++ API they wrap. The C-only side (strict C99) is in c_api_smoke.c.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -55,6 +55,23 @@ TEST(CApiDirectory, KindNamesAreTheCxxNames) {
     EXPECT_EQ(shmf_kind_name(k), shmfilter::kind_name(static_cast<shmfilter::Kind>(k))) << k;
   EXPECT_STREQ(shmf_kind_name(0), "unknown");
   EXPECT_STREQ(shmf_kind_name(SHMF_KIND_WINDOW + 1), "unknown");
+}
+
+TEST(CApiDirectory, KindFromNameIsTheInverseOfKindName) {
+  for (uint32_t k = 1; k <= SHMF_KIND_WINDOW; ++k) {
+    const char* name = shmf_kind_name(k);
+    EXPECT_EQ(shmf_kind_from_name(name, std::strlen(name)), static_cast<int>(k)) << name;
+  }
+  EXPECT_EQ(shmf_kind_from_name("set", 3), SHMF_KIND_SET) << "the exact set is spelled \"set\"";
+  EXPECT_EQ(shmf_kind_from_name("window=7", 6), SHMF_KIND_WINDOW) << "LEN bytes, no NUL needed";
+  EXPECT_EQ(shmf_kind_from_name("exact_set", 9), 0);
+  EXPECT_EQ(shmf_kind_from_name("Bloom", 5), 0) << "names are case-sensitive";
+  EXPECT_EQ(shmf_kind_from_name("bloo", 4), 0) << "no prefix matches";
+  EXPECT_EQ(shmf_kind_from_name("bloomx", 6), 0);
+  EXPECT_EQ(shmf_kind_from_name("unknown", 7), 0) << "shmf_kind_name's answer for a bad number is no kind";
+  EXPECT_EQ(shmf_kind_from_name("none", 4), 0);
+  EXPECT_EQ(shmf_kind_from_name("", 0), 0);
+  EXPECT_EQ(shmf_kind_from_name(nullptr, 0), 0);
 }
 
 TEST(CApiDirectory, ListAsksItsSizeThenFillsEveryStructure) {
