@@ -43,10 +43,13 @@ enum class InsertResult : uint8_t {
   kInserted = 0,  // the key was absent and is now present (exactly one caller per key sees this)
   kExists = 1,    // the key was already present
   kFull = 2,      // the key is absent and there is no room: capacity reached (see header comment)
-  kDropped = 3,   // the set was dropped by some process (valid() is false), or this handle was inherited
-                  // across fork(): writers refuse; open the segment and the set in the child
+  kDropped = 3,   // the set was dropped by some process (valid() is false)
+  kForked = 4,    // this handle was inherited across fork(): writers refuse; open the segment and the set in
+                  // the child
+  kReadOnly = 5,  // the segment was opened read-only (OpenOptions::read_only): nothing stored
 };
-std::string_view insert_result_name(InsertResult r) noexcept;  // "inserted", "exists", "full", "dropped"
+// "inserted", "exists", "full", "dropped", "forked", "read-only"
+std::string_view insert_result_name(InsertResult r) noexcept;
 
 struct ExactSetStats {
   uint64_t capacity = 0;
