@@ -79,6 +79,10 @@ class ExactSet : public internal::RegionHandle {
   // Any process; lock-free when the key is present, else a per-stripe lock.
   InsertResult insert(uint64_t key) noexcept;
   InsertResult insert(std::string_view key) noexcept;  // insert(key_of(key))
+  // The name of this operation in C (shmf_set_insert_unique), Python and Cuckoo (docs/NAMING.md):
+  // an exact set's insert is always unique, so both names are the one operation.
+  InsertResult insert_unique(uint64_t key) noexcept { return insert(key); }
+  InsertResult insert_unique(std::string_view key) noexcept { return insert(key); }
   // Inserts each key; out[i] = InsertResult of keys[i]. Returns how many were inserted.
   uint64_t insert_many(std::span<const uint64_t> keys, std::span<InsertResult> out) noexcept;
   uint64_t insert_many(std::span<const std::string_view> keys, std::span<InsertResult> out) noexcept;

@@ -48,7 +48,7 @@ void exercise(const RegionInfo& r) {
       Cuckoo c = Cuckoo::open(*g_seg, r.name);
       (void)c.stats();
       (void)c.contains(uint64_t{1});
-      (void)c.insert(uint64_t{2});
+      (void)c.add(uint64_t{2});
       (void)c.erase(uint64_t{2});
       break;
     }

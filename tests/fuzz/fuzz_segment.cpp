@@ -106,7 +106,7 @@ void build_seed(const std::string& path) {
     c.max_subfilters = 3;
     c.seed = 13;
     Cuckoo f = Cuckoo::create(seg, "cuckoo", c);
-    for (int i = 0; i < 260; ++i) f.insert(static_cast<uint64_t>(i) * 31u);  // one expansion
+    for (int i = 0; i < 260; ++i) f.add(static_cast<uint64_t>(i) * 31u);  // one expansion
     f.erase(uint64_t{31});
   }
   {
@@ -266,9 +266,9 @@ void exercise(Segment& seg) {
           (void)c.stats();
           (void)c.contains(uint64_t{62});
           (void)c.count(uint64_t{93});
-          (void)c.insert(uint64_t{123456789});
+          (void)c.add(uint64_t{123456789});
           (void)c.erase(uint64_t{62});
-          for (uint64_t k = 0; k < 64; ++k) (void)c.insert(k * 7777u + 3);  // may expand
+          for (uint64_t k = 0; k < 64; ++k) (void)c.add(k * 7777u + 3);  // may expand
           (void)c.size();
         });
         break;

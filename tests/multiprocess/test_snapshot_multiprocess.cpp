@@ -87,7 +87,7 @@ TEST(SnapshotMultiProcess, SaveUnderConcurrentWritersKeepsEveryAcknowledgedOpera
         if (s.insert(k) == InsertResult::kFull) return 3;
         h.add(k);
         if (r.add(static_cast<uint32_t>(k)) != RoaringStatus::kOk) return 4;
-        if (c.insert(k) != CuckooStatus::kInserted) return 5;
+        if (c.add(k) != CuckooStatus::kInserted) return 5;
         if (erased_by(j)) {
           s.erase(key(w, j - 3));
           r.remove(static_cast<uint32_t>(key(w, j - 3)));

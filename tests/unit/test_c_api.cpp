@@ -352,7 +352,7 @@ TEST(CApi, ForkedChildSeesParentInserts) {
   pid_t pid = shmf_test::fork_child([name, inherited] {
     // The parent's attachment is not the child's: control-plane use is refused.
     shmf_hll* stale = nullptr;
-    if (shmf_hll_create(inherited, "from-child", &stale) != -SHMF_EBUSY) return 9;
+    if (shmf_hll_create(inherited, "from-child", &stale) != -SHMF_EFORKED) return 9;
     shmf_segment* seg = nullptr;
     if (shmf_segment_open(name.c_str(), nullptr, &seg) != 0) return 10;
     shmf_bloom* cb = nullptr;
