@@ -511,3 +511,31 @@ TEST(Cuckoo, PackedLayoutThreeGoldenBytes) {
   EXPECT_EQ(0, std::memcmp(buckets + 6 * 114661, "\0\0\0\0\0\0", 6));
   EXPECT_TRUE(f.seg.check(false).consistent());
 }
+
+// The status vocabulary (issue 21): a filter that must grow in a segment that cannot answers
+// kNoSpace (not kFull: its options allowed the growth); the deprecated insert() is add().
+TEST(CuckooVocabulary, NoRoomForTheNextSubFilterIsNoSpace) {
+  shmf_test::SegmentGuard guard{shmf_test::unique_name("cknospace")};
+  shmfilter::CreateOptions so;
+  so.size = 8ull << 20;
+  so.max_size = 8ull << 20;
+  Segment seg = Segment::create(guard.name, so);
+  CuckooOptions o = opts(100000, 16);
+  o.expansion = 4;
+  o.max_subfilters = 16;
+  Cuckoo c = Cuckoo::create(seg, "c", o);
+  CuckooStatus st = CuckooStatus::kInserted;
+  uint64_t k = 0;
+  while (st == CuckooStatus::kInserted && k < 50'000'000) st = c.add(shmf_bench::mix64(k++));
+  EXPECT_EQ(st, CuckooStatus::kNoSpace) << "after " << k << " adds";
+  EXPECT_EQ(shmfilter::cuckoo_status_name(st), "no-space");
+  EXPECT_TRUE(c.valid());
+  EXPECT_TRUE(c.contains(shmf_bench::mix64(0)));
+  EXPECT_TRUE(seg.check(false).consistent());
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  Cuckoo d = Cuckoo::create(seg, "d", opts(100, 16));
+  EXPECT_EQ(d.insert(uint64_t{5}), CuckooStatus::kInserted);  // the alias still works
+#pragma GCC diagnostic pop
+  EXPECT_EQ(d.count(uint64_t{5}), 1u);
+}
