@@ -520,9 +520,8 @@ TEST(CuckooVocabulary, NoRoomForTheNextSubFilterIsNoSpace) {
   so.size = 8ull << 20;
   so.max_size = 8ull << 20;
   Segment seg = Segment::create(guard.name, so);
-  CuckooOptions o = opts(100000, 16);
-  o.expansion = 4;
-  o.max_subfilters = 16;
+  CuckooOptions o = opts(200000, 16);  // sub-filter 0: about 0.5 MiB; the next (x32): 16 MiB, no room
+  o.expansion = 32;
   Cuckoo c = Cuckoo::create(seg, "c", o);
   CuckooStatus st = CuckooStatus::kInserted;
   uint64_t k = 0;
