@@ -215,7 +215,7 @@ class Window : public internal::RegionHandle {
   // Control plane, takes the segment lock: rotates by the clock if due, frees the
   // tables of expired buckets, and prepares the next bucket's table sized from the
   // measured distinct counts (see the top). Call it from a housekeeping thread (any period
-  // well under bucket_seconds). Throws Error (kNoSpace, kDropped).
+  // well under bucket_seconds). Throws Error (kNoSpace, kDropped, kForked).
   void maintain();
   // Control plane, a bounded part of maintain(): retires expired buckets, starts the
   // current and next bucket's spare tables, then zeroes and pre-faults at most max_bytes
@@ -224,7 +224,7 @@ class Window : public internal::RegionHandle {
   // often with a small budget so the next bucket's spare is ready well before the
   // boundary and no call does unbounded work; maintain() = steps until ready. A step
   // killed anywhere leaves a spare that the next step or the first writer to need it
-  // finishes. Throws Error (kNoSpace, kDropped).
+  // finishes. Throws Error (kNoSpace, kDropped, kForked).
   bool maintain_step(uint64_t max_bytes);
   // Lock-free snapshot. Throws kDropped.
   WindowStats stats() const;

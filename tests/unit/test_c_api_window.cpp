@@ -2,7 +2,9 @@
 // create/open/close/drop, bad options (-SHMF_EINVAL, segment unchanged), the
 // injected clock, mark / seen / mark_if_unseen over buckets, forget on the
 // deletable variant and -SHMF_EINVAL on the insert-only one, batches, per-space
-// counts, maintain, stats, and a dropped handle answering -SHMF_EDROPPED.
+// counts, maintain, stats, and a dropped handle answering -SHMF_EDROPPED; the status
+// vocabulary: no room for a bucket table is -SHMF_ENOSPACE, and handles inherited across
+// fork() (window, cuckoo, exact set, roaring) answer -SHMF_EFORKED.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -190,6 +192,8 @@ TEST(CApiWindow, InheritedHandlesAnswerEFORKED) {
   xo.capacity = 1000;
   shmf_set* x = nullptr;
   ASSERT_EQ(shmf_set_create(s.seg, "x", &xo, &x), 0) << shmf_last_error_message();
+  shmf_roaring* r = nullptr;
+  ASSERT_EQ(shmf_roaring_create(s.seg, "r", nullptr, &r), 0) << shmf_last_error_message();
   ASSERT_EQ(shmf_window_mark_u64(w, 7, 1), 1);
   pid_t child = shmf_test::fork_child([&] {
     if (shmf_window_mark_u64(w, 7, 2) != -SHMF_EFORKED) return 1;
@@ -198,11 +202,15 @@ TEST(CApiWindow, InheritedHandlesAnswerEFORKED) {
     if (shmf_window_seen_u64(w, 7, 1, 1) != 1) return 4;  // reads need no token
     if (shmf_cuckoo_add_u64(c, 5) != -SHMF_EFORKED) return 5;
     if (shmf_set_insert_unique_u64(x, 5) != -SHMF_EFORKED) return 6;
+    if (shmf_roaring_add(r, 5) != -SHMF_EFORKED) return 8;
     if (std::string(shmf_strerror(SHMF_EFORKED)).find("fork") == std::string::npos) return 7;
     return 0;
   });
-  EXPECT_TRUE(shmf_test::exited_ok(shmf_test::wait_status(child)));
+  const int status = shmf_test::wait_status(child);
+  EXPECT_TRUE(shmf_test::exited_ok(status)) << "child exit " << WEXITSTATUS(status);
   EXPECT_EQ(shmf_window_seen_u64(w, 7, 2, 1), 0);
+  EXPECT_EQ(shmf_roaring_contains(r, 5), 0);
+  EXPECT_EQ(shmf_roaring_close(r), 0);
   EXPECT_EQ(shmf_window_new_count(w, 7, 7, nullptr), -SHMF_EINVAL);  // out == NULL
   uint64_t n = 0;
   EXPECT_EQ(shmf_window_new_count(w, 7, 7, &n), -SHMF_EINVAL);     // age outside [0, retention)
