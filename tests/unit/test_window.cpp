@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "shmfilter/shmfilter.h"
 #include "shmfilter/window.hpp"
 #include "structures/window_impl.h"
 #include "test_util.h"
@@ -656,4 +657,42 @@ TEST(WindowVocabulary, InheritedHandleAnswersForked) {
   });
   EXPECT_TRUE(shmf_test::exited_ok(shmf_test::wait_status(child)));
   EXPECT_FALSE(w.seen(7, uint64_t{2}));
+}
+
+// kBusy: the slot of the bucket this call needs holds a NEWER bucket (a process whose clock is
+// ahead claimed it and has not raised the epoch yet: the window of a rotation race, made here by
+// storing that tag). The call cannot write and must not say dropped or no-space: kBusy, and
+// -SHMF_EBUSY through the C API; once the slot is the bucket's again, the call goes through.
+TEST(WindowVocabulary, ASlotHoldingANewerBucketIsBusy) {
+  namespace wi = shmfilter::internal::window;
+  Fixture f("wbusy");
+  Window w = Window::create(f.seg, "w", opts(WindowVariant::kBloom, 1000, 0.01, 3));
+  w.set_now(kT0);
+  ASSERT_EQ(w.mark(1, uint64_t{1}), WindowStatus::kNew);
+  auto* h = reinterpret_cast<wi::WindowHeader*>(f.seg.base() + f.seg.find("w")->offset);
+  const int64_t e1 = w.bucket_of(kT0 + kDay);
+  wi::BucketSlot& slot = wi::slot_table(h)[static_cast<uint64_t>(e1) % h->slots];
+  const uint64_t saved = slot.tag.load();
+  slot.tag.store(static_cast<uint64_t>(e1) + 1 + h->slots);  // bucket e1 + slots lives there now
+  w.set_now(kT0 + kDay);
+  EXPECT_EQ(w.mark(1, uint64_t{2}), WindowStatus::kBusy);
+  EXPECT_EQ(w.mark_if_unseen(1, uint64_t{3}, 1), WindowStatus::kBusy);
+  std::vector<uint64_t> spaces{1}, items{4};
+  std::vector<WindowStatus> st(1);
+  EXPECT_EQ(w.mark_many(spaces, items, st), 0u);
+  EXPECT_EQ(st[0], WindowStatus::kBusy);
+  shmf_segment* cseg = nullptr;
+  ASSERT_EQ(shmf_segment_open(f.guard.name.c_str(), nullptr, &cseg), 0) << shmf_last_error_message();
+  shmf_window* cw = nullptr;
+  ASSERT_EQ(shmf_window_open(cseg, "w", &cw), 0) << shmf_last_error_message();
+  ASSERT_EQ(shmf_window_set_now(cw, kT0 + kDay), 0);
+  EXPECT_EQ(shmf_window_mark_u64(cw, 1, 5), -SHMF_EBUSY) << shmf_last_error_message();
+  EXPECT_NE(std::string(shmf_last_error_message()).find("retry"), std::string::npos);
+  slot.tag.store(saved);
+  EXPECT_EQ(w.mark(1, uint64_t{2}), WindowStatus::kNew);
+  EXPECT_EQ(shmf_window_mark_u64(cw, 1, 5), 1);
+  EXPECT_EQ(shmf_window_close(cw), 0);
+  EXPECT_EQ(shmf_segment_close(cseg), 0);
+  EXPECT_EQ(window_status_name(WindowStatus::kBusy), "busy");
+  expect_check_clean(f.seg);
 }
