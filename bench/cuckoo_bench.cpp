@@ -118,7 +118,7 @@ void BM_CuckooSweep(benchmark::State& state) {
       auto t0 = CpuClock::now();
       // Inserts are attempted until `target` succeed; failures are counted (never silent).
       while (attempts - fails < target) {
-        if (c.insert(key_pos(i++)) != CuckooStatus::kInserted) ++fails;
+        if (c.add(key_pos(i++)) != CuckooStatus::kInserted) ++fails;
         ++attempts;
       }
       state.counters[std::string("ins_to") + b.tag + "_ns"] = ns_since(t0, attempts - start);
@@ -128,11 +128,11 @@ void BM_CuckooSweep(benchmark::State& state) {
     }
     // Past 97%: the load at the first failure, and the share of failures over the next
     // 0.5% of slots' worth of attempts (RedisBloom fails half of all adds after its first).
-    while (c.insert(key_pos(i++)) == CuckooStatus::kInserted) {
+    while (c.add(key_pos(i++)) == CuckooStatus::kInserted) {
     }
     state.counters["first_fail_load"] = c.load_factor();
     uint64_t after = static_cast<uint64_t>(0.005 * static_cast<double>(slots)), after_fail = 0;
-    for (uint64_t j = 0; j < after; ++j) after_fail += c.insert(key_pos(i++)) != CuckooStatus::kInserted;
+    for (uint64_t j = 0; j < after; ++j) after_fail += c.add(key_pos(i++)) != CuckooStatus::kInserted;
     state.counters["fail_share_after_first"] = static_cast<double>(after_fail) / static_cast<double>(after);
     state.counters["load_end"] = c.load_factor();
     state.SetIterationTime(std::chrono::duration<double>(Clock::now() - t_all).count());
@@ -163,7 +163,7 @@ Filled& filled(int pct) {
     o.seed = 5;
     f->c = Cuckoo::create(f->h.seg, "f", o);
     uint64_t target = static_cast<uint64_t>(pct / 100.0 * static_cast<double>(f->c.stats().slots));
-    while (f->n < target) f->c.insert(key_pos(f->n++));
+    while (f->n < target) f->c.add(key_pos(f->n++));
     f->load = f->c.load_factor();
   }
   return *f;
@@ -194,7 +194,7 @@ void BM_InsertErase(benchmark::State& state) {  // steady state at the load: ins
   Filled& f = filled(static_cast<int>(state.range(0)));
   uint64_t i = 0;
   for (auto _ : state) {
-    f.c.insert(key_neg(i));
+    f.c.add(key_neg(i));
     f.c.erase(key_neg(i));
     ++i;
   }
@@ -215,7 +215,7 @@ void BM_ReadersWhileInserting(benchmark::State& state) {
   o.seed = 9;
   Cuckoo c = Cuckoo::create(h.seg, "rw", o);
   uint64_t slots = c.stats().slots, n = 0;
-  while (n < static_cast<uint64_t>(0.90 * static_cast<double>(slots))) c.insert(key_pos(n++));
+  while (n < static_cast<uint64_t>(0.90 * static_cast<double>(slots))) c.add(key_pos(n++));
   auto* flag = static_cast<std::atomic<uint64_t>*>(
       mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   flag[0].store(0);
@@ -229,7 +229,7 @@ void BM_ReadersWhileInserting(benchmark::State& state) {
       Cuckoo w = Cuckoo::open(s, "rw");
       uint64_t j = 0, window = static_cast<uint64_t>(0.03 * static_cast<double>(slots));
       while (flag[0].load(std::memory_order_relaxed) == 0) {
-        w.insert(key_neg(j));
+        w.add(key_neg(j));
         if (j >= window) w.erase(key_neg(j - window));
         ++j;
       }
@@ -278,7 +278,7 @@ void BM_Writers(benchmark::State& state) {
       if (pid == 0) {
         Segment s = Segment::open(h.name);
         Cuckoo w = Cuckoo::open(s, "w");
-        for (uint64_t i = 0; i < per; ++i) w.insert(key_pos(static_cast<uint64_t>(p) * per + i));
+        for (uint64_t i = 0; i < per; ++i) w.add(key_pos(static_cast<uint64_t>(p) * per + i));
         _exit(0);
       }
       kids.push_back(pid);

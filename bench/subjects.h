@@ -85,7 +85,7 @@ struct CuckooSubject : U64Keys<CuckooSubject> {
   }
   static CuckooSubject open(shmfilter::Segment& s, const std::string& name) { return {{}, shmfilter::Cuckoo::open(s, name)}; }
   static void drop(shmfilter::Segment& s, const std::string& name) { shmfilter::Cuckoo::drop(s, name); }
-  bool add(uint64_t k) noexcept { return h.insert(k) == shmfilter::CuckooStatus::kInserted; }
+  bool add(uint64_t k) noexcept { return h.add(k) == shmfilter::CuckooStatus::kInserted; }
   bool contains(uint64_t k) const noexcept { return h.contains(k); }
   bool erase(uint64_t k) noexcept { return h.erase(k); }
   static constexpr bool kErases = true;

@@ -31,7 +31,7 @@ struct CuckooOptions {
   uint64_t capacity = 0;          // items the filter must hold at <= 95% load (>= 1)
   uint32_t fingerprint_bits = 0;  // 8, 12 or 16; 0: derive from `error`
   double error = 0.0;             // target FP rate in (0, 1): f = ceil(log2(8/p)) rounded up to 8/12/16
-  uint32_t expansion = 0;         // 0: no growth, a full insert returns kFull; k >= 2: add a sub-filter k x larger
+  uint32_t expansion = 0;         // 0: no growth, a full add returns kFull; k >= 2: add a sub-filter k x larger
   uint32_t max_subfilters = 8;    // sub-filters allowed with expansion (1..16)
   uint32_t max_path = 5;          // longest cuckoo path (moves) an insert may use (1..6)
   uint64_t seed = 0;              // hash seed; 0: random (tests pass one for reproducible FP counts)
@@ -41,7 +41,11 @@ enum class CuckooStatus : uint8_t {
   kInserted = 0,  // stored (acknowledged: survives the death of any process)
   kExists = 1,    // insert_unique: already present (or a false-positive match), nothing stored
   kFull = 2,      // no path of <= max_path moves and no expansion left; nothing stored
-  kDropped = 3,   // the filter was dropped, or this handle was inherited across fork() (open it in the child); nothing touched
+  kDropped = 3,   // the filter was dropped by some process; nothing touched
+  kForked = 4,    // this handle was inherited across fork(): open the segment and the filter in the child; nothing touched
+  kNoSpace = 5,   // no path of <= max_path moves, and the next sub-filter could not be allocated (segment out
+                  // of space); nothing stored
+  kReadOnly = 6,  // the segment was opened read-only (OpenOptions::read_only); nothing touched
 };
 std::string_view cuckoo_status_name(CuckooStatus s) noexcept;
 
@@ -84,12 +88,18 @@ class Cuckoo : public internal::RegionHandle {
   Cuckoo() = default;
 
   // Writer: takes the filter's writer lock (dead holders are taken over). Duplicates allowed (CF.ADD).
-  CuckooStatus insert(std::string_view key) noexcept;
-  CuckooStatus insert(uint64_t key) noexcept;
+  // The C API's shmf_cuckoo_add; every structure names this operation add (docs/NAMING.md).
+  CuckooStatus add(std::string_view key) noexcept;
+  CuckooStatus add(uint64_t key) noexcept;
+  // The former name of add(), kept for existing callers.
+  [[deprecated("use Cuckoo::add (docs/NAMING.md)")]] CuckooStatus insert(std::string_view key) noexcept {
+    return add(key);
+  }
+  [[deprecated("use Cuckoo::add (docs/NAMING.md)")]] CuckooStatus insert(uint64_t key) noexcept { return add(key); }
   // Writer: atomic test-and-insert under the writer lock: of racing callers with one key exactly one gets kInserted.
   CuckooStatus insert_unique(std::string_view key) noexcept;
   CuckooStatus insert_unique(uint64_t key) noexcept;
-  // Writer: inserts each key (insert or insert_unique); out (if not empty) gets each status. Returns kInserted count.
+  // Writer: inserts each key (add or insert_unique); out (if not empty) gets each status. Returns kInserted count.
   uint64_t add_many(std::span<const uint64_t> keys, std::span<CuckooStatus> out = {}, bool unique = false) noexcept;
   uint64_t add_many(std::span<const std::string_view> keys, std::span<CuckooStatus> out = {},
                     bool unique = false) noexcept;

@@ -42,7 +42,8 @@ namespace shmfilter {
   X(kPermission, 16, "permission", SHMF_EPERM, "permission denied")                                            \
   X(kBusy, 17, "busy", SHMF_EBUSY, "resource busy")                                                            \
   X(kBadInput, 18, "bad-input", SHMF_EBADINPUT, "malformed input")                                            \
-  X(kReadOnly, 19, "read-only", SHMF_EREADONLY, "the segment was opened read-only")
+  X(kReadOnly, 19, "read-only", SHMF_EREADONLY, "the segment was opened read-only")                          \
+  X(kForked, 20, "forked", SHMF_EFORKED, "handle inherited across fork(): reopen it in the child")
 
 // What each code means (the table's rows, in order):
 //  kInvalidArgument  a parameter is out of range (capacity 0, p outside (0,1), ...)
@@ -61,10 +62,14 @@ namespace shmfilter {
 //  kDropped          the structure behind a handle was dropped by some process
 //  kIo               a system call failed (errno in the message)
 //  kPermission       EACCES/EPERM on the backing object
-//  kBusy             the operation needs an exclusive state it could not get
+//  kBusy             the operation needs an exclusive state it could not get, or other
+//                    processes kept it from finishing within its bound (retry later)
 //  kBadInput         malformed external input (serialized bytes, an input line)
 //  kReadOnly         a write (control plane or data plane) through a read-only attachment
 //                    (OpenOptions::read_only); reopen without it, with write access
+//  kForked           a write through a handle this process inherited across fork(): the
+//                    parent's owner token is not the child's; open the segment and the
+//                    structure again in the child
 enum class ErrorCode : int32_t {
 #define SHMFILTER_X_ENUM(e, v, name, c, msg) e = v,
   SHMFILTER_ERROR_CODES(SHMFILTER_X_ENUM)

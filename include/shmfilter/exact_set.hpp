@@ -43,10 +43,13 @@ enum class InsertResult : uint8_t {
   kInserted = 0,  // the key was absent and is now present (exactly one caller per key sees this)
   kExists = 1,    // the key was already present
   kFull = 2,      // the key is absent and there is no room: capacity reached (see header comment)
-  kDropped = 3,   // the set was dropped by some process (valid() is false), or this handle was inherited
-                  // across fork(): writers refuse; open the segment and the set in the child
+  kDropped = 3,   // the set was dropped by some process (valid() is false)
+  kForked = 4,    // this handle was inherited across fork(): writers refuse; open the segment and the set in
+                  // the child
+  kReadOnly = 5,  // the segment was opened read-only (OpenOptions::read_only): nothing stored
 };
-std::string_view insert_result_name(InsertResult r) noexcept;  // "inserted", "exists", "full", "dropped"
+// "inserted", "exists", "full", "dropped", "forked", "read-only"
+std::string_view insert_result_name(InsertResult r) noexcept;
 
 struct ExactSetStats {
   uint64_t capacity = 0;
@@ -76,6 +79,10 @@ class ExactSet : public internal::RegionHandle {
   // Any process; lock-free when the key is present, else a per-stripe lock.
   InsertResult insert(uint64_t key) noexcept;
   InsertResult insert(std::string_view key) noexcept;  // insert(key_of(key))
+  // The name of this operation in C (shmf_set_insert_unique), Python and Cuckoo (docs/NAMING.md):
+  // an exact set's insert is always unique, so both names are the one operation.
+  InsertResult insert_unique(uint64_t key) noexcept { return insert(key); }
+  InsertResult insert_unique(std::string_view key) noexcept { return insert(key); }
   // Inserts each key; out[i] = InsertResult of keys[i]. Returns how many were inserted.
   uint64_t insert_many(std::span<const uint64_t> keys, std::span<InsertResult> out) noexcept;
   uint64_t insert_many(std::span<const std::string_view> keys, std::span<InsertResult> out) noexcept;

@@ -51,7 +51,7 @@ struct RoaringOptions {
   // A writer whose delta crosses compact_at links a newer table (never a
   // rebuild). When the chain of kMaxChain (4) tables is full, with
   // auto_compact the writer compacts itself; without it, writers wait (5 s,
-  // then kFull) for a compact()/maintain() caller.
+  // then kBusy) for a compact()/maintain() caller.
   bool auto_compact = true;
 };
 
@@ -60,8 +60,12 @@ enum class RoaringStatus : int32_t {
   kOk = 0,
   kOutOfRange = 1,  // a uint64 value >= 2^32 (nothing was written)
   kDropped = 2,     // the set was dropped by some process
-  kFull = 3,        // the delta is full and compaction could not run (segment full, or
-                    // another process holds the claim past the wait bound); retry later
+  kFull = 3,        // the delta is full and could not be made room in for another reason (a chain
+                    // that cannot be followed: check reports it)
+  kNoSpace = 4,     // the delta is full and the segment has no space for the compaction: grow it
+  kBusy = 5,        // the delta is full and another process held the compaction claim (or kept
+                    // every retired snapshot pinned) past the wait bound: retry later
+  kForked = 6,      // this handle was inherited across fork(): open the segment and the set in the child
 };
 std::string_view roaring_status_name(RoaringStatus s) noexcept;
 
@@ -134,7 +138,7 @@ class RoaringSet : public internal::RegionHandle {
 
   // ---- compaction and bulk (control plane: allocate under the segment lock) -----
   // Folds the deltas into a new snapshot if this process gets the claim.
-  // Returns false if another live process is compacting. Throws kNoSpace, kDropped.
+  // Returns false if another live process is compacting. Throws kNoSpace, kDropped, kForked.
   bool compact();
   // Housekeeping step for a maintenance thread or process (as Window::maintain):
   // compacts when writers linked a newer delta table (or the head is past

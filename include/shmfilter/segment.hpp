@@ -16,8 +16,8 @@
 //
 // Fork: an attachment belongs to the process that made it. A child created by
 // fork() must call Segment::open() itself (the registry slot and its lock are
-// per attachment); a Segment object inherited across fork throws kBusy on
-// control-plane use.
+// per attachment); a Segment object inherited across fork throws kForked on
+// control-plane use, and the data-plane writers of its handles answer kForked.
 #pragma once
 
 #include <cstdint>
@@ -237,7 +237,7 @@ class Segment {
   // This attachment's owner token: nonzero, unique among attachments ever made
   // on this segment (slot + incarnation). Store it in lock words. 0 in a child
   // of fork() that inherited this Segment (the token is the parent's): data-plane
-  // writers that take lock words refuse then (kDropped).
+  // writers that take lock words refuse then (kForked).
   uint64_t owner_token() const noexcept;
   // Lock-free: is the attachment that owns `token` still attached and alive?
   // Answered from the kernel's OFD lock on its registry slot, so a reused pid

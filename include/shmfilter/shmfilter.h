@@ -17,7 +17,12 @@
  *  - uint64 keys are hashed as their 8 little-endian bytes (the same key as the
  *    C++ API's uint64 overloads and shmtool's --u64 inputs).
  *  - A data-plane call on a structure some process dropped returns
- *    -SHMF_EDROPPED (never touches the freed memory).
+ *    -SHMF_EDROPPED (never touches the freed memory). Each failure has its own
+ *    code: -SHMF_EDROPPED (dropped), -SHMF_ENOSPACE (no space for a table or
+ *    a compaction), -SHMF_EBUSY (other processes kept the call from finishing
+ *    within its bound: retry), -SHMF_EFULL (a fixed capacity is reached),
+ *    -SHMF_EFORKED (a write through a handle inherited across fork()),
+ *    -SHMF_EINVAL (an argument out of range: never clamped).
  */
 #ifndef SHMFILTER_SHMFILTER_H
 #define SHMFILTER_SHMFILTER_H
@@ -55,10 +60,13 @@ extern "C" {
 #define SHMF_EDROPPED 14       /* the structure was dropped by some process */
 #define SHMF_EIO 15            /* a system call failed */
 #define SHMF_EPERM 16          /* EACCES/EPERM on the backing object */
-#define SHMF_EBUSY 17          /* an exclusive state could not be obtained */
+#define SHMF_EBUSY 17          /* an exclusive state could not be obtained, or other
+                                  processes kept the call from finishing: retry later */
 #define SHMF_EBADINPUT 18      /* malformed external input */
 #define SHMF_EREADONLY 19      /* a write through a read-only attachment */
-#define SHMF_ELAST 19          /* the highest code shared with the C++ API */
+#define SHMF_EFORKED 20        /* a write through a handle inherited across fork():
+                                  open the segment and the structure in the child */
+#define SHMF_ELAST 20          /* the highest code shared with the C++ API */
 /* Codes of the C API alone (no C++ ErrorCode): */
 #define SHMF_ENOMEM 30         /* process memory exhausted (std::bad_alloc) */
 #define SHMF_EINTERNAL 31      /* an unexpected internal failure (a bug: report it) */

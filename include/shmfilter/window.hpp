@@ -90,10 +90,16 @@ enum class WindowStatus : uint8_t {
   kAbsent = 3,       // forget: in no bucket of the window
   kFull = 4,         // kCuckoo: the bucket table and its overflow are full; nothing stored
   kUnsupported = 5,  // forget on the insert-only kBloom variant
-  kDropped = 6,      // the window was dropped, or a bucket table could not be allocated (kNoSpace), or (kCuckoo)
-                     // 16 buckets rotated in during one write call (each refusing its insert: see kTableSealed),
-                     // or (kCuckoo writes) a handle inherited across fork(): reopen the segment in the child
+  kDropped = 6,      // the window was dropped by some process: open the new one of that name, if any
+  kNoSpace = 7,      // a bucket table could not be allocated (the segment is out of space): nothing stored
+  kBusy = 8,         // the buckets rotated in faster than the call could write (kCuckoo: 16 rotations during
+                     // one call, each refusing its insert; or the clock kept naming newer buckets): retry
+  kForked = 9,       // (writes that take a lock or allocate) a handle inherited across fork(): open the segment
+                     // and the window again in the child; nothing stored
+  kInvalidArgument = 10,  // w outside 0..retention (never clamped): nothing read or stored
 };
+// The w of a query that means "every bucket kept" (retention); any other w must be 1..retention.
+inline constexpr uint32_t kWholeWindow = 0;
 std::string_view window_status_name(WindowStatus s) noexcept;
 
 struct WindowBucketStats {
@@ -165,13 +171,15 @@ class Window : public internal::RegionHandle {
   // sees a new bucket. mark: adds the pair to the current bucket (kNew / kSeen).
   WindowStatus mark(uint64_t space, std::string_view item) noexcept;
   WindowStatus mark(uint64_t space, uint64_t item) noexcept;
-  // Lock-free reads: is the pair in any of the last w buckets (1 <= w <= retention;
-  // other w are clamped into range)? False when dropped.
+  // Lock-free reads: is the pair in any of the last w buckets (1 <= w <= retention, or
+  // kWholeWindow)? False when dropped, and for w > retention: such a w is rejected, never
+  // clamped (mark_if_unseen answers it kInvalidArgument; the C API -SHMF_EINVAL).
   bool seen(uint64_t space, std::string_view item, uint32_t w = 1) const noexcept;
   bool seen(uint64_t space, uint64_t item, uint32_t w = 1) const noexcept;
   // kSeen if the pair is in the last w buckets, else marks it and answers kNew.
-  WindowStatus mark_if_unseen(uint64_t space, std::string_view item, uint32_t w = 0) noexcept;  // w 0: retention
-  WindowStatus mark_if_unseen(uint64_t space, uint64_t item, uint32_t w = 0) noexcept;
+  // w > retention: kInvalidArgument.
+  WindowStatus mark_if_unseen(uint64_t space, std::string_view item, uint32_t w = kWholeWindow) noexcept;
+  WindowStatus mark_if_unseen(uint64_t space, uint64_t item, uint32_t w = kWholeWindow) noexcept;
   // kCuckoo: removes the pair's own copies from the window (kRemoved / kAbsent); afterwards
   // the pair answers unseen except for a false positive. A cuckoo table cannot tell a pair's
   // copy from a collider's (another pair with the same fingerprint in the same two buckets),
@@ -190,14 +198,15 @@ class Window : public internal::RegionHandle {
 
   // Batches with software prefetch (spaces and items of equal length; out, if
   // not empty, gets one answer per pair). Return: pairs answered kNew / seen / kRemoved.
-  size_t mark_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
-                   std::span<WindowStatus> out = {}) noexcept;
-  size_t mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
-                             std::span<WindowStatus> out = {}) noexcept;
-  size_t seen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
-                   std::span<uint8_t> out = {}) const noexcept;
-  size_t forget_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+  // A w > retention: every answer kInvalidArgument (seen_many: 0), nothing read or stored.
+  uint64_t mark_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
                      std::span<WindowStatus> out = {}) noexcept;
+  uint64_t mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
+                               std::span<WindowStatus> out = {}) noexcept;
+  uint64_t seen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
+                     std::span<uint8_t> out = {}) const noexcept;
+  uint64_t forget_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+                       std::span<WindowStatus> out = {}) noexcept;
 
   // Lock-free: kNew answers for `space` in the bucket `age` buckets ago (0 = current):
   // "distinct devices served by plan P today". Spaces past max_spaces share one row.
@@ -206,7 +215,7 @@ class Window : public internal::RegionHandle {
   // Control plane, takes the segment lock: rotates by the clock if due, frees the
   // tables of expired buckets, and prepares the next bucket's table sized from the
   // measured distinct counts (see the top). Call it from a housekeeping thread (any period
-  // well under bucket_seconds). Throws Error (kNoSpace, kDropped).
+  // well under bucket_seconds). Throws Error (kNoSpace, kDropped, kForked).
   void maintain();
   // Control plane, a bounded part of maintain(): retires expired buckets, starts the
   // current and next bucket's spare tables, then zeroes and pre-faults at most max_bytes
@@ -215,7 +224,7 @@ class Window : public internal::RegionHandle {
   // often with a small budget so the next bucket's spare is ready well before the
   // boundary and no call does unbounded work; maintain() = steps until ready. A step
   // killed anywhere leaves a spare that the next step or the first writer to need it
-  // finishes. Throws Error (kNoSpace, kDropped).
+  // finishes. Throws Error (kNoSpace, kDropped, kForked).
   bool maintain_step(uint64_t max_bytes);
   // Lock-free snapshot. Throws kDropped.
   WindowStats stats() const;

@@ -333,6 +333,12 @@ static int cuckoo_status(CuckooStatus s, const char* fn, int inserted, int exist
                                   ": the cuckoo filter is full (no free slot within max_path moves, no expansion "
                                   "left): create it with a larger capacity or with expansion >= 2");
     case CuckooStatus::kDropped: return dropped(fn);
+    case CuckooStatus::kForked: return forked(fn);
+    case CuckooStatus::kReadOnly: return read_only(fn);
+    case CuckooStatus::kNoSpace:
+      return fail(SHMF_ENOSPACE, std::string(fn) +
+                                     ": the cuckoo filter is full and the segment has no space for its next "
+                                     "sub-filter: grow the segment (shmtool resize) or free space in it");
   }
   return fail(SHMF_EINTERNAL, std::string(fn) + ": unknown cuckoo status (please report it)");
 }
@@ -341,14 +347,14 @@ int shmf_cuckoo_add(shmf_cuckoo* c, const void* key, size_t len) {
   return guard([&] {
     need(c, "shmf_cuckoo_add", "c");
     if (len) need(key, "shmf_cuckoo_add", "key");
-    return cuckoo_status(c->h.insert(sv(key, len)), "shmf_cuckoo_add", 0, 0);
+    return cuckoo_status(c->h.add(sv(key, len)), "shmf_cuckoo_add", 0, 0);
   });
 }
 
 int shmf_cuckoo_add_u64(shmf_cuckoo* c, uint64_t key) {
   return guard([&] {
     need(c, "shmf_cuckoo_add_u64", "c");
-    return cuckoo_status(c->h.insert(key), "shmf_cuckoo_add_u64", 0, 0);
+    return cuckoo_status(c->h.add(key), "shmf_cuckoo_add_u64", 0, 0);
   });
 }
 

@@ -91,6 +91,17 @@ inline int dropped(const char* fn) {
                                  "new structure of that name, if any");
 }
 
+inline int forked(const char* fn) {
+  return fail(SHMF_EFORKED, std::string(fn) +
+                                ": this handle was inherited across fork(): open the segment and the structure "
+                                "again in this process");
+}
+
+inline int read_only(const char* fn) {
+  return fail(SHMF_EREADONLY, std::string(fn) +
+                                  ": the segment was opened read-only: open it without read_only to write");
+}
+
 // Byte keys of a batch as string_views (allocates; the C++ API takes spans of views).
 inline std::vector<std::string_view> views(const void* const* keys, const size_t* lens, size_t n) {
   std::vector<std::string_view> v(n);

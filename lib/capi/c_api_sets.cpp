@@ -51,8 +51,17 @@ static int roaring_status(RoaringStatus s, const char* fn) {
     case RoaringStatus::kDropped: return dropped(fn);
     case RoaringStatus::kFull:
       return fail(SHMF_EFULL, std::string(fn) +
-                                  ": the delta is full and compaction could not run now (segment full or another "
-                                  "process compacting): retry later, or grow the segment");
+                                  ": the delta is full and could not be compacted (a delta chain that cannot be "
+                                  "followed): run shmtool check on the segment");
+    case RoaringStatus::kNoSpace:
+      return fail(SHMF_ENOSPACE, std::string(fn) +
+                                     ": the delta is full and the segment has no space for the compaction: grow "
+                                     "the segment (shmtool resize)");
+    case RoaringStatus::kBusy:
+      return fail(SHMF_EBUSY, std::string(fn) +
+                                  ": the delta is full and another process kept the compaction claim past the "
+                                  "wait bound: retry later");
+    case RoaringStatus::kForked: return forked(fn);
   }
   return fail(SHMF_EINTERNAL, std::string(fn) + ": unknown roaring status (please report it)");
 }
@@ -282,6 +291,8 @@ static int insert_result(InsertResult r, const char* fn) {
                                   ": the exact set is at capacity: erase keys, or create a set with a larger "
                                   "capacity");
     case InsertResult::kDropped: return dropped(fn);
+    case InsertResult::kForked: return forked(fn);
+    case InsertResult::kReadOnly: return read_only(fn);
   }
   return fail(SHMF_EINTERNAL, std::string(fn) + ": unknown insert result (please report it)");
 }

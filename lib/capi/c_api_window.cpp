@@ -46,10 +46,19 @@ int mark_status(WindowStatus s, const char* fn) {
       return fail(SHMF_EINVAL, std::string(fn) +
                                    ": forget needs the deletable variant: create the window with variant "
                                    "SHMF_WINDOW_CUCKOO");
-    case WindowStatus::kDropped:
-      return fail(SHMF_EDROPPED, std::string(fn) +
-                                     ": the window was dropped by some process, or no bucket table could be "
-                                     "allocated (segment full): check the segment, then reopen or recreate it");
+    case WindowStatus::kDropped: return dropped(fn);
+    case WindowStatus::kNoSpace:
+      return fail(SHMF_ENOSPACE, std::string(fn) +
+                                     ": no bucket table could be allocated (the segment is out of space): grow the "
+                                     "segment (shmtool resize) or run shmf_window_maintain ahead of the boundary");
+    case WindowStatus::kBusy:
+      return fail(SHMF_EBUSY, std::string(fn) +
+                                  ": the buckets rotated in faster than this call could write (the clocks of the "
+                                  "processes disagree, or bucket_seconds is very short): retry");
+    case WindowStatus::kForked: return forked(fn);
+    case WindowStatus::kInvalidArgument:
+      return fail(SHMF_EINVAL, std::string(fn) + ": window outside [1, retention]: pass how many buckets the query "
+                                                 "covers (1 = the current one)");
   }
   return fail(SHMF_EINTERNAL, std::string(fn) + ": unknown window status (please report it)");
 }
@@ -213,6 +222,11 @@ int shmf_window_new_count(const shmf_window* w, uint64_t space, uint32_t age, ui
     need(w, "shmf_window_new_count", "w");
     need(out, "shmf_window_new_count", "out");
     if (!w->h.valid()) return dropped("shmf_window_new_count");
+    if (w->retention == 0) w->retention = w->h.stats().retention;  // throws kDropped
+    if (age >= w->retention)
+      throw Error(ErrorCode::kInvalidArgument, "shmf_window_new_count: age " + std::to_string(age) +
+                                                   " is outside [0, " + std::to_string(w->retention - 1) +
+                                                   "]: pass how many buckets ago (0 = the current one)");
     *out = w->h.new_count(space, age);
     return 0;
   });

@@ -103,7 +103,7 @@ uint64_t fork_generation_now() noexcept { return g_fork_generation.load(std::mem
 
 void SegmentImpl::check_fork() const {
   if (getpid() != attach_pid)
-    fail(ErrorCode::kBusy, "segment '" + name +
+    fail(ErrorCode::kForked, "segment '" + name +
                                "': this Segment was inherited across fork(); an attachment belongs to the "
                                "process that made it: call Segment::open(\"" + name + "\") in the child");
 }

@@ -16,10 +16,15 @@ bytes: the same key as the C/C++ APIs' u64 calls). Batched calls take
 sequences. Errors raise shmfilter.Error carrying .code (the C API's SHMF_E*
 number) and the library's message.
 
+Each failure of the C API's vocabulary has its own code and Error subclass:
+DroppedError (EDROPPED), NoSpaceError (ENOSPACE), BusyError (EBUSY: retry),
+FullError (EFULL), ForkedHandleError (EFORKED), InvalidArgumentError (EINVAL:
+an argument out of range, never clamped).
+
 fork(): an attachment belongs to the process that made it (docs/c_api.md).
 Open segments after fork (gunicorn: in post_fork or lazily per worker);
 handles used in a process other than the one that opened them raise
-Error(SHMF_EBUSY)-style errors from the library, or ForkedHandleError here.
+ForkedHandleError (code EFORKED), here or from the library.
 Concurrency contracts are the C API's (docs/c_api.md, docs/CONCURRENCY.md).
 """
 from __future__ import annotations
@@ -29,7 +34,8 @@ import glob
 import os
 from typing import Iterable, Optional, Sequence, Union
 
-__all__ = ["Error", "ForkedHandleError", "Segment", "Bloom", "Cuckoo", "ExactSet", "Hll", "RoaringSet", "Window",
+__all__ = ["Error", "DroppedError", "NoSpaceError", "BusyError", "FullError", "ForkedHandleError",
+           "InvalidArgumentError", "Segment", "Bloom", "Cuckoo", "ExactSet", "Hll", "RoaringSet", "Window",
            "StructureInfo", "hll_count_redis", "library_path", "version"]
 
 Key = Union[bytes, bytearray, memoryview, str, int]
@@ -38,6 +44,7 @@ Key = Union[bytes, bytearray, memoryview, str, int]
 EINVAL, ENAMETOOLONG, ENOTFOUND, EEXISTS, EWRONGKIND = 1, 2, 3, 4, 5
 ENOTSEGMENT, EBYTEORDER, EVERSION, EABI, ETRUNCATED, ECORRUPT = 6, 7, 8, 9, 10, 11
 ENOSPACE, EFULL, EDROPPED, EIO, EPERM, EBUSY, EBADINPUT, EREADONLY = 12, 13, 14, 15, 16, 17, 18, 19
+EFORKED = 20
 ENOMEM, EINTERNAL = 30, 31
 
 
@@ -77,8 +84,33 @@ class Error(Exception):
                          else f"{message} (shmfilter error {code})")
 
 
+class InvalidArgumentError(Error):
+    """EINVAL: an argument out of range (never clamped), e.g. a window's w outside 1..retention."""
+
+
+class NoSpaceError(Error):
+    """ENOSPACE: the segment (or /dev/shm) has no space for a table, a layer or a compaction."""
+
+
+class FullError(Error):
+    """EFULL: a fixed-capacity structure or table is full."""
+
+
+class DroppedError(Error):
+    """EDROPPED: the structure was dropped by some process: open the new one of that name, if any."""
+
+
+class BusyError(Error):
+    """EBUSY: other processes kept the call from finishing within its bound (e.g. a window's buckets
+    rotated in faster than the call could write): retry."""
+
+
 class ForkedHandleError(Error):
-    """A handle opened in another process (before fork) was used: open it again in this process."""
+    """EFORKED: a handle opened in another process (before fork) was used: open it again in this process."""
+
+
+_ERROR_CLASSES = {EINVAL: InvalidArgumentError, ENOSPACE: NoSpaceError, EFULL: FullError, EDROPPED: DroppedError,
+                  EBUSY: BusyError, EFORKED: ForkedHandleError}
 
 
 def _strerror(code: int) -> str:
@@ -282,7 +314,7 @@ def version() -> str:
 def _check(rc: int, call: str) -> int:
     if rc < 0:
         msg = _lib.shmf_last_error_message().decode(errors="replace") or _strerror(rc)
-        raise Error(-rc, msg, call)
+        raise _ERROR_CLASSES.get(-rc, Error)(-rc, msg, call)
     return rc
 
 
@@ -316,9 +348,9 @@ class _Handle:
 
     def _p(self) -> int:
         if self._ptr is None:
-            raise Error(EINVAL, f"this {self._kind} handle is closed", self._kind)
+            raise InvalidArgumentError(EINVAL, f"this {self._kind} handle is closed", self._kind)
         if self._pid != os.getpid():
-            raise ForkedHandleError(EBUSY, f"this {self._kind} handle was opened in process {self._pid}, before a "
+            raise ForkedHandleError(EFORKED, f"this {self._kind} handle was opened in process {self._pid}, before a "
                                     f"fork: open the segment and the structure again in process {os.getpid()}",
                                     self._kind)
         return self._ptr
@@ -742,7 +774,7 @@ class Segment:
 
     def _p(self) -> int:
         if self._ptr is None:
-            raise Error(EINVAL, f"segment {self.name!r} is closed", "Segment")
+            raise InvalidArgumentError(EINVAL, f"segment {self.name!r} is closed", "Segment")
         if self._pid != os.getpid():
             raise ForkedHandleError(EBUSY, f"segment {self.name!r} was opened in process {self._pid}, before a "
                                     f"fork: call Segment.open again in process {os.getpid()}", "Segment")
@@ -842,7 +874,7 @@ class Segment:
                 return [StructureInfo(arr[i]) for i in range(rc)]
             if rc != -EFULL:
                 _check(rc, "Segment.structures")
-        raise Error(EBUSY, "the directory kept changing while it was listed: try again", "Segment.structures")
+        raise BusyError(EBUSY, "the directory kept changing while it was listed: try again", "Segment.structures")
 
     def find(self, name: str) -> Optional[StructureInfo]:
         """Lock-free: the StructureInfo of NAME, or None."""
@@ -863,7 +895,7 @@ class Segment:
                 return buf.value.decode()
             if rc != -EFULL:
                 _check(rc, "Segment.prometheus_text")
-        raise Error(EBUSY, "the segment kept changing while its text was built: try again", "Segment.prometheus_text")
+        raise BusyError(EBUSY, "the segment kept changing while its text was built: try again", "Segment.prometheus_text")
 
     def drop(self, name: str, kind: Optional[str] = None) -> int:
         """Control plane: drops NAME (1 dropped, 0 absent) with every extent it owns.

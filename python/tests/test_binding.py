@@ -79,7 +79,7 @@ def test_full_set_raises_efull(seg):
 def test_drop_then_calls_fail_dropped(seg):
     s = seg.set("d", capacity=10, create=True)
     assert seg.drop("d") == 1
-    with pytest.raises(shmfilter.Error) as e:
+    with pytest.raises(shmfilter.DroppedError) as e:
         s.mark("k")
     assert e.value.code == shmfilter.EDROPPED
     s.close()
@@ -109,8 +109,9 @@ def test_after_fork_child_reopens(seg, segname):
         try:
             s.mark("x")
             code = 10
-        except shmfilter.ForkedHandleError:
-            pass
+        except shmfilter.ForkedHandleError as e:
+            if e.code != shmfilter.EFORKED:
+                code = 12
         with shmfilter.Segment.open(segname) as mine, mine.set("f") as t:
             if not t.mark("from-child"):
                 code = 11
@@ -336,3 +337,62 @@ def test_read_only_open_inspects_and_writes_nothing(seg, segname):
     with pytest.raises(shmfilter.Error) as e:
         shmfilter.Segment.open(segname, trusted_owner=-7)
     assert e.value.code == shmfilter.EINVAL and "trusted_owner" in e.value.message
+
+
+def test_status_vocabulary_codes_are_distinct():
+    """Dropped, no space, busy, full, forked and invalid argument: one code and one Error
+    subclass each, the C header's numbers (issue 21)."""
+    codes = {shmfilter.EDROPPED: shmfilter.DroppedError, shmfilter.ENOSPACE: shmfilter.NoSpaceError,
+             shmfilter.EBUSY: shmfilter.BusyError, shmfilter.EFULL: shmfilter.FullError,
+             shmfilter.EFORKED: shmfilter.ForkedHandleError, shmfilter.EINVAL: shmfilter.InvalidArgumentError}
+    assert len(codes) == 6 and len(set(codes.values())) == 6
+    assert (shmfilter.EDROPPED, shmfilter.ENOSPACE, shmfilter.EBUSY, shmfilter.EFULL, shmfilter.EFORKED) == \
+        (14, 12, 17, 13, 20)
+    for code, cls in codes.items():
+        assert issubclass(cls, shmfilter.Error)
+        assert shmfilter._strerror(code) != shmfilter._strerror(shmfilter.EINTERNAL)
+    assert "fork" in shmfilter._strerror(shmfilter.EFORKED)
+
+
+def test_window_without_room_for_a_table_raises_nospace(segname):
+    with shmfilter.Segment.create(segname, size=8 << 20, max_size=8 << 20) as small:   # cannot grow
+        with small.window("w", create=True, expected_per_bucket=1_000_000, seed=3) as w:
+            with pytest.raises(shmfilter.NoSpaceError) as e:
+                for d in range(7):
+                    w.set_now(T0 + d * DAY)
+                    assert w.mark(1, 100 + d) is True
+            assert e.value.code == shmfilter.ENOSPACE and "out of space" in e.value.message
+            assert w.stats()["retention"] == 7                    # valid: neither dropped nor broken
+
+
+def test_window_w_out_of_range_is_rejected_not_clamped(seg):
+    with seg.window("w", create=True, expected_per_bucket=1000, variant="cuckoo", retention=3, seed=3) as w:
+        w.set_now(T0)
+        assert w.mark(1, 10) is True
+        for call in (lambda: w.seen(1, 10, 4), lambda: w.mark_if_unseen(1, 11, 4),
+                     lambda: w.seen_many([1], [10], 4), lambda: w.mark_if_unseen_many([1], [11], 4),
+                     lambda: w.seen(1, 10, 0), lambda: w.new_count(1, 3)):
+            with pytest.raises(shmfilter.InvalidArgumentError) as e:
+                call()
+            assert e.value.code == shmfilter.EINVAL
+        assert not w.seen(1, 11, 3)                               # nothing was marked
+        assert w.seen(1, 10, 3) and w.new_count(1, 2) == 0
+
+
+def test_forked_deletable_window_raises_forked(seg, segname):
+    w = seg.window("w", create=True, expected_per_bucket=1000, variant="cuckoo", seed=3)
+    w.set_now(T0)
+    assert w.mark(1, 10) is True
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            w.mark(1, 11)
+            code = 10
+        except shmfilter.ForkedHandleError as e:
+            code = 0 if e.code == shmfilter.EFORKED else 11
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 0
+    assert not w.seen(1, 11, 1)
+    w.close()

@@ -62,7 +62,7 @@ int add(const Args& a, bool unique) {
       s = c.insert_unique(key);
     } else {
       bool was = c.contains(key);  // informational: add stores a duplicate copy anyway (CF.ADD)
-      s = c.insert(key);
+      s = c.add(key);
       if (s == CuckooStatus::kInserted && was) {
         ++present;
         if (print) printf("%.*s inserted (already present: duplicate copy stored)\n", static_cast<int>(key.size()), key.data());
@@ -76,19 +76,22 @@ int add(const Args& a, bool unique) {
       const char* what = s == CuckooStatus::kInserted ? "inserted"
                          : s == CuckooStatus::kExists ? "already present"
                          : s == CuckooStatus::kFull   ? "FAILED: filter full (create it with --expansion 2 or larger)"
-                                                      : "FAILED: filter dropped";
+                         : s == CuckooStatus::kNoSpace ? "FAILED: no space for the next sub-filter (shmtool resize)"
+                                                       : "FAILED: filter dropped";
       printf("%.*s %s\n", static_cast<int>(key.size()), key.data(), what);
     }
     return s;
   };
   if (pos.size() > 2) {
     for (size_t i = 2; i < pos.size(); ++i)
-      if (one(pos[i], true) == CuckooStatus::kDropped) return 1;
+      if (const CuckooStatus s = one(pos[i], true); s == CuckooStatus::kDropped || s == CuckooStatus::kNoSpace) return 1;
     return failed ? 1 : 0;
   }
   bool dropped = false;
   for_each_stdin_line([&](std::string_view line, uint64_t) {
-    if (!dropped && one(line, false) == CuckooStatus::kDropped) dropped = true;
+    if (dropped) return;
+    const CuckooStatus s = one(line, false);
+    if (s == CuckooStatus::kDropped || s == CuckooStatus::kNoSpace) dropped = true;
   });
   if (unique)
     printf("inserted %llu\nalready present %llu\nfailed %llu\n", static_cast<unsigned long long>(inserted),
@@ -97,7 +100,9 @@ int add(const Args& a, bool unique) {
     printf("inserted %llu\nalready present %llu (stored again: add keeps duplicates, add-unique does not)\nfailed %llu\n",
            static_cast<unsigned long long>(inserted + present), static_cast<unsigned long long>(present),
            static_cast<unsigned long long>(failed));
-  if (dropped) fprintf(stderr, "shmtool: cuckoo filter '%s' was dropped while adding\n", c.name().c_str());
+  if (dropped)
+    fprintf(stderr, "shmtool: cuckoo filter '%s' was dropped, or the segment ran out of space, while adding\n",
+            c.name().c_str());
   return failed || dropped ? 1 : 0;
 }
 

@@ -41,6 +41,12 @@ uint32_t parse_id_arg(const std::string& s) {
 void check_status(RoaringStatus st, const std::string& name) {
   if (st == RoaringStatus::kOk) return;
   if (st == RoaringStatus::kDropped) throw Error(ErrorCode::kDropped, "Roaring set '" + name + "' was dropped meanwhile");
+  if (st == RoaringStatus::kNoSpace)
+    throw Error(ErrorCode::kNoSpace, "Roaring set '" + name + "': delta full and the segment has no space to compact "
+                                     "it: grow it with 'shmtool resize'");
+  if (st == RoaringStatus::kBusy)
+    throw Error(ErrorCode::kBusy, "Roaring set '" + name + "': delta full and another process held the compaction "
+                                  "claim past the wait bound: retry");
   throw Error(ErrorCode::kFull, "Roaring set '" + name + "': delta full and compaction could not run (" +
                                     std::string(shmfilter::roaring_status_name(st)) +
                                     "); check free space with 'shmtool roaring info' and retry");

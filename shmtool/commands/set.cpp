@@ -94,7 +94,7 @@ int run_create(const Args& a) {
 
 int run_add(const Args& a) {
   ExactSet s = open_structure<ExactSet>(a);
-  uint64_t counts[4] = {0, 0, 0, 0};
+  uint64_t counts[6] = {0, 0, 0, 0, 0, 0};  // one per InsertResult
   std::vector<InsertResult> out(kBatch);
   int rc = run_keys(
       a, s,
@@ -112,6 +112,7 @@ int run_add(const Args& a) {
            static_cast<unsigned long long>(counts[1]), static_cast<unsigned long long>(counts[2]),
            static_cast<unsigned long long>(s.size()));
   if (counts[3] != 0) throw shmfilter::Error(shmfilter::ErrorCode::kDropped, "the set was dropped while adding");
+  if (counts[5] != 0) throw shmfilter::Error(shmfilter::ErrorCode::kReadOnly, "the segment was opened read-only");
   if (counts[2] != 0) {
     fprintf(stderr, "shmtool: %llu keys did not fit: set '%s' is full (capacity %llu); create a larger set\n",
             static_cast<unsigned long long>(counts[2]), s.name().c_str(), static_cast<unsigned long long>(s.capacity()));

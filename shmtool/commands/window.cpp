@@ -116,9 +116,19 @@ const char* answer_word(Mode m, WindowStatus s, bool hit) {
     case WindowStatus::kAbsent: return "absent";
     case WindowStatus::kFull: return "FAILED: bucket table full";
     case WindowStatus::kUnsupported: return "FAILED: forget needs --variant cuckoo";
-    case WindowStatus::kDropped: return "FAILED: window dropped or out of space";
+    case WindowStatus::kDropped: return "FAILED: window dropped";
+    case WindowStatus::kNoSpace: return "FAILED: no space for a bucket table (shmtool resize)";
+    case WindowStatus::kBusy: return "FAILED: buckets rotated faster than the call (retry)";
+    case WindowStatus::kForked: return "FAILED: handle inherited across fork";
+    case WindowStatus::kInvalidArgument: return "FAILED: --window outside 1..retention";
   }
   return "?";
+}
+
+// An answer after which no later pair can succeed either: stop reading.
+bool stops(WindowStatus s) {
+  return s == WindowStatus::kDropped || s == WindowStatus::kNoSpace || s == WindowStatus::kForked ||
+         s == WindowStatus::kInvalidArgument;
 }
 
 // mark / mark --if-unseen / seen / forget share this: pairs from arguments
@@ -167,7 +177,7 @@ int run_pairs(const Args& a, Mode mode) {
       pairs.emplace_back(space, std::string(item));
     }
     for (const auto& [space, item] : pairs)
-      if (one(space, item, true) == WindowStatus::kDropped) return 1;
+      if (stops(one(space, item, true))) return 1;
     return failed ? 1 : 0;
   }
   Rejects rej;
@@ -186,7 +196,7 @@ int run_pairs(const Args& a, Mode mode) {
       rej.add(no_, why);
       return;
     }
-    if (one(space, item, false) == WindowStatus::kDropped) dropped = true;
+    if (stops(one(space, item, false))) dropped = true;
   });
   prog.finish();
   rej.report();

@@ -52,7 +52,7 @@ void run_case(const Case& k) {
   uint64_t nbase = k.op == Op::kExpand ? 3880 : 3600;
   auto base = shmf_bench::distinct_keys(nbase, 1);
   auto extra = shmf_bench::absent_keys(3000, 1);
-  for (uint64_t key : base) ASSERT_EQ(c.insert(key), CuckooStatus::kInserted);
+  for (uint64_t key : base) ASSERT_EQ(c.add(key), CuckooStatus::kInserted);
   auto* sh = static_cast<Shared*>(mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(sh, MAP_FAILED);
   new (sh) Shared{};
@@ -69,7 +69,7 @@ void run_case(const Case& k) {
       }
     } else {
       for (uint64_t i = 0; i < extra.size(); ++i) {
-        if (cc.insert(extra[i]) != CuckooStatus::kInserted) return 5;
+        if (cc.add(extra[i]) != CuckooStatus::kInserted) return 5;
         sh->inserted.store(i + 1);
       }
     }
@@ -84,7 +84,7 @@ void run_case(const Case& k) {
       Segment s = Segment::open(name);
       Cuckoo cc = Cuckoo::open(s, "f");
       shmfilter::internal::arm_kill_point(k.repair_point);
-      cc.insert(uint64_t{0xdead});
+      cc.add(uint64_t{0xdead});
       return 3;
     });
     ASSERT_TRUE(shmf_test::killed_by(shmf_test::wait_status(rep), SIGKILL));
@@ -100,7 +100,7 @@ void run_case(const Case& k) {
       if (!cc.contains(base[i])) return 20;
     for (uint64_t i = 0; i < ins; ++i)
       if (!cc.contains(extra[i])) return 21;
-    if (cc.insert(uint64_t{0xbeef}) != CuckooStatus::kInserted) return 22;
+    if (cc.add(uint64_t{0xbeef}) != CuckooStatus::kInserted) return 22;
     if (!cc.erase(uint64_t{0xbeef})) return 23;
     return 0;
   });
@@ -120,7 +120,7 @@ void run_case(const Case& k) {
   for (uint64_t i = 0; i < ins; ++i) ASSERT_TRUE(c.contains(extra[i])) << i;
   for (uint64_t i = 0; i < era; ++i) EXPECT_FALSE(c.contains(base[i])) << i;
   // Writers carry on.
-  for (uint64_t i = ins + 1; i < ins + 60; ++i) ASSERT_NE(c.insert(extra[i]), CuckooStatus::kDropped);
+  for (uint64_t i = ins + 1; i < ins + 60; ++i) ASSERT_NE(c.add(extra[i]), CuckooStatus::kDropped);
   EXPECT_TRUE(seg.check(false).consistent());
   munmap(sh, sizeof(Shared));
 }

@@ -56,7 +56,7 @@ TEST(CuckooMultiProcess, WritersReadersAndInsertUniqueRacesAgreeWithOracle) {
   // Pre-fill 15% so the run crosses 85-90% load at its peak (moves happen).
   {
     Cuckoo c = Cuckoo::open(seg, "mp");
-    for (uint64_t i = 0; i < kPrefill; ++i) ASSERT_EQ(c.insert(shmf_bench::mix64((uint64_t{5} << 50) + i)), CuckooStatus::kInserted);
+    for (uint64_t i = 0; i < kPrefill; ++i) ASSERT_EQ(c.add(shmf_bench::mix64((uint64_t{5} << 50) + i)), CuckooStatus::kInserted);
   }
   auto* orc = static_cast<Oracle*>(mmap(nullptr, sizeof(Oracle), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   ASSERT_NE(orc, MAP_FAILED);
@@ -76,7 +76,7 @@ TEST(CuckooMultiProcess, WritersReadersAndInsertUniqueRacesAgreeWithOracle) {
         for (uint64_t i = kUnique; i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
         uint64_t u = 0;
         for (uint64_t i = 0; i < kOwned; ++i) {
-          if (c.insert(owned_key(w, i)) != CuckooStatus::kInserted) return 10;
+          if (c.add(owned_key(w, i)) != CuckooStatus::kInserted) return 10;
           orc->acked[w].store(i + 1, std::memory_order_release);
           if (i % 2000 == 1999) {  // let the readers keep pace (2 vCPUs, 5 processes): <= 20 ms per pause
             for (int t = 0; t < 20 && orc->reader_checks.load() < i * 2; ++t) usleep(1000);
@@ -201,7 +201,7 @@ void readers_never_miss_stable_keys_while_items_move(uint32_t fp_bits) {
   Cuckoo c = Cuckoo::create(seg, "mv", o);
   const uint64_t slots = c.stats().slots;
   auto stable = shmf_bench::distinct_keys(static_cast<uint64_t>(0.90 * static_cast<double>(slots)), 41);
-  for (uint64_t k : stable) ASSERT_EQ(c.insert(k), CuckooStatus::kInserted);
+  for (uint64_t k : stable) ASSERT_EQ(c.add(k), CuckooStatus::kInserted);
   auto* stop = static_cast<std::atomic<int>*>(mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   new (stop) std::atomic<int>(0);
   new (stop + 1) std::atomic<int>(0);  // readers ready
@@ -216,7 +216,7 @@ void readers_never_miss_stable_keys_while_items_move(uint32_t fp_bits) {
     while (w.stats().moves < 20000) {  // the storm really moves items
       if (next > 4000000) return 32;
       for (int i = 0; i < 256; ++i) {
-        if (w.insert(churn(next++)) != CuckooStatus::kInserted) return 30;
+        if (w.add(churn(next++)) != CuckooStatus::kInserted) return 30;
         if (next - oldest > window && !w.erase(churn(oldest++))) return 31;
       }
     }

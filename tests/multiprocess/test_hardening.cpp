@@ -193,7 +193,7 @@ void build_cuckoo(const ImageFile& img, uint32_t expansion = 0) {
   o.seed = 5;
   o.expansion = expansion;
   Cuckoo c = Cuckoo::create(s, "c", o);
-  for (uint64_t k = 0; k < 200; ++k) c.insert(k);
+  for (uint64_t k = 0; k < 200; ++k) c.add(k);
 }
 
 TEST(HardeningCuckoo, AllVersionsOddWithNoOwnerDoNotHangReaders) {

@@ -99,7 +99,7 @@ void build_cuckoo(const ImageFile& img) {
   o.fingerprint_bits = 12;
   o.seed = 5;
   Cuckoo c = Cuckoo::create(s, "c", o);
-  for (uint64_t k = 0; k < 200; ++k) c.insert(k);
+  for (uint64_t k = 0; k < 200; ++k) c.add(k);
 }
 
 TEST(HardeningAllocator, AMisalignedTopIsCorruptNotAllocatedFrom) {
@@ -131,7 +131,7 @@ TEST(HardeningCuckoo, ALockWordEqualToTheNextTokenDoesNotHangWriters) {
   Outcome o = in_child([&] {
     Segment s = img.open();
     Cuckoo c = Cuckoo::open(s, "c");
-    return c.insert(uint64_t{987654321}) == CuckooStatus::kInserted ? 0 : 12;
+    return c.add(uint64_t{987654321}) == CuckooStatus::kInserted ? 0 : 12;
   });
   EXPECT_TRUE(o.ok()) << o.describe();
 }

@@ -284,26 +284,26 @@ TEST(HardeningFork, WritersRefuseThroughHandlesInheritedAcrossFork) {
   co.seed = 9;
   Cuckoo c = Cuckoo::create(seg, "c", co);
   ExactSet e = ExactSet::create(seg, "e", ExactSetOptions{.capacity = 1000});
-  ASSERT_EQ(c.insert(uint64_t{1}), CuckooStatus::kInserted);
+  ASSERT_EQ(c.add(uint64_t{1}), CuckooStatus::kInserted);
   ASSERT_EQ(e.insert(uint64_t{1}), InsertResult::kInserted);
   // The child's writes would take the writer locks with the PARENT's token: if
   // the child died holding one, nobody could ever take it over (the parent lives).
   Outcome o = in_child([&] {
-    if (c.insert(uint64_t{2}) != CuckooStatus::kDropped) return 40;
+    if (c.add(uint64_t{2}) != CuckooStatus::kForked) return 40;
     if (c.erase(uint64_t{1})) return 41;
-    if (e.insert(uint64_t{2}) != InsertResult::kDropped) return 42;
+    if (e.insert(uint64_t{2}) != InsertResult::kForked) return 42;
     if (e.erase(uint64_t{1})) return 43;
     if (!c.contains(uint64_t{1}) || !e.contains(uint64_t{1})) return 44;  // reads need no token
     // The child's own attachment works.
     Segment mine = img.open();
-    if (Cuckoo::open(mine, "c").insert(uint64_t{3}) != CuckooStatus::kInserted) return 45;
+    if (Cuckoo::open(mine, "c").add(uint64_t{3}) != CuckooStatus::kInserted) return 45;
     if (ExactSet::open(mine, "e").insert(uint64_t{3}) != InsertResult::kInserted) return 46;
     return 0;
   });
   EXPECT_TRUE(o.ok()) << o.describe();
   EXPECT_FALSE(c.contains(uint64_t{2}));
   EXPECT_TRUE(c.contains(uint64_t{3}));
-  EXPECT_EQ(c.insert(uint64_t{4}), CuckooStatus::kInserted);  // the parent's handles are unaffected
+  EXPECT_EQ(c.add(uint64_t{4}), CuckooStatus::kInserted);  // the parent's handles are unaffected
 }
 
 TEST(HardeningFork, DeletableWindowWritersRefuseThroughHandlesInheritedAcrossFork) {
@@ -319,9 +319,9 @@ TEST(HardeningFork, DeletableWindowWritersRefuseThroughHandlesInheritedAcrossFor
   // The child's marks would take a day table's writer lock with no token of its own: two
   // racing children could then both answer kNew for one pair.
   Outcome o = in_child([&] {
-    if (w.mark_if_unseen(7, uint64_t{2}, 7) != WindowStatus::kDropped) return 40;
-    if (w.mark(7, uint64_t{3}) != WindowStatus::kDropped) return 41;
-    if (w.forget(7, uint64_t{1}) != WindowStatus::kDropped) return 42;
+    if (w.mark_if_unseen(7, uint64_t{2}, 7) != WindowStatus::kForked) return 40;
+    if (w.mark(7, uint64_t{3}) != WindowStatus::kForked) return 41;
+    if (w.forget(7, uint64_t{1}) != WindowStatus::kForked) return 42;
     if (!w.seen(7, uint64_t{1}, 7)) return 43;  // reads need no token
     Segment mine = img.open();
     Window own = Window::open(mine, "w");
@@ -387,7 +387,7 @@ TEST(HardeningReadOnlyUser, AReaderInspectsThroughAReadOnlyAttachmentAndCannotWr
   CuckooOptions cko;
   cko.capacity = 1000;
   Cuckoo ck = Cuckoo::create(root, "ck", cko);
-  ASSERT_EQ(ck.insert(uint64_t{7}), CuckooStatus::kInserted);
+  ASSERT_EQ(ck.add(uint64_t{7}), CuckooStatus::kInserted);
   BloomOptions bo;
   bo.capacity = 1000;
   Bloom bloom = Bloom::create(root, "bloom", bo);
@@ -410,9 +410,9 @@ TEST(HardeningReadOnlyUser, AReaderInspectsThroughAReadOnlyAttachmentAndCannotWr
     if (rh.count() != 1 || rh.add(uint64_t{8}) || rh.add_many(std::vector<uint64_t>{9, 10}) != 0) return 43;
     ExactSet rs = ExactSet::open(s, "set");
     if (!rs.contains(uint64_t{7}) || rs.contains(uint64_t{8}) || rs.size() != 1) return 34;
-    if (rs.insert(uint64_t{8}) != InsertResult::kDropped || rs.erase(uint64_t{7})) return 35;
+    if (rs.insert(uint64_t{8}) != InsertResult::kReadOnly || rs.erase(uint64_t{7})) return 35;
     Cuckoo rc = Cuckoo::open(s, "ck");
-    if (!rc.contains(uint64_t{7}) || rc.insert(uint64_t{9}) != CuckooStatus::kDropped || rc.erase(uint64_t{7})) return 36;
+    if (!rc.contains(uint64_t{7}) || rc.add(uint64_t{9}) != CuckooStatus::kReadOnly || rc.erase(uint64_t{7})) return 36;
     if (code_of([&] { s.create_region("x", Kind::kBlob, 64, [](std::byte*, uint64_t, ControlTxn&) {}); }) !=
         ErrorCode::kReadOnly)
       return 37;
@@ -457,7 +457,7 @@ TEST(HardeningReadOnlyUser, KindsWhoseReadsWriteAndSaveAreRefusedByNameNotByACra
   CuckooOptions cko;
   cko.capacity = 1000;
   Cuckoo ck = Cuckoo::create(root, "ck", cko);
-  ASSERT_EQ(ck.insert(uint64_t{7}), CuckooStatus::kInserted);
+  ASSERT_EQ(ck.add(uint64_t{7}), CuckooStatus::kInserted);
   const uint64_t serial_before = img.peek<uint64_t>(offsetof(seg_layout::Header, txn_serial));
   Outcome o = in_child([&]() -> int {
    try {

@@ -221,7 +221,7 @@ TEST(SegmentMultiProcess, ForkRules) {
       s.create_region("from-child", Kind::kBlob, 64, {});
       return 2;
     } catch (const Error& e) {
-      if (e.code() != ErrorCode::kBusy || std::string(e.what()).find("Segment::open") == std::string::npos) return 3;
+      if (e.code() != ErrorCode::kForked || std::string(e.what()).find("Segment::open") == std::string::npos) return 3;
     }
     Segment own = Segment::open(g.name);
     own.create_region("from-child", Kind::kBlob, 64, {});

@@ -508,7 +508,7 @@ void exercise(Worker& w, const std::string& name, shmfilter::Kind kind) {
 #ifdef TORTURE_CUCKOO
     case shmfilter::Kind::kCuckoo: {
       auto c = shmfilter::Cuckoo::open(w.seg, name);
-      for (uint64_t i = 0; i < 300; ++i) c.insert(base + i);  // past capacity: expansion (cuckoo.expand.*)
+      for (uint64_t i = 0; i < 300; ++i) c.add(base + i);  // past capacity: expansion (cuckoo.expand.*)
       for (uint64_t i = 0; i < 100; ++i) c.erase(base + i);
       return;
     }

@@ -48,7 +48,7 @@ TEST(CApi, VersionAndStrerror) {
   std::string v = std::to_string(SHMF_VERSION_MAJOR) + "." + std::to_string(SHMF_VERSION_MINOR) + "." +
                   std::to_string(SHMF_VERSION_PATCH);
   EXPECT_EQ(std::string(shmf_version()), v);
-  for (int c : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 30, 31}) {
+  for (int c : {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 30, 31}) {
     EXPECT_STRNE(shmf_strerror(-c), "unknown error code") << c;
     EXPECT_STREQ(shmf_strerror(-c), shmf_strerror(c)) << c;
   }
@@ -352,7 +352,7 @@ TEST(CApi, ForkedChildSeesParentInserts) {
   pid_t pid = shmf_test::fork_child([name, inherited] {
     // The parent's attachment is not the child's: control-plane use is refused.
     shmf_hll* stale = nullptr;
-    if (shmf_hll_create(inherited, "from-child", &stale) != -SHMF_EBUSY) return 9;
+    if (shmf_hll_create(inherited, "from-child", &stale) != -SHMF_EFORKED) return 9;
     shmf_segment* seg = nullptr;
     if (shmf_segment_open(name.c_str(), nullptr, &seg) != 0) return 10;
     shmf_bloom* cb = nullptr;
@@ -397,6 +397,19 @@ TEST(CApi, OpenExReadOnlyInspects) {
   shmf_roaring* r = nullptr;
   ASSERT_EQ(shmf_roaring_create(s.seg, "r", &ro, &r), 0) << last();
   shmf_roaring_close(r);
+  shmf_cuckoo_options co;
+  shmf_cuckoo_options_init(&co);
+  co.capacity = 1000;
+  co.fingerprint_bits = 16;
+  shmf_cuckoo* c = nullptr;
+  ASSERT_EQ(shmf_cuckoo_create(s.seg, "c", &co, &c), 0) << last();
+  shmf_cuckoo_close(c);
+  shmf_set_options xo;
+  shmf_set_options_init(&xo);
+  xo.capacity = 1000;
+  shmf_set* x = nullptr;
+  ASSERT_EQ(shmf_set_create(s.seg, "x", &xo, &x), 0) << last();
+  shmf_set_close(x);
   EXPECT_EQ(shmf_segment_is_read_only(s.seg), 0);
 
   shmf_open_options oo;
@@ -418,6 +431,16 @@ TEST(CApi, OpenExReadOnlyInspects) {
   EXPECT_NE(last().find("read-only"), std::string::npos) << last();
   shmf_roaring* vr = nullptr;
   EXPECT_EQ(shmf_roaring_open(view, "r", &vr), -SHMF_EREADONLY) << last();
+  // The writers that would take a lock name the read-only attachment (not "dropped", not "forked").
+  shmf_cuckoo* vc = nullptr;
+  ASSERT_EQ(shmf_cuckoo_open(view, "c", &vc), 0) << last();
+  EXPECT_EQ(shmf_cuckoo_add_u64(vc, 1), -SHMF_EREADONLY) << last();
+  shmf_set* vx = nullptr;
+  ASSERT_EQ(shmf_set_open(view, "x", &vx), 0) << last();
+  EXPECT_EQ(shmf_set_insert_unique_u64(vx, 1), -SHMF_EREADONLY) << last();
+  EXPECT_NE(last().find("read-only"), std::string::npos) << last();
+  shmf_set_close(vx);
+  shmf_cuckoo_close(vc);
   shmf_bloom_close(vb);
   shmf_segment_close(view);
 

@@ -2,7 +2,9 @@
 // create/open/close/drop, bad options (-SHMF_EINVAL, segment unchanged), the
 // injected clock, mark / seen / mark_if_unseen over buckets, forget on the
 // deletable variant and -SHMF_EINVAL on the insert-only one, batches, per-space
-// counts, maintain, stats, and a dropped handle answering -SHMF_EDROPPED.
+// counts, maintain, stats, and a dropped handle answering -SHMF_EDROPPED; the status
+// vocabulary: no room for a bucket table is -SHMF_ENOSPACE, and handles inherited across
+// fork() (window, cuckoo, exact set, roaring) answer -SHMF_EFORKED.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -139,5 +141,81 @@ TEST(CApiWindow, ForgetOnTheInsertOnlyVariantIsInvalid) {
   EXPECT_NE(std::string(shmf_last_error_message()).find("SHMF_WINDOW_CUCKOO"), std::string::npos);
   EXPECT_EQ(shmf_window_seen_u64(w, 1, 1, 1), 1);
   EXPECT_EQ(shmf_window_set_now(w, INT64_MIN), 0);  // back to the system clock
+  EXPECT_EQ(shmf_window_close(w), 0);
+}
+
+// The status vocabulary (issue 21): each failure reaches C as its own code.
+TEST(CApiWindow, NoRoomForABucketTableIsENOSPACE) {
+  shmf_test::SegmentGuard guard{shmf_test::unique_name("capiwns")};
+  shmf_segment_options so;
+  shmf_segment_options_init(&so);
+  so.size = 8ull << 20;
+  so.max_size = 8ull << 20;
+  shmf_segment* seg = nullptr;
+  ASSERT_EQ(shmf_segment_create(guard.name.c_str(), &so, &seg), 0) << shmf_last_error_message();
+  shmf_window_options o;
+  shmf_window_options_init(&o);
+  o.expected_per_bucket = 1000000;
+  o.seed = 3;
+  shmf_window* w = nullptr;
+  ASSERT_EQ(shmf_window_create(seg, "w", &o, &w), 0) << shmf_last_error_message();
+  int rc = 1;
+  for (int d = 0; d < 7 && rc == 1; ++d) {
+    ASSERT_EQ(shmf_window_set_now(w, kT0 + d * kDay), 0);
+    rc = shmf_window_mark_u64(w, 1, 100 + static_cast<uint64_t>(d));
+  }
+  EXPECT_EQ(rc, -SHMF_ENOSPACE) << shmf_last_error_message();
+  EXPECT_NE(std::string(shmf_last_error_message()).find("out of space"), std::string::npos);
+  EXPECT_EQ(shmf_window_mark_if_unseen_u64(w, 1, 999, 1), -SHMF_ENOSPACE);
+  EXPECT_EQ(shmf_window_close(w), 0);
+  EXPECT_EQ(shmf_segment_close(seg), 0);
+}
+
+TEST(CApiWindow, InheritedHandlesAnswerEFORKED) {
+  CSeg s;
+  shmf_window_options o;
+  shmf_window_options_init(&o);
+  o.variant = SHMF_WINDOW_CUCKOO;
+  o.expected_per_bucket = 1000;
+  o.seed = 3;
+  shmf_window* w = nullptr;
+  ASSERT_EQ(shmf_window_create(s.seg, "w", &o, &w), 0) << shmf_last_error_message();
+  ASSERT_EQ(shmf_window_set_now(w, kT0), 0);
+  shmf_cuckoo_options co;
+  shmf_cuckoo_options_init(&co);
+  co.capacity = 1000;
+  co.fingerprint_bits = 16;
+  shmf_cuckoo* c = nullptr;
+  ASSERT_EQ(shmf_cuckoo_create(s.seg, "c", &co, &c), 0) << shmf_last_error_message();
+  shmf_set_options xo;
+  shmf_set_options_init(&xo);
+  xo.capacity = 1000;
+  shmf_set* x = nullptr;
+  ASSERT_EQ(shmf_set_create(s.seg, "x", &xo, &x), 0) << shmf_last_error_message();
+  shmf_roaring* r = nullptr;
+  ASSERT_EQ(shmf_roaring_create(s.seg, "r", nullptr, &r), 0) << shmf_last_error_message();
+  ASSERT_EQ(shmf_window_mark_u64(w, 7, 1), 1);
+  pid_t child = shmf_test::fork_child([&] {
+    if (shmf_window_mark_u64(w, 7, 2) != -SHMF_EFORKED) return 1;
+    if (shmf_window_mark_if_unseen_u64(w, 7, 3, 7) != -SHMF_EFORKED) return 2;
+    if (shmf_window_forget_u64(w, 7, 1) != -SHMF_EFORKED) return 3;
+    if (shmf_window_seen_u64(w, 7, 1, 1) != 1) return 4;  // reads need no token
+    if (shmf_cuckoo_add_u64(c, 5) != -SHMF_EFORKED) return 5;
+    if (shmf_set_insert_unique_u64(x, 5) != -SHMF_EFORKED) return 6;
+    if (shmf_roaring_add(r, 5) != -SHMF_EFORKED) return 8;
+    if (std::string(shmf_strerror(SHMF_EFORKED)).find("fork") == std::string::npos) return 7;
+    return 0;
+  });
+  const int status = shmf_test::wait_status(child);
+  EXPECT_TRUE(shmf_test::exited_ok(status)) << "child exit " << WEXITSTATUS(status);
+  EXPECT_EQ(shmf_window_seen_u64(w, 7, 2, 1), 0);
+  EXPECT_EQ(shmf_roaring_contains(r, 5), 0);
+  EXPECT_EQ(shmf_roaring_close(r), 0);
+  EXPECT_EQ(shmf_window_new_count(w, 7, 7, nullptr), -SHMF_EINVAL);  // out == NULL
+  uint64_t n = 0;
+  EXPECT_EQ(shmf_window_new_count(w, 7, 7, &n), -SHMF_EINVAL);     // age outside [0, retention)
+  EXPECT_EQ(shmf_window_new_count(w, 7, 6, &n), 0);
+  EXPECT_EQ(shmf_set_close(x), 0);
+  EXPECT_EQ(shmf_cuckoo_close(c), 0);
   EXPECT_EQ(shmf_window_close(w), 0);
 }

@@ -92,7 +92,7 @@ TEST(Cuckoo, NoFalseNegativesAndEraseRemovesExceptAtTheFalsePositiveRate) {
   const uint64_t n = 180000;
   std::vector<std::string> keys;
   for (uint64_t i = 0; i < n; ++i) keys.push_back(w.key_of(i));
-  for (const auto& k : keys) ASSERT_EQ(c.insert(k), CuckooStatus::kInserted);
+  for (const auto& k : keys) ASSERT_EQ(c.add(k), CuckooStatus::kInserted);
   EXPECT_EQ(c.size(), n);
   for (const auto& k : keys) ASSERT_TRUE(c.contains(k)) << k;
   // Erase every other key.
@@ -152,8 +152,8 @@ TEST(Cuckoo, InsertUniqueCountAndDuplicates) {
   EXPECT_EQ(c.insert_unique("dev-1"), CuckooStatus::kInserted);
   EXPECT_EQ(c.insert_unique("dev-1"), CuckooStatus::kExists);
   EXPECT_EQ(c.count("dev-1"), 1u);
-  EXPECT_EQ(c.insert("dev-1"), CuckooStatus::kInserted);  // CF.ADD keeps duplicates
-  EXPECT_EQ(c.insert("dev-1"), CuckooStatus::kInserted);
+  EXPECT_EQ(c.add("dev-1"), CuckooStatus::kInserted);  // CF.ADD keeps duplicates
+  EXPECT_EQ(c.add("dev-1"), CuckooStatus::kInserted);
   EXPECT_EQ(c.count("dev-1"), 3u);
   EXPECT_TRUE(c.erase("dev-1"));
   EXPECT_EQ(c.count("dev-1"), 2u);
@@ -163,7 +163,7 @@ TEST(Cuckoo, InsertUniqueCountAndDuplicates) {
   EXPECT_FALSE(c.contains("dev-1"));
   EXPECT_FALSE(c.erase("dev-1"));
   EXPECT_EQ(c.size(), 0u);
-  EXPECT_EQ(c.insert(uint64_t{42}), CuckooStatus::kInserted);
+  EXPECT_EQ(c.add(uint64_t{42}), CuckooStatus::kInserted);
   uint64_t k = 42;
   EXPECT_TRUE(c.contains(std::string_view(reinterpret_cast<const char*>(&k), 8)));  // uint64 = its 8 LE bytes
 }
@@ -177,7 +177,7 @@ TEST(Cuckoo, FullReportsKFullNeverLosesAndRecoversAfterErase) {
   std::vector<uint64_t> in;
   uint64_t full = 0;
   for (uint64_t k : keys) {
-    auto s = c.insert(k);
+    auto s = c.add(k);
     if (s == CuckooStatus::kInserted) in.push_back(k);
     else if (s == CuckooStatus::kFull) ++full;
     else ADD_FAILURE() << static_cast<int>(s);
@@ -190,7 +190,7 @@ TEST(Cuckoo, FullReportsKFullNeverLosesAndRecoversAfterErase) {
   // After erasing 10%, inserts succeed again (no RedisBloom-style collapse).
   for (size_t i = 0; i < in.size() / 10; ++i) ASSERT_TRUE(c.erase(in[i]));
   auto more = shmf_bench::absent_keys(in.size() / 20, 5);
-  for (uint64_t k : more) ASSERT_EQ(c.insert(k), CuckooStatus::kInserted);
+  for (uint64_t k : more) ASSERT_EQ(c.add(k), CuckooStatus::kInserted);
   auto rep = f.seg.check(false);
   EXPECT_TRUE(rep.consistent());
 }
@@ -202,7 +202,7 @@ TEST(Cuckoo, ExpansionAddsSubFiltersLookupsAndErasesSeeAll) {
   o.max_subfilters = 6;
   Cuckoo c = Cuckoo::create(f.seg, "grow", o);
   auto keys = shmf_bench::distinct_keys(20000, 8);
-  for (uint64_t k : keys) ASSERT_EQ(c.insert(k), CuckooStatus::kInserted);
+  for (uint64_t k : keys) ASSERT_EQ(c.add(k), CuckooStatus::kInserted);
   auto st = c.stats();
   EXPECT_GE(st.subfilters, 3u);
   EXPECT_EQ(st.expansions, st.subfilters - 1);
@@ -220,13 +220,13 @@ TEST(Cuckoo, ExpansionAddsSubFiltersLookupsAndErasesSeeAll) {
 TEST(Cuckoo, DroppedHandleNeverTouchesFreedMemory) {
   Fixture f;
   Cuckoo c = Cuckoo::create(f.seg, "gone", opts(1000, 12));
-  ASSERT_EQ(c.insert("a"), CuckooStatus::kInserted);
+  ASSERT_EQ(c.add("a"), CuckooStatus::kInserted);
   EXPECT_TRUE(c.valid());
   EXPECT_TRUE(Cuckoo::drop(f.seg, "gone"));
   EXPECT_FALSE(Cuckoo::drop(f.seg, "gone"));
   EXPECT_FALSE(c.valid());
   EXPECT_FALSE(c.contains("a"));
-  EXPECT_EQ(c.insert("a"), CuckooStatus::kDropped);
+  EXPECT_EQ(c.add("a"), CuckooStatus::kDropped);
   EXPECT_EQ(c.insert_unique("a"), CuckooStatus::kDropped);
   EXPECT_FALSE(c.erase("a"));
   EXPECT_EQ(c.count("a"), 0u);
@@ -240,13 +240,13 @@ TEST(Cuckoo, DroppedHandleNeverTouchesFreedMemory) {
 TEST(Cuckoo, CheckRepairsALockHeldByADeadProcess) {
   Fixture f;
   Cuckoo c = Cuckoo::create(f.seg, "chk", opts(4000, 12));
-  for (uint64_t i = 0; i < 3000; ++i) ASSERT_EQ(c.insert(i), CuckooStatus::kInserted);
+  for (uint64_t i = 0; i < 3000; ++i) ASSERT_EQ(c.add(i), CuckooStatus::kInserted);
   std::string name = f.guard.name;
   pid_t pid = shmf_test::fork_child([&] {
     Segment s = Segment::open(name);
     Cuckoo cc = Cuckoo::open(s, "chk");
     shmfilter::internal::arm_kill_point("cuckoo.insert.after_store");
-    cc.insert(uint64_t{1} << 40);
+    cc.add(uint64_t{1} << 40);
     return 3;
   });
   ASSERT_TRUE(shmf_test::killed_by(shmf_test::wait_status(pid), SIGKILL));
@@ -367,7 +367,7 @@ TEST(Cuckoo, LayoutOneRegionsOpenAndExpandAsLayoutOne) {
   h->layout_version = 1;
   Cuckoo c = Cuckoo::open(f.seg, "v1");
   auto keys = shmf_bench::distinct_keys(16000, 4);
-  for (uint64_t k : keys) ASSERT_EQ(c.insert(k), CuckooStatus::kInserted);
+  for (uint64_t k : keys) ASSERT_EQ(c.add(k), CuckooStatus::kInserted);
   ASSERT_GE(ck::sub_count_acquire(h), 3u);
   for (uint32_t j = 1; j < ck::sub_count_acquire(h); ++j) {
     EXPECT_EQ(h->subs[j].chunks_minus_1, 0u) << "sub-filter " << j;
@@ -427,10 +427,10 @@ TEST(Cuckoo, ChunkedFilterHoldsItsCapacityAndExpandsByChunks) {
   const uint64_t slots = 4 * 131072;
   auto keys = shmf_bench::distinct_keys(slots + 20000, 6);
   const size_t n95 = static_cast<size_t>(0.95 * static_cast<double>(slots));
-  for (size_t i = 0; i < n95; ++i) ASSERT_EQ(c.insert(keys[i]), CuckooStatus::kInserted) << i;
+  for (size_t i = 0; i < n95; ++i) ASSERT_EQ(c.add(keys[i]), CuckooStatus::kInserted) << i;
   EXPECT_EQ(c.stats().subfilters, 1u) << "95% of one chunked table, no expansion";
   EXPECT_EQ(c.stats().failures, 0u);
-  for (size_t i = n95; i < keys.size(); ++i) ASSERT_EQ(c.insert(keys[i]), CuckooStatus::kInserted) << i;
+  for (size_t i = n95; i < keys.size(); ++i) ASSERT_EQ(c.add(keys[i]), CuckooStatus::kInserted) << i;
   ASSERT_EQ(c.stats().subfilters, 2u);
   EXPECT_EQ(h->subs[1].log2_buckets, 16u);
   EXPECT_EQ(h->subs[1].chunks_minus_1, 3u);
@@ -470,7 +470,7 @@ TEST(Cuckoo, LayoutTwoTwelveBitRegionsStillOpenAndWork) {
   EXPECT_EQ(c.stats().lane_bits, 16u);
   EXPECT_EQ(c.stats().fingerprint_bits, 12u);
   auto keys = shmf_bench::distinct_keys(150000, 8);  // beyond the first sub-filter: expands (as layout 2)
-  for (uint64_t k : keys) ASSERT_EQ(c.insert(k), CuckooStatus::kInserted);
+  for (uint64_t k : keys) ASSERT_EQ(c.add(k), CuckooStatus::kInserted);
   EXPECT_GE(c.stats().subfilters, 2u);
   EXPECT_EQ(h->layout_version, 2u);
   for (uint64_t k : keys) ASSERT_TRUE(c.contains(k));
@@ -498,8 +498,8 @@ TEST(Cuckoo, PackedLayoutThreeGoldenBytes) {
   EXPECT_EQ(h->subs[0].offset, r.offset + sizeof(ck::Header));
   EXPECT_GE(r.size, 576u + 65536u + 327680u * 6u);
   EXPECT_EQ(c.stats().bytes, h->region_bytes);
-  ASSERT_EQ(c.insert(std::string_view("device-1")), CuckooStatus::kInserted);
-  ASSERT_EQ(c.insert(std::string_view("42:00ff00ff00ff00ff")), CuckooStatus::kInserted);
+  ASSERT_EQ(c.add(std::string_view("device-1")), CuckooStatus::kInserted);
+  ASSERT_EQ(c.add(std::string_view("42:00ff00ff00ff00ff")), CuckooStatus::kInserted);
   const std::byte* buckets = reg + sizeof(ck::Header) + 65536;  // after 8192 versions
   const unsigned char b1[6] = {0x84, 0, 0, 0, 0, 0};            // fp 132 = 0x084 in lane 0 of bucket 114661
   const unsigned char b2[6] = {0x52, 0x0d, 0, 0, 0, 0};         // fp 3410 = 0xd52 in lane 0 of bucket 121405
@@ -510,4 +510,31 @@ TEST(Cuckoo, PackedLayoutThreeGoldenBytes) {
   EXPECT_TRUE(c.erase(std::string_view("device-1")));
   EXPECT_EQ(0, std::memcmp(buckets + 6 * 114661, "\0\0\0\0\0\0", 6));
   EXPECT_TRUE(f.seg.check(false).consistent());
+}
+
+// The status vocabulary (issue 21): a filter that must grow in a segment that cannot answers
+// kNoSpace (not kFull: its options allowed the growth); the deprecated insert() is add().
+TEST(CuckooVocabulary, NoRoomForTheNextSubFilterIsNoSpace) {
+  shmf_test::SegmentGuard guard{shmf_test::unique_name("cknospace")};
+  shmfilter::CreateOptions so;
+  so.size = 8ull << 20;
+  so.max_size = 8ull << 20;
+  Segment seg = Segment::create(guard.name, so);
+  CuckooOptions o = opts(200000, 16);  // sub-filter 0: about 0.5 MiB; the next (x32): 16 MiB, no room
+  o.expansion = 32;
+  Cuckoo c = Cuckoo::create(seg, "c", o);
+  CuckooStatus st = CuckooStatus::kInserted;
+  uint64_t k = 0;
+  while (st == CuckooStatus::kInserted && k < 50'000'000) st = c.add(shmf_bench::mix64(k++));
+  EXPECT_EQ(st, CuckooStatus::kNoSpace) << "after " << k << " adds";
+  EXPECT_EQ(shmfilter::cuckoo_status_name(st), "no-space");
+  EXPECT_TRUE(c.valid());
+  EXPECT_TRUE(c.contains(shmf_bench::mix64(0)));
+  EXPECT_TRUE(seg.check(false).consistent());
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  Cuckoo d = Cuckoo::create(seg, "d", opts(100, 16));
+  EXPECT_EQ(d.insert(uint64_t{5}), CuckooStatus::kInserted);  // the alias still works
+#pragma GCC diagnostic pop
+  EXPECT_EQ(d.count(uint64_t{5}), 1u);
 }

@@ -323,3 +323,22 @@ TEST(ExactSet, CorruptHeaderIsAnErrorNotACrash) {
   CheckReport r = seg.check(false);
   EXPECT_FALSE(r.consistent()) << "check reports the damaged set";
 }
+
+// The status vocabulary (issue 21): each refusal has its own name; insert_unique is the C and
+// Python name of insert.
+TEST(ExactSetVocabulary, StatusNamesAndTheInsertUniqueName) {
+  EXPECT_EQ(insert_result_name(InsertResult::kDropped), "dropped");
+  EXPECT_EQ(insert_result_name(InsertResult::kForked), "forked");
+  EXPECT_EQ(insert_result_name(InsertResult::kReadOnly), "read-only");
+  SegmentGuard g(unique_name("esvocab"));
+  Segment seg = Segment::create(g.name);
+  ExactSet s = ExactSet::create(seg, "s", ExactSetOptions{.capacity = 100});
+  EXPECT_EQ(s.insert_unique(uint64_t{1}), InsertResult::kInserted);
+  EXPECT_EQ(s.insert(uint64_t{1}), InsertResult::kExists);
+  EXPECT_EQ(s.insert_unique("k"), InsertResult::kInserted);
+  pid_t child = fork_child([&] {
+    return s.insert(uint64_t{2}) == InsertResult::kForked && s.contains(uint64_t{1}) ? 0 : 1;
+  });
+  EXPECT_TRUE(exited_ok(wait_status(child)));
+  EXPECT_FALSE(s.contains(uint64_t{2}));
+}

@@ -40,7 +40,7 @@ TEST(Metrics, EveryKindReportsAndEachFamilyIsDeclaredOnceBeforeItsSamples) {
   for (uint64_t i = 0; i < 1000; ++i) b.add(i);  // 10x over capacity
   CuckooOptions co;
   co.capacity = 100;
-  Cuckoo::create(seg, "c", co).insert(uint64_t{1});
+  Cuckoo::create(seg, "c", co).add(uint64_t{1});
   RoaringSet::create(seg, "r").add(7);
   Hll::create(seg, "h").add(uint64_t{1});
   ExactSetOptions eo;

@@ -684,7 +684,7 @@ TEST(Roaring, CorruptDeltaFillIsOnlyAHint) {
 }
 
 // A handle inherited across fork() has no reader slot in the child: it must
-// not read unpinned memory, so it answers false / kDropped; a fresh open works.
+// not read unpinned memory, so it answers false / kForked; a fresh open works.
 TEST(Roaring, InheritedHandleRefusesAfterFork) {
   SegmentGuard g(unique_name("rfork"));
   Segment seg = Segment::create(g.name, seg_options());
@@ -692,12 +692,13 @@ TEST(Roaring, InheritedHandleRefusesAfterFork) {
   s.add(11);
   pid_t child = shmf_test::fork_child([&] {
     if (s.contains(11)) return 3;
-    if (s.add(12) != RoaringStatus::kDropped) return 4;
+    if (s.add(12) != RoaringStatus::kForked) return 4;
     Segment mine = Segment::open(g.name);
     RoaringSet r = RoaringSet::open(mine, "f");
     return r.contains(11) && r.add(13) == RoaringStatus::kOk ? 0 : 5;
   });
-  ASSERT_TRUE(shmf_test::exited_ok(shmf_test::wait_status(child)));
+  const int status = shmf_test::wait_status(child);
+  ASSERT_TRUE(shmf_test::exited_ok(status)) << "child exit " << WEXITSTATUS(status);
   EXPECT_TRUE(s.contains(13));
   EXPECT_FALSE(s.contains(12));
 }

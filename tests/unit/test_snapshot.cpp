@@ -65,7 +65,7 @@ void fill(Segment& seg) {
   co.expansion = 2;
   co.seed = 3;
   Cuckoo c = Cuckoo::create(seg, "cuckoo", co);
-  for (uint64_t i = 0; i < 400; ++i) c.insert(i);
+  for (uint64_t i = 0; i < 400; ++i) c.add(i);
   for (uint64_t i = 0; i < 400; i += 5) c.erase(i);
   seg.create_region("blob", Kind::kBlob, 64, [](std::byte* p, uint64_t n, ControlTxn&) {
     for (uint64_t i = 0; i < n; ++i) p[i] = static_cast<std::byte>(i * 37 + 1);
@@ -117,7 +117,7 @@ TEST(Snapshot, RoundTripKeepsEveryKindsContentsBlobsIncluded) {
     }
   }
   EXPECT_TRUE(c.erase(uint64_t{1}));
-  EXPECT_EQ(c.insert(uint64_t{100000}), CuckooStatus::kInserted);
+  EXPECT_EQ(c.add(uint64_t{100000}), CuckooStatus::kInserted);
 
   EXPECT_EQ(Hll::open(out, "hll").count(), Hll::open(seg, "hll").count());
   RoaringSet r = RoaringSet::open(out, "roaring");

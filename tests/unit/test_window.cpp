@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "shmfilter/shmfilter.h"
 #include "shmfilter/window.hpp"
 #include "structures/window/window_impl.h"
 #include "test_util.h"
@@ -586,3 +587,112 @@ TEST(Window, OpenRejectsAnotherKindAndCorruptHeaders) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, WindowBoth, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo),
                          [](const auto& pi) { return std::string(window_variant_name(pi.param)); });
+
+// The status vocabulary (issue 21): a w past retention is rejected, never clamped into range;
+// kWholeWindow (0) names every bucket kept.
+TEST(WindowVocabulary, WPastRetentionIsRejectedNeverClamped) {
+  Fixture f("wwarg");
+  Window w = Window::create(f.seg, "w", opts(WindowVariant::kCuckoo, 1000, 0.01, 7));
+  w.set_now(kT0);
+  ASSERT_EQ(w.mark(7, uint64_t{1}), WindowStatus::kNew);
+  EXPECT_EQ(w.mark_if_unseen(7, uint64_t{2}, 8), WindowStatus::kInvalidArgument);
+  EXPECT_FALSE(w.seen(7, uint64_t{2}, 7));  // nothing was stored
+  EXPECT_FALSE(w.seen(7, uint64_t{1}, 8));  // rejected: false, not a clamped answer
+  EXPECT_TRUE(w.seen(7, uint64_t{1}, 7));
+  EXPECT_TRUE(w.seen(7, uint64_t{1}, kWholeWindow));
+  EXPECT_EQ(w.mark_if_unseen(7, uint64_t{1}, kWholeWindow), WindowStatus::kSeen);
+  std::vector<uint64_t> spaces{7, 7}, items{1, 3};
+  std::vector<WindowStatus> st(2, WindowStatus::kNew);
+  EXPECT_EQ(w.mark_if_unseen_many(spaces, items, 8, st), 0u);
+  EXPECT_EQ(st[0], WindowStatus::kInvalidArgument);
+  EXPECT_EQ(st[1], WindowStatus::kInvalidArgument);
+  EXPECT_FALSE(w.seen(7, uint64_t{3}, 7));
+  std::vector<uint8_t> hit(2, 1);
+  EXPECT_EQ(w.seen_many(spaces, items, 8, hit), 0u);
+  EXPECT_EQ(hit[0], 0);
+  EXPECT_EQ(w.seen_many(spaces, items, 7, hit), 1u);
+  EXPECT_EQ(window_status_name(WindowStatus::kInvalidArgument), "invalid-argument");
+}
+
+// A window in a segment that cannot grow: the day whose table does not fit answers kNoSpace
+// (not kDropped), stores nothing, and the window stays valid.
+TEST(WindowVocabulary, NoRoomForABucketTableIsNoSpace) {
+  SegmentGuard g(shmf_test::unique_name("wnospace"));
+  CreateOptions o;
+  o.size = 8ull << 20;
+  o.max_size = 8ull << 20;
+  Segment seg = Segment::create(g.name, o);
+  WindowOptions wo = opts(WindowVariant::kBloom, 1000000, 0.01, 7);
+  const uint64_t table = Window::plan(wo).table_bytes;
+  ASSERT_GT(table, 1ull << 20);
+  ASSERT_LT(table, 3ull << 20);
+  Window w = Window::create(seg, "w", wo);
+  WindowStatus last = WindowStatus::kNew;
+  int d = 0;
+  for (; d < 7 && last == WindowStatus::kNew; ++d) {
+    w.set_now(kT0 + d * kDay);
+    last = w.mark(1, uint64_t{100} + static_cast<uint64_t>(d));
+  }
+  EXPECT_EQ(last, WindowStatus::kNoSpace) << "day " << d;
+  EXPECT_TRUE(w.valid());
+  EXPECT_FALSE(w.seen(1, uint64_t{100} + static_cast<uint64_t>(d - 1), 1));
+  EXPECT_EQ(w.mark_if_unseen(1, uint64_t{999}, 1), WindowStatus::kNoSpace);
+  EXPECT_EQ(window_status_name(WindowStatus::kNoSpace), "no-space");
+  expect_check_clean(seg);
+}
+
+// A handle inherited across fork(): the deletable variant's writers answer kForked (the
+// window is neither dropped nor full); reads still answer.
+TEST(WindowVocabulary, InheritedHandleAnswersForked) {
+  Fixture f("wforked");
+  Window w = Window::create(f.seg, "w", opts(WindowVariant::kCuckoo, 1000));
+  w.set_now(kT0);
+  ASSERT_EQ(w.mark(7, uint64_t{1}), WindowStatus::kNew);
+  pid_t child = shmf_test::fork_child([&] {
+    if (w.mark(7, uint64_t{2}) != WindowStatus::kForked) return 1;
+    if (w.mark_if_unseen(7, uint64_t{3}) != WindowStatus::kForked) return 2;
+    if (w.forget(7, uint64_t{1}) != WindowStatus::kForked) return 3;
+    if (!w.seen(7, uint64_t{1})) return 4;
+    return window_status_name(WindowStatus::kForked) == "forked" ? 0 : 5;
+  });
+  EXPECT_TRUE(shmf_test::exited_ok(shmf_test::wait_status(child)));
+  EXPECT_FALSE(w.seen(7, uint64_t{2}));
+}
+
+// kBusy: the slot of the bucket this call needs holds a NEWER bucket (a process whose clock is
+// ahead claimed it and has not raised the epoch yet: the window of a rotation race, made here by
+// storing that tag). The call cannot write and must not say dropped or no-space: kBusy, and
+// -SHMF_EBUSY through the C API; once the slot is the bucket's again, the call goes through.
+TEST(WindowVocabulary, ASlotHoldingANewerBucketIsBusy) {
+  namespace wi = shmfilter::internal::window;
+  Fixture f("wbusy");
+  Window w = Window::create(f.seg, "w", opts(WindowVariant::kBloom, 1000, 0.01, 3));
+  w.set_now(kT0);
+  ASSERT_EQ(w.mark(1, uint64_t{1}), WindowStatus::kNew);
+  auto* h = reinterpret_cast<wi::WindowHeader*>(f.seg.base() + f.seg.find("w")->offset);
+  const int64_t e1 = w.bucket_of(kT0 + kDay);
+  wi::BucketSlot& slot = wi::slot_table(h)[static_cast<uint64_t>(e1) % h->slots];
+  const uint64_t saved = slot.tag.load();
+  slot.tag.store(static_cast<uint64_t>(e1) + 1 + h->slots);  // bucket e1 + slots lives there now
+  w.set_now(kT0 + kDay);
+  EXPECT_EQ(w.mark(1, uint64_t{2}), WindowStatus::kBusy);
+  EXPECT_EQ(w.mark_if_unseen(1, uint64_t{3}, 1), WindowStatus::kBusy);
+  std::vector<uint64_t> spaces{1}, items{4};
+  std::vector<WindowStatus> st(1);
+  EXPECT_EQ(w.mark_many(spaces, items, st), 0u);
+  EXPECT_EQ(st[0], WindowStatus::kBusy);
+  shmf_segment* cseg = nullptr;
+  ASSERT_EQ(shmf_segment_open(f.guard.name.c_str(), nullptr, &cseg), 0) << shmf_last_error_message();
+  shmf_window* cw = nullptr;
+  ASSERT_EQ(shmf_window_open(cseg, "w", &cw), 0) << shmf_last_error_message();
+  ASSERT_EQ(shmf_window_set_now(cw, kT0 + kDay), 0);
+  EXPECT_EQ(shmf_window_mark_u64(cw, 1, 5), -SHMF_EBUSY) << shmf_last_error_message();
+  EXPECT_NE(std::string(shmf_last_error_message()).find("retry"), std::string::npos);
+  slot.tag.store(saved);
+  EXPECT_EQ(w.mark(1, uint64_t{2}), WindowStatus::kNew);
+  EXPECT_EQ(shmf_window_mark_u64(cw, 1, 5), 1);
+  EXPECT_EQ(shmf_window_close(cw), 0);
+  EXPECT_EQ(shmf_segment_close(cseg), 0);
+  EXPECT_EQ(window_status_name(WindowStatus::kBusy), "busy");
+  expect_check_clean(f.seg);
+}

@@ -25,6 +25,9 @@ std::string_view cuckoo_status_name(CuckooStatus s) noexcept {
     case CuckooStatus::kExists: return "exists";
     case CuckooStatus::kFull: return "full";
     case CuckooStatus::kDropped: return "dropped";
+    case CuckooStatus::kForked: return "forked";
+    case CuckooStatus::kNoSpace: return "no-space";
+    case CuckooStatus::kReadOnly: return "read-only";
   }
   return "?";
 }
@@ -87,8 +90,14 @@ std::string hdr_problem(const ck::Header* h, const RegionInfo& r, uint64_t seg_s
 // Data-plane implementation, one instantiation per lane width.
 template <class LT>
 struct CuckooOps {
-  static bool expand(void* ctx, ck::Header* h) {
-    auto* self = static_cast<Cuckoo*>(ctx);
+  // What an insert hands its expand callback: the handle, and why an expansion failed.
+  struct ExpandCtx {
+    Cuckoo* self;
+    CuckooStatus failed = CuckooStatus::kFull;  // kFull: no larger sub-filter (or another failure)
+  };
+  static bool expand(void* ctx_v, ck::Header* h) {
+    auto* ctx = static_cast<ExpandCtx*>(ctx_v);
+    Cuckoo* self = ctx->self;
     try {
       uint32_t n = ck::sub_count_acquire(h);
       const ck::SubDesc& last = h->subs[n - 1];
@@ -126,16 +135,25 @@ struct CuckooOps {
       ck::A(h->pending_extent).store(0, std::memory_order_relaxed);  // relaxed: lock holder; read under seg lock
       SHMF_KILL_POINT("cuckoo.expand.after_publish");
       return true;
+    } catch (const Error& e) {
+      // The insert answers kNoSpace (no room in the segment for the sub-filter), kDropped, else kFull.
+      if (e.code() == ErrorCode::kNoSpace) ctx->failed = CuckooStatus::kNoSpace;
+      if (e.code() == ErrorCode::kDropped) ctx->failed = CuckooStatus::kDropped;
+      return false;
     } catch (...) {
-      return false;  // kNoSpace or a dropped/closed segment: the insert reports kFull
+      ctx->failed = CuckooStatus::kNoSpace;  // std::bad_alloc
+      return false;
     }
   }
   static CuckooStatus insert(Cuckoo& c, uint64_t hv, bool unique) noexcept {
     ck::Liveness lv = liveness_of(c.seg_);
     lv.self = c.seg_.owner_token();
-    if (lv.self == 0) return CuckooStatus::kDropped;  // a handle inherited across fork(): no token of our own
+    if (lv.self == 0)  // no token of our own: a read-only attachment, or a handle inherited across fork()
+      return c.seg_.read_only() ? CuckooStatus::kReadOnly : CuckooStatus::kForked;
+    ExpandCtx ctx{&c};
     auto st = ck::insert<LT>(c.base_, c.hdr_, ck::split_hash(hv, c.hdr_->fp_bits), unique, lv,
-                             &CuckooOps::expand, &c);
+                             &CuckooOps::expand, &ctx);
+    if (st == ck::Status::kFull) return ctx.failed;
     return static_cast<CuckooStatus>(st);
   }
   static uint32_t count(const Cuckoo& c, uint64_t hv, bool one) noexcept {
@@ -234,11 +252,11 @@ static uint64_t hv_of(const Cuckoo*, const ck::Header* h, std::string_view k) no
 }
 static uint64_t hv_of(const Cuckoo*, const ck::Header* h, uint64_t k) noexcept { return internal::hash_key(k, h->seed); }
 
-CuckooStatus Cuckoo::insert(std::string_view key) noexcept {
+CuckooStatus Cuckoo::add(std::string_view key) noexcept {
   if (!valid()) return CuckooStatus::kDropped;
   return SHMF_CK_DISPATCH(insert(*this, hv_of(this, hdr_, key), false));
 }
-CuckooStatus Cuckoo::insert(uint64_t key) noexcept {
+CuckooStatus Cuckoo::add(uint64_t key) noexcept {
   if (!valid()) return CuckooStatus::kDropped;
   return SHMF_CK_DISPATCH(insert(*this, hv_of(this, hdr_, key), false));
 }
@@ -255,7 +273,7 @@ template <class K>
 static uint64_t add_many_impl(Cuckoo& c, std::span<const K> keys, std::span<CuckooStatus> out, bool unique) noexcept {
   uint64_t n = 0;
   for (size_t i = 0; i < keys.size(); ++i) {
-    CuckooStatus s = unique ? c.insert_unique(keys[i]) : c.insert(keys[i]);
+    CuckooStatus s = unique ? c.insert_unique(keys[i]) : c.add(keys[i]);
     n += s == CuckooStatus::kInserted;
     if (i < out.size()) out[i] = s;
   }

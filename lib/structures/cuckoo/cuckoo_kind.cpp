@@ -46,7 +46,7 @@ void fuzz_image(Segment& seg, std::string_view prefix) {
     c.max_subfilters = 3;
     c.seed = 13;
     Cuckoo f = Cuckoo::create(seg, p + "cuckoo", c);
-    for (int i = 0; i < 260; ++i) f.insert(static_cast<uint64_t>(i) * 31u);
+    for (int i = 0; i < 260; ++i) f.add(static_cast<uint64_t>(i) * 31u);
     f.erase(uint64_t{31});
   }
   {  // 8-bit lanes, no expansion, filled until an insert fails
@@ -55,7 +55,7 @@ void fuzz_image(Segment& seg, std::string_view prefix) {
     c.fingerprint_bits = 8;
     c.seed = 14;
     Cuckoo f = Cuckoo::create(seg, p + "cuckoo-full", c);
-    for (uint64_t i = 0; i < 200; ++i) (void)f.insert(i * 131u + 7);
+    for (uint64_t i = 0; i < 200; ++i) (void)f.add(i * 131u + 7);
   }
 }
 
@@ -64,9 +64,9 @@ void fuzz_exercise(Segment& seg, const RegionInfo& r) {
   (void)c.stats();
   (void)c.contains(uint64_t{62});
   (void)c.count(uint64_t{93});
-  (void)c.insert(uint64_t{123456789});
+  (void)c.add(uint64_t{123456789});
   (void)c.erase(uint64_t{62});
-  for (uint64_t k = 0; k < 64; ++k) (void)c.insert(k * 7777u + 3);  // may expand
+  for (uint64_t k = 0; k < 64; ++k) (void)c.add(k * 7777u + 3);  // may expand
   (void)c.size();
 }
 

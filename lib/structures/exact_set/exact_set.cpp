@@ -25,6 +25,8 @@ std::string_view insert_result_name(InsertResult r) noexcept {
     case InsertResult::kExists: return "exists";
     case InsertResult::kFull: return "full";
     case InsertResult::kDropped: return "dropped";
+    case InsertResult::kForked: return "forked";
+    case InsertResult::kReadOnly: return "read-only";
   }
   return "unknown";
 }
@@ -107,10 +109,18 @@ uint64_t ExactSet::key_of(std::string_view key) const noexcept {
 }
 
 // A handle inherited across fork() holds the parent's token: writers refuse
-// (kDropped / false, as RoaringSet does) instead of taking stripe locks in its name.
-// So do writers through a read-only attachment (its mapping is PROT_READ).
+// (kForked / false, as RoaringSet does) instead of taking stripe locks in its name.
+// So do writers through a read-only attachment (its mapping is PROT_READ): kReadOnly.
+namespace {
+InsertResult refusal(bool read_only, bool valid, bool forked) noexcept {
+  if (read_only) return InsertResult::kReadOnly;
+  if (!valid) return InsertResult::kDropped;
+  return forked ? InsertResult::kForked : InsertResult::kInserted;  // kInserted: no refusal
+}
+}  // namespace
 InsertResult ExactSet::insert(uint64_t key) noexcept {
-  if (read_only_ || !valid() || seg_.owner_token() != token_) return InsertResult::kDropped;
+  if (read_only_ || !valid() || seg_.owner_token() != token_)
+    return refusal(read_only_, valid(), seg_.owner_token() != token_);
   SHMF_SET_VIEW(v);
   return static_cast<InsertResult>(set_insert(v, key));
 }
@@ -120,7 +130,7 @@ template <class K>
 uint64_t ExactSet::insert_batch(std::span<const K> keys, std::span<InsertResult> out) noexcept {
   size_t n = std::min(keys.size(), out.size());
   if (read_only_ || !valid() || seg_.owner_token() != token_) {
-    std::fill(out.begin(), out.begin() + static_cast<long>(n), InsertResult::kDropped);
+    std::fill(out.begin(), out.begin() + static_cast<long>(n), refusal(read_only_, valid(), seg_.owner_token() != token_));
     return 0;
   }
   SHMF_SET_VIEW(v);

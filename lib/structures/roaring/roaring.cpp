@@ -55,6 +55,9 @@ std::string_view roaring_status_name(RoaringStatus s) noexcept {
     case RoaringStatus::kOutOfRange: return "out-of-range";
     case RoaringStatus::kDropped: return "dropped";
     case RoaringStatus::kFull: return "full";
+    case RoaringStatus::kNoSpace: return "no-space";
+    case RoaringStatus::kBusy: return "busy";
+    case RoaringStatus::kForked: return "forked";
   }
   return "unknown";
 }
@@ -179,11 +182,20 @@ bool RoaringSet::drop(Segment& seg, std::string_view name) {
 
 const RegionInfo& RoaringSet::region() const noexcept { return local_->region; }
 
+namespace {
+// Why current_view() gave no view: a handle inherited across fork(), else dropped (or corrupt).
+RoaringStatus no_view(const std::shared_ptr<RoaringLocal>& L) noexcept {
+  return L->fork_epoch != g_fork_epoch.load(std::memory_order_relaxed)  // relaxed: process-local
+             ? RoaringStatus::kForked
+             : RoaringStatus::kDropped;
+}
+}  // namespace
+
 RoaringStatus RoaringSet::write(uint32_t value, int op_int) noexcept {
   if (!local_ || !local_->live_region()) return RoaringStatus::kDropped;
   const Op op = static_cast<Op>(op_int);
   View* view = current_view(local_);
-  if (!view) return RoaringStatus::kDropped;
+  if (!view) return no_view(local_);
   DeltaHeader* t = nullptr;
   // Every retry follows somebody's publish or link, so a few suffice; the
   // bound keeps a corrupt chain (a link that cannot be followed, a cycle of
@@ -192,13 +204,13 @@ RoaringStatus RoaringSet::write(uint32_t value, int op_int) noexcept {
   for (int attempt = 0;; ++attempt) {
     if (attempt == kMaxAttempts) {
       internal::note_wait_expired("Roaring write, retrying a delta chain that never took the write");
-      return RoaringStatus::kFull;
+      return RoaringStatus::kBusy;
     }
     t = view->tail();
     if (delta_write(t, value, op, delta_limit(t->capacity)) == WriteResult::kFull) {
-      if (!make_room(local_, view->snap_off, t)) return RoaringStatus::kFull;
+      if (const RoaringStatus room = make_room(local_, view->snap_off, t); room != RoaringStatus::kOk) return room;
       view = current_view(local_);
-      if (!view) return RoaringStatus::kDropped;
+      if (!view) return no_view(local_);
       continue;
     }
     if (op == Op::kAdd)
@@ -211,7 +223,7 @@ RoaringStatus RoaringSet::write(uint32_t value, int op_int) noexcept {
     // value there would hide ours.
     if (local_->hdr->current.load() != view->snap_off) {  // seq_cst: pairs with the publish CAS
       view = current_view(local_);
-      if (!view) return RoaringStatus::kDropped;
+      if (!view) return no_view(local_);
       continue;
     }
     // seq_cst: pairs with the link store (Dekker, as with `current`). A link
@@ -342,9 +354,15 @@ RoaringStatus RoaringSet::add_range(uint64_t lo, uint64_t hi) noexcept {
     merge(b.p);
     return RoaringStatus::kOk;
   } catch (const Error& e) {
-    return e.code() == ErrorCode::kDropped ? RoaringStatus::kDropped : RoaringStatus::kFull;
+    switch (e.code()) {
+      case ErrorCode::kDropped: return RoaringStatus::kDropped;
+      case ErrorCode::kNoSpace: return RoaringStatus::kNoSpace;
+      case ErrorCode::kBusy: return RoaringStatus::kBusy;
+      case ErrorCode::kForked: return RoaringStatus::kForked;
+      default: return RoaringStatus::kFull;
+    }
   } catch (...) {
-    return RoaringStatus::kFull;
+    return RoaringStatus::kNoSpace;  // std::bad_alloc
   }
 }
 

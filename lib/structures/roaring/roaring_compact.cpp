@@ -488,8 +488,8 @@ LinkResult link_locked(RoaringLocal& L) {
 void check_usable(const std::shared_ptr<RoaringLocal>& L) {
   if (!L->live_region()) throw Error(ErrorCode::kDropped, "Roaring set " + quoted(L->region.name) + " was dropped");
   if (L->fork_epoch != g_fork_epoch.load(std::memory_order_relaxed))  // relaxed: process-local
-    throw Error(ErrorCode::kBusy, "Roaring set " + quoted(L->region.name) +
-                                      ": handle inherited across fork(); call Segment::open and RoaringSet::open in the child");
+    throw Error(ErrorCode::kForked, "Roaring set " + quoted(L->region.name) +
+                                        ": handle inherited across fork(); call Segment::open and RoaringSet::open in the child");
 }
 
 // Link if the chain has room (under link_claim), else (when may_compact)
@@ -553,15 +553,16 @@ bool grow_chain(const std::shared_ptr<RoaringLocal>& L) noexcept {
 
 // A writer found the tail full: link or compact, or wait (bounded) for the
 // live claimer to link or publish. True when the caller should retry.
-bool make_room(const std::shared_ptr<RoaringLocal>& L, uint64_t seen_snap, const DeltaHeader* seen_tail) noexcept {
+RoaringStatus make_room(const std::shared_ptr<RoaringLocal>& L, uint64_t seen_snap, const DeltaHeader* seen_tail) noexcept {
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   SlowWait wait("Roaring delta full, waiting for the compaction claim");
   while (std::chrono::steady_clock::now() < deadline) {
-    if (L->hdr->current.load() != seen_snap || seen_tail->next.load() != 0) return true;  // seq_cst: a publish or a link
+    if (L->hdr->current.load() != seen_snap || seen_tail->next.load() != 0)  // seq_cst: a publish or a link
+      return RoaringStatus::kOk;
     try {
       // The last resort, in either mode: the whole chain is full (15x the
       // head's capacity since the last compaction) and nobody compacted.
-      if (grow(L, true)) return true;
+      if (grow(L, true)) return RoaringStatus::kOk;
     } catch (const Error& e) {
       // kBusy: every retired-snapshot slot is pinned by a view some thread or
       // process still holds (one descheduled thread keeps its process's whole
@@ -569,15 +570,21 @@ bool make_room(const std::shared_ptr<RoaringLocal>& L, uint64_t seen_snap, const
       // for that within the deadline, as for a live claimer, instead of
       // answering kFull at once (CI's ThreadsShareOneHandle: 440 adds
       // answered kFull in one burst on a loaded machine).
-      if (e.code() != ErrorCode::kBusy) return false;
+      switch (e.code()) {
+        case ErrorCode::kBusy: break;
+        case ErrorCode::kNoSpace: return RoaringStatus::kNoSpace;
+        case ErrorCode::kDropped: return RoaringStatus::kDropped;
+        case ErrorCode::kForked: return RoaringStatus::kForked;
+        default: return RoaringStatus::kFull;
+      }
     } catch (...) {
-      return false;
+      return RoaringStatus::kNoSpace;  // std::bad_alloc
     }
     wait.start();
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   note_wait_expired("Roaring delta full, waiting for the compaction claim");
-  return false;
+  return RoaringStatus::kBusy;
 }
 
 }  // namespace shmfilter::internal::roaring

@@ -22,7 +22,7 @@
 namespace shmfilter::internal::roaring {
 
 // Bumped in the child after fork(): a handle inherited across fork has no
-// reader slot of its own, so its data-plane calls answer kDropped / false
+// reader slot of its own, so its data-plane calls answer kForked / false
 // (the child must Segment::open and RoaringSet::open itself).
 extern std::atomic<uint64_t> g_fork_epoch;
 
@@ -305,7 +305,7 @@ bool grow_chain(const std::shared_ptr<RoaringLocal>& L) noexcept;
 
 // A writer found the tail full (kFull): grow the chain, or wait (bounded) for
 // the live claimer to link or publish. True when the caller should retry.
-bool make_room(const std::shared_ptr<RoaringLocal>& L, uint64_t seen_snap, const DeltaHeader* seen_tail) noexcept;
+RoaringStatus make_room(const std::shared_ptr<RoaringLocal>& L, uint64_t seen_snap, const DeltaHeader* seen_tail) noexcept;
 
 // maintain(): compacts when the active chain has a link (writers filled the
 // head past compact_at) or the head is past its trigger; then reclaims.

@@ -54,7 +54,7 @@ inline bool bloom_seen_views(const BloomView* v, uint32_t n, uint64_t hv, const 
 // Implementation over the kernels (declared in window_ops.h).
 
 // The current bucket's table for a writer (rotating if the clock says so).
-TableHead* WindowOps::current(const Window& w, int64_t& e_out) noexcept {
+TableHead* WindowOps::current(const Window& w, int64_t& e_out, WindowStatus* why) noexcept {
   WindowHeader* h = hdr(w);
   for (int attempt = 0; attempt < 8; ++attempt) {
     int64_t e = read_epoch(w);
@@ -66,8 +66,9 @@ TableHead* WindowOps::current(const Window& w, int64_t& e_out) noexcept {
       e_out = e;
       return t;
     }
-    if (!advance(w, e)) return nullptr;
+    if (!advance(w, e, why)) return nullptr;
   }
+  if (why) *why = WindowStatus::kBusy;  // 8 newer buckets came and went under us
   return nullptr;
 }
 
@@ -125,8 +126,8 @@ WindowStatus WindowOps::cuckoo_mark_in(const Window& w, TableHead* t, int64_t e,
   WindowHeader* h = hdr(w);
   // A handle inherited across fork(): its token is the parent's (0 here), so the table's writer
   // lock would be taken with no owner of our own (a CAS of 0 to 0: not held at all, and insert
-  // exactly-once would be gone). The Cuckoo handle answers kDropped there too; reopen the segment.
-  if (w.seg_.owner_token() == 0) return WindowStatus::kDropped;
+  // exactly-once would be gone). The Cuckoo handle answers kForked there too; reopen the segment.
+  if (w.seg_.owner_token() == 0) return WindowStatus::kForked;
   // Before the insert (a caller killed after it leaves the flag clear: the safe side for forget).
   if (!checked && (table_flags(t) & wi::kTableAllChecked))
     t->flags.fetch_and(~wi::kTableAllChecked, std::memory_order_relaxed);  // relaxed: forget reads it after our ack
@@ -223,10 +224,10 @@ uint32_t WindowOps::tables(const Window& w, int64_t e, uint32_t n, TableHead** o
   for (uint32_t i = 0; i < n; ++i) out[i] = table_for(w.base_, h, e - static_cast<int64_t>(i));
   return n;
 }
-uint32_t WindowOps::clamp_w(const Window& w, uint32_t win) noexcept {
+uint32_t WindowOps::resolve_w(const Window& w, uint32_t win) noexcept {
   WindowHeader* h = hdr(w);
-  if (win == 0 || win > h->retention) return h->retention;
-  return win;
+  if (win == kWholeWindow) return h->retention;
+  return win <= h->retention ? win : 0;
 }
 
 // Answers over resolved tables ts[0..win) (ts[0] the newest bucket; null = empty bucket).
@@ -242,7 +243,8 @@ bool WindowOps::seen_in(const Window& w, TableHead* const* ts, uint32_t win, uin
 }
 bool WindowOps::seen_h(const Window& w, uint64_t hv, uint32_t win) noexcept {
   TableHead* ts[wi::kMaxRetention];
-  win = clamp_w(w, win);
+  win = resolve_w(w, win);
+  if (win == 0) return false;  // w > retention: rejected
   tables(w, read_epoch(w), win, ts);
   WindowHeader* h = hdr(w);
   if (h->variant == wi::kVariantBloom) {
@@ -258,12 +260,13 @@ WindowStatus WindowOps::mark_h(const Window& w, uint64_t space, uint64_t hv) noe
   const wi::Masks mm = wi::masks_of(hv, hdr(w)->k_main);
   for (int attempt = 0; attempt < kMaxSealRetries; ++attempt) {
     int64_t e;
-    TableHead* t = current(w, e);
-    if (t == nullptr) return WindowStatus::kDropped;
+    WindowStatus why = WindowStatus::kBusy;
+    TableHead* t = current(w, e, &why);
+    if (t == nullptr) return why;
     const WindowStatus st = mark_in(w, t, e, /*checked=*/false, space, hv, mm);
     if (st != kRetryNewer) return st;  // refused: a newer bucket exists, redo there
   }
-  return WindowStatus::kDropped;
+  return WindowStatus::kBusy;  // kMaxSealRetries buckets rotated in during this call
 }
 
 // ts[0] is the writer's current table of bucket e.
@@ -276,28 +279,30 @@ WindowStatus WindowOps::mark_if_unseen_in(const Window& w, TableHead* const* ts,
   wi::Masks mm = wi::masks_of(hv, h->k_main);
   // kCuckoo: the older tables take no more inserts before we trust our lock-free checks of them
   // (exactly one of racing callers answers kNew, across rotations too: docs/window.md).
-  if (h->variant == wi::kVariantCuckoo && win > 1 && !seal_older(w, ts, win)) return WindowStatus::kDropped;
+  if (h->variant == wi::kVariantCuckoo && win > 1 && !seal_older(w, ts, win)) return WindowStatus::kForked;
   for (uint32_t i = 1; i < win; ++i)
     if (ts[i] && has(w, ts[i], hv, mm)) return WindowStatus::kSeen;
   return mark_in(w, ts[0], e, /*checked=*/win == h->retention, space, hv, mm);  // kRetryNewer: the caller redoes it
 }
-bool WindowOps::writer_tables(const Window& w, uint32_t win, TableHead** ts, int64_t& e) noexcept {
-  TableHead* cur = current(w, e);
+bool WindowOps::writer_tables(const Window& w, uint32_t win, TableHead** ts, int64_t& e, WindowStatus* why) noexcept {
+  TableHead* cur = current(w, e, why);
   if (cur == nullptr) return false;
   ts[0] = cur;
   for (uint32_t i = 1; i < win; ++i) ts[i] = table_for(w.base_, hdr(w), e - static_cast<int64_t>(i));
   return true;
 }
 WindowStatus WindowOps::mark_if_unseen_h(const Window& w, uint64_t space, uint64_t hv, uint32_t win) noexcept {
-  win = clamp_w(w, win);
+  win = resolve_w(w, win);
+  if (win == 0) return WindowStatus::kInvalidArgument;  // w > retention
   TableHead* ts[wi::kMaxRetention];
   for (int attempt = 0; attempt < kMaxSealRetries; ++attempt) {
     int64_t e;
-    if (!writer_tables(w, win, ts, e)) return WindowStatus::kDropped;
+    WindowStatus why = WindowStatus::kBusy;
+    if (!writer_tables(w, win, ts, e, &why)) return why;
     const WindowStatus st = mark_if_unseen_in(w, ts, e, win, space, hv, false);
     if (st != kRetryNewer) return st;  // refused: a newer bucket exists, redo the whole question there
   }
-  return WindowStatus::kDropped;
+  return WindowStatus::kBusy;  // kMaxSealRetries buckets rotated in during this call
 }
 
 // forget (docs/window.md "forget"): a cuckoo table cannot tell the pair's own copy from a
@@ -313,7 +318,7 @@ WindowStatus WindowOps::mark_if_unseen_h(const Window& w, uint64_t space, uint64
 WindowStatus WindowOps::forget_h(const Window& w, uint64_t hv) noexcept {
   WindowHeader* h = hdr(w);
   if (h->variant != wi::kVariantCuckoo) return WindowStatus::kUnsupported;
-  if (w.seg_.owner_token() == 0) return WindowStatus::kDropped;  // inherited across fork(): as cuckoo_mark_in
+  if (w.seg_.owner_token() == 0) return WindowStatus::kForked;  // inherited across fork(): as cuckoo_mark_in
   const int64_t e = read_epoch(w);
   const ck::Liveness lv = liveness_of(w.seg_);
   const ck::KeyHash kh = ck::split_hash(hv, h->k_main);
@@ -341,20 +346,20 @@ WindowStatus WindowOps::forget_h(const Window& w, uint64_t hv) noexcept {
 // prefetch every line of the round, then answer. writer: ts[0] is the current
 // bucket by the writer's rules (rotating if due). answer(i, hv, ts, e) -> counted.
 template <class Fn>
-size_t WindowOps::batch(const Window& w, std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t win,
-                    bool writer, Fn&& answer) noexcept {
+uint64_t WindowOps::batch(const Window& w, std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+                          uint32_t win, bool writer, Fn&& answer) noexcept {
   WindowHeader* h = hdr(w);
   const size_t n = std::min(spaces.size(), items.size());
-  win = clamp_w(w, win);
-  size_t count = 0;
+  uint64_t count = 0;
   uint64_t hs[kBatch];
   TableHead* ts[wi::kMaxRetention];
   for (size_t at = 0; at < n; at += kBatch) {
     const size_t m = std::min(kBatch, n - at);
     int64_t e = 0;
     if (writer) {
-      if (!writer_tables(w, win, ts, e)) {
-        for (size_t j = 0; j < m; ++j) answer(at + j, 0, nullptr, e);
+      WindowStatus why = WindowStatus::kBusy;
+      if (!writer_tables(w, win, ts, e, &why)) {
+        for (size_t j = 0; j < m; ++j) answer(at + j, static_cast<uint64_t>(why), nullptr, e);
         continue;
       }
     } else {
@@ -448,8 +453,8 @@ WindowStatus Window::forget(uint64_t space, uint64_t item) noexcept {
   return WindowOps::forget_h(*this, wi::pair_hash(h_->seed, space, item));
 }
 
-size_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
-                         std::span<WindowStatus> out) noexcept {
+uint64_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+                           std::span<WindowStatus> out) noexcept {
   const size_t n = std::min(spaces.size(), items.size());
   const bool want = out.size() >= n;
   if (!valid()) {
@@ -460,39 +465,48 @@ size_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const uint6
   return WindowOps::batch(*this, spaces, items, 1, true, [&](size_t i, uint64_t hv, TableHead* const* ts, int64_t e) -> size_t {
     WindowStatus st = ts ? WindowOps::mark_in(*this, ts[0], e, /*checked=*/false, spaces[i], hv,
                                               wi::masks_of(hv, WindowOps::hdr(*this)->k_main))
-                         : WindowStatus::kDropped;
+                         : static_cast<WindowStatus>(hv);
     if (st == kRetryNewer) st = WindowOps::mark_h(*this, spaces[i], hv);  // the round's bucket was sealed
     if (want) out[i] = st;
     return st == WindowStatus::kNew;
   });
 }
-size_t Window::mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
-                                   std::span<WindowStatus> out) noexcept {
+uint64_t Window::mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
+                                     std::span<WindowStatus> out) noexcept {
   const size_t n = std::min(spaces.size(), items.size());
   const bool want = out.size() >= n;
   if (!valid()) {
     if (want) std::fill(out.begin(), out.begin() + static_cast<ptrdiff_t>(n), WindowStatus::kDropped);
     return 0;
   }
+  const uint32_t win = WindowOps::resolve_w(*this, w);
+  if (win == 0) {  // w > retention: rejected
+    if (want) std::fill(out.begin(), out.begin() + static_cast<ptrdiff_t>(n), WindowStatus::kInvalidArgument);
+    return 0;
+  }
   WindowOps::tick(*this);
-  const uint32_t win = WindowOps::clamp_w(*this, w);
   return WindowOps::batch(*this, spaces, items, win, true, [&](size_t i, uint64_t hv, TableHead* const* ts, int64_t e) -> size_t {
-    WindowStatus st = ts ? WindowOps::mark_if_unseen_in(*this, ts, e, win, spaces[i], hv, true) : WindowStatus::kDropped;
+    WindowStatus st = ts ? WindowOps::mark_if_unseen_in(*this, ts, e, win, spaces[i], hv, true)
+                         : static_cast<WindowStatus>(hv);
     if (st == kRetryNewer) st = WindowOps::mark_if_unseen_h(*this, spaces[i], hv, win);  // the round's bucket was sealed
     if (want) out[i] = st;
     return st == WindowStatus::kNew;
   });
 }
-size_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
-                         std::span<uint8_t> out) const noexcept {
+uint64_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
+                           std::span<uint8_t> out) const noexcept {
   const size_t n = std::min(spaces.size(), items.size());
   const bool want = out.size() >= n;
   if (!valid()) {
     if (want) std::fill(out.begin(), out.begin() + static_cast<ptrdiff_t>(n), uint8_t{0});
     return 0;
   }
+  const uint32_t win = WindowOps::resolve_w(*this, w);
+  if (win == 0) {  // w > retention: rejected
+    if (want) std::fill(out.begin(), out.begin() + static_cast<ptrdiff_t>(n), uint8_t{0});
+    return 0;
+  }
   WindowOps::tick(*this);
-  const uint32_t win = WindowOps::clamp_w(*this, w);
   const WindowHeader* h = WindowOps::hdr(*this);
   if (h->variant == wi::kVariantBloom) {
     // Per round of kBatch pairs: hash each pair once and prefetch all of its w lines, then
@@ -552,11 +566,11 @@ size_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uint6
     return s;
   });
 }
-size_t Window::forget_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
-                           std::span<WindowStatus> out) noexcept {
+uint64_t Window::forget_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+                             std::span<WindowStatus> out) noexcept {
   const size_t n = std::min(spaces.size(), items.size());
   const bool want = out.size() >= n;
-  size_t removed = 0;
+  uint64_t removed = 0;
   for (size_t i = 0; i < n; ++i) {
     WindowStatus st = forget(spaces[i], items[i]);
     if (want) out[i] = st;

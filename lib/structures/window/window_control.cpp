@@ -21,6 +21,10 @@ std::string_view window_status_name(WindowStatus s) noexcept {
     case WindowStatus::kFull: return "full";
     case WindowStatus::kUnsupported: return "unsupported";
     case WindowStatus::kDropped: return "dropped";
+    case WindowStatus::kNoSpace: return "no-space";
+    case WindowStatus::kBusy: return "busy";
+    case WindowStatus::kForked: return "forked";
+    case WindowStatus::kInvalidArgument: return "invalid-argument";
   }
   return "?";
 }

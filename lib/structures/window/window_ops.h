@@ -46,7 +46,7 @@ constexpr uint64_t kPrepareChunk = 4ull << 20;  // bytes a spare's preparation z
 constexpr uint64_t kMapAhead = 1ull << 20;       // bytes of the next spare a process maps per quiescent point
 // kCuckoo: an insert refused because its bucket is sealed (a newer bucket exists) is redone in
 // the newer bucket; each refusal means a rotation happened during the call, so this bound is
-// reached only if kMaxSealRetries buckets rotate in during one call (the call answers kDropped).
+// reached only if kMaxSealRetries buckets rotate in during one call (the call answers kBusy).
 constexpr int kMaxSealRetries = 16;
 // Internal answer of mark_in (never returned to a caller): refused, redo at the current bucket.
 constexpr WindowStatus kRetryNewer = static_cast<WindowStatus>(0xff);
@@ -199,11 +199,13 @@ struct WindowOps {
   // publishes it (tag 0) once complete. Returns the bytes zeroed.
   static uint64_t prepare_chunk(const Window& w, BucketSlot& s, uint64_t max_bytes);
 
-  // Makes bucket e claimable and claims it. False: no table could be had.
-  static bool advance(const Window& w, int64_t e) noexcept;
+  // Makes bucket e claimable and claims it. False: no table could be had; *why (if given)
+  // gets the answer for the caller: kNoSpace, kForked, kDropped or kBusy (our clock is behind).
+  static bool advance(const Window& w, int64_t e, WindowStatus* why = nullptr) noexcept;
 
-  // The current bucket's table for a writer (rotating if the clock says so).
-  static TableHead* current(const Window& w, int64_t& e_out) noexcept;
+  // The current bucket's table for a writer (rotating if the clock says so); null: *why (if
+  // given) says why, as advance().
+  static TableHead* current(const Window& w, int64_t& e_out, WindowStatus* why = nullptr) noexcept;
 
   static void count_new(const Window& w, TableHead* t, uint64_t space) noexcept;
 
@@ -265,7 +267,9 @@ struct WindowOps {
 
   // Tables of the last w buckets ending at e (null where a bucket is empty).
   static uint32_t tables(const Window& w, int64_t e, uint32_t n, TableHead** out) noexcept;
-  static uint32_t clamp_w(const Window& w, uint32_t win) noexcept;
+  // The number of buckets a query's w names: kWholeWindow -> retention, 1..retention as is,
+  // 0 for w > retention (rejected: the caller answers kInvalidArgument; never clamped).
+  static uint32_t resolve_w(const Window& w, uint32_t win) noexcept;
 
   // Answers over resolved tables ts[0..win) (ts[0] the newest bucket; null = empty bucket).
   static bool seen_in(const Window& w, TableHead* const* ts, uint32_t win, uint64_t hv, bool prefetched) noexcept;
@@ -276,7 +280,8 @@ struct WindowOps {
   // ts[0] is the writer's current table of bucket e.
   static WindowStatus mark_if_unseen_in(const Window& w, TableHead* const* ts, int64_t e, uint32_t win, uint64_t space,
                                         uint64_t hv, bool prefetched) noexcept;
-  static bool writer_tables(const Window& w, uint32_t win, TableHead** ts, int64_t& e) noexcept;
+  static bool writer_tables(const Window& w, uint32_t win, TableHead** ts, int64_t& e,
+                            WindowStatus* why = nullptr) noexcept;
   static WindowStatus mark_if_unseen_h(const Window& w, uint64_t space, uint64_t hv, uint32_t win) noexcept;
 
   static WindowStatus forget_h(const Window& w, uint64_t hv) noexcept;
@@ -286,9 +291,10 @@ struct WindowOps {
 
   // Batched forms: per round of kBatch pairs, resolve the tables once, hash and
   // prefetch every line of the round, then answer. writer: ts[0] is the current
-  // bucket by the writer's rules (rotating if due). answer(i, hv, ts, e) -> counted.
+  // bucket by the writer's rules (rotating if due). answer(i, hv, ts, e) -> counted; ts null:
+  // the writer's tables could not be had and hv carries the WindowStatus that says why.
   template <class Fn>
-  static size_t batch(const Window& w, std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t win,
+  static uint64_t batch(const Window& w, std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t win,
                       bool writer, Fn&& answer) noexcept;
 };
 

@@ -202,7 +202,7 @@ uint64_t WindowOps::prepare_chunk(const Window& w, BucketSlot& s, uint64_t max_b
 }
 
 // Makes bucket e claimable and claims it. False: no table could be had.
-bool WindowOps::advance(const Window& w, int64_t e) noexcept {
+bool WindowOps::advance(const Window& w, int64_t e, WindowStatus* why) noexcept {
   WindowHeader* h = hdr(w);
   BucketSlot& s = wi::slot_table(h)[static_cast<uint64_t>(e) % h->slots];
   const uint64_t want = static_cast<uint64_t>(e) + 1;
@@ -225,7 +225,10 @@ bool WindowOps::advance(const Window& w, int64_t e) noexcept {
       return true;
     }
   }
-  if (t != wi::kRetired && t != 0 && t > want) return false;  // the slot holds a newer bucket: our clock is behind
+  if (t != wi::kRetired && t != 0 && t > want) {  // the slot holds a newer bucket: our clock is behind
+    if (why) *why = WindowStatus::kBusy;
+    return false;
+  }
   // No fresh table here: expired data or retired. Prepare it ourselves (rare: maintain() did not run).
   uint64_t cap = desired_capacity(w, e - 1);
   bool claimed = false;
@@ -252,8 +255,16 @@ bool WindowOps::advance(const Window& w, int64_t e) noexcept {
         claimed = true;
       }
     });
+  } catch (const Error& err) {
+    // A Segment inherited across fork() refuses the lock (its token is the parent's).
+    if (why)
+      *why = w.seg_.owner_token() == 0           ? WindowStatus::kForked
+             : err.code() == ErrorCode::kDropped ? WindowStatus::kDropped
+                                                 : WindowStatus::kNoSpace;
+    return false;
   } catch (...) {
-    return false;  // kNoSpace or a dead segment
+    if (why) *why = WindowStatus::kNoSpace;  // std::bad_alloc
+    return false;
   }
   if (claimed) {
     SHMF_KILL_POINT("window.rotate.after_claim");

@@ -215,8 +215,8 @@ void set_window_copy_hook(WindowCopyHook fn, void* ctx) noexcept {
 std::string save_window(Segment& seg, const RegionInfo& r) {
   Window::open(seg, r.name);  // validates the header, the ring and every table
   if (seg.owner_token() == 0)
-    fail(ErrorCode::kInvalidArgument, "save: this process inherited its segment handle across fork(); open the "
-                                      "segment in this process to save window '" + r.name + "'");
+    fail(ErrorCode::kForked, "save: this process inherited its segment handle across fork(); open the "
+                             "segment in this process to save window '" + r.name + "'");
   std::byte* base = seg.base();
   auto* h = reinterpret_cast<wi::WindowHeader*>(base + r.offset);
   const uint32_t S = h->slots, T = h->space_table;
