@@ -1,5 +1,6 @@
 # tests/consumer/run.cmake: cmake -P script run by the install_consumer test.
 # Inputs: BUILD_DIR, WORK_DIR, SOURCE_DIR, CXX, CC, GENERATOR, CONFIG, SANITIZE,
+# INSTALL_PREFIX (the configured CMAKE_INSTALL_PREFIX),
 # LIBDIR, SOVERSION, STATIC (YES: shmfilter::shmfilter is libshmfilter.a), EXPECT (|-separated paths relative to the prefix, or
 # absolute), NGINX_MODULE (its path in EXPECT, or empty), NGINX (the nginx
 # binary, or empty).
@@ -52,12 +53,15 @@ file(REMOVE_RECURSE ${WORK_DIR})
 file(MAKE_DIRECTORY ${WORK_DIR})
 string(REPLACE "|" ";" EXPECT "${EXPECT}")
 
-# 1. Install into a fresh prefix. Directories configured as absolute paths go
-#    under DESTDIR, so the test never writes outside WORK_DIR.
+# 1. Install into a fresh prefix. When some directory was configured as an
+#    absolute path (-DSHMFILTER_NGINX_MODULES_DIR=/usr/lib/nginx/modules), stage
+#    the configured prefix under DESTDIR instead, as a package build does, so
+#    the test never writes outside WORK_DIR.
 set(root ${prefix})
 foreach(f IN LISTS EXPECT)
   if(IS_ABSOLUTE "${f}")
     set(ENV{DESTDIR} ${WORK_DIR}/destdir)
+    set(prefix ${INSTALL_PREFIX})
     set(root ${WORK_DIR}/destdir${prefix})
   endif()
 endforeach()
