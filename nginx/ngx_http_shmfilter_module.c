@@ -2847,7 +2847,17 @@ ngx_http_shmfilter_variable_get(ngx_http_request_t *r,
         if (h != NULL) {
             rc = ngx_http_shmfilter_call(sv, st, h, &key, space, &n);
         }
+
+    } else if (rc == -SHMF_EBUSY) {
+        /* transient (a window rotated many times during one call): once more */
+        rc = ngx_http_shmfilter_call(sv, st, h, &key, space, &n);
     }
+
+    /*
+     * Any other failure (-SHMF_ENOSPACE: the segment has no room for a table;
+     * -SHMF_EFULL; -SHMF_EFORKED; ...) keeps the handle: it is logged once and
+     * answered per shmfilter_fail below.
+     */
 
     if (rc < 0) {
         ngx_http_shmfilter_struct_failed(smcf, st, rc, r->connection->log);

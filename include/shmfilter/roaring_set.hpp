@@ -31,7 +31,7 @@
 #include "shmfilter/region_handle.hpp"
 #include "shmfilter/segment.hpp"
 
-typedef struct roaring_bitmap_s roaring_bitmap_t;  // CRoaring (<roaring/roaring.h>)
+typedef struct roaring_bitmap_s roaring_bitmap_t;  // CRoaring's roaring.h
 
 namespace shmfilter {
 

@@ -65,10 +65,8 @@ int shmf_structure_drop(shmf_segment* seg, const char* name) {
 
 int shmf_kind_from_name(const char* name, size_t len) {
   if (name == nullptr) return 0;
-  const std::string_view wanted(name, len);
-  for (uint32_t k = 1; k <= static_cast<uint32_t>(kLastKind); ++k)
-    if (kind_name(static_cast<Kind>(k)) == wanted) return static_cast<int>(k);
-  return 0;
+  const std::optional<Kind> k = kind_from_name(std::string_view(name, len));  // the kinds table
+  return k ? static_cast<int>(*k) : 0;
 }
 
 int shmf_segment_list(shmf_segment* seg, shmf_structure_info* out, size_t cap, size_t* count) {

@@ -192,7 +192,7 @@ TEST(SnapshotMultiProcess, SaveUnderConcurrentWritersKeepsEveryAcknowledgedOpera
 // ---- windows ---------------------------------------------------------------------------
 // A window saved while three forked writers keep answering mark_if_unseen and while the
 // day rotates (and maintain() re-prepares a slot) in the middle of the copy. Both are made
-// to happen during the save, not hoped for: the save's test hook (ops/snapshot_io.h), at
+// to happen during the save, not hoped for: the save's test hook (structures/snapshot_io.h), at
 // its first slot, opens the writers' gates, waits (bounded, by progress, not time) until
 // every writer acknowledged more operations, then moves the shared clock to day 1,
 // rotates through another handle and runs maintain() through another attachment.

@@ -381,7 +381,7 @@ inline AddResult classic_add(uint64_t* words, uint64_t m, uint32_t k, uint64_t h
 
 // One software prefetch into all cache levels. GCC 12 (-O2) deleted
 // __builtin_prefetch here: the batch loop of prefetches over LayerView
-// compiled to nothing (objdump showed no prefetcht0 in lib/bloom.cpp.o); an
+// compiled to nothing (objdump showed no prefetcht0 in bloom.cpp.o); an
 // asm volatile cannot be removed. prefetcht0 for reads and for writes (the
 // RMW then finds the line in L1; prefetchw would also save the S->M upgrade
 // but needs PRFCHW).

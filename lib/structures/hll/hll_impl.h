@@ -1,6 +1,6 @@
 // lib/structures/hll/hll_impl.h: HyperLogLog kernels over a register array in shared memory,
 // and Redis's HLL string encodings (dense and sparse). Stateless functions;
-// the handle is lib/hll.cpp. Design and sources: docs/hll.md.
+// the handle is hll.cpp. Design and sources: docs/hll.md.
 //
 // Redis compatibility (Redis >= 5, hyperloglog.c; the rules, not its code):
 //   hash   MurmurHash64A(key bytes, seed 0xadc83b19)

@@ -1,5 +1,5 @@
 // lib/structures/window/window_ops.h: what the parts of the Window share (internal; only
-// lib/structures/window*.cpp include it): the slot-ring helpers over the layout of
+// lib/structures/window/window*.cpp include it): the slot-ring helpers over the layout of
 // window_impl.h and the declaration of WindowOps, the friend of Window that holds
 // the implementation. The parts:
 //   window.cpp           the data plane: mark / seen / mark_if_unseen / forget and

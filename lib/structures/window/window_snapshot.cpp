@@ -1,5 +1,5 @@
-// lib/structures/window/window_snapshot.cpp: save and restore of a Window (the kKinds line
-// "window" of snapshot.cpp; the layout is structures/window_impl.h, the entry
+// lib/structures/window/window_snapshot.cpp: save and restore of a Window (its row of the
+// kinds table, window_kind.cpp, names them; the layout is window_impl.h, the entry
 // format and what "consistent" means for a window are docs/save-restore.md).
 //
 // Save, while writers mark and rotations run:
