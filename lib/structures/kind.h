@@ -1,15 +1,16 @@
 // lib/structures/kind.h: one row of the kinds table, the contract every kind folder fulfils.
 //
-// A kind is one folder, lib/structures/<kind>/, holding all of it, with the same file roles:
+// A kind is one folder, lib/structures/<kind>/, holding all of it, with the same file roles
+// (lib/structures/README.md):
 //   <kind>_impl.h        shared layout (fixed-width fields, static_asserts) + kernels over (base, offset)
-//   <kind>.cpp           the handle of include/shmfilter/<kind>.hpp, open/validate and its checker
+//   <kind>.cpp           the handle of include/shmfilter/<kind>.hpp: open/validate, drop, its checker
 //   <kind>_snapshot.cpp  save/restore of one entry of a save file (docs/save-restore.md)
-//   <kind>_metrics.cpp   its metric families and the shared numbers (docs/metrics.md)
-//   <kind>_fuzz.cpp      its fuzz image (a small structure in every state) and fuzz exercise
-//   <kind>_kind.cpp      the row below, which kinds.cpp lists once
-// Every hook is required: tests/unit/test_kinds.cpp fails when a row lacks one, and
-// tests/fuzz builds its images from the table, so a new kind cannot ship without a
-// checker, a save path, metrics or fuzz coverage.
+//   <kind>_kind.cpp      its metrics (families + the shared numbers), its fuzz image and fuzz
+//                        exercise, and the row (SHMF_KIND_ROW below), which kinds.cpp lists once
+// Every part is required: a null one fails the build (KindRow's consteval constructor), and
+// tests/unit/test_kinds.cpp runs every part of every row on the kind's fuzz image; tests/fuzz
+// builds its images from the table, so a new kind cannot ship without a checker, a save path,
+// metrics or fuzz coverage.
 #pragma once
 
 #include <cstdint>
@@ -83,6 +84,22 @@ struct KindRow {
       throw "a kind's row needs every part: see lib/structures/kind.h";  // not a constant: the build fails
   }
 };
+
+// open/validate for a kind whose handle class validates in its open() (every kind but blob).
+template <class Handle>
+void open_handle(Segment& seg, std::string_view name) {
+  (void)Handle::open(seg, name);
+}
+
+// Defines `kRow`, the kind's row, in the kind's namespace, from the folder's names: its
+// handle's open and drop, CHECKER, SAVE and RESTORE, and what <kind>_kind.cpp defines
+// under the names every folder uses: metrics, kFamilies, fuzz_image and fuzz_exercise.
+// kinds.cpp declares the same `kRow` and lists it.
+#define SHMF_KIND_ROW(KIND, NAME, NOUN, HANDLE, CHECKER, SAVE, RESTORE, READS_WRITE)                              \
+  extern const ::shmfilter::internal::KindRow kRow;                                                               \
+  constinit const ::shmfilter::internal::KindRow kRow(KIND, NAME, NOUN, &::shmfilter::internal::open_handle<HANDLE>, \
+                                                      &CHECKER, &HANDLE::drop, &SAVE, &RESTORE, &metrics, kFamilies, \
+                                                      &fuzz_image, &fuzz_exercise, READS_WRITE)
 
 // The kinds table (kinds.cpp): every kind this build knows, in Kind order.
 std::span<const KindRow* const> kind_rows() noexcept;

@@ -61,25 +61,9 @@ void fuzz_exercise(Segment& seg, const RegionInfo& r) {
   (void)b.stats();
 }
 
-void open_validate(Segment& seg, std::string_view name) { (void)Bloom::open(seg, name); }
-
 }  // namespace
 
-extern const KindRow kRow;
-constinit const KindRow kRow(
-    Kind::kBloom,  // kind
-    "bloom",  // name
-    "bloom filter",  // noun
-    &open_validate,  // open
-    &check_bloom,  // check
-    &Bloom::drop,  // drop
-    &save,  // save
-    &restore,  // restore
-    &metrics,  // metrics
-    kFamilies,  // families
-    &fuzz_image,  // fuzz_image
-    &fuzz_exercise,  // fuzz_exercise
-    nullptr  // reads_write
-);
+SHMF_KIND_ROW(Kind::kBloom, "bloom", "bloom filter", Bloom, check_bloom, save, restore,
+              nullptr);
 
 }  // namespace shmfilter::internal::bloom

@@ -70,25 +70,9 @@ void fuzz_exercise(Segment& seg, const RegionInfo& r) {
   (void)c.size();
 }
 
-void open_validate(Segment& seg, std::string_view name) { (void)Cuckoo::open(seg, name); }
-
 }  // namespace
 
-extern const KindRow kRow;
-constinit const KindRow kRow(
-    Kind::kCuckoo,  // kind
-    "cuckoo",  // name
-    "cuckoo filter",  // noun
-    &open_validate,  // open
-    &check_cuckoo,  // check
-    &Cuckoo::drop,  // drop
-    &save,  // save
-    &restore,  // restore
-    &metrics,  // metrics
-    kFamilies,  // families
-    &fuzz_image,  // fuzz_image
-    &fuzz_exercise,  // fuzz_exercise
-    nullptr  // reads_write
-);
+SHMF_KIND_ROW(Kind::kCuckoo, "cuckoo", "cuckoo filter", Cuckoo, check_cuckoo, save, restore,
+              nullptr);
 
 }  // namespace shmfilter::internal::cuckoo

@@ -41,25 +41,9 @@ void fuzz_exercise(Segment& seg, const RegionInfo& r) {
   (void)s.size();
 }
 
-void open_validate(Segment& seg, std::string_view name) { (void)ExactSet::open(seg, name); }
-
 }  // namespace
 
-extern const KindRow kRow;
-constinit const KindRow kRow(
-    Kind::kExactSet,  // kind
-    "set",  // name
-    "exact set",  // noun
-    &open_validate,  // open
-    &check_exact_set,  // check
-    &ExactSet::drop,  // drop
-    &save,  // save
-    &restore,  // restore
-    &metrics,  // metrics
-    kFamilies,  // families
-    &fuzz_image,  // fuzz_image
-    &fuzz_exercise,  // fuzz_exercise
-    nullptr  // reads_write
-);
+SHMF_KIND_ROW(Kind::kExactSet, "set", "exact set", ExactSet, check_exact_set, save, restore,
+              nullptr);
 
 }  // namespace shmfilter::internal::exact_set

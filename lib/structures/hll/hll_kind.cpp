@@ -39,25 +39,9 @@ void fuzz_exercise(Segment& seg, const RegionInfo& r) {
   (void)h.export_redis();
 }
 
-void open_validate(Segment& seg, std::string_view name) { (void)Hll::open(seg, name); }
-
 }  // namespace
 
-extern const KindRow kRow;
-constinit const KindRow kRow(
-    Kind::kHll,  // kind
-    "hll",  // name
-    "HyperLogLog",  // noun
-    &open_validate,  // open
-    &check_hll,  // check
-    &Hll::drop,  // drop
-    &save,  // save
-    &restore,  // restore
-    &metrics,  // metrics
-    kFamilies,  // families
-    &fuzz_image,  // fuzz_image
-    &fuzz_exercise,  // fuzz_exercise
-    nullptr  // reads_write
-);
+SHMF_KIND_ROW(Kind::kHll, "hll", "HyperLogLog", Hll, check_hll, save, restore,
+              nullptr);
 
 }  // namespace shmfilter::internal::hll

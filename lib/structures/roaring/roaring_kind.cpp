@@ -72,25 +72,9 @@ void fuzz_exercise(Segment& seg, const RegionInfo& r) {
   (void)s.export_portable();
 }
 
-void open_validate(Segment& seg, std::string_view name) { (void)RoaringSet::open(seg, name); }
-
 }  // namespace
 
-extern const KindRow kRow;
-constinit const KindRow kRow(
-    Kind::kRoaring,  // kind
-    "roaring",  // name
-    "Roaring set",  // noun
-    &open_validate,  // open
-    &check_roaring,  // check
-    &RoaringSet::drop,  // drop
-    &save,  // save
-    &restore,  // restore
-    &metrics,  // metrics
-    kFamilies,  // families
-    &fuzz_image,  // fuzz_image
-    &fuzz_exercise,  // fuzz_exercise
-    "its readers pin snapshots in the segment"  // reads_write
-);
+SHMF_KIND_ROW(Kind::kRoaring, "roaring", "Roaring set", RoaringSet, check_roaring, save, restore,
+              "its readers pin snapshots in the segment");
 
 }  // namespace shmfilter::internal::roaring

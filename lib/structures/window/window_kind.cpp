@@ -87,25 +87,9 @@ void fuzz_exercise(Segment& seg, const RegionInfo& r) {
   (void)w.stats();
 }
 
-void open_validate(Segment& seg, std::string_view name) { (void)Window::open(seg, name); }
-
 }  // namespace
 
-extern const KindRow kRow;
-constinit const KindRow kRow(
-    Kind::kWindow,  // kind
-    "window",  // name
-    "window",  // noun
-    &open_validate,  // open
-    &check_window,  // check
-    &Window::drop,  // drop
-    &snapshot::save_window,  // save
-    &snapshot::restore_window,  // restore
-    &metrics,  // metrics
-    kFamilies,  // families
-    &fuzz_image,  // fuzz_image
-    &fuzz_exercise,  // fuzz_exercise
-    "its readers may rotate its buckets"  // reads_write
-);
+SHMF_KIND_ROW(Kind::kWindow, "window", "window", Window, check_window, snapshot::save_window, snapshot::restore_window,
+              "its readers may rotate its buckets");
 
 }  // namespace shmfilter::internal::window
