@@ -79,6 +79,15 @@ inline void copy_live(std::string& out, const std::byte* src, uint64_t bytes) {
   std::memcpy(out.data() + at + bytes / 8 * 8, src + bytes / 8 * 8, bytes % 8);
 }
 
+// A kind whose state is its region alone (hll, set): [u64 region bytes][region][u32 0 extents].
+inline std::string save_region_only(Segment& seg, const RegionInfo& r) {
+  Out o;
+  o.u64(r.size);
+  copy_live(o.b, seg.base() + r.offset, r.size);
+  o.u32(0);
+  return o.b;
+}
+
 // Test hook (process-local; set it before save() and clear it after, from one
 // thread): save_window calls it after copying slot `slot`'s table and before
 // re-reading the slot, so a test can make a rotation or maintain() race with

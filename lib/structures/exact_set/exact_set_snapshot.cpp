@@ -15,12 +15,8 @@ namespace shmfilter::internal::exact_set {
 using namespace snapshot;
 
 std::string save(Segment& seg, const RegionInfo& r) {
-  ExactSet::open(seg, r.name);
-  Out o;
-  o.u64(r.size);
-  copy_live(o.b, seg.base() + r.offset, r.size);
-  o.u32(0);
-  return o.b;
+  ExactSet::open(seg, r.name);  // validates the header first
+  return save_region_only(seg, r);
 }
 
 void restore(Segment& seg, const std::string& name, In in) {

@@ -15,12 +15,8 @@ using namespace snapshot;
 
 // Raw regions: [u64 region bytes][region][u32 extents]{[u64 bytes][extent]}...
 std::string save(Segment& seg, const RegionInfo& r) {
-  Hll::open(seg, r.name);  // validates the header
-  Out o;
-  o.u64(r.size);
-  copy_live(o.b, seg.base() + r.offset, r.size);
-  o.u32(0);
-  return o.b;
+  Hll::open(seg, r.name);  // validates the header first
+  return save_region_only(seg, r);
 }
 
 void restore(Segment& seg, const std::string& name, In in) {
