@@ -285,6 +285,7 @@ _proto("shmf_hll_count_redis", C.c_int, C.c_char_p, _sz, C.POINTER(_u64))
 # directory
 _proto("shmf_kind_name", C.c_char_p, C.c_uint32)
 _proto("shmf_structure_drop", C.c_int, _vp, _cp)
+_proto("shmf_kind_from_name", C.c_int, _cp, C.c_size_t)
 _proto("shmf_segment_list", C.c_int, _vp, C.POINTER(_StructInfo), _sz, C.POINTER(_sz))
 _proto("shmf_segment_find", C.c_int, _vp, _cp, C.POINTER(_StructInfo))
 _proto("shmf_segment_prometheus_text", C.c_int, _vp, C.c_char_p, _sz, C.POINTER(_sz))

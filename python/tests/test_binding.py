@@ -396,3 +396,31 @@ def test_forked_deletable_window_raises_forked(seg, segname):
     assert os.WEXITSTATUS(status) == 0
     assert not w.seen(1, 11, 1)
     w.close()
+
+
+def test_binding_kinds_are_the_librarys():
+    # The library's kinds table is the one list of kinds: every kind the binding has
+    # ctypes structs for is a name the library spells, and Segment.drop without a kind
+    # drops any kind through the library's own drop.
+    lib_names = set()
+    k = 1
+    while True:
+        name = shmfilter._lib.shmf_kind_name(k).decode()
+        if name == "unknown":
+            break
+        lib_names.add(name)
+        k += 1
+    assert {"bloom", "cuckoo", "roaring", "hll", "set", "blob", "window"} <= lib_names
+    assert set(shmfilter._KINDS) <= lib_names
+    for kind in shmfilter._KINDS:
+        assert shmfilter._lib.shmf_kind_from_name(kind.encode(), len(kind)) > 0
+
+
+def test_drop_without_kind_drops_any_kind(seg):
+    seg.window("w", create=True, expected_per_bucket=1000).close()
+    seg.bloom("b", create=True, capacity=1000).close()
+    assert seg.drop("w") == 1
+    assert seg.drop("b") == 1
+    assert seg.drop("b") == 0
+    with pytest.raises(shmfilter.Error):
+        seg.drop("x", kind="no-such-kind")
