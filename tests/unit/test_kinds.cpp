@@ -12,7 +12,13 @@
 #include <set>
 #include <string>
 
+#include "shmfilter/bloom.hpp"
+#include "shmfilter/cuckoo.hpp"
+#include "shmfilter/exact_set.hpp"
+#include "shmfilter/hll.hpp"
 #include "shmfilter/kinds.hpp"
+#include "shmfilter/roaring_set.hpp"
+#include "shmfilter/window.hpp"
 #include "shmfilter/segment.hpp"
 #include "shmfilter/shmfilter.h"
 #include "shmfilter/snapshot.hpp"
@@ -149,3 +155,38 @@ TEST_P(EveryKind, FuzzImageChecksAndEveryPartWorksOnIt) {
 
 INSTANTIATE_TEST_SUITE_P(Table, EveryKind, ::testing::ValuesIn(known_kinds()),
                          [](const ::testing::TestParamInfo<Kind>& i) { return std::string(kind_name(i.param)); });
+
+// The fuzz images are the fuzzers' base images: they must keep reaching the states that
+// make a structure interesting to corrupt (layers, expansions, a full filter, packs and a
+// pending delta, tombstones, rotated buckets and overflow tables), or fuzz coverage of
+// those paths silently goes away.
+TEST(Kinds, FuzzImagesReachTheStatesTheyPromise) {
+  SegmentGuard g(unique_name("kinds-states"));
+  Segment seg = Segment::create(g.name, shmf_test::small_options());
+  for (const KindRow* row : internal::kind_rows()) row->fuzz_image(seg, "");
+
+  EXPECT_GE(Bloom::open(seg, "bloom-classic").stats().layers, 2u);
+  const CuckooStats grown = Cuckoo::open(seg, "cuckoo").stats();
+  EXPECT_GE(grown.subfilters, 2u);
+  EXPECT_GT(grown.erases, 0u);
+  EXPECT_GT(Cuckoo::open(seg, "cuckoo-full").stats().failures, 0u);
+  const RoaringStats rs = RoaringSet::open(seg, "roaring").stats();
+  EXPECT_GT(rs.compactions, 0u);
+  EXPECT_GT(rs.delta_fill, 0u);
+  const RoaringStats dense = RoaringSet::open(seg, "roaring-dense").stats();
+  EXPECT_GT(dense.run_containers + dense.bitmap_containers, 0u);
+  EXPECT_GT(dense.array_containers, 0u);
+  EXPECT_GT(Hll::open(seg, "hll").count(), 0u);
+  EXPECT_EQ(Hll::open(seg, "hll-empty").count(), 0u);
+  EXPECT_EQ(ExactSet::open(seg, "set").size(), 34u);  // 40 - 8 erased (tombstones) + the two special keys
+  for (const char* name : {"window-bloom", "window-cuckoo"}) {
+    Window w = Window::open(seg, name);
+    w.set_now(1764547200 + 3 * 86400 + 7200);  // the image's last day (window_kind.cpp's clock), not today
+    const WindowStats ws = w.stats();
+    EXPECT_GE(ws.rotations, 3u) << name;
+    bool overflow = false;
+    for (const WindowBucketStats& b : ws.buckets) overflow = overflow || b.overflow;
+    EXPECT_TRUE(overflow) << name << ": no bucket reached its overflow table";
+    EXPECT_GT(ws.other_marks, 0u) << name << ": no space past max_spaces";
+  }
+}
