@@ -120,17 +120,7 @@ class Bloom : public internal::RegionHandle {
   // valid(), name(): from RegionHandle (lock-free; false once some process dropped it).
 
  private:
-  template <class K>
-  bool add_one(const K& key) noexcept;
-  template <class K>
-  bool contains_one(const K& key) const noexcept;
-  template <class K>
-  uint64_t add_batch(std::span<const K> keys, std::span<uint8_t> out) noexcept;
-  template <class K>
-  uint64_t contains_batch(std::span<const K> keys, std::span<uint8_t> out) const noexcept;
-  bool after_add(uint32_t layer, uint32_t newly) noexcept;
-  void grow(uint64_t seen_count) noexcept;
-
+  friend struct BloomOps;  // every private operation (lib/structures/bloom/bloom.cpp)
   std::byte* base_ = nullptr;  // seg_.base(): layers are addressed from it
   uint64_t offset_ = 0;        // the region's offset (region_ == base_ + offset_)
   uint32_t stripe_ = 0;        // this attachment's counter stripe

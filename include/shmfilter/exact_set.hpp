@@ -106,8 +106,7 @@ class ExactSet : public internal::RegionHandle {
   // valid(), name(): from RegionHandle (lock-free; false once some process dropped it).
 
  private:
-  template <class K>
-  uint64_t insert_batch(std::span<const K> keys, std::span<InsertResult> out) noexcept;
+  friend struct ExactSetOps;  // every private operation (lib/structures/exact_set/exact_set.cpp)
   uint64_t stripes_offset_ = 0, slots_offset_ = 0;  // from region_, validated by open()
   uint64_t token_ = 0;                              // seg_.owner_token(), the stripe-lock owner id
 };

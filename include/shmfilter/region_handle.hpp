@@ -8,6 +8,13 @@
 // (kWrongKind for another kind) and kDropped have one wording for all kinds
 // (lib/structures/region_handle.cpp). Each handle adds only its own parts.
 // Not meant to be used on its own: its constructor is protected.
+//
+// A handle's private state has one shape (lib/structures/README.md): plain data fields,
+// each with a comment (offsets and pointers validated at open, process-local state),
+// and one `friend struct <Kind>Ops;` whose definition lives in the kind's folder,
+// lib/structures/<kind>/, and holds every private operation as static functions taking
+// the handle by reference. A public header declares no private member function and no
+// private constructor; a kind with no private operation (Hll) has no Ops.
 #pragma once
 
 #include <cstdint>

@@ -184,9 +184,9 @@ class RoaringSet : public internal::RegionHandle {
   static roaring_bitmap_t* parse_portable(std::string_view bytes);
 
  private:
-  // Binds to INFO and takes this process's reader slot (shared by every handle to the set).
-  RoaringSet(Segment& seg, const RegionInfo& info);
-  RoaringStatus write(uint32_t value, int op) noexcept;
+  friend struct RoaringSetOps;  // every private operation (lib/structures/roaring/roaring.cpp)
+  // This process's state of the set, shared by every handle to it: its reader slot, the
+  // snapshot views, the validated header; null for a default-constructed handle.
   std::shared_ptr<internal::roaring::RoaringLocal> local_;
 };
 

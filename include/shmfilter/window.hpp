@@ -234,10 +234,10 @@ class Window : public internal::RegionHandle {
   friend struct WindowOps;
   std::byte* base_ = nullptr;  // seg_.base(): tables are addressed from it
   uint64_t offset_ = 0;        // the region's offset (region_ == base_ + offset_)
-  int64_t (*clock_)(void*) = nullptr;
-  void* clock_ctx_ = nullptr;
-  int64_t fixed_now_ = 0;
-  bool fixed_ = false;
+  int64_t (*clock_)(void*) = nullptr;  // set_clock()'s function (nullptr: the system clock)
+  void* clock_ctx_ = nullptr;          // its ctx
+  int64_t fixed_now_ = 0;              // set_now()'s time, every call's "now" while fixed_
+  bool fixed_ = false;                 // set_now() pinned the clock to fixed_now_
   mutable uint32_t ops_ = 0;  // handle-local op counter (periodic quiescent points)
   mutable uint64_t prefault_table_ = 0;  // the ready spare this process is mapping ahead (its offset)
   mutable uint64_t prefault_done_ = 0;   // bytes of it mapped so far

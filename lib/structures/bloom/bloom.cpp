@@ -185,6 +185,25 @@ void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std
 
 }  // namespace
 
+// The private operations of Bloom (its friend; include/shmfilter/bloom.hpp keeps only
+// data): the per-key and batched data plane, the growth trigger and layer growth.
+// Defined below, in this file, so the public calls inline them.
+struct BloomOps {
+  template <class K>
+  static bool add_one(Bloom& b, const K& key) noexcept;
+  template <class K>
+  static bool contains_one(const Bloom& b, const K& key) noexcept;
+  template <class K>
+  static uint64_t add_batch(Bloom& b, std::span<const K> keys, std::span<uint8_t> out) noexcept;
+  template <class K>
+  static uint64_t contains_batch(const Bloom& b, std::span<const K> keys, std::span<uint8_t> out) noexcept;
+  // After an add set NEWLY bits in layer LAYER: counts them; at the layer's full mark, grows
+  // (or flags max layers). True when the layer was found full (the layer count may have changed).
+  static bool after_add(Bloom& b, uint32_t layer, uint32_t newly) noexcept;
+  // Adds layer SEEN_COUNT under the segment lock (or publishes one a dead grower left ready).
+  static void grow(Bloom& b, uint64_t seen_count) noexcept;
+};
+
 // ---------------------------------------------------------------------------
 // Control plane.
 
@@ -260,7 +279,7 @@ Bloom Bloom::open(Segment& seg, std::string_view name) {
   b.stripe_ = static_cast<uint32_t>(fmix64(seg.owner_token()) % kStripes);
   // A grower killed between commit and publish left slot[count] ready: publish it (under the lock).
   auto* h = reinterpret_cast<BloomHeader*>(b.base_ + b.offset_);
-  if (count < h->max_layers && slots(h)[count].state == kSlotReady) b.grow(count);
+  if (count < h->max_layers && slots(h)[count].state == kSlotReady) BloomOps::grow(b, count);
   return b;
 }
 
@@ -293,12 +312,12 @@ inline LayerView layer(std::byte* base, const BloomHeader* h, uint64_t i) {
 inline uint64_t layer_count(const BloomHeader* h) { return h->layer_count.load(std::memory_order_acquire); }
 }  // namespace
 
-bool Bloom::after_add(uint32_t li, uint32_t newly) noexcept {
-  BloomHeader* h = header_at(base_, offset_);
+bool BloomOps::after_add(Bloom& b, uint32_t li, uint32_t newly) noexcept {
+  BloomHeader* h = header_at(b.base_, b.offset_);
   const BloomLayer& s = slots(h)[li];
-  LayerView v = layer(base_, h, li);
+  LayerView v = layer(b.base_, h, li);
   // relaxed: a statistic and a growth trigger; no data is published by it.
-  uint64_t old = v.stripes[stripe_].bits_set.fetch_add(newly, std::memory_order_relaxed);
+  uint64_t old = v.stripes[b.stripe_].bits_set.fetch_add(newly, std::memory_order_relaxed);
   if ((old >> s.check_shift) == ((old + newly) >> s.check_shift)) return false;
   if (v.set_bits() < s.grow_at_bits) return false;
   uint64_t count = layer_count(h);
@@ -309,31 +328,31 @@ bool Bloom::after_add(uint32_t li, uint32_t newly) noexcept {
     h->flags.fetch_or(kFlagMaxLayersFull, std::memory_order_relaxed);
     return true;
   }
-  grow(count);
+  grow(b, count);
   return true;
 }
 
-void Bloom::grow(uint64_t seen) noexcept {
-  BloomHeader* h = header_at(base_, offset_);
+void BloomOps::grow(Bloom& b, uint64_t seen) noexcept {
+  BloomHeader* h = header_at(b.base_, b.offset_);
   uint64_t publish = 0;
   try {
-    seg_.transact([&](ControlTxn& txn) {
+    b.seg_.transact([&](ControlTxn& txn) {
       // Under the segment lock: the filter is still published, so `h` is ours.
       // (The transaction quiesces this process; a filter dropped meanwhile
       // could otherwise be reclaimed by the allocation below, and the stores
       // into its slot table would land in someone else's memory.)
-      if (!seg_.region_live(slot_, generation_)) return;
+      if (!b.seg_.region_live(b.slot_, b.generation_)) return;
       uint64_t c = layer_count(h);
       if (c != seen || c >= h->max_layers) return;
       BloomLayer& s = slots(h)[c];
       if (s.state == kSlotReady) {  // committed by a grower that died before publishing
         // Publish it only if it is a valid layer: a corrupt slot must never become visible.
         RegionInfo r;
-        r.offset = offset_;
-        auto info = seg_.find(name_);
+        r.offset = b.offset_;
+        auto info = b.seg_.find(b.name_);
         r.size = info ? info->size : 0;
         std::vector<std::string> problems;
-        validate_layer(base_, seg_.size(), r, h, c, problems);
+        validate_layer(b.base_, b.seg_.size(), r, h, c, problems);
         if (problems.empty()) publish = c + 1;
         return;
       }
@@ -341,7 +360,7 @@ void Bloom::grow(uint64_t seen) noexcept {
       uint64_t n = layer_capacity(*h, i);
       double p = layer_error(*h, i);
       Sizing z = size_or_throw(h->layout, n, p);
-      txn.charge_to(identity());  // check() reports the layer as leaked if the filter is dropped without it
+      txn.charge_to(b.identity());  // check() reports the layer as leaked if the filter is dropped without it
       uint64_t off = txn.allocate(layer_extent_bytes(z.bits));  // zeroed: stripes and bits start at 0
       SHMF_KILL_POINT("bloom.grow.after_allocate");
       // Slot c >= layer_count: private to the lock holder and unreachable while
@@ -367,44 +386,44 @@ void Bloom::grow(uint64_t seen) noexcept {
 }
 
 template <class K>
-bool Bloom::add_one(const K& key) noexcept {
-  if (read_only_ || !valid()) return false;  // read-only attachment: nothing set (docs/SECURITY.md)
-  BloomHeader* h = header_at(base_, offset_);
+bool BloomOps::add_one(Bloom& b, const K& key) noexcept {
+  if (b.read_only_ || !b.valid()) return false;  // read-only attachment: nothing set (docs/SECURITY.md)
+  BloomHeader* h = header_at(b.base_, b.offset_);
   uint64_t hv = hash_key(key, h->seed);
   uint64_t count = layer_count(h);
   uint32_t newest = static_cast<uint32_t>(count - 1);
-  LayerView top = layer(base_, h, newest);
+  LayerView top = layer(b.base_, h, newest);
   if (count > 1) {
     if (top.contains(hv)) return false;
     for (uint64_t i = newest; i-- > 0;)
-      if (layer(base_, h, i).contains(hv)) return false;
+      if (layer(b.base_, h, i).contains(hv)) return false;
   }
   AddResult r = top.add(hv);
   if (r.newly_set == 0) return false;
   // relaxed: a statistic (upper bound on same-instant double counts).
   if (r.raced) h->racing_adds.fetch_add(1, std::memory_order_relaxed);
-  after_add(newest, r.newly_set);
+  after_add(b, newest, r.newly_set);
   return true;
 }
 
 template <class K>
-bool Bloom::contains_one(const K& key) const noexcept {
-  if (!valid()) return false;
-  const BloomHeader* h = header_at(base_, offset_);
+bool BloomOps::contains_one(const Bloom& b, const K& key) noexcept {
+  if (!b.valid()) return false;
+  const BloomHeader* h = header_at(b.base_, b.offset_);
   uint64_t hv = hash_key(key, h->seed);
   for (uint64_t i = layer_count(h); i-- > 0;)  // newest (largest, most keys) first
-    if (layer(base_, h, i).contains(hv)) return true;
+    if (layer(b.base_, h, i).contains(hv)) return true;
   return false;
 }
 
 template <class K>
-uint64_t Bloom::add_batch(std::span<const K> keys, std::span<uint8_t> out) noexcept {
+uint64_t BloomOps::add_batch(Bloom& b, std::span<const K> keys, std::span<uint8_t> out) noexcept {
   const bool want_out = out.size() >= keys.size();
-  if (read_only_ || !valid()) {
+  if (b.read_only_ || !b.valid()) {
     if (want_out) std::fill(out.begin(), out.begin() + static_cast<ptrdiff_t>(keys.size()), uint8_t{0});
     return 0;
   }
-  BloomHeader* h = header_at(base_, offset_);
+  BloomHeader* h = header_at(b.base_, b.offset_);
   const uint64_t seed = h->seed;
   size_t added = 0;
   uint64_t hs[kBatch];
@@ -412,7 +431,7 @@ uint64_t Bloom::add_batch(std::span<const K> keys, std::span<uint8_t> out) noexc
     const size_t n = std::min(kBatch, keys.size() - at);
     uint64_t count = layer_count(h);
     uint32_t newest = static_cast<uint32_t>(count - 1);
-    LayerView top = layer(base_, h, newest);
+    LayerView top = layer(b.base_, h, newest);
     for (size_t j = 0; j < n; ++j) {
       hs[j] = hash_key(keys[at + j], seed);
       top.prefetch(hs[j]);
@@ -422,7 +441,7 @@ uint64_t Bloom::add_batch(std::span<const K> keys, std::span<uint8_t> out) noexc
       if (count > 1) {
         if (top.contains(hs[j])) done = true;
         for (uint64_t i = newest; !done && i-- > 0;)
-          if (layer(base_, h, i).contains(hs[j])) done = true;
+          if (layer(b.base_, h, i).contains(hs[j])) done = true;
       }
       if (!done) {
         AddResult r = top.add(hs[j]);
@@ -430,11 +449,11 @@ uint64_t Bloom::add_batch(std::span<const K> keys, std::span<uint8_t> out) noexc
           fresh = true;
           // relaxed: a statistic (upper bound on same-instant double counts).
           if (r.raced) h->racing_adds.fetch_add(1, std::memory_order_relaxed);
-          if (after_add(newest, r.newly_set)) {
+          if (after_add(b, newest, r.newly_set)) {
             // the layer count may have changed: later keys of this round use the new newest layer
             count = layer_count(h);
             newest = static_cast<uint32_t>(count - 1);
-            top = layer(base_, h, newest);
+            top = layer(b.base_, h, newest);
           }
         }
       }
@@ -446,28 +465,28 @@ uint64_t Bloom::add_batch(std::span<const K> keys, std::span<uint8_t> out) noexc
 }
 
 template <class K>
-uint64_t Bloom::contains_batch(std::span<const K> keys, std::span<uint8_t> out) const noexcept {
+uint64_t BloomOps::contains_batch(const Bloom& b, std::span<const K> keys, std::span<uint8_t> out) noexcept {
   const bool want_out = out.size() >= keys.size();
-  if (!valid()) {
+  if (!b.valid()) {
     if (want_out) std::fill(out.begin(), out.begin() + static_cast<ptrdiff_t>(keys.size()), uint8_t{0});
     return 0;
   }
-  const BloomHeader* h = header_at(base_, offset_);
+  const BloomHeader* h = header_at(b.base_, b.offset_);
   const uint64_t seed = h->seed;
   size_t present = 0;
   uint64_t hs[kBatch];
   for (size_t at = 0; at < keys.size(); at += kBatch) {
     const size_t n = std::min(kBatch, keys.size() - at);
     const uint64_t count = layer_count(h);
-    LayerView top = layer(base_, h, count - 1);
+    LayerView top = layer(b.base_, h, count - 1);
     for (size_t j = 0; j < n; ++j) {
       hs[j] = hash_key(keys[at + j], seed);
       top.prefetch(hs[j]);
-      for (uint64_t i = count - 1; i-- > 0;) layer(base_, h, i).prefetch(hs[j]);
+      for (uint64_t i = count - 1; i-- > 0;) layer(b.base_, h, i).prefetch(hs[j]);
     }
     for (size_t j = 0; j < n; ++j) {
       bool hit = top.contains(hs[j]);
-      for (uint64_t i = count - 1; !hit && i-- > 0;) hit = layer(base_, h, i).contains(hs[j]);
+      for (uint64_t i = count - 1; !hit && i-- > 0;) hit = layer(b.base_, h, i).contains(hs[j]);
       present += hit;
       if (want_out) out[at + j] = hit;
     }
@@ -475,19 +494,21 @@ uint64_t Bloom::contains_batch(std::span<const K> keys, std::span<uint8_t> out) 
   return present;
 }
 
-bool Bloom::add(std::string_view key) noexcept { return add_one(key); }
-bool Bloom::add(uint64_t key) noexcept { return add_one(key); }
-bool Bloom::contains(std::string_view key) const noexcept { return contains_one(key); }
-bool Bloom::contains(uint64_t key) const noexcept { return contains_one(key); }
-uint64_t Bloom::add_many(std::span<const uint64_t> keys, std::span<uint8_t> out) noexcept { return add_batch(keys, out); }
+bool Bloom::add(std::string_view key) noexcept { return BloomOps::add_one(*this, key); }
+bool Bloom::add(uint64_t key) noexcept { return BloomOps::add_one(*this, key); }
+bool Bloom::contains(std::string_view key) const noexcept { return BloomOps::contains_one(*this, key); }
+bool Bloom::contains(uint64_t key) const noexcept { return BloomOps::contains_one(*this, key); }
+uint64_t Bloom::add_many(std::span<const uint64_t> keys, std::span<uint8_t> out) noexcept {
+  return BloomOps::add_batch(*this, keys, out);
+}
 uint64_t Bloom::add_many(std::span<const std::string_view> keys, std::span<uint8_t> out) noexcept {
-  return add_batch(keys, out);
+  return BloomOps::add_batch(*this, keys, out);
 }
 uint64_t Bloom::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept {
-  return contains_batch(keys, out);
+  return BloomOps::contains_batch(*this, keys, out);
 }
 uint64_t Bloom::contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept {
-  return contains_batch(keys, out);
+  return BloomOps::contains_batch(*this, keys, out);
 }
 
 void Bloom::clear() {

@@ -56,14 +56,23 @@ void validate(const RegionInfo& info, std::byte* region, uint64_t segment_size) 
 
 }  // namespace
 
-#define SHMF_SET_VIEW(v)                                                               \
-  SetView v;                                                                           \
-  v.h = header_of(region_);                                                            \
-  v.stripes = reinterpret_cast<ExactSetStripe*>(region_ + stripes_offset_);            \
-  v.slots = reinterpret_cast<uint64_t*>(region_ + slots_offset_);                      \
-  v.token = token_;                                                                    \
-  v.alive = &segment_alive;                                                            \
-  v.ctx = &seg_
+// The private operations of ExactSet (its friend; include/shmfilter/exact_set.hpp keeps
+// only data): the kernels' view of a handle and the batched insert.
+struct ExactSetOps {
+  // The kernels' view of S's table (exact_set_impl.h), from the offsets open() validated.
+  static SetView view(const ExactSet& s) noexcept {
+    SetView v;
+    v.h = header_of(s.region_);
+    v.stripes = reinterpret_cast<ExactSetStripe*>(s.region_ + s.stripes_offset_);
+    v.slots = reinterpret_cast<uint64_t*>(s.region_ + s.slots_offset_);
+    v.token = s.token_;
+    v.alive = &segment_alive;
+    v.ctx = &s.seg_;
+    return v;
+  }
+  template <class K>
+  static uint64_t insert_batch(ExactSet& s, std::span<const K> keys, std::span<InsertResult> out) noexcept;
+};
 
 ExactSet ExactSet::create(Segment& seg, std::string_view name, const ExactSetOptions& opts) {
   if (opts.capacity == 0)
@@ -121,26 +130,27 @@ InsertResult refusal(bool read_only, bool valid, bool forked) noexcept {
 InsertResult ExactSet::insert(uint64_t key) noexcept {
   if (read_only_ || !valid() || seg_.owner_token() != token_)
     return refusal(read_only_, valid(), seg_.owner_token() != token_);
-  SHMF_SET_VIEW(v);
+  SetView v = ExactSetOps::view(*this);
   return static_cast<InsertResult>(set_insert(v, key));
 }
 InsertResult ExactSet::insert(std::string_view key) noexcept { return insert(key_of(key)); }
 
 template <class K>
-uint64_t ExactSet::insert_batch(std::span<const K> keys, std::span<InsertResult> out) noexcept {
+uint64_t ExactSetOps::insert_batch(ExactSet& s, std::span<const K> keys, std::span<InsertResult> out) noexcept {
   size_t n = std::min(keys.size(), out.size());
-  if (read_only_ || !valid() || seg_.owner_token() != token_) {
-    std::fill(out.begin(), out.begin() + static_cast<long>(n), refusal(read_only_, valid(), seg_.owner_token() != token_));
+  if (s.read_only_ || !s.valid() || s.seg_.owner_token() != s.token_) {
+    std::fill(out.begin(), out.begin() + static_cast<long>(n),
+              refusal(s.read_only_, s.valid(), s.seg_.owner_token() != s.token_));
     return 0;
   }
-  SHMF_SET_VIEW(v);
+  SetView v = view(s);
   uint64_t inserted = 0;
   for (size_t i = 0; i < n; ++i) {
     uint64_t key;
     if constexpr (std::is_same_v<K, uint64_t>)
       key = keys[i];
     else
-      key = key_of(keys[i]);
+      key = s.key_of(keys[i]);
     out[i] = static_cast<InsertResult>(set_insert(v, key));
     inserted += out[i] == InsertResult::kInserted;
   }
@@ -148,15 +158,15 @@ uint64_t ExactSet::insert_batch(std::span<const K> keys, std::span<InsertResult>
 }
 
 uint64_t ExactSet::insert_many(std::span<const uint64_t> keys, std::span<InsertResult> out) noexcept {
-  return insert_batch(keys, out);
+  return ExactSetOps::insert_batch(*this, keys, out);
 }
 uint64_t ExactSet::insert_many(std::span<const std::string_view> keys, std::span<InsertResult> out) noexcept {
-  return insert_batch(keys, out);
+  return ExactSetOps::insert_batch(*this, keys, out);
 }
 
 bool ExactSet::contains(uint64_t key) const noexcept {
   if (!valid()) return false;
-  SHMF_SET_VIEW(v);
+  SetView v = ExactSetOps::view(*this);
   return set_contains(v, key);
 }
 bool ExactSet::contains(std::string_view key) const noexcept { return contains(key_of(key)); }
@@ -167,7 +177,7 @@ uint64_t ExactSet::contains_many(std::span<const uint64_t> keys, std::span<uint8
     std::fill(out.begin(), out.begin() + static_cast<long>(n), uint8_t{0});
     return 0;
   }
-  SHMF_SET_VIEW(v);
+  SetView v = ExactSetOps::view(*this);
   uint64_t present = 0;
   // Hash a block of keys and prefetch their home slots before probing.
   constexpr size_t kBlock = 16;
@@ -196,14 +206,14 @@ uint64_t ExactSet::contains_many(std::span<const std::string_view> keys, std::sp
 
 bool ExactSet::erase(uint64_t key) noexcept {
   if (read_only_ || !valid() || seg_.owner_token() != token_) return false;
-  SHMF_SET_VIEW(v);
+  SetView v = ExactSetOps::view(*this);
   return set_erase(v, key);
 }
 bool ExactSet::erase(std::string_view key) noexcept { return erase(key_of(key)); }
 
 uint64_t ExactSet::size() const noexcept {
   if (!valid()) return 0;
-  SHMF_SET_VIEW(v);
+  SetView v = ExactSetOps::view(*this);
   return set_size(v);
 }
 
@@ -211,7 +221,7 @@ uint64_t ExactSet::capacity() const noexcept { return region_ ? header_of(region
 
 ExactSetStats ExactSet::stats() const {
   require_valid();
-  SHMF_SET_VIEW(v);
+  SetView v = ExactSetOps::view(*this);
   ExactSetStats s;
   s.capacity = v.h->capacity;
   s.slots = v.h->slots;

@@ -49,6 +49,15 @@ using internal::roaring::RoaringLocal;
 using internal::roaring::View;
 using namespace internal::roaring;
 
+// The private operations of RoaringSet (its friend; include/shmfilter/roaring_set.hpp keeps
+// only data: the process-local state). Defined below, in this file.
+struct RoaringSetOps {
+  // A handle bound to INFO, holding this process's reader slot (shared by every handle to the set).
+  static RoaringSet attach_handle(Segment& seg, const RegionInfo& info);
+  // add (kAdd) or remove (kRemove) of VALUE through the delta chain.
+  static RoaringStatus write(RoaringSet& s, uint32_t value, Op op) noexcept;
+};
+
 std::string_view roaring_status_name(RoaringStatus s) noexcept {
   switch (s) {
     case RoaringStatus::kOk: return "ok";
@@ -94,15 +103,20 @@ RoaringSet RoaringSet::create_from(Segment& seg, std::string_view name, const ro
         h->current.store(snap);
         h->gen_counter.store(1);
       });
-  return RoaringSet(seg, info);
+  return RoaringSetOps::attach_handle(seg, info);
 }
 
-RoaringSet RoaringSet::open(Segment& seg, std::string_view name) { return RoaringSet(seg, seg.open_region(name, Kind::kRoaring)); }
+RoaringSet RoaringSet::open(Segment& seg, std::string_view name) {
+  return RoaringSetOps::attach_handle(seg, seg.open_region(name, Kind::kRoaring));
+}
 
 // attach() pins a reader slot in the region: refuse a read-only attachment before it (a PROT_READ mapping).
-RoaringSet::RoaringSet(Segment& seg, const RegionInfo& info)
-    : local_((refuse_read_only_kind(seg, info), attach(seg, info))) {
-  bind(seg, info);
+RoaringSet RoaringSetOps::attach_handle(Segment& seg, const RegionInfo& info) {
+  RoaringSet s;
+  RoaringSet::refuse_read_only_kind(seg, info);
+  s.local_ = attach(seg, info);
+  s.bind(seg, info);
+  return s;
 }
 
 bool RoaringSet::drop(Segment& seg, std::string_view name) {
@@ -191,11 +205,10 @@ RoaringStatus no_view(const std::shared_ptr<RoaringLocal>& L) noexcept {
 }
 }  // namespace
 
-RoaringStatus RoaringSet::write(uint32_t value, int op_int) noexcept {
-  if (!local_ || !local_->live_region()) return RoaringStatus::kDropped;
-  const Op op = static_cast<Op>(op_int);
-  View* view = current_view(local_);
-  if (!view) return no_view(local_);
+RoaringStatus RoaringSetOps::write(RoaringSet& s, uint32_t value, Op op) noexcept {
+  if (!s.local_ || !s.local_->live_region()) return RoaringStatus::kDropped;
+  View* view = current_view(s.local_);
+  if (!view) return no_view(s.local_);
   DeltaHeader* t = nullptr;
   // Every retry follows somebody's publish or link, so a few suffice; the
   // bound keeps a corrupt chain (a link that cannot be followed, a cycle of
@@ -208,9 +221,9 @@ RoaringStatus RoaringSet::write(uint32_t value, int op_int) noexcept {
     }
     t = view->tail();
     if (delta_write(t, value, op, delta_limit(t->capacity)) == WriteResult::kFull) {
-      if (const RoaringStatus room = make_room(local_, view->snap_off, t); room != RoaringStatus::kOk) return room;
-      view = current_view(local_);
-      if (!view) return no_view(local_);
+      if (const RoaringStatus room = make_room(s.local_, view->snap_off, t); room != RoaringStatus::kOk) return room;
+      view = current_view(s.local_);
+      if (!view) return no_view(s.local_);
       continue;
     }
     if (op == Op::kAdd)
@@ -221,9 +234,9 @@ RoaringStatus RoaringSet::write(uint32_t value, int op_int) noexcept {
     // (or hidden under a newer delta): write again into the newest one. The
     // same when a newer table was linked after ours: a write of the same
     // value there would hide ours.
-    if (local_->hdr->current.load() != view->snap_off) {  // seq_cst: pairs with the publish CAS
-      view = current_view(local_);
-      if (!view) return no_view(local_);
+    if (s.local_->hdr->current.load() != view->snap_off) {  // seq_cst: pairs with the publish CAS
+      view = current_view(s.local_);
+      if (!view) return no_view(s.local_);
       continue;
     }
     // seq_cst: pairs with the link store (Dekker, as with `current`). A link
@@ -236,16 +249,16 @@ RoaringStatus RoaringSet::write(uint32_t value, int op_int) noexcept {
   // compaction builds), or, with the chain full, compact (auto_compact, and
   // nobody compacting). The relaxed loads only keep writers from queueing on
   // the claims; try_link_claim / try_claim decide.
-  if (fill >= delta_trigger(t->capacity, local_->compact_permille) &&
-      local_->hdr->link_claim.load(std::memory_order_relaxed) == 0 &&  // relaxed: a hint
+  if (fill >= delta_trigger(t->capacity, s.local_->compact_permille) &&
+      s.local_->hdr->link_claim.load(std::memory_order_relaxed) == 0 &&  // relaxed: a hint
       (view->chain() < kMaxChain ||
-       (local_->auto_compact && local_->hdr->claim.load(std::memory_order_relaxed) == 0)))  // relaxed: a hint
-    grow_chain(local_);
+       (s.local_->auto_compact && s.local_->hdr->claim.load(std::memory_order_relaxed) == 0)))  // relaxed: a hint
+    grow_chain(s.local_);
   return RoaringStatus::kOk;
 }
 
-RoaringStatus RoaringSet::add(uint32_t value) noexcept { return write(value, static_cast<int>(Op::kAdd)); }
-RoaringStatus RoaringSet::remove(uint32_t value) noexcept { return write(value, static_cast<int>(Op::kRemove)); }
+RoaringStatus RoaringSet::add(uint32_t value) noexcept { return RoaringSetOps::write(*this, value, Op::kAdd); }
+RoaringStatus RoaringSet::remove(uint32_t value) noexcept { return RoaringSetOps::write(*this, value, Op::kRemove); }
 RoaringStatus RoaringSet::add_u64(uint64_t value) noexcept {
   return value > UINT32_MAX ? RoaringStatus::kOutOfRange : add(static_cast<uint32_t>(value));
 }
