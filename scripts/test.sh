@@ -5,18 +5,22 @@
 #
 # Phases (each timed):
 #   1. deps     scripts/install-deps.sh (quick when everything is present)
-#   2. build    RelWithDebInfo, kill points on, in build/ci
+#   2. build    RelWithDebInfo, kill points on, in build/ci: the library, shmtool, every
+#               test program, the examples ctest runs, the nginx module (no benchmarks:
+#               ctest runs none of them; scripts/bench.sh builds its own tree)
 #   3. test     ctest --output-on-failure -j2: every test
-#   4. asan     ASan+UBSan build in build/asan of the multi-process and crash
-#               test programs (ctest label "multiprocess"), and ctest -L multiprocess
-#   5. fuzz     clang-14 libFuzzer build (ASan+UBSan) in build/fuzz of tests/fuzz, and
-#               ctest -L fuzz: each target for FUZZ_SECONDS (default 25) on its seed
+#   4. asan     one clang-14 tree in build/san serves phases 4 and 5: the library and
+#               shmtool built once with ASan+UBSan (and libFuzzer's coverage hooks), the
+#               multi-process and crash test programs (ctest label "multiprocess"),
+#               then ctest -L multiprocess
+#   5. fuzz     the libFuzzer targets of tests/fuzz in the same tree, and ctest -L fuzz
+#               two at a time: each target for FUZZ_SECONDS (default 25) on its seed
 #               corpus; fails on any crash, hang, sanitizer report or leak
 # A redis-server is started on a free loopback port for the Redis
 # interoperability tests (SHMF_REDIS_HOST / SHMF_REDIS_PORT) and stopped at exit.
 #
-# Environment: JOBS (default 2), BUILD_DIR (build/ci), ASAN_BUILD_DIR (build/asan),
-# FUZZ_BUILD_DIR (build/fuzz), FUZZ_SECONDS (25 per target),
+# Environment: JOBS (default 2), BUILD_DIR (build/ci), SAN_BUILD_DIR (build/san),
+# FUZZ_SECONDS (25 per target),
 # SHMF_SKIP_ASAN=1 skips phase 4, SHMF_SKIP_FUZZ=1 phase 5 (quick local runs; CI never sets them).
 # Exits non-zero on the first failing phase.
 set -euo pipefail
@@ -24,8 +28,7 @@ cd "$(dirname "$0")/.."
 
 JOBS=${JOBS:-2}
 BUILD_DIR=${BUILD_DIR:-build/ci}
-ASAN_BUILD_DIR=${ASAN_BUILD_DIR:-build/asan}
-FUZZ_BUILD_DIR=${FUZZ_BUILD_DIR:-build/fuzz}
+SAN_BUILD_DIR=${SAN_BUILD_DIR:-build/san}
 FUZZ_SECONDS=${FUZZ_SECONDS:-25}
 
 T0=$SECONDS
@@ -93,7 +96,7 @@ phase_end
 
 phase_start build "RelWithDebInfo, kill points on, in $BUILD_DIR (-j$JOBS)"
 cmake -S . -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMFILTER_KILL_POINTS=ON \
-  -DSHMFILTER_BUILD_TESTS=ON
+  -DSHMFILTER_BUILD_TESTS=ON -DSHMFILTER_BUILD_EXAMPLES=ON -DSHMFILTER_BUILD_BENCHMARKS=OFF
 cmake --build "$BUILD_DIR" -j"$JOBS"
 phase_end
 
@@ -114,28 +117,35 @@ ctest --test-dir "$BUILD_DIR" --output-on-failure -j"$JOBS"
 report_leftovers
 phase_end
 
+# Phases 4 and 5 share one clang-14 tree: the library, shmtool and the test programs
+# compiled with -fsanitize=fuzzer-no-link,address,undefined (SHMFILTER_FUZZ), linked
+# with ASan+UBSan; only the libFuzzer targets link libFuzzer (tests/fuzz).
+configure_san() {
+  cmake -S . -B "$SAN_BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DCMAKE_C_COMPILER=clang-14 -DSHMFILTER_FUZZ=ON -DSHMFILTER_FUZZ_SECONDS="$FUZZ_SECONDS" \
+    -DSHMFILTER_KILL_POINTS=ON -DSHMFILTER_BUILD_TESTS=ON -DSHMFILTER_BUILD_SHMTOOL=ON \
+    -DSHMFILTER_BUILD_EXAMPLES=OFF -DSHMFILTER_BUILD_BENCHMARKS=OFF -DSHMFILTER_BUILD_NGINX=OFF
+}
+
 if [[ "${SHMF_SKIP_ASAN:-0}" != 1 ]]; then
-  phase_start asan "ASan+UBSan build of the multi-process/crash tests in $ASAN_BUILD_DIR, ctest -L multiprocess"
-  cmake -S . -B "$ASAN_BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSHMFILTER_KILL_POINTS=ON \
-    -DSHMFILTER_SANITIZE=address,undefined -DSHMFILTER_BUILD_BENCHMARKS=OFF -DSHMFILTER_BUILD_EXAMPLES=OFF
+  phase_start asan "ASan+UBSan (clang-14) build of the multi-process/crash tests in $SAN_BUILD_DIR, ctest -L multiprocess"
+  configure_san
   # shmf_multiprocess_tests (tests/CMakeLists.txt) depends on every program labelled "multiprocess".
-  cmake --build "$ASAN_BUILD_DIR" -j"$JOBS" --target shmf_multiprocess_tests
+  cmake --build "$SAN_BUILD_DIR" -j"$JOBS" --target shmf_multiprocess_tests
   # Only the labelled programs were built: ctest -L multiprocess selects exactly them.
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0} \
   UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-    ctest --test-dir "$ASAN_BUILD_DIR" --output-on-failure -j"$JOBS" -L multiprocess
+    ctest --test-dir "$SAN_BUILD_DIR" --output-on-failure -j"$JOBS" -L multiprocess
   report_leftovers
   phase_end
 fi
 
 if [[ "${SHMF_SKIP_FUZZ:-0}" != 1 ]]; then
-  phase_start fuzz "libFuzzer targets (clang-14, ASan+UBSan) in $FUZZ_BUILD_DIR, ${FUZZ_SECONDS}s each, ctest -L fuzz"
-  cmake -S . -B "$FUZZ_BUILD_DIR" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
-    -DCMAKE_C_COMPILER=clang-14 -DSHMFILTER_FUZZ=ON -DSHMFILTER_FUZZ_SECONDS="$FUZZ_SECONDS" \
-    -DSHMFILTER_BUILD_TESTS=OFF -DSHMFILTER_BUILD_SHMTOOL=OFF -DSHMFILTER_BUILD_EXAMPLES=OFF \
-    -DSHMFILTER_BUILD_BENCHMARKS=OFF -DSHMFILTER_KILL_POINTS=OFF
-  cmake --build "$FUZZ_BUILD_DIR" -j"$JOBS"
-  # One target at a time (-j1): each already uses a core, and their bounds add up to the phase's time.
-  ctest --test-dir "$FUZZ_BUILD_DIR" --output-on-failure -j1 -L fuzz
+  phase_start fuzz "libFuzzer targets (clang-14, ASan+UBSan) in $SAN_BUILD_DIR, ${FUZZ_SECONDS}s each, ctest -L fuzz -j$JOBS"
+  configure_san
+  # shmf_fuzz_targets (tests/fuzz) depends on every target; the library is already built.
+  cmake --build "$SAN_BUILD_DIR" -j"$JOBS" --target shmf_fuzz_targets
+  # JOBS targets at a time, one core each: every target still runs its full FUZZ_SECONDS.
+  ctest --test-dir "$SAN_BUILD_DIR" --output-on-failure -j"$JOBS" -L fuzz
   phase_end
 fi

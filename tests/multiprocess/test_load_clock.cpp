@@ -33,8 +33,9 @@ TEST(LoadClock, ASpinningChildWithoutProgressIsReportedHung) {
   new (counter) std::atomic<uint64_t>(0);
   pid_t pid = shmf_test::fork_child([&] {
     counter->store(1);
-    for (;;) {
-    }  // livelock: uses a CPU, completes nothing
+    // livelock: uses a CPU, completes nothing. The relaxed load keeps the loop defined:
+    // a loop without one ([intro.progress]) is undefined, and clang acts on it.
+    for (;;) (void)counter->load(std::memory_order_relaxed);
     return 0;
   });
   int st = 0;
@@ -77,8 +78,7 @@ TEST(LoadClock, RunsSlowerWhileTheCpusAreContended) {
   for (int i = 0; i < hogs; ++i)
     kids.push_back(shmf_test::fork_child([&] {
       go->fetch_add(1);
-      for (;;) {
-      }
+      for (;;) (void)go->load(std::memory_order_relaxed);  // spins (defined: an atomic access)
       return 0;
     }));
   while (go->load() < hogs) usleep(1000);  // every hog runs (bounded by the ctest TIMEOUT only: fork_child)
