@@ -12,6 +12,7 @@
 
 #include "shmfilter/shmfilter.h"
 #include "shmfilter/window.hpp"
+#include "structures/cuckoo/cuckoo_impl.h"
 #include "structures/window/window_impl.h"
 #include "test_util.h"
 #include "workload.h"
@@ -583,6 +584,45 @@ TEST(Window, OpenRejectsAnotherKindAndCorruptHeaders) {
   EXPECT_FALSE(f.seg.check(false).consistent());
   *retention = saved;
   EXPECT_NO_THROW(Window::open(f.seg, "w"));
+}
+
+// A deletable window's bucket tables embed cuckoo sub-filter descriptors that the data plane
+// follows (subs[0] and, once overflowing, subs[1]). Each field is validated by open and check:
+// a corrupt one is a named kCorrupt, never a SIGSEGV in seen/mark (found by fuzz_segment once
+// the window joined its base image; its input is corpus/fuzz_segment/window-cuckoo-subs-crash).
+TEST(Window, OpenAndCheckRejectCorruptCuckooSubFilterDescriptors) {
+  namespace wi = shmfilter::internal::window;
+  namespace ck = shmfilter::internal::cuckoo;
+  Fixture f("wsubs");
+  Window w = Window::create(f.seg, "w", opts(WindowVariant::kCuckoo, 64, 0.01, 3));
+  w.set_now(kT0);
+  for (uint64_t i = 0; i < 400; ++i) (void)w.mark(1, i * 7919 + 1);  // past capacity: the overflow sub-filter
+  ASSERT_TRUE(w.stats().buckets.front().overflow);
+  auto* h = reinterpret_cast<wi::WindowHeader*>(f.seg.base() + f.seg.find("w")->offset);
+  const wi::BucketSlot& slot = wi::slot_table(h)[static_cast<uint64_t>(w.bucket_of(kT0)) % h->slots];
+  auto* ch = reinterpret_cast<ck::Header*>(f.seg.base() + slot.table + wi::main_offset_in_table(h->space_table));
+  ASSERT_EQ(ck::sub_count_acquire(ch), 2u);
+  const ck::SubDesc saved0 = ch->subs[0], saved1 = ch->subs[1];
+  auto expect_refused = [&](const char* what) {
+    EXPECT_EQ(shmf_test::code_of([&] { Window::open(f.seg, "w"); }), ErrorCode::kCorrupt) << what;
+    EXPECT_FALSE(f.seg.check(false).consistent()) << what;
+    ch->subs[0] = saved0;
+    ch->subs[1] = saved1;
+    EXPECT_NO_THROW(Window::open(f.seg, "w")) << what;
+  };
+  ch->subs[1].offset = 64;  // inside the segment header: not an allocated extent
+  expect_refused("subs[1].offset in the header");
+  ch->subs[1].offset = f.seg.size() + (1u << 20);  // past the file
+  expect_refused("subs[1].offset past the file");
+  ch->subs[1].log2_stripes = 13;
+  expect_refused("subs[1].log2_stripes");
+  ch->subs[1].chunks_minus_1 = 7;
+  expect_refused("subs[1].chunks_minus_1");
+  ch->subs[0].log2_stripes = static_cast<uint16_t>(saved0.log2_stripes + 1);
+  expect_refused("subs[0].log2_stripes");
+  ch->subs[0].chunks_minus_1 = 1;
+  expect_refused("subs[0].chunks_minus_1");
+  EXPECT_TRUE(f.seg.check(false).consistent());
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, WindowBoth, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo),

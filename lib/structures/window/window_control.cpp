@@ -308,14 +308,26 @@ void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std
       problems.push_back(at + "table extent is smaller than its geometry");
       continue;
     }
+    uint64_t ovf = t->overflow.load(std::memory_order_acquire);  // acquire: its geometry
     if (h->variant == wi::kVariantCuckoo) {
+      // Every descriptor the data plane follows: sub-filter 0 right after the header, and
+      // the overflow sub-filter (once published) in an allocated extent of its size, both
+      // one chunk of the table's geometry with its stripe count. The expanding writer
+      // publishes subs[1] (sub_count 2) before t->overflow, so a writer killed between the
+      // two leaves overflow 0 with a sound subs[1]: allowed; otherwise the two must agree.
       auto* ch = reinterpret_cast<const ck::Header*>(base + off + moff);
-      uint32_t n = ck::sub_count_acquire(ch);
+      const uint32_t n = ck::sub_count_acquire(ch);  // acquire: subs[1] it publishes
+      const uint32_t g = static_cast<uint32_t>(t->geometry);
+      const uint32_t lanes = h->k_main <= 8 ? 8 : 16;
+      const auto shape_ok = [&](const ck::SubDesc& d) {
+        return d.log2_buckets == g && d.chunks_minus_1 == 0 && d.log2_stripes == ck::stripes_for(g);
+      };
       if (ch->magic != ck::kMagic || ch->fp_bits != h->k_main || n < 1 || n > 2 ||
-          ch->subs[0].offset != off + moff + sizeof(ck::Header) || ch->subs[0].log2_buckets != t->geometry)
+          ch->subs[0].offset != off + moff + sizeof(ck::Header) || !shape_ok(ch->subs[0]) ||
+          (n == 2 && (!shape_ok(ch->subs[1]) || !extent_ok(ch->subs[1].offset, ck::sub_bytes(g, ck::stripes_for(g), lanes)) ||
+                      (ovf != 0 && ch->subs[1].offset != ovf))))
         problems.push_back(at + "cuckoo table header is corrupt");
     }
-    uint64_t ovf = t->overflow.load(std::memory_order_acquire);  // acquire: its geometry
     if (ovf != 0) {
       uint64_t ob = h->variant == wi::kVariantBloom
                         ? t->overflow_geometry * 64
