@@ -63,11 +63,15 @@ void add_common(MetricsCollector& c, const std::string& l, const CommonMetrics& 
 }
 
 // Every family this segment can print, in output order: the segment's and the shared
-// structure families, then each kind's own, in kinds-table order.
-std::vector<MetricFamily> all_families() {
-  std::vector<MetricFamily> out(std::begin(kSharedFamilies), std::end(kSharedFamilies));
-  for (const KindRow* row : kind_rows()) out.insert(out.end(), row->families.begin(), row->families.end());
-  return out;
+// structure families, then each kind's own, in kinds-table order. Built once: the table
+// is constant, and a scrape should not rebuild it.
+const std::vector<MetricFamily>& all_families() {
+  static const std::vector<MetricFamily> all = [] {
+    std::vector<MetricFamily> out(std::begin(kSharedFamilies), std::end(kSharedFamilies));
+    for (const KindRow* row : kind_rows()) out.insert(out.end(), row->families.begin(), row->families.end());
+    return out;
+  }();
+  return all;
 }
 
 }  // namespace

@@ -271,6 +271,11 @@ void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std
     return eh->magic == internal::kExtentMagic && eh->state == internal::kExtentAllocated &&
            eh->size >= bytes + sizeof(internal::ExtentHeader);
   };
+  // Bytes of one cuckoo sub-filter of table T (main or overflow: one chunk of its geometry).
+  auto cuckoo_sub_bytes = [&](const TableHead* t) {
+    const uint32_t g = static_cast<uint32_t>(t->geometry);
+    return ck::sub_bytes(g, ck::stripes_for(g), h->k_main <= 8 ? 8 : 16);
+  };
   for (uint32_t i = 0; i < h->slots; ++i) {
     std::string at = "slot " + std::to_string(i) + ": ";
     uint64_t tag = s[i].tag.load(std::memory_order_acquire);  // acquire: the table it names
@@ -318,21 +323,17 @@ void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std
       auto* ch = reinterpret_cast<const ck::Header*>(base + off + moff);
       const uint32_t n = ck::sub_count_acquire(ch);  // acquire: subs[1] it publishes
       const uint32_t g = static_cast<uint32_t>(t->geometry);
-      const uint32_t lanes = h->k_main <= 8 ? 8 : 16;
       const auto shape_ok = [&](const ck::SubDesc& d) {
         return d.log2_buckets == g && d.chunks_minus_1 == 0 && d.log2_stripes == ck::stripes_for(g);
       };
       if (ch->magic != ck::kMagic || ch->fp_bits != h->k_main || n < 1 || n > 2 ||
           ch->subs[0].offset != off + moff + sizeof(ck::Header) || !shape_ok(ch->subs[0]) ||
-          (n == 2 && (!shape_ok(ch->subs[1]) || !extent_ok(ch->subs[1].offset, ck::sub_bytes(g, ck::stripes_for(g), lanes)) ||
+          (n == 2 && (!shape_ok(ch->subs[1]) || !extent_ok(ch->subs[1].offset, cuckoo_sub_bytes(t)) ||
                       (ovf != 0 && ch->subs[1].offset != ovf))))
         problems.push_back(at + "cuckoo table header is corrupt");
     }
     if (ovf != 0) {
-      uint64_t ob = h->variant == wi::kVariantBloom
-                        ? t->overflow_geometry * 64
-                        : ck::sub_bytes(static_cast<uint32_t>(t->geometry), ck::stripes_for(static_cast<uint32_t>(t->geometry)),
-                                        h->k_main <= 8 ? 8 : 16);
+      const uint64_t ob = h->variant == wi::kVariantBloom ? t->overflow_geometry * 64 : cuckoo_sub_bytes(t);
       if (ob == 0 || !extent_ok(ovf, ob)) problems.push_back(at + "overflow at " + std::to_string(ovf) + " is not a valid extent");
     }
   }
