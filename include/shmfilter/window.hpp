@@ -97,6 +97,8 @@ enum class WindowStatus : uint8_t {
   kForked = 9,       // (writes that take a lock or allocate) a handle inherited across fork(): open the segment
                      // and the window again in the child; nothing stored
   kInvalidArgument = 10,  // w outside 0..retention (never clamped): nothing read or stored
+  kCorrupt = 11,     // (a write that had to prepare a bucket table) the window's bytes fail validation: nothing
+                     // stored; run `shmtool check`, then drop and recreate the window
 };
 // The w of a query that means "every bucket kept" (retention); any other w must be 1..retention.
 inline constexpr uint32_t kWholeWindow = 0;

@@ -59,6 +59,9 @@ int mark_status(WindowStatus s, const char* fn) {
     case WindowStatus::kInvalidArgument:
       return fail(SHMF_EINVAL, std::string(fn) + ": window outside [1, retention]: pass how many buckets the query "
                                                  "covers (1 = the current one)");
+    case WindowStatus::kCorrupt:
+      return fail(SHMF_ECORRUPT, std::string(fn) + ": the window's bytes fail validation (a bucket table it would "
+                                                    "prepare): run 'shmtool check', then drop and recreate the window");
   }
   return fail(SHMF_EINTERNAL, std::string(fn) + ": unknown window status (please report it)");
 }

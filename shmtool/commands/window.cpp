@@ -121,6 +121,7 @@ const char* answer_word(Mode m, WindowStatus s, bool hit) {
     case WindowStatus::kBusy: return "FAILED: buckets rotated faster than the call (retry)";
     case WindowStatus::kForked: return "FAILED: handle inherited across fork";
     case WindowStatus::kInvalidArgument: return "FAILED: --window outside 1..retention";
+    case WindowStatus::kCorrupt: return "FAILED: window corrupt (shmtool check)";
   }
   return "?";
 }
@@ -128,7 +129,7 @@ const char* answer_word(Mode m, WindowStatus s, bool hit) {
 // An answer after which no later pair can succeed either: stop reading.
 bool stops(WindowStatus s) {
   return s == WindowStatus::kDropped || s == WindowStatus::kNoSpace || s == WindowStatus::kForked ||
-         s == WindowStatus::kInvalidArgument;
+         s == WindowStatus::kInvalidArgument || s == WindowStatus::kCorrupt;
 }
 
 // mark / mark --if-unseen / seen / forget share this: pairs from arguments

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "segment/segment_impl.h"
 #include "structures/window/window_ops.h"
 
 namespace shmfilter {
@@ -25,6 +26,7 @@ std::string_view window_status_name(WindowStatus s) noexcept {
     case WindowStatus::kBusy: return "busy";
     case WindowStatus::kForked: return "forked";
     case WindowStatus::kInvalidArgument: return "invalid-argument";
+    case WindowStatus::kCorrupt: return "corrupt";
   }
   return "?";
 }
@@ -226,9 +228,116 @@ Window Window::create(Segment& seg, std::string_view name, const WindowOptions& 
 }
 
 namespace {
-// Validates a region; one line per problem. Safe on any bytes.
-void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std::vector<std::string>& problems) {
-  if (r.size < sizeof(WindowHeader) || r.offset % 64 != 0) {
+// Bytes of one cuckoo sub-filter of a table of geometry G (main or overflow: one chunk).
+uint64_t cuckoo_sub_bytes_for(const WindowHeader* h, uint64_t g) {
+  return ck::sub_bytes(static_cast<uint32_t>(g), ck::stripes_for(static_cast<uint32_t>(g)), h->k_main <= 8 ? 8 : 16);
+}
+struct Span {
+  uint64_t lo, hi;  // [lo, hi): an extent, its ExtentHeader included
+  uint32_t slot;
+  const char* what;
+};
+}  // namespace
+
+namespace internal::window_ops {
+
+WindowExtents extents_of(const Segment& seg, const RegionInfo& r) {
+  WindowExtents x;
+  x.base = seg.base();
+  const internal::SegmentImpl* im = seg.impl();
+  x.data_lo = im->lay.data_offset;
+  // acquire: the extents below top (grown under the lock) are initialised. top <= size always;
+  // min() keeps a damaged top from naming bytes past the mapping.
+  x.top = std::min(internal::load_acquire(&im->hdr()->top), seg.size());
+  x.owner = (uint64_t{r.generation} << 32) | (uint64_t{r.slot} + 1);
+  // The region's extent: its ExtentHeader through its payload (the directory's size, or the
+  // extent's own when that is larger and sound).
+  constexpr uint64_t kEh = sizeof(internal::ExtentHeader);
+  x.region_lo = r.offset >= kEh ? r.offset - kEh : 0;
+  x.region_hi = r.offset + r.size;
+  if (r.offset >= x.data_lo + kEh && r.offset <= x.top) {
+    auto* eh = reinterpret_cast<const internal::ExtentHeader*>(x.base + x.region_lo);
+    if (eh->magic == internal::kExtentMagic && eh->size <= x.top - x.region_lo)
+      x.region_hi = std::max(x.region_hi, x.region_lo + eh->size);
+  }
+  return x;
+}
+
+uint64_t owned_extent_end(const WindowExtents& x, uint64_t off, uint64_t bytes) {
+  constexpr uint64_t kEh = sizeof(internal::ExtentHeader);
+  if (off % 64 != 0 || off < x.data_lo + kEh || off > x.top || bytes > x.top - off) return 0;
+  auto* eh = reinterpret_cast<const internal::ExtentHeader*>(x.base + off - kEh);
+  const uint64_t lo = off - kEh;
+  if (eh->magic != internal::kExtentMagic || eh->state != internal::kExtentAllocated || eh->size % 64 != 0 ||
+      eh->size < bytes + kEh || eh->size > x.top - lo || eh->owner != x.owner)
+    return 0;
+  const uint64_t hi = lo + eh->size;
+  if (lo < x.region_hi && x.region_lo < hi) return 0;  // the window's own region (header, ring, keys)
+  return hi;
+}
+
+std::string table_problem(const WindowExtents& x, const WindowHeader* h, uint64_t off, bool in_preparation) {
+  const uint64_t moff = wi::main_offset_in_table(h->space_table);
+  if (owned_extent_end(x, off, moff) == 0)
+    return "table at " + std::to_string(off) + " is not an allocated extent of this window in the segment's data area";
+  auto* t = reinterpret_cast<const TableHead*>(x.base + off);
+  uint64_t mb = 0;
+  if (h->variant == wi::kVariantBloom) {
+    if (t->geometry == 0 || t->geometry > bl::kMaxLayerBlocks) return "table has " + std::to_string(t->geometry) + " blocks";
+    mb = wi::bloom_main_bytes(t->geometry);
+  } else {
+    if (t->geometry < 1 || t->geometry > 32) return "table has 2^" + std::to_string(t->geometry) + " buckets";
+    mb = wi::cuckoo_main_bytes(static_cast<uint32_t>(t->geometry), h->k_main <= 8 ? 8 : 16);
+  }
+  if (t->capacity == 0) return "table capacity 0";
+  if (t->check_shift >= 64) return "table check shift " + std::to_string(t->check_shift);
+  if (owned_extent_end(x, off, moff + mb) == 0) return "table extent is smaller than its geometry";
+  // acquire: pairs with prepare_chunk's release of 0 (the zeroed body and cuckoo header first).
+  const uint64_t cur = t->prep_cursor.load(std::memory_order_acquire);
+  if (!in_preparation && cur != 0) return "names a table still in preparation";
+  if (cur != 0) {
+    // A spare being zeroed (tag kRetired): only its head and geometry are read until it is
+    // complete; start_table wrote no overflow.
+    if (t->overflow.load(std::memory_order_relaxed) != 0 || t->pending_overflow != 0)  // relaxed: snapshot
+      return "spare in preparation names an overflow";
+    return {};
+  }
+  const uint64_t ovf = t->overflow.load(std::memory_order_acquire);  // acquire: its geometry
+  const uint64_t pending = t->pending_overflow;
+  if (ovf != 0 && pending != 0 && pending != ovf) return "overflow and pending overflow disagree";
+  if (h->variant == wi::kVariantCuckoo) {
+    // Every descriptor the data plane follows: sub-filter 0 right after the header, and the
+    // overflow sub-filter (once published) in an allocated extent of its size, both one chunk
+    // of the table's geometry with its stripe count. The expanding writer publishes subs[1]
+    // (sub_count 2) before t->overflow, so a writer killed between the two leaves overflow 0
+    // with a sound subs[1] (its pending_overflow): allowed; otherwise the two must agree.
+    auto* ch = reinterpret_cast<const ck::Header*>(x.base + off + moff);
+    const uint32_t n = ck::sub_count_acquire(ch);  // acquire: subs[1] it publishes
+    const uint64_t g = t->geometry;
+    const auto shape_ok = [&](const ck::SubDesc& d) {
+      return d.log2_buckets == g && d.chunks_minus_1 == 0 && d.log2_stripes == ck::stripes_for(static_cast<uint32_t>(g));
+    };
+    const uint64_t sub1 = n == 2 ? ch->subs[1].offset : 0;
+    if (ch->magic != ck::kMagic || ch->fp_bits != h->k_main || ch->lane_bits != (h->k_main <= 8 ? 8u : 16u) || n < 1 ||
+        n > 2 || ch->subs[0].offset != off + moff + sizeof(ck::Header) || !shape_ok(ch->subs[0]) ||
+        (n == 2 && (!shape_ok(ch->subs[1]) || owned_extent_end(x, sub1, cuckoo_sub_bytes_for(h, g)) == 0 ||
+                    (ovf != 0 && sub1 != ovf) || (ovf == 0 && sub1 != pending))) ||
+        (n == 1 && ovf != 0))
+      return "cuckoo table header is corrupt";
+  }
+  const uint64_t ob = h->variant == wi::kVariantBloom
+                          ? (t->overflow_geometry <= bl::kMaxLayerBlocks ? t->overflow_geometry * 64 : 0)
+                          : cuckoo_sub_bytes_for(h, t->geometry);
+  for (const uint64_t o : {ovf, pending})
+    if (o != 0 && (ob == 0 || owned_extent_end(x, o, ob) == 0))
+      return "overflow at " + std::to_string(o) + " is not an allocated extent of this window of its size";
+  return {};
+}
+
+void validate_window(const Segment& seg, const RegionInfo& r, std::vector<std::string>& problems) {
+  const std::byte* base = seg.base();
+  const uint64_t seg_size = seg.size();
+  if (r.size < sizeof(WindowHeader) || r.offset % 64 != 0 || r.offset > seg_size || r.size > seg_size - r.offset) {
     problems.push_back("region of " + std::to_string(r.size) + " bytes is too small for a window header");
     return;
   }
@@ -255,119 +364,137 @@ void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std
     return;
   }
   if (h->region_offset != r.offset) problems.push_back("header's own offset disagrees with the directory");
-  if (h->bucket_seconds == 0 || h->expected == 0 || !(h->error > 0 && h->error < 1) || !(h->p1 > 0 && h->p1 < 1) ||
-      h->error_window < 1 || h->error_window > h->retention)
-    problems.push_back("parameters out of range (bucket_seconds, expected, error)");
+  if (h->bucket_seconds == 0 || h->bucket_seconds > (uint64_t{1} << 40) || h->utc_offset <= -(int64_t{1} << 40) ||
+      h->utc_offset >= (int64_t{1} << 40) || h->expected == 0 || !(h->error > 0 && h->error < 1) ||
+      !(h->p1 > 0 && h->p1 < 1) || h->error_window < 1 || h->error_window > h->retention)
+    problems.push_back("parameters out of range (bucket_seconds, utc_offset, expected, error)");
   if (h->variant == wi::kVariantBloom && (h->k_main < 1 || h->k_main > bl::kMaxK || h->k_overflow < 1 || h->k_overflow > bl::kMaxK))
     problems.push_back("probe counts out of range");
   if (h->variant == wi::kVariantCuckoo && h->k_main != 8 && h->k_main != 12 && h->k_main != 16)
     problems.push_back("fingerprint bits " + std::to_string(h->k_main));
   if (!problems.empty()) return;
+  const WindowExtents x = extents_of(seg, r);
   const BucketSlot* s = reinterpret_cast<const BucketSlot*>(h + 1);
-  const uint64_t moff = wi::main_offset_in_table(h->space_table);
-  auto extent_ok = [&](uint64_t off, uint64_t bytes) {
-    if (off % 64 != 0 || off < sizeof(internal::ExtentHeader) || off > seg_size || bytes > seg_size - off) return false;
-    auto* eh = reinterpret_cast<const internal::ExtentHeader*>(base + off - sizeof(internal::ExtentHeader));
-    return eh->magic == internal::kExtentMagic && eh->state == internal::kExtentAllocated &&
-           eh->size >= bytes + sizeof(internal::ExtentHeader);
-  };
-  // Bytes of one cuckoo sub-filter of table T (main or overflow: one chunk of its geometry).
-  auto cuckoo_sub_bytes = [&](const TableHead* t) {
-    const uint32_t g = static_cast<uint32_t>(t->geometry);
-    return ck::sub_bytes(g, ck::stripes_for(g), h->k_main <= 8 ? 8 : 16);
-  };
+  std::vector<Span> spans;  // every extent the window's tables name: none may overlap another
   for (uint32_t i = 0; i < h->slots; ++i) {
     std::string at = "slot " + std::to_string(i) + ": ";
-    uint64_t tag = s[i].tag.load(std::memory_order_acquire);  // acquire: the table it names
-    uint64_t off = std::atomic_ref<const uint64_t>(s[i].table).load(std::memory_order_relaxed);  // relaxed: checker snapshot
-    if (tag == wi::kRetired) continue;  // may still own a table (a preparer died): freed by the next maintain()
-    if (tag != 0 && (tag - 1) % h->slots != i) problems.push_back(at + "holds bucket " + std::to_string(tag - 1) + " in the wrong slot");
-    if (off == 0) {
-      problems.push_back(at + "tag " + std::to_string(tag) + " but no table");
-      continue;
+    uint64_t tag = 0, off = 0;
+    bool retired = false;
+    std::string p;
+    // A slot's verdict counts when the slot did not change while its table was read: a lock
+    // holder retiring or replacing a table stores the slot (table 0 or the new one) before it
+    // frees the old extents, so a validation racing it sees the slot move and reads it again
+    // (bounded: a slot changes under the lock, once per transaction).
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      tag = s[i].tag.load(std::memory_order_acquire);  // acquire: the table it names
+      off = std::atomic_ref<const uint64_t>(s[i].table).load(std::memory_order_relaxed);  // relaxed: re-checked below
+      retired = tag == wi::kRetired;
+      p.clear();
+      if (!retired && tag != 0 && (tag - 1) % h->slots != i)
+        p = "holds bucket " + std::to_string(tag - 1) + " in the wrong slot";
+      else if (off == 0 && !retired)  // retired: no table (maintain() freed it); anything else names one
+        p = "tag " + std::to_string(tag) + " but no table";
+      else if (off != 0)
+        // A retired slot that names a table holds a spare in preparation (maintain, or an inline
+        // preparer that died): prepare_chunk zeroes it, stats counts it, drop and the next
+        // preparation free it. So it is validated like every other table, its body excepted.
+        p = table_problem(x, h, off, /*in_preparation=*/retired);
+      std::atomic_thread_fence(std::memory_order_acquire);  // the reads above before the re-check
+      if (s[i].tag.load(std::memory_order_relaxed) == tag &&  // relaxed: after the fence
+          std::atomic_ref<const uint64_t>(s[i].table).load(std::memory_order_relaxed) == off)
+        break;
     }
-    if (!extent_ok(off, moff)) {
-      problems.push_back(at + "table at " + std::to_string(off) + " is not an allocated extent inside the segment");
+    if (off == 0 && p.empty()) continue;
+    if (!p.empty()) {
+      problems.push_back(at + (retired ? "retired slot's " : "") + p);
       continue;
     }
     auto* t = reinterpret_cast<const TableHead*>(base + off);
-    uint64_t mb = 0;
-    if (h->variant == wi::kVariantBloom) {
-      if (t->geometry == 0 || t->geometry > bl::kMaxLayerBlocks) {
-        problems.push_back(at + "table has " + std::to_string(t->geometry) + " blocks");
-        continue;
-      }
-      mb = wi::bloom_main_bytes(t->geometry);
-    } else {
-      if (t->geometry < 1 || t->geometry > 32) {
-        problems.push_back(at + "table has 2^" + std::to_string(t->geometry) + " buckets");
-        continue;
-      }
-      mb = wi::cuckoo_main_bytes(static_cast<uint32_t>(t->geometry), h->k_main <= 8 ? 8 : 16);
-    }
-    if (t->capacity == 0) problems.push_back(at + "table capacity 0");
-    // relaxed: checker snapshot; a published or claimed slot's table is complete (prep_cursor 0).
-    if (t->prep_cursor.load(std::memory_order_relaxed) != 0)
-      problems.push_back(at + "tag " + std::to_string(tag) + " names a table still in preparation");
-    if (!extent_ok(off, moff + mb)) {
-      problems.push_back(at + "table extent is smaller than its geometry");
-      continue;
-    }
-    uint64_t ovf = t->overflow.load(std::memory_order_acquire);  // acquire: its geometry
-    if (h->variant == wi::kVariantCuckoo) {
-      // Every descriptor the data plane follows: sub-filter 0 right after the header, and
-      // the overflow sub-filter (once published) in an allocated extent of its size, both
-      // one chunk of the table's geometry with its stripe count. The expanding writer
-      // publishes subs[1] (sub_count 2) before t->overflow, so a writer killed between the
-      // two leaves overflow 0 with a sound subs[1]: allowed; otherwise the two must agree.
-      auto* ch = reinterpret_cast<const ck::Header*>(base + off + moff);
-      const uint32_t n = ck::sub_count_acquire(ch);  // acquire: subs[1] it publishes
-      const uint32_t g = static_cast<uint32_t>(t->geometry);
-      const auto shape_ok = [&](const ck::SubDesc& d) {
-        return d.log2_buckets == g && d.chunks_minus_1 == 0 && d.log2_stripes == ck::stripes_for(g);
-      };
-      if (ch->magic != ck::kMagic || ch->fp_bits != h->k_main || n < 1 || n > 2 ||
-          ch->subs[0].offset != off + moff + sizeof(ck::Header) || !shape_ok(ch->subs[0]) ||
-          (n == 2 && (!shape_ok(ch->subs[1]) || !extent_ok(ch->subs[1].offset, cuckoo_sub_bytes(t)) ||
-                      (ovf != 0 && ch->subs[1].offset != ovf))))
-        problems.push_back(at + "cuckoo table header is corrupt");
-    }
-    if (ovf != 0) {
-      const uint64_t ob = h->variant == wi::kVariantBloom ? t->overflow_geometry * 64 : cuckoo_sub_bytes(t);
-      if (ob == 0 || !extent_ok(ovf, ob)) problems.push_back(at + "overflow at " + std::to_string(ovf) + " is not a valid extent");
-    }
+    constexpr uint64_t kEh = sizeof(internal::ExtentHeader);
+    auto extent_hi = [&](uint64_t o) { return o - kEh + reinterpret_cast<const internal::ExtentHeader*>(base + o - kEh)->size; };
+    spans.push_back(Span{off - kEh, extent_hi(off), i, "table"});
+    uint64_t ovf = t->overflow.load(std::memory_order_relaxed);  // relaxed: validated above
+    if (ovf == 0) ovf = t->pending_overflow;
+    if (ovf != 0) spans.push_back(Span{ovf - kEh, extent_hi(ovf), i, "overflow"});
   }
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.lo < b.lo; });
+  for (size_t j = 1; j < spans.size(); ++j)
+    if (spans[j].lo < spans[j - 1].hi)
+      problems.push_back("slot " + std::to_string(spans[j].slot) + "'s " + spans[j].what + " overlaps slot " +
+                         std::to_string(spans[j - 1].slot) + "'s " + spans[j - 1].what);
 }
-}  // namespace
+
+void require_sound(const Segment& seg, const RegionInfo& r) {
+  internal::validate_prefix(r, seg.base() + r.offset, sizeof(WindowHeader), seg.size(), wi::kMagic, wi::kVersion);
+  std::vector<std::string> problems;
+  validate_window(seg, r, problems);
+  if (!problems.empty()) throw internal::corrupt_error(Kind::kWindow, r.name, problems.front());
+}
+
+}  // namespace internal::window_ops
+
+RegionInfo WindowOps::region(const Window& w) {
+  auto found = w.seg_.find(w.name_);
+  if (!found || found->kind != Kind::kWindow || found->slot != w.slot_ || found->generation != w.generation_)
+    throw Error(ErrorCode::kDropped, "window '" + w.name_ + "' was dropped by some process: open it again");
+  return *found;
+}
 
 Window Window::open(Segment& seg, std::string_view name) {
   Window w;
   RegionInfo r = w.bind(seg, name, Kind::kWindow);
-  internal::validate_prefix(r, seg.base() + r.offset, sizeof(WindowHeader), seg.size(), wi::kMagic, wi::kVersion);
-  std::vector<std::string> problems;
-  validate(seg.base(), seg.size(), r, problems);
-  if (!problems.empty()) throw internal::corrupt_error(Kind::kWindow, name, problems.front());
+  require_sound(seg, r);
   w.base_ = seg.base();
   w.offset_ = r.offset;
   return w;
 }
 
 bool Window::drop(Segment& seg, std::string_view name) {
+  // Frees the tables (and their overflows) that validate (table_problem: allocated extents of
+  // this window, outside its region, none overlapping another), each once; a corrupt window
+  // is dropped too, and what it owns that nothing vouches for is left to the segment's leak
+  // check (the window gone, check --repair frees every extent it owned).
   return drop_region(seg, name, Kind::kWindow, [&](std::byte* region, uint64_t bytes, ControlTxn& txn) {
     auto* h = reinterpret_cast<WindowHeader*>(region);
-    if (bytes < sizeof(WindowHeader) || h->magic != wi::kMagic || h->slots < 2 || h->slots > wi::kMaxRetention + 1) return;
+    if (bytes < sizeof(WindowHeader) || h->magic != wi::kMagic || h->variant > wi::kVariantCuckoo || h->slots < 2 ||
+        h->slots > wi::kMaxRetention + 1 || h->max_spaces < 1 || h->max_spaces > wi::kMaxSpaces ||
+        h->space_table != wi::space_table_for(h->max_spaces))
+      return;
     if (wi::region_bytes(h->slots, h->space_table) > bytes) return;
+    auto info = txn.segment().find(name);  // under the lock: the entry being dropped
+    if (!info || txn.base() + info->offset != region) return;
+    const WindowExtents x = extents_of(txn.segment(), *info);
+    constexpr uint64_t kEh = sizeof(internal::ExtentHeader);
+    struct Free {
+      uint64_t lo, hi, off;
+    };
+    std::vector<Free> frees;
     BucketSlot* s = wi::slot_table(h);
     for (uint32_t i = 0; i < h->slots; ++i) {
-      if (s[i].table == 0) continue;
-      free_table(txn, txn.base(), s[i].table);
-      txn.store_u64(&s[i].table, 0);
+      const uint64_t off = s[i].table;
+      if (off == 0) continue;
+      // relaxed: under the lock; a retired slot's table is a spare, maybe still being zeroed.
+      const bool retired = s[i].tag.load(std::memory_order_relaxed) == wi::kRetired;
+      if (!table_problem(x, h, off, retired).empty()) continue;
+      const auto* t = reinterpret_cast<const TableHead*>(txn.base() + off);
+      uint64_t ovf = t->overflow.load(std::memory_order_acquire);  // acquire: pairs with the publisher
+      if (ovf == 0) ovf = t->pending_overflow;
+      for (const uint64_t o : {off, ovf})
+        if (o != 0) frees.push_back(Free{o - kEh, owned_extent_end(x, o, 0), o});
     }
+    std::sort(frees.begin(), frees.end(), [](const Free& a, const Free& b) { return a.lo < b.lo; });
+    for (size_t j = 0; j < frees.size(); ++j) {
+      const bool clash = (j > 0 && frees[j].lo < frees[j - 1].hi) || (j + 1 < frees.size() && frees[j + 1].lo < frees[j].hi);
+      if (!clash) txn.free(frees[j].off);  // two tables naming one extent: neither is trusted
+    }
+    for (uint32_t i = 0; i < h->slots; ++i)
+      if (s[i].table != 0) txn.store_u64(&s[i].table, 0);
   });
 }
 
 WindowStats Window::stats() const {
   require_valid();
+  WindowOps::require_sound(*this);  // every table below is followed: re-validated (bytes may have changed since open)
   WindowHeader* h = WindowOps::hdr(*this);
   WindowStats st;
   st.variant = h->variant == wi::kVariantCuckoo ? WindowVariant::kCuckoo : WindowVariant::kBloom;
@@ -438,7 +565,52 @@ void check_window(Segment& seg, const RegionInfo& region, bool repair, CheckRepo
       }))
     return;
   std::vector<std::string> problems;
-  validate(seg.base(), seg.size(), region, problems);
+  validate_window(seg, region, problems);
+  if (!problems.empty() && repair) {
+    // --repair: a retired slot whose spare is unsound only loses its spare (the next maintain()
+    // or writer prepares a new one), so it is detached, under the lock, when that alone makes
+    // the window sound. The extent is not freed (nothing vouches that it is the window's; if
+    // it is, the segment's leak check frees it once the window is dropped). Anything else in a
+    // live bucket is not guessed at: the finding says to drop the window (drop frees only what
+    // validates) and recreate it.
+    auto* h = reinterpret_cast<WindowHeader*>(seg.base() + region.offset);
+    std::vector<std::string> after;
+    bool detached = false;
+    try {
+      seg.transact([&](ControlTxn& txn) {
+        after.clear();
+        detached = false;
+        if (h->slots < 2 || h->slots > wi::kMaxRetention + 1 || wi::region_bytes(h->slots, h->space_table) > region.size)
+          return;
+        const WindowExtents x = extents_of(seg, region);
+        BucketSlot* sl = wi::slot_table(h);
+        for (uint32_t i = 0; i < h->slots; ++i) {
+          const uint64_t off = sl[i].table;
+          // relaxed: under the lock (rotators only CAS a tag 0; a retired tag is never claimed).
+          if (sl[i].tag.load(std::memory_order_relaxed) != kRetired || off == 0) continue;
+          if (!table_problem(x, h, off, /*in_preparation=*/true).empty()) {
+            txn.store_u64(&sl[i].table, 0);
+            detached = true;
+          }
+        }
+        if (!detached) return;
+        validate_window(seg, region, after);
+        if (!after.empty()) throw Error(ErrorCode::kCorrupt, "not repairable by detaching retired spares");
+      });
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kCorrupt) throw;
+      detached = false;  // rolled back: the window is as it was
+    }
+    if (detached) {
+      for (auto& p : problems) scope.add(p + " (repaired: the retired slot's spare was detached; maintain() prepares a new one)", true);
+      problems.clear();
+    } else {
+      for (auto& p : problems)
+        scope.add(p + " (not repaired: a live bucket's table is damaged; drop the window and recreate it: drop frees "
+                      "only the extents that validate, and the next check --repair frees the rest)");
+      return;
+    }
+  }
   for (auto& p : problems) scope.add(p);
   if (!problems.empty()) return;
   // The claimed-space counter against the key table (a claimer killed between its CAS

@@ -19,6 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "base/hash.h"
 #include "base/kill_point.h"
@@ -75,6 +77,30 @@ uint64_t alloc_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity);
 uint64_t start_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity);
 // Frees a table and its overflow (published or pending).
 void free_table(ControlTxn& txn, std::byte* base, uint64_t off);
+
+// ---- the trust rule (window_control.cpp; docs/window.md "Validation") ----------
+// What a window may own, read once per validation: the segment's data area [data_lo, top),
+// the owner word of the window's extents (its directory slot and generation), and its own
+// region's extent, which no table may overlap.
+struct WindowExtents {
+  const std::byte* base = nullptr;
+  uint64_t data_lo = 0, top = 0, owner = 0, region_lo = 0, region_hi = 0;
+};
+WindowExtents extents_of(const Segment& seg, const RegionInfo& r);
+// The end of the extent whose payload starts at OFF when it holds BYTES, lies in the data
+// area, is allocated, is owned by this window and is not its region; 0 otherwise.
+uint64_t owned_extent_end(const WindowExtents& x, uint64_t off, uint64_t bytes);
+// "" when the table at OFF is sound: its extent (as above) holds its head, counters and main
+// table by its geometry; geometry, capacity and check shift in range; its overflow and pending
+// overflow owned extents of their size; kCuckoo: every sub-filter descriptor. IN_PREPARATION
+// (a spare of a retired slot): a table still being zeroed is allowed (head and geometry only).
+std::string table_problem(const WindowExtents& x, const WindowHeader* h, uint64_t off, bool in_preparation);
+// Every problem of window region R, one line each: the header's parameters, every slot of the
+// ring in every state and every table any path follows, and no two of its extents overlap.
+// Safe on any bytes. Open, check, stats, maintain, the inline preparer and drop all use it.
+void validate_window(const Segment& seg, const RegionInfo& r, std::vector<std::string>& problems);
+// validate_window, thrown: kCorrupt naming the first problem.
+void require_sound(const Segment& seg, const RegionInfo& r);
 
 
 inline uint64_t table_distinct(const TableHead* t) noexcept {
@@ -162,6 +188,12 @@ using namespace internal::window_ops;  // the window*.cpp parts call these unqua
 // The implementation (a friend of Window); members are defined in the part named above.
 struct WindowOps {
   static WindowHeader* hdr(const Window& w) noexcept { return header_at(w.base_, w.offset_); }
+  // The directory's entry of the bound window (lock-free lookup); kDropped when it is gone.
+  static RegionInfo region(const Window& w);
+  // require_sound on the bound window: the paths that follow table offsets outside the data
+  // plane (stats, maintain, the inline preparer) re-validate, as segment bytes may have
+  // changed since open.
+  static void require_sound(const Window& w) { internal::window_ops::require_sound(w.seg_, region(w)); }
 
   static void tick(const Window& w) noexcept {
     if (++w.ops_ % kQuiesceEvery == 0) {

@@ -237,6 +237,7 @@ bool WindowOps::advance(const Window& w, int64_t e, WindowStatus* why) noexcept 
     const_cast<Segment&>(w.seg_).transact([&](ControlTxn& txn) {
       uint64_t t2 = s.tag.load(std::memory_order_relaxed);  // relaxed: under the lock (rotators only CAS 0)
       if (t2 == want || t2 == 0 || (t2 != wi::kRetired && t2 > want)) return;
+      require_sound(w);  // under the lock, before a table is freed or started: kCorrupt
       prepare_locked(w, txn, s, cap);
       h->inline_allocations.fetch_add(1, std::memory_order_relaxed);  // relaxed: statistic
     });
@@ -244,7 +245,10 @@ bool WindowOps::advance(const Window& w, int64_t e, WindowStatus* why) noexcept 
     const_cast<Segment&>(w.seg_).transact([&](ControlTxn&) {
       uint64_t t2 = s.tag.load(std::memory_order_relaxed);  // relaxed: under the lock (rotators only CAS 0)
       if (t2 == want || (t2 != 0 && t2 != wi::kRetired && t2 > want)) return;
-      if (t2 == wi::kRetired) prepare_chunk(w, s, ~uint64_t{0});
+      if (t2 == wi::kRetired) {
+        require_sound(w);  // under the lock, before the spare is zeroed: kCorrupt
+        prepare_chunk(w, s, ~uint64_t{0});
+      }
       // Claim under the lock, so that maintain() (which may take back a fresh spare, also
       // under the lock) cannot take it between our preparation and our claim. A CAS, not
       // a logged store: lock-free rotators may claim too, and a claim is never undone.
@@ -260,6 +264,7 @@ bool WindowOps::advance(const Window& w, int64_t e, WindowStatus* why) noexcept 
     if (why)
       *why = w.seg_.owner_token() == 0           ? WindowStatus::kForked
              : err.code() == ErrorCode::kDropped ? WindowStatus::kDropped
+             : err.code() == ErrorCode::kCorrupt ? WindowStatus::kCorrupt
                                                  : WindowStatus::kNoSpace;
     return false;
   } catch (...) {
@@ -367,11 +372,16 @@ bool WindowOps::cuckoo_expand(void* ctx, ck::Header* ch) {
 bool Window::maintain_step(uint64_t max_bytes) {
   require_valid();
   seg_.quiesce();
+  // Every table offset maintain follows is re-validated (segment bytes may have changed since
+  // open): here, before the lock-free reads of the buckets' counters, and again under the
+  // lock in each transaction below, before anything is freed, started or zeroed. kCorrupt.
+  WindowOps::require_sound(*this);
   WindowHeader* h = WindowOps::hdr(*this);
   const int64_t e = WindowOps::read_epoch(*this);
   const uint64_t cap = WindowOps::desired_capacity(*this, e);
   BucketSlot* s = wi::slot_table(h);
   seg_.transact([&](ControlTxn& txn) {
+    WindowOps::require_sound(*this);
     // 1. Retire every slot whose bucket left every window (bucket <= e - retention). A slot
     //    tagged kRetired that still names a table holds a spare in preparation: kept.
     for (uint32_t i = 0; i < h->slots; ++i) {
@@ -421,7 +431,10 @@ bool Window::maintain_step(uint64_t max_bytes) {
     BucketSlot& b = s[static_cast<uint64_t>(x) % h->slots];
     while (budget > 0 && b.tag.load(std::memory_order_acquire) == wi::kRetired) {  // acquire: pairs with the publisher
       uint64_t n = 0;
-      seg_.transact([&](ControlTxn&) { n = WindowOps::prepare_chunk(*this, b, std::min(budget, kPrepareChunk)); });
+      seg_.transact([&](ControlTxn&) {
+        WindowOps::require_sound(*this);
+        n = WindowOps::prepare_chunk(*this, b, std::min(budget, kPrepareChunk));
+      });
       budget -= std::min(budget, std::max<uint64_t>(n, 1));
     }
     if (b.tag.load(std::memory_order_acquire) == wi::kRetired) ready = false;  // acquire: as above
