@@ -195,6 +195,19 @@ ExtentHeader* SegmentImpl::extent_of(uint64_t payload) const {
       payload - sizeof(ExtentHeader) + eh->size > h->top)
     fail(ErrorCode::kCorrupt, "segment '" + name + "': free(" + std::to_string(payload) +
                                   "): no valid extent header there: run shmtool check " + name);
+  // The extent must end where the next one starts (top, an extent header, or a free or
+  // quarantined span): a damaged size would otherwise free a live neighbour's bytes, which
+  // the next allocation hands out over it (found by fuzz_segment: a window's header).
+  const uint64_t end = payload - sizeof(ExtentHeader) + eh->size;
+  bool boundary = end == h->top ||
+                  (h->top - end >= sizeof(ExtentHeader) && at<ExtentHeader>(end)->magic == kExtentMagic);
+  for (uint32_t j = 0; !boundary && j < h->free_count && j < kFreeCapacity; ++j) boundary = free_table()[j].offset == end;
+  for (uint32_t j = 0; !boundary && j < h->quarantine_count && j < kQuarantineCapacity; ++j)
+    boundary = quarantine()[j].offset == end;
+  if (!boundary)
+    fail(ErrorCode::kCorrupt, "segment '" + name + "': free(" + std::to_string(payload) + "): its extent's size (" +
+                                  std::to_string(eh->size) + ") does not end where another extent starts: run shmtool check " +
+                                  name);
   return eh;
 }
 

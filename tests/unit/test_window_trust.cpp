@@ -6,10 +6,12 @@
 // Each test here reproduces one example of the review and fails on the code before it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "segment/layout.h"
 #include "shmfilter/window.hpp"
 #include "structures/cuckoo/cuckoo_impl.h"
 #include "structures/window/window_impl.h"
@@ -251,6 +253,35 @@ TEST_P(Trust, SoundWindowsInEveryStatePass) {
   EXPECT_TRUE(Window::drop(f.seg, "w"));
   CheckReport r = f.seg.check(false);
   for (const auto& fd : r.findings) ADD_FAILURE() << fd.where << ": " << fd.problem;
+}
+
+// Found by fuzz_segment once the window joined its base image: another structure's extent whose
+// size field grew past its end was freed with that size, and the next table allocation handed
+// out bytes over the live window's header (maintain() then divided by its zeroed slot count).
+// free() now refuses an extent that does not end where the next one starts (kCorrupt, rolled
+// back); the window next to it keeps working. Seed: corpus/fuzz_segment/window-table-over-own-region.
+TEST_P(Trust, AFreeWithADamagedExtentSizeNeverHandsOutTheWindowsBytes) {
+  Fixture f("wtfree");
+  Window x = Window::create(f.seg, "x", opts(GetParam()));
+  Window w = make(f, GetParam());
+  wi::WindowHeader* xh = f.header("x");
+  uint64_t last = 0;
+  for (uint32_t i = 0; i < xh->slots; ++i) last = std::max(last, wi::slot_table(xh)[i].table);
+  ASSERT_GT(last, 0u);
+  auto* eh = reinterpret_cast<internal::ExtentHeader*>(f.seg.base() + last - sizeof(internal::ExtentHeader));
+  ASSERT_LT(last, f.seg.find("w")->offset);  // x's last table lies before w's region
+  eh->size += 128;                            // now runs into the next extent, ending inside it
+  EXPECT_EQ(shmf_test::code_of([&] { Window::drop(f.seg, "x"); }), ErrorCode::kCorrupt);
+  EXPECT_TRUE(f.seg.find("x").has_value());  // rolled back
+  eh->size -= 128;
+  for (int i = 0; i < 4; ++i) {
+    f.seg.quiesce();
+    Window::create(f.seg, "y" + std::to_string(i), opts(GetParam()));
+  }
+  EXPECT_EQ(f.header()->slots, 4u);
+  EXPECT_NO_THROW(w.maintain());
+  EXPECT_TRUE(Window::drop(f.seg, "x"));
+  EXPECT_TRUE(consistent(f.seg));
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, Trust, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo),
