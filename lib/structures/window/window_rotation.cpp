@@ -135,7 +135,8 @@ uint64_t WindowOps::desired_capacity(const Window& w, int64_t e) noexcept {
     if (t == nullptr) continue;
     const uint64_t d = table_distinct(t);
     if (d > t->capacity)
-      want = std::max(want, static_cast<uint64_t>(std::ceil(static_cast<double>(d) * wi::kHeadroom)));
+      // min(): the counters are segment bytes; a double >= 2^64 converted to uint64_t is undefined.
+      want = std::max(want, static_cast<uint64_t>(std::min(std::ceil(static_cast<double>(d) * wi::kHeadroom), 0x1p63)));
     else if (d > h->expected)
       want = std::max(want, t->capacity);
   }
