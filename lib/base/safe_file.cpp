@@ -107,7 +107,7 @@ int open_regular_file(const std::string& path, const std::string& what) {
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     throw Error(ErrorCode::kBadInput, what + " '" + path + "' is not a regular file (" +
-                                          (S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a folder"
+                                          (S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode) ? "a directory"
                                            : S_ISSOCK(st.st_mode) ? "a socket" : "a device or special file") +
                                           "): pass a regular file");
   }

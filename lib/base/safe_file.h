@@ -37,7 +37,7 @@ FileMode default_file_mode() noexcept;
 void write_file_atomically(const std::string& path, std::string_view bytes, const FileMode& mode);
 
 // Opens PATH for reading; kIo when it cannot be opened, kBadInput when it is not a regular file
-// (a FIFO, device, socket or folder), naming WHAT (e.g. "save file"). Returns a blocking fd.
+// (a FIFO, device, socket or directory), naming WHAT (e.g. "save file"). Returns a blocking fd.
 int open_regular_file(const std::string& path, const std::string& what);
 
 // The whole of a regular file (open_regular_file's rules).

@@ -24,6 +24,7 @@
 #include "shmfilter/hll.hpp"
 #include "shmfilter/roaring_set.hpp"
 #include "shmfilter/snapshot.hpp"
+#include "shmfilter/window.hpp"
 #include "structures/snapshot_io.h"
 #include "test_util.h"
 
@@ -44,7 +45,7 @@ struct TempFile {
 
 CreateOptions opts() { return shmf_test::small_options(16ull << 20, 256ull << 20, 256); }
 
-// Twenty structures of five kinds, then "victim" (last in the file).
+// Twenty structures of five kinds, a window of each variant, then "victim" (last in the file).
 std::vector<std::string> fill(Segment& seg) {
   std::vector<std::string> names;
   for (int i = 0; i < 20; ++i) {
@@ -60,6 +61,19 @@ std::vector<std::string> fill(Segment& seg) {
       }
       case 4: RoaringSet::create(seg, nm).add(uint32_t(i)); break;
     }
+    names.push_back(nm);
+  }
+  for (WindowVariant v : {WindowVariant::kBloom, WindowVariant::kCuckoo}) {  // a ring of bucket tables each
+    WindowOptions o;
+    o.variant = v;
+    o.expected_per_bucket = 200;
+    o.error = 0.01;
+    o.retention = 3;
+    o.max_spaces = 8;
+    o.seed = 7;
+    std::string nm = "w" + std::string(window_variant_name(v));
+    Window w = Window::create(seg, nm, o);
+    for (uint64_t k = 0; k < 50; ++k) w.mark(1, k);
     names.push_back(nm);
   }
   Hll::create(seg, "victim").add(uint64_t{1});
@@ -285,7 +299,7 @@ TEST(SaveForked, SaveThroughAnInheritedSegmentIsKForked) {
   EXPECT_NE(::access(f.path.c_str(), F_OK), 0);
   pid = fork_child([&] {  // the child's own attachment saves
     Segment mine = Segment::open(src.name);
-    return save(mine, f.path).entries.size() == 21 ? 0 : 6;
+    return save(mine, f.path).entries.size() == 23 ? 0 : 6;
   });
   EXPECT_TRUE(shmf_test::exited_ok(wait_status(pid)));
 }
