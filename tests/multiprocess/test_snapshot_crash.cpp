@@ -53,7 +53,11 @@ std::vector<std::string> fill(Segment& seg) {
     switch (i % 5) {
       case 0: Hll::create(seg, nm).add(uint64_t(i)); break;
       case 1: ExactSet::create(seg, nm, {.capacity = 100}).insert(uint64_t(i)); break;
-      case 2: Bloom::create(seg, nm, {.capacity = 100}).add(uint64_t(i)); break;
+      case 2: {
+        Bloom b = Bloom::create(seg, nm, {.capacity = 100, .growth = 2});
+        for (uint64_t k = 0; k < 500; ++k) b.add(k);  // layers: extents beyond the region
+        break;
+      }
       case 3: {
         Cuckoo c = Cuckoo::create(seg, nm, {.capacity = 64, .expansion = 2});
         for (uint64_t k = 0; k < 200; ++k) c.add(k);  // sub-filters: extents beyond the region
