@@ -307,3 +307,38 @@ TEST(SaveForked, SaveThroughAnInheritedSegmentIsKForked) {
   });
   EXPECT_TRUE(shmf_test::exited_ok(wait_status(pid)));
 }
+
+// check --repair removes a killed restore's staged structures and every byte they held,
+// as the next restore would.
+TEST(RestoreKillRecovery, CheckRepairRemovesADeadRestoresStaging) {
+  SegmentGuard src(unique_name("rk-src")), dst(unique_name("rk-dst"));
+  TempFile f;
+  {
+    Segment s = Segment::create(src.name, opts());
+    fill(s);
+    save(s, f.path);
+  }
+  Segment out = Segment::create(dst.name, opts());
+  Hll::create(out, "existing");
+  const SegmentStats before = out.stats();
+  std::string dst_name = dst.name;
+  pid_t pid = fork_child([&] {
+    internal::arm_kill_point("restore.into.before_publish", 1);
+    RestoreOptions o;
+    o.into_existing = true;
+    restore(f.path, dst_name, o);
+    return 3;
+  });
+  ASSERT_TRUE(killed_by(wait_status(pid), SIGKILL));
+  EXPECT_EQ(out.list().size(), 1u);
+  EXPECT_GT(out.stats().used_bytes, before.used_bytes);  // the staged structures hold space
+  CheckReport rep = out.check(true);
+  size_t repaired = 0;
+  for (const auto& fd : rep.findings)
+    repaired += fd.repaired && fd.problem.find("unpublished structure of a restore") != std::string::npos;
+  EXPECT_EQ(repaired, 23u) << findings(rep);
+  rep = out.check(false);
+  EXPECT_TRUE(rep.consistent()) << findings(rep);
+  EXPECT_EQ(out.stats().used_bytes, before.used_bytes);
+  EXPECT_EQ(out.stats().structures, before.structures);
+}
