@@ -359,7 +359,10 @@ SnapshotInfo restore(const std::string& path, std::string_view segment_name, con
     co.max_size = std::min(parsed.info.segment_max_size, reserve_cap);
   if (co.max_size < co.size) co.max_size = co.size;
   if (co.directory_capacity == defaults.directory_capacity && parsed.info.directory_capacity) {
-    uint64_t cap = parsed.info.directory_capacity;  // the directory costs 128 bytes an entry: at most half the backing
+    uint64_t cap = parsed.info.directory_capacity;
+    if (cap < internal::kMinDirectoryCapacity || cap > internal::kMaxDirectoryCapacity || (cap & (cap - 1)) != 0)
+      fail(ErrorCode::kBadInput, "save file '" + path + "' records a directory capacity of " + std::to_string(cap) +
+                                     " (a power of two in 16..4194304 is written by save): the file is damaged");  // the directory costs 128 bytes an entry: at most half the backing
     while (cap > defaults.directory_capacity && cap > 2 * chosen.size() && cap * 128 > backing_cap / 2) cap /= 2;
     co.directory_capacity = static_cast<uint32_t>(cap);
   }

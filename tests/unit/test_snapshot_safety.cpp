@@ -206,6 +206,16 @@ TEST(SnapshotSafety, RestoreSizesAreBoundedByTheFilesContent) {
   EXPECT_LE(st.size, 64ull << 20) << "a file without content made a big segment";
   EXPECT_LE(st.max_size, 64ull << 30) << "reservation beyond create's default";
   EXPECT_LE(st.directory_capacity * 128ull, st.size / 2);
+  // A directory capacity no save writes (not a power of two): bad data (exit 1), not a bad argument.
+  {
+    std::string odd = b;
+    wr32(odd, 40, 1000);
+    reseal(odd);
+    const std::string g = d.path + "/odd.save";
+    spit(g, odd);
+    EXPECT_EQ(code_of([&] { restore(g, dst2.name); }), ErrorCode::kBadInput);
+    EXPECT_FALSE(Segment::exists(dst2.name));
+  }
   // A limit the user raises lets the recorded sizes through, up to it.
   RestoreOptions o;
   o.size_limit = 96ull << 20;
