@@ -12,10 +12,6 @@
 #include <string>
 #include <string_view>
 
-namespace shmfilter {
-class Segment;
-}
-
 namespace shmfilter::internal {
 
 struct FileMode {
@@ -26,9 +22,6 @@ struct FileMode {
 
 // The mode and owner of the open file FD (a segment's backing file): what its copies get.
 FileMode file_mode_of(int fd) noexcept;
-
-// The mode and owner of SEGMENT's backing file (lib/ops/snapshot.cpp): what a save or an export of it gets.
-FileMode segment_file_mode(const Segment& segment) noexcept;
 
 // 0666 less this process's umask: a plain new file's mode (outputs not copied from a segment).
 FileMode default_file_mode() noexcept;

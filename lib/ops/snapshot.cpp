@@ -33,6 +33,7 @@
 #include "base/hash.h"
 #include "base/kill_point.h"
 #include "base/safe_file.h"
+#include "segment/backing_file.h"
 #include "segment/segment_impl.h"
 #include "segment/lock_file.h"
 #include "structures/kind.h"
@@ -258,10 +259,6 @@ struct NameSlack {  // the temporary's name may pass the segment-name limit by i
 };
 
 }  // namespace
-
-namespace internal {
-FileMode segment_file_mode(const Segment& segment) noexcept { return file_mode_of(segment.impl()->fd); }
-}  // namespace internal
 
 namespace internal::snapshot {
 void set_restore_hook(RestoreHook fn, void* ctx) noexcept {

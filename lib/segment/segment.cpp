@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "segment/backing_file.h"
 #include "segment/segment_impl.h"
 
 namespace shmfilter {
@@ -220,5 +221,9 @@ void Segment::transact(const std::function<void(ControlTxn&)>& fn) {
 }
 
 void Segment::resize(uint64_t new_size) { impl_->resize(new_size); }
+
+namespace internal {
+FileMode segment_file_mode(const Segment& segment) noexcept { return file_mode_of(segment.impl()->fd); }
+}  // namespace internal
 
 }  // namespace shmfilter

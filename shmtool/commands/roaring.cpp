@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/safe_file.h"
+#include "segment/backing_file.h"
 #include "cli/command.h"
 #include "cli/describe.h"
 #include "cli/input.h"

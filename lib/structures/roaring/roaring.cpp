@@ -18,6 +18,7 @@
 
 #include "base/kill_point.h"
 #include "base/safe_file.h"
+#include "segment/backing_file.h"
 #include "base/text.h"
 #include "structures/region_handle.h"
 #include "structures/roaring/roaring_local.h"
