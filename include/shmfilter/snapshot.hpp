@@ -70,7 +70,11 @@ struct RestoreOptions {
   bool into_existing = false;           // add the structures to existing segment NAME
   std::vector<std::string> structures;  // empty: all entries of the file
   CreateOptions create;                 // a new segment: file, mode, group; size/max/directory from the
-                                        // save when left at their defaults
+                                        // save when left at their defaults, bounded (size_limit)
+  // A new segment's sizes recorded in the file are honoured only as far as the file's content
+  // justifies: backing at most 2 x content + 64 MiB, reservation at most CreateOptions' default
+  // (64 GiB), directory at most half the backing. Nonzero: both bounds are raised to this.
+  uint64_t size_limit = 0;
 };
 
 // Creates segment NAME from PATH (or adds to it with into_existing). Throws as

@@ -31,6 +31,10 @@
 #include <vector>
 
 #include "base/hash.h"
+#include "base/kill_point.h"
+#include "base/safe_file.h"
+#include "segment/backing_file.h"
+#include "segment/segment_impl.h"
 #include "segment/lock_file.h"
 #include "structures/kind.h"
 #include "structures/snapshot_io.h"
@@ -72,12 +76,11 @@ struct Mapped {
 };
 
 void map_file(const std::string& path, Mapped& m) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(ErrorCode::kIo, "cannot open save file '" + path + "': " + std::strerror(errno) + "; check the path");
+  int fd = internal::open_regular_file(path, "save file");  // a FIFO is refused, never waited on
   struct stat st{};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  if (fstat(fd, &st) != 0) {
     ::close(fd);
-    fail(ErrorCode::kBadInput, "'" + path + "' is not a regular file: pass a file written by 'shmtool save'");
+    fail(ErrorCode::kIo, "cannot stat '" + path + "': " + std::strerror(errno));
   }
   m.n = static_cast<size_t>(st.st_size);
   if (m.n > 0) m.p = mmap(nullptr, m.n, PROT_READ, MAP_PRIVATE, fd, 0);
@@ -127,6 +130,7 @@ Parsed parse(const std::string& path, const unsigned char* p, size_t n) {
     uint64_t data_len = in.u64();
     if (len == 0 || len > kMaxStructureNameLength) fail(ErrorCode::kBadInput, in.what + " has a bad name length");
     std::string name(reinterpret_cast<const char*>(in.take(len)), len);
+    if (name.find('\0') != std::string::npos) fail(ErrorCode::kBadInput, in.what + " has a name with a NUL byte: the file is damaged");
     in.what = file + " entry '" + name + "'";
     const unsigned char* data = in.take(data_len);
     uint64_t sum = in.u64();
@@ -141,17 +145,12 @@ Parsed parse(const std::string& path, const unsigned char* p, size_t n) {
     info.entries.push_back({name, static_cast<Kind>(kind), data_len});
   }
   if (in.left != 0) fail(ErrorCode::kBadInput, file + " has bytes after its last entry: the file is damaged");
+  std::vector<std::string_view> names;
+  for (const auto& e : out.entries) names.push_back(e.name);
+  std::sort(names.begin(), names.end());
+  if (auto d = std::adjacent_find(names.begin(), names.end()); d != names.end())
+    fail(ErrorCode::kBadInput, file + " holds two structures named '" + std::string(*d) + "': the file is damaged");
   return out;
-}
-
-void write_all(int fd, const std::string& b, const std::string& path) {
-  size_t done = 0;
-  while (done < b.size()) {
-    ssize_t w = ::write(fd, b.data() + done, b.size() - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w < 0) fail(ErrorCode::kIo, "cannot write '" + path + "': " + std::strerror(errno));
-    done += static_cast<size_t>(w);
-  }
 }
 
 }  // namespace
@@ -163,6 +162,10 @@ SnapshotInfo save(Segment& seg, const std::string& path, const SaveOptions& opts
     throw Error(ErrorCode::kReadOnly, "segment '" + seg.name() + "': save needs a read-write attachment (the copy "
                                       "takes each structure's writer lock), and the segment was opened read-only: "
                                       "run the save as a user who may write the segment");
+  if (seg.owner_token() == 0)  // as every writer of lock words: the parent's token is not ours (kForked)
+    throw Error(ErrorCode::kForked, "segment '" + seg.name() + "': save through a Segment inherited across fork(): "
+                                    "the copy takes writer locks in the name of this attachment, which belongs to "
+                                    "the parent; call Segment::open(\"" + seg.name() + "\") in this process");
   SnapshotInfo info;
   std::vector<RegionInfo> chosen;
   const std::vector<RegionInfo> all = seg.list();
@@ -219,24 +222,9 @@ SnapshotInfo save(Segment& seg, const std::string& path, const SaveOptions& opts
   o.u32(0);
   o.u64(file_sum);
 
-  // Atomic replace: temporary file in the same folder, fsync, rename.
-  const std::string tmp = path + ".tmp-" + std::to_string(getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(ErrorCode::kIo, "cannot create '" + tmp + "': " + std::strerror(errno) + "; check the folder");
-  try {
-    write_all(fd, o.b, tmp);
-    if (fsync(fd) != 0) fail(ErrorCode::kIo, "cannot fsync '" + tmp + "': " + std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    fail(ErrorCode::kIo, "cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(e));
-  }
+  // Atomic replace: an O_EXCL|O_NOFOLLOW temporary in the same folder with the segment's mode
+  // (and owner, as root), fsync, rename, fsync of the folder (lib/base/safe_file.h).
+  internal::write_file_atomically(path, o.b, internal::segment_file_mode(seg));
   info.format_version = kSnapshotFormatVersion;
   info.created_unix_ns = get64(reinterpret_cast<const unsigned char*>(o.b.data()) + 16);
   info.source_segment = seg.name();
@@ -253,6 +241,32 @@ SnapshotInfo read_snapshot_info(const std::string& path) {
   return parse(path, static_cast<const unsigned char*>(m.p), m.n).info;
 }
 
+namespace {
+
+internal::snapshot::RestoreHook g_restore_hook = nullptr;
+void* g_restore_hook_ctx = nullptr;
+
+// An error about the temporary segment names the target instead (the user never sees the temporary).
+[[noreturn]] void rethrow_naming(const Error& e, const std::string& tmp, const std::string& target) {
+  std::string m = e.what();
+  for (size_t at = m.find(tmp); at != std::string::npos; at = m.find(tmp, at + target.size())) m.replace(at, tmp.size(), target);
+  throw Error(e.code(), m);
+}
+
+struct NameSlack {  // the temporary's name may pass the segment-name limit by its suffix (lib/segment/mapping.cpp)
+  NameSlack() { internal::t_segment_name_slack = 32; }
+  ~NameSlack() { internal::t_segment_name_slack = 0; }
+};
+
+}  // namespace
+
+namespace internal::snapshot {
+void set_restore_hook(RestoreHook fn, void* ctx) noexcept {
+  g_restore_hook = fn;
+  g_restore_hook_ctx = ctx;
+}
+}  // namespace internal::snapshot
+
 SnapshotInfo restore(const std::string& path, std::string_view segment_name, const RestoreOptions& opts) {
   Mapped m;
   map_file(path, m);
@@ -266,10 +280,18 @@ SnapshotInfo restore(const std::string& path, std::string_view segment_name, con
     for (const auto* e : chosen) found = found || e->name == want;
     if (!found) fail(ErrorCode::kNotFound, "save file '" + path + "' holds no structure '" + want + "'");
   }
+  const std::string target(segment_name);
   auto restore_one = [&](Segment& seg, const Parsed::Entry& e) {
     In in{e.data, e.len, "save file '" + path + "' entry '" + e.name + "'"};
     const KindRow* row = kind_row(e.kind);  // parse() refused kinds without a row
-    row->restore(seg, e.name, in);
+    try {
+      row->restore(seg, e.name, in);
+    } catch (const Error& err) {
+      // A value from the file that the library refuses as an argument is bad data in the file (exit 1, not 2).
+      if (err.code() == ErrorCode::kInvalidArgument || err.code() == ErrorCode::kNameTooLong)
+        fail(ErrorCode::kBadInput, in.what + " is not valid: " + err.what());
+      throw;
+    }
     try {  // open() validates what was copied, as it does any segment bytes
       row->open(seg, e.name);
     } catch (const Error& err) {
@@ -278,57 +300,88 @@ SnapshotInfo restore(const std::string& path, std::string_view segment_name, con
   };
   SnapshotInfo info = parsed.info;
   if (opts.into_existing) {
+    // All or nothing, also under SIGKILL: every structure is created STAGED (a directory entry
+    // visible only to this attachment, tagged with its owner token), then one transaction
+    // publishes them all (one commit store). A failure removes what this restore staged, by
+    // identity (slot + generation); staged entries of a restorer that died are removed by the
+    // next restore (below) or check --repair. docs/save-restore.md, "restore --into".
     OpenOptions oo;
     oo.file = opts.create.file;
     Segment seg = Segment::open(segment_name, oo);
+    internal::SegmentImpl* im = seg.impl();
+    const uint64_t me = seg.owner_token();
+    im->drop_staged(seg, 0);  // leftovers of restores that were killed
     for (const auto* e : chosen)
       if (seg.find(e->name))
-        fail(ErrorCode::kExists, "segment '" + std::string(segment_name) + "' already has a structure '" + e->name +
+        fail(ErrorCode::kExists, "segment '" + target + "' already has a structure '" + e->name +
                                      "': drop it first, or restore the others with --structures");
-    std::vector<std::string> made;
+    struct Staging {
+      internal::SegmentImpl* im;
+      ~Staging() { im->staging = 0; }
+    } staging{im};
     try {
+      im->staging = me;
+      size_t k = 0;
       for (const auto* e : chosen) {
-        made.push_back(e->name);
         restore_one(seg, *e);
+        SHMF_KILL_POINT("restore.into.after_entry");
+        if (g_restore_hook) g_restore_hook(k, g_restore_hook_ctx);
+        ++k;
       }
+      SHMF_KILL_POINT("restore.into.before_publish");
+      im->staging = 0;
+      im->publish_staged(seg, me, target);
+      SHMF_KILL_POINT("restore.into.after_publish");
     } catch (...) {
-      for (const auto& n : made) {  // all or nothing
-        auto r = seg.find(n);
-        if (!r) continue;
-        try {
-          const KindRow* row = kind_row(r->kind);  // each kind's drop frees its extents too
-          row ? (void)row->drop(seg, n) : (void)seg.drop(n);
-        } catch (const Error&) {
-          // keep the first error; check() reports what is left
-        }
+      im->staging = 0;
+      try {
+        im->drop_staged(seg, me);  // only what this restore staged; never a name another process made
+      } catch (const Error&) {
+        // keep the first error; what is left is a dead restorer's staging for the next restore or check --repair
       }
       throw;
     }
     return info;
   }
-  // A new segment: built under a temporary name, renamed into place when complete.
+  // A new segment: built under a temporary name, renamed into place when complete. Its sizes
+  // come from the file only as far as its content justifies (or opts.size_limit allows).
   CreateOptions co = opts.create;
   const CreateOptions defaults;
   uint64_t need = 0;
   for (const auto* e : chosen) need += e->len + 4096;
-  if (co.size == defaults.size) co.size = std::max<uint64_t>(parsed.info.segment_size, need + (16ull << 20));
-  if (co.max_size == defaults.max_size && parsed.info.segment_max_size) co.max_size = parsed.info.segment_max_size;
+  const uint64_t backing_cap = opts.size_limit ? std::max<uint64_t>(opts.size_limit, need + (16ull << 20)) : need * 2 + (64ull << 20);
+  const uint64_t reserve_cap = std::max<uint64_t>(defaults.max_size, opts.size_limit);
+  if (co.size == defaults.size) co.size = std::max<uint64_t>(need + (16ull << 20), std::min(parsed.info.segment_size, backing_cap));
+  if (co.max_size == defaults.max_size && parsed.info.segment_max_size)
+    co.max_size = std::min(parsed.info.segment_max_size, reserve_cap);
   if (co.max_size < co.size) co.max_size = co.size;
-  if (co.directory_capacity == defaults.directory_capacity && parsed.info.directory_capacity)
-    co.directory_capacity = parsed.info.directory_capacity;
-  const std::string final_path = co.file.empty() ? "/dev/shm/" + std::string(segment_name) : co.file;
+  if (co.directory_capacity == defaults.directory_capacity && parsed.info.directory_capacity) {
+    uint64_t cap = parsed.info.directory_capacity;
+    if (cap < internal::kMinDirectoryCapacity || cap > internal::kMaxDirectoryCapacity || (cap & (cap - 1)) != 0)
+      fail(ErrorCode::kBadInput, "save file '" + path + "' records a directory capacity of " + std::to_string(cap) +
+                                     " (a power of two in 16..4194304 is written by save): the file is damaged");  // the directory costs 128 bytes an entry: at most half the backing
+    while (cap > defaults.directory_capacity && cap > 2 * chosen.size() && cap * 128 > backing_cap / 2) cap /= 2;
+    co.directory_capacity = static_cast<uint32_t>(cap);
+  }
+  const std::string final_path = co.file.empty() ? "/dev/shm/" + target : co.file;
+  (void)internal::restoring_leftovers(final_path, true);  // temporaries of restores that were killed
   if (::access(final_path.c_str(), F_OK) == 0)
-    fail(ErrorCode::kExists, "segment '" + std::string(segment_name) + "' exists (" + final_path +
+    fail(ErrorCode::kExists, "segment '" + target + "' exists (" + final_path +
                                  "): remove it first, or add to it with --into");
-  const std::string tmp_name = std::string(segment_name) + ".restoring-" + std::to_string(getpid());
+  const std::string tmp_name = target + ".restoring-" + std::to_string(getpid());
   CreateOptions tco = co;
   if (!co.file.empty()) tco.file = co.file + ".restoring-" + std::to_string(getpid());
   const std::string tmp_path = tco.file.empty() ? "/dev/shm/" + tmp_name : tco.file;
   OpenOptions too;
   too.file = tco.file;
+  NameSlack slack;
   try {
     Segment seg = Segment::create(tmp_name, tco);
     for (const auto* e : chosen) restore_one(seg, *e);
+    SHMF_KILL_POINT("restore.new.before_rename");
+  } catch (const Error& e) {
+    Segment::remove(tmp_name, too);
+    rethrow_naming(e, tmp_name, target);
   } catch (...) {
     Segment::remove(tmp_name, too);
     throw;
@@ -338,7 +391,7 @@ SnapshotInfo restore(const std::string& path, std::string_view segment_name, con
     int e = errno;
     Segment::remove(tmp_name, too);
     if (e == EEXIST)
-      fail(ErrorCode::kExists, "segment '" + std::string(segment_name) + "' was created during the restore: nothing restored");
+      fail(ErrorCode::kExists, "segment '" + target + "' was created during the restore: nothing restored");
     fail(ErrorCode::kIo, "cannot rename '" + tmp_path + "' to '" + final_path + "': " + std::strerror(e));
   }
   internal::move_lock_file(tmp_path, final_path);  // its lock file goes with it (docs/SECURITY.md)

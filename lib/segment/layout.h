@@ -48,6 +48,11 @@ inline constexpr uint32_t kExtentMagic = 0x31545845u;  // "EXT1"
 inline constexpr uint32_t kEntryEmpty = 0;      // never used: ends a probe chain
 inline constexpr uint32_t kEntryLive = 1;       // published
 inline constexpr uint32_t kEntryTombstone = 2;  // dropped: probe chains continue through it
+// A restore's structure not yet published (restore --into, docs/save-restore.md):
+// visible only to its stager (DirEntry::stager) until Header::publishing equals
+// that token, when it is live for everyone; probe chains continue through it.
+// One whose stager is dead is reclaimed by the next restore or check --repair.
+inline constexpr uint32_t kEntryStaged = 3;
 
 // Registry slot states.
 inline constexpr uint32_t kSlotFree = 0;
@@ -139,7 +144,8 @@ struct alignas(64) DirEntry {
   uint32_t reserved1;
   uint64_t offset;     // lock holder (logged), only while not live: region payload offset from base
   uint64_t size;       // lock holder (logged), only while not live: region bytes as requested
-  uint64_t reserved2;
+  uint64_t stager;     // lock holder (logged), only while not live: owner token of the restoring
+                       // attachment of a kEntryStaged entry; 0 for entries made live by create_region
   uint64_t reserved3;
   uint64_t name[8];    // lock holder (logged), only while not live: name bytes, NUL padded (64 bytes)
 };
@@ -185,7 +191,11 @@ struct alignas(64) Header {
   char boot_id[40];             // creator; rewritten under flock by the first attacher of a new boot
   uint64_t lock_id;             // creator (version 2): random, nonzero; names the lock file PATH.lock-<16 hex>
   uint64_t lock_id_check;       // creator (version 2): ~lock_id (a damaged lock_id is kCorrupt, never a new lock file)
-  uint64_t reserved0[2];
+  // Not immutable: the one control word in this line (it was reserved, 0, in older segments).
+  uint64_t publishing;          // lock holder: owner token of the restore whose staged entries are being
+                                // published (logged commit point of publish_staged), 0 otherwise; readers
+                                // treat kEntryStaged entries of that stager as live (docs/save-restore.md)
+  uint64_t reserved0;
 
   // ---- backing size: its own line ----
   alignas(64) uint64_t size;    // grower (under the control lock): release store AFTER the space
@@ -219,6 +229,7 @@ static_assert(offsetof(Header, size) % 64 == 0 && offsetof(Header, mutex) % 64 =
               "hot header words start their own cache line");
 static_assert(offsetof(Header, lock_id) == 200 && offsetof(Header, lock_id_check) == 208,
               "lock_id took the first reserved words after boot_id (docs/FORMAT.md): version 1 has zeros there");
+static_assert(offsetof(Header, publishing) == 216, "publishing took the first reserved word after lock_id_check");
 static_assert(sizeof(Header) <= 4096, "the header fits one page (pread on open reads one page)");
 
 // ---- atomic access helpers for shared words -----------------------------

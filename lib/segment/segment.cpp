@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "segment/backing_file.h"
 #include "segment/segment_impl.h"
 
 namespace shmfilter {
@@ -194,8 +195,13 @@ std::vector<RegionInfo> Segment::list() const { return impl_->list(); }
 bool Segment::region_live(uint32_t slot, uint32_t generation) const noexcept {
   if (!impl_ || slot >= impl_->dir_capacity) return false;
   // acquire: a true answer orders the caller's later reads of the region after the publish.
-  return load_acquire(&impl_->directory()[slot].state_gen) ==
-         ((uint64_t{generation} << 32) | internal::kEntryLive);
+  const internal::DirEntry& e = impl_->directory()[slot];
+  const uint64_t sg = internal::load_acquire(&e.state_gen);
+  if (sg == ((uint64_t{generation} << 32) | internal::kEntryLive)) return true;
+  // A staged entry (restore --into) is live for its stager; re-read: it may have been published meanwhile.
+  return sg == ((uint64_t{generation} << 32) | internal::kEntryStaged) &&
+         (impl_->staged_visible(internal::load_acquire(&e.stager)) ||
+          internal::load_acquire(&e.state_gen) == ((uint64_t{generation} << 32) | internal::kEntryLive));
 }
 
 RegionInfo Segment::create_region(std::string_view name, Kind kind, uint64_t bytes,
@@ -215,5 +221,9 @@ void Segment::transact(const std::function<void(ControlTxn&)>& fn) {
 }
 
 void Segment::resize(uint64_t new_size) { impl_->resize(new_size); }
+
+namespace internal {
+FileMode segment_file_mode(const Segment& segment) noexcept { return file_mode_of(segment.impl()->fd); }
+}  // namespace internal
 
 }  // namespace shmfilter

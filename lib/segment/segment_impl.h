@@ -58,6 +58,9 @@ inline Layout compute_layout(uint32_t dir_capacity) {
 
 // ---- mapping.cpp: names, paths, the backing object ------------------------------
 void validate_segment_name(std::string_view name);
+// Bytes a name may pass kMaxSegmentNameLength by in this thread: a restore's temporary
+// NAME.restoring-PID of a NAME at the limit (lib/ops/snapshot.cpp). 0 otherwise.
+extern thread_local size_t t_segment_name_slack;
 std::string backing_path(std::string_view name, const std::string& file);
 std::string parent_dir(const std::string& path);
 ErrorCode open_errno_code(int e);
@@ -124,6 +127,10 @@ struct SegmentImpl {
   bool last_recovery_forward = false;  // ... or completed its committed transaction
   uint32_t txn_depth = 0;              // nesting of run_txn in the holding thread
   bool commit_reached = false;         // the outermost transaction made its commit-point store
+  // Process-local: nonzero while this attachment restores into the segment (restore --into):
+  // create_region then makes kEntryStaged entries of this stager token, visible to this
+  // attachment only until publish_staged (docs/save-restore.md).
+  uint64_t staging = 0;
 
   SegmentImpl() = default;
   SegmentImpl(const SegmentImpl&) = delete;
@@ -209,6 +216,16 @@ struct SegmentImpl {
   RegionInfo create_region(Segment& seg, std::string_view nm, Kind kind, uint64_t bytes,
                            const std::function<void(std::byte*, uint64_t, ControlTxn&)>& init);
   bool drop(Segment& seg, std::string_view nm, const std::function<void(std::byte*, uint64_t, ControlTxn&)>& on_drop);
+  // Staged entries (restore --into): visible to their stager, and to everyone once being published.
+  bool staged_visible(uint64_t stager) const noexcept;
+  // Publishes every staged entry of STAGER in one transaction (one commit store of
+  // Header::publishing); kExists, nothing published, when a live entry took one of their names.
+  uint32_t publish_staged(Segment& seg, uint64_t stager, const std::string& target);
+  // After publish_staged's commit store (and by recovery): the entries become plain live ones.
+  void finish_publish() noexcept;
+  // Removes staged entries by identity, with every extent they own: STAGER's (0: those of
+  // dead stagers). Small transactions; a death between them leaves entries the next call takes.
+  uint32_t drop_staged(Segment& seg, uint64_t stager);
 
   // ---- self_check.cpp ----------------------------------------------------------------
   std::vector<RegionInfo> check_own(Segment& seg, bool repair, CheckReport& report);

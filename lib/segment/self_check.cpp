@@ -94,17 +94,46 @@ void check_registry(SegmentImpl& im, bool repair, CheckReport& report) {
 
 // Directory entries: each live one names a known kind and an allocated extent
 // of its own. Appends the ones that do to `live`.
-void check_directory(const SegmentImpl& im, CheckReport& report, std::vector<RegionInfo>& live) {
+// A staged entry (restore --into, docs/save-restore.md) whose restorer is dead: unpublished,
+// never visible; --repair tombstones it (in this transaction) and the leak walk below then
+// frees its extents. One of a live restorer is its business, not a finding.
+void check_staged(SegmentImpl& im, uint32_t i, bool repair, CheckReport& report) {
+  DirEntry& e = im.directory()[i];
+  const uint64_t stager = load_relaxed(&e.stager);
+  if (stager == im.token || im.token_alive(stager) || stager == load_acquire(&im.hdr()->publishing)) return;
+  const uint32_t len = std::min<uint32_t>(load_relaxed(&e.name_len), kMaxStructureNameLength);
+  const std::string nm(reinterpret_cast<const char*>(e.name), len);
+  if (repair) im.log64(&e.state_gen, (im.next_generation() << 32) | kEntryTombstone);
+  add(report, "directory[" + std::to_string(i) + "] '" + nm + "'",
+      "an unpublished structure of a restore whose process died (never visible; the next restore or "
+      "--repair removes it)", repair);
+}
+
+void check_directory(SegmentImpl& im, bool repair, CheckReport& report, std::vector<RegionInfo>& live) {
   Header* h = im.hdr();
   std::map<uint64_t, uint32_t> region_at;  // extent start -> directory slot
+  // Under the lock, after recovery, no publish is in flight: a set word is damage (or a
+  // crafted segment); --repair finishes the publish it names (its entries become live).
+  if (!im.read_only && load_relaxed(&h->publishing) != 0) {
+    add(report, "header", "the publish of a restore's staged structures was left unfinished", repair);
+    if (repair) im.finish_publish();
+  }
   for (uint32_t i = 0; i < im.dir_capacity; ++i) {
     uint64_t sg = im.directory()[i].state_gen;
     uint32_t state = static_cast<uint32_t>(sg & 0xffffffffu);
-    if (state != kEntryEmpty && state != kEntryLive && state != kEntryTombstone) {
+    if (state != kEntryEmpty && state != kEntryLive && state != kEntryTombstone && state != kEntryStaged) {
       add(report, "directory[" + std::to_string(i) + "]", "unknown state " + std::to_string(state), false);
       continue;
     }
-    if (state != kEntryLive) continue;
+    if (state == kEntryStaged) {  // a restore's unpublished structure: a finding only when its restorer is dead
+      const uint64_t pub = load_acquire(&h->publishing);
+      if (pub == 0 || load_relaxed(&im.directory()[i].stager) != pub) {
+        check_staged(im, i, repair, report);
+        continue;
+      }
+      // being published: live for every reader, so checked as live
+    }
+    if (state != kEntryLive && state != kEntryStaged) continue;
     RegionInfo info;
     std::string where = "directory[" + std::to_string(i) + "]";
     if (!im.read_entry(i, info)) {
@@ -219,7 +248,8 @@ std::vector<uint64_t> walk_extents(const SegmentImpl& im, const TableSpans& span
       uint64_t owner_slot = (eh->owner & 0xffffffffu) - 1;
       uint64_t owner_gen = eh->owner >> 32;
       bool owner_live = owner_slot < im.dir_capacity &&
-                        im.directory()[owner_slot].state_gen == ((owner_gen << 32) | kEntryLive);
+                        (im.directory()[owner_slot].state_gen == ((owner_gen << 32) | kEntryLive) ||
+                         im.directory()[owner_slot].state_gen == ((owner_gen << 32) | kEntryStaged));
       if (!owner_live) leaked.push_back(p);
     }
     p += eh->size;
@@ -271,7 +301,7 @@ std::vector<RegionInfo> SegmentImpl::check_own(Segment& seg, bool repair, CheckR
     check_recovery(*this, report);
     if (!check_header(*this, report)) return;
     check_registry(*this, repair, report);
-    check_directory(*this, report, live);
+    check_directory(*this, repair, report, live);
     check_allocator(*this, repair, report);
     (void)txn;
   };

@@ -40,6 +40,7 @@ bool SegmentImpl::undo_target_ok(uint64_t off, uint32_t w, uint64_t limit) const
   if ((w != 4 && w != 8) || off % w != 0 || off > limit || w > limit - off) return false;
   const uint64_t hdr_lo = offsetof(Header, top), hdr_hi = offsetof(Header, quarantine_count) + sizeof(uint32_t);
   if (off >= hdr_lo && off + w <= hdr_hi) return true;
+  if (off == offsetof(Header, publishing) && w == 8) return true;  // publish_staged's commit point
   if (off >= lay.free_offset && off + w <= lay.registry_offset) return true;  // free + quarantine tables
   return off >= lay.directory_offset;                                           // directory, data area
 }
@@ -88,6 +89,7 @@ uint64_t SegmentImpl::settle_locked(bool* forward) noexcept {
     if (load_relaxed(&e.width) == 8 && undo_target_ok(off, 8, limit))
       store_release(at<uint64_t>(off), load_relaxed(&e.value));
     SHMF_KILL_POINT("segment.recovery.mid_undo");
+    finish_publish();  // a publish_staged past its commit point: its entries become live (idempotent)
     stamp_pending_epochs();
   } else {
     uint64_t applied = 0;

@@ -95,4 +95,9 @@ inline std::string save_region_only(Segment& seg, const RegionInfo& r) {
 using WindowCopyHook = void (*)(uint32_t slot, int attempt, void* ctx);
 void set_window_copy_hook(WindowCopyHook fn, void* ctx) noexcept;
 
+// Test hook (process-local, as above): restore --into calls it after staging entry `index`
+// (0-based, in file order), before the next one, so a test can act between two entries.
+using RestoreHook = void (*)(size_t index, void* ctx);
+void set_restore_hook(RestoreHook fn, void* ctx) noexcept;
+
 }  // namespace shmfilter::internal::snapshot

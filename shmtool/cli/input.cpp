@@ -1,6 +1,8 @@
 // shmtool/cli/input.cpp: stdin and file input.
 #include "cli/input.h"
 
+#include "base/safe_file.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -85,24 +87,21 @@ void for_each_stdin_batch(size_t batch, const std::function<void(std::span<const
 }
 
 std::string read_input(const std::string& path) {
-  FILE* f = path == "-" ? stdin : std::fopen(path.c_str(), "rb");
-  if (!f)
-    throw shmfilter::Error(shmfilter::ErrorCode::kIo,
-                           "cannot open '" + path + "': " + std::strerror(errno) + "; check the path");
-  struct stat st{};
-  if (fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
-    if (f != stdin) std::fclose(f);
-    throw shmfilter::Error(shmfilter::ErrorCode::kIo, "'" + path + "' is a directory: pass a file of ids");
+  if (path != "-") {
+    try {  // regular files only: a FIFO would make the open wait forever (lib/base/safe_file.h)
+      return shmfilter::internal::read_regular_file(path, "input file");
+    } catch (const shmfilter::Error& e) {
+      if (e.code() != shmfilter::ErrorCode::kBadInput) throw;
+      throw shmfilter::Error(e.code(), std::string(e.what()) + " (or pipe it to standard input and pass '-')");
+    }
   }
+  FILE* f = stdin;
   std::string s;
   char buf[1 << 16];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) s.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  const int e = errno;
-  if (f != stdin) std::fclose(f);
-  if (failed)
-    throw shmfilter::Error(shmfilter::ErrorCode::kIo, "cannot read '" + path + "': " + std::strerror(e));
+  if (std::ferror(f) != 0)
+    throw shmfilter::Error(shmfilter::ErrorCode::kIo, std::string("cannot read standard input: ") + std::strerror(errno));
   return s;
 }
 

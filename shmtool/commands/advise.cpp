@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/safe_file.h"
 #include "cli/command.h"
 #include "cli/input.h"
 #include "cli/json.h"
@@ -332,11 +333,8 @@ int run_advise(const Args& a) {
 
   if (a.has("--svg")) {
     const std::string path = a.get("--svg");
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    out << svg(adv, hex);
-    out.close();
-    if (!out)
-      throw shmfilter::Error(shmfilter::ErrorCode::kIo, "cannot write the SVG to '" + path + "': check the path");
+    // An O_EXCL|O_NOFOLLOW temporary renamed into place (lib/base/safe_file.h): never through a planted link.
+    shmfilter::internal::write_file_atomically(path, svg(adv, hex), shmfilter::internal::default_file_mode());
   }
 
   Json prof;

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "base/safe_file.h"
+#include "segment/backing_file.h"
 #include "cli/command.h"
 #include "cli/describe.h"
 #include "cli/input.h"
@@ -82,11 +84,14 @@ int run_export(const Args& a) {
   std::string out = a.get("--output");
   if (out.empty() && isatty(1))
     throw UsageError("refusing to write binary HLL bytes to a terminal: pipe it or pass --output FILE");
-  FILE* f = out.empty() ? stdout : fopen(out.c_str(), "wb");
-  if (!f) throw shmfilter::Error(shmfilter::ErrorCode::kIo, "cannot write " + out + ": check the path");
-  bool ok = fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  ok = (f == stdout ? fflush(f) : fclose(f)) == 0 && ok;
-  if (!ok) throw shmfilter::Error(shmfilter::ErrorCode::kIo, "writing " + (out.empty() ? "stdout" : out) + " failed");
+  if (!out.empty()) {  // an O_EXCL|O_NOFOLLOW temporary with the segment's mode, renamed into place
+    Segment seg = open_segment(a.at(0, "SEG"), a);
+    shmfilter::internal::write_file_atomically(out, bytes, shmfilter::internal::segment_file_mode(seg));
+    return 0;
+  }
+  bool ok = fwrite(bytes.data(), 1, bytes.size(), stdout) == bytes.size();
+  ok = fflush(stdout) == 0 && ok;
+  if (!ok) throw shmfilter::Error(shmfilter::ErrorCode::kIo, "writing stdout failed");
   return 0;
 }
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "base/safe_file.h"
+#include "segment/backing_file.h"
 #include "cli/command.h"
 #include "cli/describe.h"
 #include "cli/input.h"
@@ -236,26 +238,30 @@ int run_import(const Args& a) {
 int run_export(const Args& a) {
   RoaringSet rs = open_structure<RoaringSet>(a);
   const std::string& path = a.at(2, "FILE");
-  FILE* f = path == "-" ? stdout : fopen(path.c_str(), "wb");
-  if (!f) throw Error(ErrorCode::kIo, "cannot write '" + path + "': " + strerror(errno));
-  bool ok = true;
+  std::string bytes;
   if (a.has("--text")) {
     roaring_bitmap_t* b = rs.to_bitmap();
     roaring_iterate(
         b,
         [](uint32_t v, void* p) {
-          fprintf(static_cast<FILE*>(p), "%u\n", v);
+          char line[16];
+          int n = snprintf(line, sizeof line, "%u\n", v);
+          static_cast<std::string*>(p)->append(line, static_cast<size_t>(n));
           return true;
         },
-        f);
+        &bytes);
     roaring_bitmap_free(b);
   } else {
-    std::string bytes = rs.export_portable();
-    ok = fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
+    bytes = rs.export_portable();
   }
-  ok = (fflush(f) == 0) && ok;
-  if (f != stdout) ok = (fclose(f) == 0) && ok;
-  if (!ok) throw Error(ErrorCode::kIo, "writing '" + path + "' failed: " + strerror(errno));
+  if (path != "-") {  // an O_EXCL|O_NOFOLLOW temporary with the segment's mode, renamed into place
+    Segment seg = open_segment(a.at(0, "SEG"), a);
+    shmfilter::internal::write_file_atomically(path, bytes, shmfilter::internal::segment_file_mode(seg));
+    return 0;
+  }
+  bool ok = fwrite(bytes.data(), 1, bytes.size(), stdout) == bytes.size();
+  ok = (fflush(stdout) == 0) && ok;
+  if (!ok) throw Error(ErrorCode::kIo, "writing standard output failed: " + std::string(strerror(errno)));
   return 0;
 }
 

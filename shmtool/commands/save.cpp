@@ -6,6 +6,7 @@
 
 #include "cli/command.h"
 #include "cli/json.h"
+#include "cli/numbers.h"
 #include "cli/report.h"
 #include "cli/segment.h"
 #include "shmfilter/snapshot.hpp"
@@ -79,6 +80,7 @@ int run_restore(const Args& a) {
   o.into_existing = a.has("--into");
   if (a.has("--structures")) o.structures = split_names(a.get("--structures"));
   o.create.file = open_options(a).file;
+  o.size_limit = size_option(a, "--size-limit", 0);
   auto info = shmfilter::restore(file, name, o);
   if (!o.structures.empty()) {  // report only what was restored
     std::vector<shmfilter::SnapshotEntry> kept;
@@ -115,18 +117,24 @@ Example:
 )");
 
 SHMTOOL_COMMAND("restore", run_restore, R"(create a segment (or add structures to one) from a save file
-Usage: shmtool restore FILE NAME [--into] [--structures a,b] [--json]
+Usage: shmtool restore FILE NAME [--into] [--structures a,b] [--size-limit SIZE] [--json]
 
 Checks FILE completely (format version, checksums, end marker) before changing
 anything: a truncated, corrupted or newer-version file is one error and nothing
 is created. Without --into it creates segment NAME (built under a temporary
-name, renamed into place only when complete; an existing NAME is an error).
-With --into it adds the structures to existing segment NAME, refusing any name
-that is already there.
+name, renamed into place only when complete; an existing NAME is an error;
+its sizes follow the file only as far as the file's content justifies, see
+--size-limit). With --into it adds the structures to existing segment NAME,
+refusing any name that is already there: all of them or none, even if the
+restore is killed (they are published together; a killed restore's leftovers
+are removed by the next restore or 'check --repair').
 
 Options:
   --into             add to the existing segment NAME instead of creating it
   --structures LIST  only these structures of the file (comma-separated names)
+  --size-limit SIZE  a new segment may take the sizes the file records up to
+                     SIZE (default: 2 x the file's content + 64 MiB backing,
+                     a 64 GiB reservation)
   --json             one JSON object: what was restored
 Example:
   shmtool restore /var/lib/shmfilter/freqcap-2026-11-30.save freqcap

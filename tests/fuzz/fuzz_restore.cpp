@@ -6,7 +6,9 @@
 // hold nothing (restore is all or nothing). An accepted file's structures must open,
 // answer, take writes and pass check() without a crash; they are dropped afterwards.
 // Seeds (corpus/fuzz_restore/): saves of a segment with every kind, windows of both
-// variants included (their day ring, an overflowing bucket, a forget).
+// variants included (their day ring, an overflowing bucket, a forget); dup-names and
+// nul-name (re-sealed files the review's issue #23 named: two entries of one name, a
+// name with a NUL byte; both kBadInput now).
 #include <unistd.h>
 
 #include <cstdint>

@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "base/kill_point.h"
+#include "base/safe_file.h"
+#include "segment/backing_file.h"
 #include "base/text.h"
 #include "structures/region_handle.h"
 #include "structures/roaring/roaring_local.h"
@@ -479,15 +481,7 @@ void RoaringSet::import_portable(std::string_view bytes) {
 }
 
 void RoaringSet::import_portable_file(const std::string& path) {
-  FILE* f = fopen(path.c_str(), "rb");
-  if (!f) throw Error(ErrorCode::kIo, "cannot open '" + path + "': " + strerror(errno) + ": check the path and permissions");
-  std::string bytes;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, f)) > 0) bytes.append(buf, n);
-  bool err = ferror(f) != 0;
-  fclose(f);
-  if (err) throw Error(ErrorCode::kIo, "reading '" + path + "' failed");
+  std::string bytes = internal::read_regular_file(path, "file");  // a FIFO is refused, never waited on
   try {
     import_portable(bytes);
   } catch (const Error& e) {
@@ -496,12 +490,9 @@ void RoaringSet::import_portable_file(const std::string& path) {
 }
 
 void RoaringSet::export_portable_file(const std::string& path) const {
-  std::string bytes = export_portable();
-  FILE* f = fopen(path.c_str(), "wb");
-  if (!f) throw Error(ErrorCode::kIo, "cannot create '" + path + "': " + strerror(errno) + ": check the path and permissions");
-  bool ok = fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  ok = (fclose(f) == 0) && ok;
-  if (!ok) throw Error(ErrorCode::kIo, "writing '" + path + "' failed (disk full?)");
+  // An O_EXCL|O_NOFOLLOW temporary with the segment's mode, renamed into place (lib/base/safe_file.h).
+  std::string bytes = export_portable();  // require_valid() there: local_ is set
+  internal::write_file_atomically(path, bytes, internal::segment_file_mode(local_->seg));
 }
 
 uint32_t RoaringSet::parse_value(std::string_view text) {
