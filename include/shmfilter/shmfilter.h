@@ -406,6 +406,23 @@ int shmf_structure_drop(shmf_segment *seg, const char *name);
  * otherwise nothing is copied and -SHMF_EFULL returned: call again with a buffer
  * of *NEEDED bytes (BUF may be NULL with CAP 0 to ask the size). */
 int shmf_segment_prometheus_text(shmf_segment *seg, char *buf, size_t cap, size_t *needed);
+/* What a scrape shows (shmfilter::MetricsOptions; docs/metrics.md, "Bounded scrapes"):
+ * per-structure series for the MAX_STRUCTURES largest structures (by directory region
+ * bytes) while the text stays within MAX_BYTES, the rest counted per kind in the
+ * shmfilter_other_* rows; per-space (per-plan) series, MAX_SPACES per keyed structure,
+ * are opt-in (0: none). shmf_segment_prometheus_text uses the defaults. */
+typedef struct shmf_metrics_options {
+  uint32_t max_structures; /* default 64; 0: only the segment's and per-kind families */
+  uint32_t max_spaces;     /* default 0 (per-space series off) */
+  uint64_t max_bytes;      /* default 96000; at least 16384 */
+  uint64_t reserved[2];    /* 0 */
+} shmf_metrics_options;
+/* Pure: fills OPTS with the defaults. */
+void shmf_metrics_options_init(shmf_metrics_options *opts);
+/* As shmf_segment_prometheus_text, bounded as OPTS says (NULL = defaults);
+ * -SHMF_EINVAL for max_bytes below 16384 or reserved fields not 0. */
+int shmf_segment_prometheus_text_ex(shmf_segment *seg, const shmf_metrics_options *opts, char *buf, size_t cap,
+                                    size_t *needed);
 
 /* ---- window: (space, item) pairs over time buckets (shmfilter/window.hpp) --
  * One structure for every space (plan) and every bucket (day): mark, seen over

@@ -9,14 +9,17 @@
 // format requires (structures/metrics_collector.h).
 #include "shmfilter/metrics.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <exception>
 #include <iterator>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/text.h"
 #include "structures/kind.h"
 #include "structures/metrics_collector.h"
 
@@ -24,7 +27,6 @@ namespace shmfilter {
 namespace {
 
 using internal::CommonMetrics;
-using internal::escape_label;
 using internal::kind_row;
 using internal::kind_rows;
 using internal::KindRow;
@@ -51,6 +53,10 @@ constexpr MetricFamily kSharedFamilies[] = {
     {"shmfilter_structure_fp_rate_estimate", "gauge", "False-positive rate estimated from the fill right now (0: exact)."},
     {"shmfilter_structure_over_capacity", "gauge", "1 when the structure is beyond what it was sized for."},
     {"shmfilter_structure_error", "gauge", "1 when the structure could not be read (dropped meanwhile or corrupt)."},
+    {"shmfilter_kind_structures", "gauge", "Structures of the kind in the directory (all of them)."},
+    {"shmfilter_kind_region_bytes", "gauge", "Directory region bytes of the kind's structures (extents not included)."},
+    {"shmfilter_other_structures", "gauge", "Structures of the kind without their own series (past max_structures or the scrape's size bound)."},
+    {"shmfilter_other_region_bytes", "gauge", "Directory region bytes of the structures counted in shmfilter_other_structures."},
 };
 
 void add_common(MetricsCollector& c, const std::string& l, const CommonMetrics& v) {
@@ -101,8 +107,15 @@ std::vector<StructureMetrics> structure_metrics(Segment& seg) {
   return out;
 }
 
-std::string prometheus_text(Segment& seg) {
+std::string prometheus_text(Segment& seg) { return prometheus_text(seg, MetricsOptions{}); }
+
+std::string prometheus_text(Segment& seg, const MetricsOptions& opts) {
+  if (opts.max_bytes < kMetricsMinBytes)
+    throw Error(ErrorCode::kInvalidArgument, "metrics options: max_bytes " + std::to_string(opts.max_bytes) +
+                                                 " is below " + std::to_string(kMetricsMinBytes) +
+                                                 ": the segment's and the per-kind families need room");
   MetricsCollector c;
+  c.max_spaces = opts.max_spaces;
   const std::string sl = "segment=\"" + escape_label(seg.name()) + "\"";
   SegmentStats st = seg.stats();
   c.add("shmfilter_segment_size_bytes", sl, static_cast<double>(st.size));
@@ -121,22 +134,78 @@ std::string prometheus_text(Segment& seg) {
   c.add("shmfilter_segment_dead_attachments", sl, dead);
   c.add("shmfilter_segment_format_version", sl, st.format_version);
 
-  for (const RegionInfo& r : seg.list()) {
-    const std::string l = sl + ",name=\"" + escape_label(r.name) + "\",kind=\"" + std::string(kind_name(r.kind)) + "\"";
-    const KindRow* row = kind_row(r.kind);
-    if (row == nullptr) {  // a kind this build does not know (a newer build wrote it)
-      c.add("shmfilter_structure_bytes", l, static_cast<double>(r.size));
-      c.add("shmfilter_structure_error", l, 1);
+  // Per kind, from the directory alone (no structure is opened): every structure counted.
+  struct KindTotals {
+    double structures = 0, region_bytes = 0, other = 0, other_bytes = 0;
+  };
+  std::map<uint32_t, KindTotals> kinds;  // by on-disk kind value: a stable order
+  std::vector<RegionInfo> regions = seg.list();
+  for (const RegionInfo& r : regions) {
+    KindTotals& k = kinds[static_cast<uint32_t>(r.kind)];
+    k.structures += 1;
+    k.region_bytes += static_cast<double>(r.size);
+  }
+  // The largest first (ties: directory order); only these are opened. Indices are ranked,
+  // not the entries (no name is copied), and only as far as a scrape can show:
+  // max_structures, then the rest in any order (they are only counted).
+  std::vector<uint32_t> order(regions.size());
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  const auto larger = [&](uint32_t a, uint32_t b) {
+    return regions[a].size != regions[b].size ? regions[a].size > regions[b].size : a < b;
+  };
+  const size_t ranked = std::min<size_t>(order.size(), opts.max_structures);
+  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(ranked), order.end(), larger);
+  // Room kept for the HELP/TYPE lines and the per-kind rows printed after the structures.
+  size_t reserve = 0;
+  for (const MetricFamily& f : all_families())
+    reserve += 16 + 2 * std::string_view(f.name).size() + std::string_view(f.help).size() + std::string_view(f.type).size();
+  reserve += kinds.size() * 4 * (sl.size() + 96);
+  const size_t budget = opts.max_bytes > reserve ? static_cast<size_t>(opts.max_bytes) - reserve : 0;
+
+  size_t shown = 0;
+  for (const uint32_t index : order) {
+    const RegionInfo& r = regions[index];
+    auto other = [&] {
+      KindTotals& k = kinds[static_cast<uint32_t>(r.kind)];
+      k.other += 1;
+      k.other_bytes += static_cast<double>(r.size);
+    };
+    if (shown >= opts.max_structures || c.bytes() >= budget) {
+      other();
       continue;
     }
-    try {
-      MetricsCollector part;  // all of a structure's samples or none of them
-      add_common(part, l, row->metrics(seg, r, l, part));
-      c.merge(part);
-      c.add("shmfilter_structure_error", l, 0);
-    } catch (const std::exception&) {
-      c.add("shmfilter_structure_error", l, 1);
+    const std::string l = sl + ",name=\"" + escape_label(r.name) + "\",kind=\"" + std::string(kind_name(r.kind)) + "\"";
+    MetricsCollector part;  // all of a structure's samples or none of them
+    part.max_spaces = opts.max_spaces;
+    const KindRow* row = kind_row(r.kind);
+    if (row == nullptr) {  // a kind this build does not know (a newer build wrote it)
+      part.add("shmfilter_structure_bytes", l, static_cast<double>(r.size));
+      part.add("shmfilter_structure_error", l, 1);
+    } else {
+      try {
+        add_common(part, l, row->metrics(seg, r, l, part));
+        part.add("shmfilter_structure_error", l, 0);
+      } catch (const std::exception&) {
+        part = MetricsCollector{};
+        part.add("shmfilter_structure_error", l, 1);
+      }
     }
+    if (c.bytes() + part.bytes() > budget) {
+      other();
+      continue;
+    }
+    c.merge(part);
+    ++shown;
+  }
+  for (const auto& [kind, k] : kinds) {
+    // A kind this build does not know keeps its number, so two of them stay two series.
+    const std::string kn = kind_row(static_cast<Kind>(kind)) ? std::string(kind_name(static_cast<Kind>(kind)))
+                                                              : "unknown-" + std::to_string(kind);
+    const std::string kl = sl + ",kind=\"" + kn + "\"";
+    c.add("shmfilter_kind_structures", kl, k.structures);
+    c.add("shmfilter_kind_region_bytes", kl, k.region_bytes);
+    c.add("shmfilter_other_structures", kl, k.other);
+    c.add("shmfilter_other_region_bytes", kl, k.other_bytes);
   }
   std::string out;
   c.print(all_families(), out);

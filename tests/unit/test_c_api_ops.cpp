@@ -38,3 +38,42 @@ TEST(CApiOps, PrometheusTextAsksItsSizeThenFillsTheBuffer) {
   shmf_hll_close(h);
   shmf_segment_close(seg);
 }
+
+// #22: the bounds of a scrape reach C callers (the nginx module, sidecars) through
+// shmf_segment_prometheus_text_ex and shmf_metrics_options.
+TEST(CApiOps, PrometheusTextExTakesTheScrapeBounds) {
+  shmf_test::SegmentGuard g(shmf_test::unique_name("capi-ops-ex"));
+  shmf_segment_options o;
+  shmf_segment_options_init(&o);
+  o.size = 8u << 20;
+  o.max_size = 64u << 20;
+  shmf_segment* seg = nullptr;
+  ASSERT_EQ(shmf_segment_create(g.name.c_str(), &o, &seg), 0) << shmf_last_error_message();
+  for (const char* n : {"uv:1", "uv:2", "uv:3"}) {
+    shmf_hll* h = nullptr;
+    ASSERT_EQ(shmf_hll_create(seg, n, &h), 0) << shmf_last_error_message();
+    shmf_hll_close(h);
+  }
+  shmf_metrics_options mo;
+  shmf_metrics_options_init(&mo);
+  const shmfilter::MetricsOptions d;
+  EXPECT_EQ(mo.max_structures, d.max_structures);
+  EXPECT_EQ(mo.max_spaces, d.max_spaces);
+  EXPECT_EQ(mo.max_bytes, d.max_bytes);
+  mo.max_structures = 1;
+  std::vector<char> buf(1 << 20);
+  size_t need = 0;
+  ASSERT_EQ(shmf_segment_prometheus_text_ex(seg, &mo, buf.data(), buf.size(), &need), 0) << shmf_last_error_message();
+  std::string text(buf.data());
+  EXPECT_EQ(text.size() + 1, need);
+  EXPECT_NE(text.find("shmfilter_other_structures{segment=\"" + g.name + "\",kind=\"hll\"} 2"), std::string::npos) << text;
+  ASSERT_EQ(shmf_segment_prometheus_text_ex(seg, nullptr, buf.data(), buf.size(), &need), 0);
+  EXPECT_NE(std::string(buf.data()).find("shmfilter_other_structures{segment=\"" + g.name + "\",kind=\"hll\"} 0"),
+            std::string::npos);
+  mo.max_bytes = 100;
+  EXPECT_EQ(shmf_segment_prometheus_text_ex(seg, &mo, buf.data(), buf.size(), &need), -SHMF_EINVAL);
+  shmf_metrics_options_init(&mo);
+  mo.reserved[1] = 1;
+  EXPECT_EQ(shmf_segment_prometheus_text_ex(seg, &mo, buf.data(), buf.size(), &need), -SHMF_EINVAL);
+  shmf_segment_close(seg);
+}
