@@ -5,7 +5,8 @@
 // 8,000 per-plan HLLs ("uv:plan-N", the documented per-name pattern, 200 IDs each), with
 // the default bounds and with every structure's series (what every scrape printed before
 // the bounds: MetricsOptions{max_structures = all, max_bytes = unbounded}).
-//   scrape_bench [STRUCTURES (default 8000)] [REPEATS (default 21)] [--defaults-only]
+//   scrape_bench [STRUCTURES (default 8000)] [REPEATS (default 21)] [--defaults-only] [--keep]
+// --keep leaves the segment (shmf-bench-scrape) for `time shmtool stats shmf-bench-scrape --prometheus`.
 // Prints one line per mode: bytes, lines, and the median and max of each scrape's wall
 // time and of its CPU time (CLOCK_THREAD_CPUTIME_ID: what the scrape itself costs, apart
 // from time spent waiting for a core on a loaded machine).
@@ -27,7 +28,11 @@ using namespace shmfilter;
 int main(int argc, char** argv) {
   const int n = argc > 1 ? std::atoi(argv[1]) : 8000;
   const int reps = argc > 2 ? std::atoi(argv[2]) : 21;
-  const bool defaults_only = argc > 3 && std::string(argv[3]) == "--defaults-only";  // for a profiler
+  bool defaults_only = false, keep = false;  // --defaults-only: for a profiler; --keep: leave the segment for shmtool
+  for (int i = 3; i < argc; ++i) {
+    defaults_only = defaults_only || std::string(argv[i]) == "--defaults-only";
+    keep = keep || std::string(argv[i]) == "--keep";
+  }
   const char* name = "shmf-bench-scrape";
   CreateOptions co;
   co.size = 256ull << 20;
@@ -82,6 +87,6 @@ int main(int argc, char** argv) {
     std::printf("%s:\n  %zu bytes, %zu lines; wall median %.2f ms, max %.2f ms; CPU median %.2f ms, max %.2f ms (%d scrapes)\n",
                 m.what, bytes, lines, ms[ms.size() / 2], ms.back(), cpu[cpu.size() / 2], cpu.back(), static_cast<int>(ms.size()));
   }
-  Segment::remove(name);  // the name only: this process's mapping stays until exit
+  if (!keep) Segment::remove(name);  // the name only: this process's mapping stays until exit
   return 0;
 }
