@@ -423,6 +423,22 @@ void shmf_metrics_options_init(shmf_metrics_options *opts);
  * -SHMF_EINVAL for max_bytes below 16384 or reserved fields not 0. */
 int shmf_segment_prometheus_text_ex(shmf_segment *seg, const shmf_metrics_options *opts, char *buf, size_t cap,
                                     size_t *needed);
+/* The library's one escaping policy for bytes it did not write (names, keys), as every
+ * text output of the library and shmtool uses it (shmfilter/text.hpp; docs/SECURITY.md,
+ * "Output encoding"); for a C front end printing names itself (nginx's own families and
+ * logs). Each result is valid UTF-8 without control characters:
+ *   SHMF_ESCAPE_TEXT   terminals and logs: control bytes, C1, bidi overrides and invalid
+ *                      UTF-8 as \xNN, a backslash as \\
+ *   SHMF_ESCAPE_JSON   the body of a JSON string (invalid bytes as U+FFFD)
+ *   SHMF_ESCAPE_LABEL  a Prometheus label value (reads as SHMF_ESCAPE_TEXT shows it)
+ * Pure. *NEEDED gets the escaped length + 1 (the NUL); when OUT holds CAP >= *NEEDED
+ * bytes the text is copied there, NUL-terminated, and 0 returned; otherwise nothing is
+ * copied and -SHMF_EFULL returned (OUT may be NULL with CAP 0 to ask the size).
+ * -SHMF_EINVAL for another HOW. */
+#define SHMF_ESCAPE_TEXT 0
+#define SHMF_ESCAPE_JSON 1
+#define SHMF_ESCAPE_LABEL 2
+int shmf_escape(int how, const char *in, size_t len, char *out, size_t cap, size_t *needed);
 
 /* ---- window: (space, item) pairs over time buckets (shmfilter/window.hpp) --
  * One structure for every space (plan) and every bucket (day): mark, seen over

@@ -8,6 +8,7 @@
 #include "shmfilter/metrics.hpp"
 #include "shmfilter/segment.hpp"
 #include "shmfilter/shmfilter.h"
+#include "shmfilter/text.hpp"
 #include "test_util.h"
 
 TEST(CApiOps, PrometheusTextAsksItsSizeThenFillsTheBuffer) {
@@ -76,4 +77,23 @@ TEST(CApiOps, PrometheusTextExTakesTheScrapeBounds) {
   mo.reserved[1] = 1;
   EXPECT_EQ(shmf_segment_prometheus_text_ex(seg, &mo, buf.data(), buf.size(), &need), -SHMF_EINVAL);
   shmf_segment_close(seg);
+}
+
+// #23: a C front end (nginx's own families, its logs) escapes names as the library does.
+TEST(CApiOps, EscapeIsTheLibrarysOnePolicy) {
+  const std::string name = "uv:\xed\xa0\x80\x1b[2J\"\\";
+  size_t need = 0;
+  EXPECT_EQ(shmf_escape(SHMF_ESCAPE_LABEL, name.data(), name.size(), nullptr, 0, &need), -SHMF_EFULL);
+  std::vector<char> buf(need);
+  ASSERT_EQ(shmf_escape(SHMF_ESCAPE_LABEL, name.data(), name.size(), buf.data(), buf.size(), &need), 0);
+  EXPECT_EQ(std::string(buf.data()), shmfilter::escape_label(name));
+  EXPECT_EQ(std::string(buf.data()), "uv:\\\\xed\\\\xa0\\\\x80\\\\x1b[2J\\\"\\\\\\\\");
+  buf.assign(256, 0);
+  ASSERT_EQ(shmf_escape(SHMF_ESCAPE_TEXT, name.data(), name.size(), buf.data(), buf.size(), &need), 0);
+  EXPECT_EQ(std::string(buf.data()), shmfilter::escape_text(name));
+  ASSERT_EQ(shmf_escape(SHMF_ESCAPE_JSON, name.data(), name.size(), buf.data(), buf.size(), &need), 0);
+  EXPECT_EQ(std::string(buf.data()), shmfilter::escape_json(name));
+  ASSERT_EQ(shmf_escape(SHMF_ESCAPE_TEXT, nullptr, 0, buf.data(), buf.size(), &need), 0);
+  EXPECT_EQ(need, 1u);
+  EXPECT_EQ(shmf_escape(7, name.data(), name.size(), buf.data(), buf.size(), &need), -SHMF_EINVAL);
 }
