@@ -8,7 +8,8 @@
  *    -SHMF_E* code on failure. No C++ exception ever crosses this boundary.
  *  - shmf_strerror(code) gives a static description of a code;
  *    shmf_last_error_message() gives this thread's detailed message of its last
- *    failure (what was wrong and what to do).
+ *    failure (what was wrong and what to do), safe to log: a name it quotes is
+ *    escaped as SHMF_ESCAPE_TEXT does (control bytes and invalid UTF-8 as \xNN).
  *  - Handles are opaque. A handle belongs to the process that opened it: after
  *    fork() the child opens the segment and its structures itself.
  *  - Close every structure handle before the segment handle it came from.

@@ -97,3 +97,22 @@ TEST(CApiOps, EscapeIsTheLibrarysOnePolicy) {
   EXPECT_EQ(need, 1u);
   EXPECT_EQ(shmf_escape(7, name.data(), name.size(), buf.data(), buf.size(), &need), -SHMF_EINVAL);
 }
+
+// #23: shmf_last_error_message() quotes names; C front ends log it (nginx's error.log), so
+// a name's terminal escapes and invalid UTF-8 arrive escaped.
+TEST(CApiOps, LastErrorMessageQuotesNamesEscaped) {
+  shmf_test::SegmentGuard g(shmf_test::unique_name("capi-ops-err"));
+  shmf_segment_options o;
+  shmf_segment_options_init(&o);
+  o.size = 8u << 20;
+  o.max_size = 64u << 20;
+  shmf_segment* seg = nullptr;
+  ASSERT_EQ(shmf_segment_create(g.name.c_str(), &o, &seg), 0) << shmf_last_error_message();
+  shmf_hll* h = nullptr;
+  EXPECT_EQ(shmf_hll_open(seg, "uv:\x1b]0;owned\x07\xed\xa0\x80", &h), -SHMF_ENOTFOUND);
+  const std::string msg = shmf_last_error_message();
+  EXPECT_NE(msg.find("uv:\\x1b]0;owned\\x07\\xed\\xa0\\x80"), std::string::npos) << msg;
+  EXPECT_TRUE(shmfilter::valid_utf8(msg));
+  EXPECT_EQ(msg.find('\x1b'), std::string::npos);
+  shmf_segment_close(seg);
+}
