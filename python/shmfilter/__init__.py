@@ -389,6 +389,12 @@ def _int(v, ctype: str, what: str, call: str = "") -> int:
     return v
 
 
+def _blob(data, what: str, call: str) -> bytes:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise _bad(f"{what} of type {type(data).__name__}: pass bytes", call)
+    return bytes(data)
+
+
 def _u64_array(values, what: str, call: str):
     vals = [_int(v, "uint64", what, call) for v in values]
     return (C.c_uint64 * max(len(vals), 1))(*vals), len(vals)
@@ -602,7 +608,7 @@ class Hll(_Handle):
     def import_redis(self, data: Union[bytes, bytearray, memoryview]) -> None:
         """Lock-free register max of a Redis HLL string (dense or sparse: what GET of a
         Redis HLL key returns) into this HLL; Error(EBADINPUT) for anything else."""
-        b = bytes(data)
+        b = _blob(data, "a Redis HLL string", "hll.import_redis")
         _check(_lib.shmf_hll_import_redis(self._p(), b, len(b)), "hll.import_redis")
 
 
@@ -653,7 +659,7 @@ class RoaringSet(_Handle):
 
 def hll_count_redis(data: Union[bytes, bytearray, memoryview]) -> int:
     """Redis's PFCOUNT of a Redis HLL string (dense or sparse), without a segment."""
-    b = bytes(data)
+    b = _blob(data, "a Redis HLL string", "hll_count_redis")
     n = C.c_uint64()
     _check(_lib.shmf_hll_count_redis(b, len(b), C.byref(n)), "hll_count_redis")
     return n.value

@@ -468,6 +468,11 @@ def test_integer_arguments_are_range_checked_not_wrapped(seg):
         seg.window("w2", create=True, expected_per_bucket=1000, retention=2**32)
     with pytest.raises(shmfilter.InvalidArgumentError):
         shmfilter.Segment.create("shmf-test-never", size=-1)
+    for bad in ("a string", 5, None):                     # bytes(5) would have been 5 zero bytes
+        with pytest.raises(shmfilter.InvalidArgumentError):
+            h.import_redis(bad)
+        with pytest.raises(shmfilter.InvalidArgumentError):
+            shmfilter.hll_count_redis(bad)
     # One type, still a ValueError and a TypeError for code written for those.
     assert issubclass(shmfilter.InvalidArgumentError, (ValueError)) and issubclass(shmfilter.InvalidArgumentError, TypeError)
 
