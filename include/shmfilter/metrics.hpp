@@ -26,8 +26,9 @@ namespace shmfilter {
 // plans (docs/metrics.md, "Bounded scrapes"). The segment's families and the per-kind
 // aggregates (shmfilter_kind_*: every structure, counted from the directory without
 // opening any) are always there. Per-structure series (shmfilter_structure_* and the
-// kind's own families) go to the `max_structures` largest structures, ranked by their
-// directory region's bytes (ties: directory order), as long as the text stays within
+// kind's own families) go to `max_structures` structures: the kinds present take turns,
+// each giving its largest next (directory region bytes, ties: directory order), so every
+// kind shows its largest beside 8,000 of another; as long as the text stays within
 // `max_bytes`; every other structure is counted in its kind's "other" row
 // (shmfilter_other_structures / shmfilter_other_region_bytes). Per-space (per-plan)
 // series of keyed kinds are opt-in: `max_spaces` spaces at most per structure.

@@ -136,7 +136,7 @@ std::string prometheus_text(Segment& seg, const MetricsOptions& opts) {
 
   // Per kind, from the directory alone (no structure is opened): every structure counted.
   struct KindTotals {
-    double structures = 0, region_bytes = 0, other = 0, other_bytes = 0;
+    double structures = 0, region_bytes = 0, shown = 0, shown_bytes = 0;
   };
   std::map<uint32_t, KindTotals> kinds;  // by on-disk kind value: a stable order
   std::vector<RegionInfo> regions = seg.list();
@@ -145,16 +145,26 @@ std::string prometheus_text(Segment& seg, const MetricsOptions& opts) {
     k.structures += 1;
     k.region_bytes += static_cast<double>(r.size);
   }
-  // The largest first (ties: directory order); only these are opened. Indices are ranked,
-  // not the entries (no name is copied), and only as far as a scrape can show:
-  // max_structures, then the rest in any order (they are only counted).
-  std::vector<uint32_t> order(regions.size());
-  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
+  // Which structures get their own series: within each kind the largest first (region
+  // bytes, ties: directory order), and the kinds take turns (kind order), so every kind
+  // present shows its largest even beside 8,000 of another kind (a window's region is
+  // small: its tables are extents). Indices are ranked, not the entries (no name is
+  // copied), and only as far as a scrape can show; only these structures are opened.
+  std::map<uint32_t, std::vector<uint32_t>> by_kind;
+  for (uint32_t i = 0; i < regions.size(); ++i) by_kind[static_cast<uint32_t>(regions[i].kind)].push_back(i);
   const auto larger = [&](uint32_t a, uint32_t b) {
     return regions[a].size != regions[b].size ? regions[a].size > regions[b].size : a < b;
   };
-  const size_t ranked = std::min<size_t>(order.size(), opts.max_structures);
-  std::partial_sort(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(ranked), order.end(), larger);
+  size_t deepest = 0;
+  for (auto& [kind, idx] : by_kind) {
+    const size_t ranked = std::min<size_t>(idx.size(), opts.max_structures);
+    std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(ranked), idx.end(), larger);
+    deepest = std::max(deepest, ranked);
+  }
+  std::vector<uint32_t> order;  // the candidates, best first; every other structure is only counted
+  for (size_t round = 0; round < deepest && order.size() < opts.max_structures; ++round)
+    for (const auto& [kind, idx] : by_kind)
+      if (round < idx.size() && order.size() < opts.max_structures) order.push_back(idx[round]);
   // Room kept for the HELP/TYPE lines and the per-kind rows printed after the structures.
   size_t reserve = 0;
   for (const MetricFamily& f : all_families())
@@ -162,18 +172,9 @@ std::string prometheus_text(Segment& seg, const MetricsOptions& opts) {
   reserve += kinds.size() * 4 * (sl.size() + 96);
   const size_t budget = opts.max_bytes > reserve ? static_cast<size_t>(opts.max_bytes) - reserve : 0;
 
-  size_t shown = 0;
   for (const uint32_t index : order) {
     const RegionInfo& r = regions[index];
-    auto other = [&] {
-      KindTotals& k = kinds[static_cast<uint32_t>(r.kind)];
-      k.other += 1;
-      k.other_bytes += static_cast<double>(r.size);
-    };
-    if (shown >= opts.max_structures || c.bytes() >= budget) {
-      other();
-      continue;
-    }
+    if (c.bytes() >= budget) break;  // full: the rest are counted in the "other" rows
     const std::string l = sl + ",name=\"" + escape_label(r.name) + "\",kind=\"" + std::string(kind_name(r.kind)) + "\"";
     MetricsCollector part;  // all of a structure's samples or none of them
     part.max_spaces = opts.max_spaces;
@@ -190,12 +191,11 @@ std::string prometheus_text(Segment& seg, const MetricsOptions& opts) {
         part.add("shmfilter_structure_error", l, 1);
       }
     }
-    if (c.bytes() + part.bytes() > budget) {
-      other();
-      continue;
-    }
+    if (c.bytes() + part.bytes() > budget) continue;  // too long for what is left: counted in "other"
     c.merge(part);
-    ++shown;
+    KindTotals& k = kinds[static_cast<uint32_t>(r.kind)];
+    k.shown += 1;
+    k.shown_bytes += static_cast<double>(r.size);
   }
   for (const auto& [kind, k] : kinds) {
     // A kind this build does not know keeps its number, so two of them stay two series.
@@ -204,8 +204,9 @@ std::string prometheus_text(Segment& seg, const MetricsOptions& opts) {
     const std::string kl = sl + ",kind=\"" + kn + "\"";
     c.add("shmfilter_kind_structures", kl, k.structures);
     c.add("shmfilter_kind_region_bytes", kl, k.region_bytes);
-    c.add("shmfilter_other_structures", kl, k.other);
-    c.add("shmfilter_other_region_bytes", kl, k.other_bytes);
+    // Not shown: past the candidates, or refused by the size bound.
+    c.add("shmfilter_other_structures", kl, k.structures - k.shown);
+    c.add("shmfilter_other_region_bytes", kl, k.region_bytes - k.shown_bytes);
   }
   std::string out;
   c.print(all_families(), out);

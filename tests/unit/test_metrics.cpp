@@ -233,3 +233,24 @@ TEST(Metrics, WindowPerSpaceSeriesAreOptInTopNPlusOther) {
   EXPECT_EQ(sample(t, l + ",space=\"13\"}"), 14);
   EXPECT_EQ(sample(t, l + ",space=\"other\"}"), static_cast<double>(total - 16 - 15 - 14));
 }
+
+// The kinds take turns: a window (whose region is small: its tables are extents) keeps its
+// series beside many larger-region structures of another kind.
+TEST(Metrics, EveryKindShowsItsLargestBesideManyOfAnotherKind) {
+  shmf_test::SegmentGuard g(shmf_test::unique_name("metrics-turns"));
+  Segment seg = Segment::create(g.name, shmf_test::small_options(16ull << 20, 256ull << 20, 128));
+  WindowOptions wo;
+  wo.expected_per_bucket = 1000;
+  wo.max_spaces = 1;  // the smallest region a window has
+  Window::create(seg, "fc", wo);
+  for (int i = 0; i < 40; ++i) Hll::create(seg, "uv:" + std::to_string(i));
+  ASSERT_LT(seg.find("fc")->size, seg.find("uv:0")->size);
+  MetricsOptions o;
+  o.max_structures = 4;
+  const std::string t = prometheus_text(seg, o);
+  const std::string sl = "segment=\"" + g.name + "\"";
+  EXPECT_EQ(sample(t, "shmfilter_structure_error{" + sl + ",name=\"fc\",kind=\"window\"}"), 0) << t;
+  EXPECT_EQ(count_lines_with(t, "shmfilter_structure_error{"), 4u);
+  EXPECT_EQ(sample(t, "shmfilter_other_structures{" + sl + ",kind=\"hll\"}"), 37);
+  EXPECT_EQ(sample(t, "shmfilter_other_structures{" + sl + ",kind=\"window\"}"), 0);
+}
