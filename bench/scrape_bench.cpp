@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   all.max_bytes = UINT64_MAX;
   MetricsOptions kinds_only;
   kinds_only.max_structures = 0;
-  const Mode modes[] = {{"defaults (top 64 + per-kind rows)", MetricsOptions{}},
+  const Mode modes[] = {{"defaults (64 structures, kinds taking turns; per-kind rows)", MetricsOptions{}},
                         {"max_structures 0 (the segment's and per-kind rows only)", kinds_only},
                         {"every structure (the unbounded text, as before the bounds)", all}};
   int reps_all = reps;
