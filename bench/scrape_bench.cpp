@@ -78,14 +78,17 @@ int main(int argc, char** argv) {
       const auto b = std::chrono::steady_clock::now();
       clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
       ms.push_back(std::chrono::duration<double, std::milli>(b - a).count());
-      cpu.push_back(static_cast<double>(c1.tv_sec - c0.tv_sec) * 1e3 + static_cast<double>(c1.tv_nsec - c0.tv_nsec) / 1e6);
+      cpu.push_back(static_cast<double>(c1.tv_sec - c0.tv_sec) * 1e3 +
+                    static_cast<double>(c1.tv_nsec - c0.tv_nsec) / 1e6);
       bytes = t.size();
       lines = static_cast<size_t>(std::count(t.begin(), t.end(), '\n'));
     }
     std::sort(ms.begin(), ms.end());
     std::sort(cpu.begin(), cpu.end());
-    std::printf("%s:\n  %zu bytes, %zu lines; wall median %.2f ms, max %.2f ms; CPU median %.2f ms, max %.2f ms (%d scrapes)\n",
-                m.what, bytes, lines, ms[ms.size() / 2], ms.back(), cpu[cpu.size() / 2], cpu.back(), static_cast<int>(ms.size()));
+    std::printf(
+        "%s:\n  %zu bytes, %zu lines; wall median %.2f ms, max %.2f ms; CPU median %.2f ms, max %.2f ms (%d scrapes)\n",
+        m.what, bytes, lines, ms[ms.size() / 2], ms.back(), cpu[cpu.size() / 2], cpu.back(),
+        static_cast<int>(ms.size()));
   }
   if (!keep) Segment::remove(name);  // the name only: this process's mapping stays until exit
   return 0;

@@ -83,7 +83,9 @@ uint32_t decode(const unsigned char* p, size_t len) noexcept {
     case 1: return p[0];
     case 2: return (uint32_t{p[0]} & 0x1f) << 6 | (p[1] & 0x3f);
     case 3: return (uint32_t{p[0]} & 0x0f) << 12 | (uint32_t{p[1]} & 0x3f) << 6 | (p[2] & 0x3f);
-    default: return (uint32_t{p[0]} & 0x07) << 18 | (uint32_t{p[1]} & 0x3f) << 12 | (uint32_t{p[2]} & 0x3f) << 6 | (p[3] & 0x3f);
+    default:
+      return (uint32_t{p[0]} & 0x07) << 18 | (uint32_t{p[1]} & 0x3f) << 12 | (uint32_t{p[2]} & 0x3f) << 6 |
+             (p[3] & 0x3f);
   }
 }
 

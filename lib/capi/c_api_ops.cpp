@@ -29,8 +29,9 @@ int prometheus(const char* call, shmf_segment* seg, const shmf_metrics_options* 
     MetricsOptions o;
     if (opts != nullptr) {
       if (opts->reserved[0] != 0 || opts->reserved[1] != 0)
-        throw Error(ErrorCode::kInvalidArgument, std::string(call) + ": opts->reserved must be 0 "
-                                                 "(fill the options with shmf_metrics_options_init)");
+        throw Error(ErrorCode::kInvalidArgument, std::string(call) +
+                                                     ": opts->reserved must be 0 "
+                                                     "(fill the options with shmf_metrics_options_init)");
       o.max_structures = opts->max_structures;
       o.max_spaces = opts->max_spaces;
       o.max_bytes = opts->max_bytes;
@@ -69,8 +70,9 @@ int shmf_escape(int how, const char* in, size_t len, char* out, size_t cap, size
       case SHMF_ESCAPE_JSON: text = escape_json(s); break;
       case SHMF_ESCAPE_LABEL: text = escape_label(s); break;
       default:
-        throw Error(ErrorCode::kInvalidArgument, "shmf_escape: how " + std::to_string(how) +
-                                                     " is none of SHMF_ESCAPE_TEXT, SHMF_ESCAPE_JSON, SHMF_ESCAPE_LABEL");
+        throw Error(ErrorCode::kInvalidArgument,
+                    "shmf_escape: how " + std::to_string(how) +
+                        " is none of SHMF_ESCAPE_TEXT, SHMF_ESCAPE_JSON, SHMF_ESCAPE_LABEL");
     }
     *needed = text.size() + 1;
     if (out == nullptr || cap < *needed)

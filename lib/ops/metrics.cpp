@@ -168,7 +168,8 @@ std::string prometheus_text(Segment& seg, const MetricsOptions& opts) {
   // Room kept for the HELP/TYPE lines and the per-kind rows printed after the structures.
   size_t reserve = 0;
   for (const MetricFamily& f : all_families())
-    reserve += 16 + 2 * std::string_view(f.name).size() + std::string_view(f.help).size() + std::string_view(f.type).size();
+    reserve += 16 + 2 * std::string_view(f.name).size() + std::string_view(f.help).size() +
+               std::string_view(f.type).size();
   reserve += kinds.size() * 4 * (sl.size() + 96);
   const size_t budget = opts.max_bytes > reserve ? static_cast<size_t>(opts.max_bytes) - reserve : 0;
 
@@ -200,7 +201,7 @@ std::string prometheus_text(Segment& seg, const MetricsOptions& opts) {
   for (const auto& [kind, k] : kinds) {
     // A kind this build does not know keeps its number, so two of them stay two series.
     const std::string kn = kind_row(static_cast<Kind>(kind)) ? std::string(kind_name(static_cast<Kind>(kind)))
-                                                              : "unknown-" + std::to_string(kind);
+                                                             : "unknown-" + std::to_string(kind);
     const std::string kl = sl + ",kind=\"" + kn + "\"";
     c.add("shmfilter_kind_structures", kl, k.structures);
     c.add("shmfilter_kind_region_bytes", kl, k.region_bytes);

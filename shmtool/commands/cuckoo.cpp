@@ -114,7 +114,8 @@ int run_check(const Args& a) {
   Cuckoo c = open_structure<Cuckoo>(a);
   const auto& pos = a.positionals();
   if (pos.size() > 2) {
-    for (size_t i = 2; i < pos.size(); ++i) printf("%s %s\n", shmfilter::escape_text(pos[i]).c_str(), c.contains(pos[i]) ? "present" : "absent");
+    for (size_t i = 2; i < pos.size(); ++i)
+      printf("%s %s\n", shmfilter::escape_text(pos[i]).c_str(), c.contains(pos[i]) ? "present" : "absent");
     return 0;
   }
   uint64_t present = 0, absent = 0;
@@ -132,7 +133,8 @@ int run_del(const Args& a) {
   Cuckoo c = open_structure<Cuckoo>(a);
   const auto& pos = a.positionals();
   if (pos.size() > 2) {
-    for (size_t i = 2; i < pos.size(); ++i) printf("%s %s\n", shmfilter::escape_text(pos[i]).c_str(), c.erase(pos[i]) ? "deleted" : "not found");
+    for (size_t i = 2; i < pos.size(); ++i)
+      printf("%s %s\n", shmfilter::escape_text(pos[i]).c_str(), c.erase(pos[i]) ? "deleted" : "not found");
     return c.valid() ? 0 : 1;
   }
   uint64_t deleted = 0, missing = 0;

@@ -84,8 +84,8 @@ int run_dump(const Args& args) {
   printf("directory (%zu structures)\n", regions.size());
   for (const auto& r : regions) {
     printf("  [%u] '%s' %s gen %u offset %llu size %s\n", r.slot, shmfilter::escape_text(r.name).c_str(),
-           std::string(shmfilter::kind_name(r.kind)).c_str(), r.generation,
-           static_cast<unsigned long long>(r.offset), shmfilter::format_size(r.size).c_str());
+           std::string(shmfilter::kind_name(r.kind)).c_str(), r.generation, static_cast<unsigned long long>(r.offset),
+           shmfilter::format_size(r.size).c_str());
     if (describer_for(r.kind) != nullptr) printf("      %s\n", one_line(describe_region(seg, r)).c_str());
   }
   return 0;

@@ -52,8 +52,8 @@ int run_list(const Args& args) {
     return 0;
   }
 
-  printf("segment '%s': %u of %u structures, %s used of %s (may grow to %s)\n", shmfilter::escape_text(name).c_str(), st.structures,
-         st.directory_capacity, shmfilter::format_size(st.used_bytes).c_str(),
+  printf("segment '%s': %u of %u structures, %s used of %s (may grow to %s)\n", shmfilter::escape_text(name).c_str(),
+         st.structures, st.directory_capacity, shmfilter::format_size(st.used_bytes).c_str(),
          shmfilter::format_size(st.size).c_str(), shmfilter::format_size(st.max_size).c_str());
   if (regions.empty()) {
     printf("(no structures)\n");

@@ -49,8 +49,8 @@ Json describe(const shmfilter::SnapshotInfo& info, const std::string& file) {
 
 void print_entries(const shmfilter::SnapshotInfo& info) {
   for (const auto& e : info.entries)
-    std::printf("  %-8s %-30s %s\n", std::string(shmfilter::kind_name(e.kind)).c_str(), shmfilter::escape_text(e.name).c_str(),
-                shmfilter::format_size(e.bytes).c_str());
+    std::printf("  %-8s %-30s %s\n", std::string(shmfilter::kind_name(e.kind)).c_str(),
+                shmfilter::escape_text(e.name).c_str(), shmfilter::format_size(e.bytes).c_str());
   for (const auto& s : info.skipped) std::printf("  skipped  %s\n", shmfilter::escape_text(s).c_str());
 }
 
@@ -66,7 +66,8 @@ int run_save(const Args& a) {
     print_report(describe(info, file), true);
     return 0;
   }
-  std::printf("saved %zu structures of segment '%s' to %s (%s)\n", info.entries.size(), shmfilter::escape_text(name).c_str(), shmfilter::escape_text(file).c_str(),
+  std::printf("saved %zu structures of segment '%s' to %s (%s)\n", info.entries.size(),
+              shmfilter::escape_text(name).c_str(), shmfilter::escape_text(file).c_str(),
               shmfilter::format_size(info.file_bytes).c_str());
   print_entries(info);
   return 0;
@@ -92,8 +93,9 @@ int run_restore(const Args& a) {
     print_report(describe(info, file), true);
     return 0;
   }
-  std::printf("restored %zu structures from %s into %s segment '%s'\n", info.entries.size(), shmfilter::escape_text(file).c_str(),
-              o.into_existing ? "existing" : "new", shmfilter::escape_text(name).c_str());
+  std::printf("restored %zu structures from %s into %s segment '%s'\n", info.entries.size(),
+              shmfilter::escape_text(file).c_str(), o.into_existing ? "existing" : "new",
+              shmfilter::escape_text(name).c_str());
   print_entries(info);
   return 0;
 }

@@ -127,7 +127,10 @@ int run_check(const Args& a) {
   uint64_t present = 0, total = 0;
   std::vector<uint8_t> out(kBatch);
   int rc = run_keys(
-      a, s, [&](const std::string& text, uint64_t k) { printf("%s\t%d\n", shmfilter::escape_text(text).c_str(), s.contains(k) ? 1 : 0); },
+      a, s,
+      [&](const std::string& text, uint64_t k) {
+        printf("%s\t%d\n", shmfilter::escape_text(text).c_str(), s.contains(k) ? 1 : 0);
+      },
       [&](const std::vector<uint64_t>& keys) {
         s.contains_many(keys, std::span<uint8_t>(out.data(), keys.size()));
         for (size_t i = 0; i < keys.size(); ++i) present += out[i];
@@ -144,7 +147,10 @@ int run_del(const Args& a) {
   ExactSet s = open_structure<ExactSet>(a);
   uint64_t deleted = 0, total = 0;
   int rc = run_keys(
-      a, s, [&](const std::string& text, uint64_t k) { printf("%s\t%s\n", shmfilter::escape_text(text).c_str(), s.erase(k) ? "deleted" : "absent"); },
+      a, s,
+      [&](const std::string& text, uint64_t k) {
+        printf("%s\t%s\n", shmfilter::escape_text(text).c_str(), s.erase(k) ? "deleted" : "absent");
+      },
       [&](const std::vector<uint64_t>& keys) {
         for (uint64_t k : keys) deleted += s.erase(k);
         total += keys.size();

@@ -34,7 +34,8 @@ int run_stats(const Args& args) {
   shmfilter::Segment seg = open_segment(name, args);
   if (args.has("--prometheus") && args.has("--json")) throw UsageError("--prometheus and --json exclude each other");
   const bool bounds = args.has("--max-structures") || args.has("--max-spaces") || args.has("--max-bytes");
-  if (bounds && !args.has("--prometheus")) throw UsageError("--max-structures, --max-spaces and --max-bytes go with --prometheus");
+  if (bounds && !args.has("--prometheus"))
+    throw UsageError("--max-structures, --max-spaces and --max-bytes go with --prometheus");
   if (args.has("--prometheus")) {
     shmfilter::MetricsOptions o;
     o.max_structures = static_cast<uint32_t>(uint_option(args, "--max-structures", o.max_structures, 0, UINT32_MAX));
@@ -79,8 +80,8 @@ int run_stats(const Args& args) {
                        "-", "-", "-", "-", "error: " + shmfilter::escape_text(m.error)});
       continue;
     }
-    table.push_back({shmfilter::escape_text(m.region.name), std::string(shmfilter::kind_name(m.region.kind)), count(m.items),
-                     m.capacity ? count(static_cast<double>(m.capacity)) : "-", pct(m.fill_ratio),
+    table.push_back({shmfilter::escape_text(m.region.name), std::string(shmfilter::kind_name(m.region.kind)),
+                     count(m.items), m.capacity ? count(static_cast<double>(m.capacity)) : "-", pct(m.fill_ratio),
                      m.fp_rate_estimate > 0 ? pct(m.fp_rate_estimate) : "exact", m.over_capacity ? "OVER" : "no",
                      shmfilter::format_size(m.bytes)});
   }

@@ -43,30 +43,33 @@ void spit(const std::string& p, const std::string& b) { std::ofstream(p, std::io
 // Valid UTF-8 and no control character but newlines (and tabs, which tab-separated
 // answers use): nothing a terminal acts on, nothing a UTF-8 parser rejects.
 ::testing::AssertionResult safe_output(const std::string& what, const std::string& s) {
-  if (!shmfilter::valid_utf8(s)) return ::testing::AssertionFailure() << what << " is not valid UTF-8: " << shmfilter::escape_text(s);
+  if (!shmfilter::valid_utf8(s))
+    return ::testing::AssertionFailure() << what << " is not valid UTF-8: " << shmfilter::escape_text(s);
   for (size_t i = 0; i < s.size(); ++i) {
     const auto c = static_cast<unsigned char>(s[i]);
     const bool c1 = c == 0xc2 && i + 1 < s.size() && static_cast<unsigned char>(s[i + 1]) < 0xa0;
     if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f || c1)
-      return ::testing::AssertionFailure() << what << " holds control byte " << int(c) << " at " << i << ": "
-                                           << shmfilter::escape_text(s);
+      return ::testing::AssertionFailure()
+             << what << " holds control byte " << int(c) << " at " << i << ": " << shmfilter::escape_text(s);
   }
   return ::testing::AssertionSuccess();
 }
 
 const std::vector<std::string> kHostile = {
-    "uv:\xed\xa0\x80",            // a surrogate: the review's scrape breaker
-    "uv:\xc0\xaf",                // overlong '/'
-    "uv:\xf5\x80\x80\x80",        // F5 lead byte
-    "t:\x1b]0;owned\x07",         // OSC: sets the terminal title
-    "t:\x1b[2J\x1b[H",            // clears the screen
-    "t:\xc2\x9b" "31m\x7f",       // C1 CSI, DEL
-    "t:line\nbreak\r",            // a newline in a name
+    "uv:\xed\xa0\x80",      // a surrogate: the review's scrape breaker
+    "uv:\xc0\xaf",          // overlong '/'
+    "uv:\xf5\x80\x80\x80",  // F5 lead byte
+    "t:\x1b]0;owned\x07",   // OSC: sets the terminal title
+    "t:\x1b[2J\x1b[H",      // clears the screen
+    "t:\xc2\x9b"
+    "31m\x7f",          // C1 CSI, DEL
+    "t:line\nbreak\r",  // a newline in a name
 };
 
 void make_hostile(const std::string& seg) {
   ASSERT_EQ(run_shmtool({"create", seg, "--size", "8MiB", "--max-size", "64MiB", "--directory", "64"}).exit_code, 0);
-  for (const std::string& n : kHostile) ASSERT_EQ(run_shmtool({"hll", "create", seg, n}).exit_code, 0) << shmfilter::escape_text(n);
+  for (const std::string& n : kHostile)
+    ASSERT_EQ(run_shmtool({"hll", "create", seg, n}).exit_code, 0) << shmfilter::escape_text(n);
   ASSERT_EQ(run_shmtool({"set", "create", seg, "s:\x1b[2J", "--capacity", "10"}).exit_code, 0);
   ASSERT_EQ(run_shmtool({"bloom", "create", seg, "b:\xed\xa0\x80", "--capacity", "100"}).exit_code, 0);
   ASSERT_EQ(run_shmtool({"cuckoo", "create", seg, "c:\xff\x1b", "--capacity", "100"}).exit_code, 0);
@@ -78,11 +81,15 @@ void make_hostile(const std::string& seg) {
 TEST(ShmtoolOutput, EveryCommandShowsHostileNamesEscaped) {
   SegmentGuard g(unique_name("out-hostile"));
   make_hostile(g.name);
-  const std::vector<std::vector<std::string>> human = {
-      {"list", g.name}, {"stats", g.name}, {"dump", g.name}, {"check", g.name},
-      {"hll", "info", g.name, kHostile[3]}, {"set", "info", g.name, "s:\x1b[2J"},
-      {"bloom", "info", g.name, "b:\xed\xa0\x80"}, {"cuckoo", "info", g.name, "c:\xff\x1b"},
-      {"roaring", "info", g.name, "r:\x9b"}};
+  const std::vector<std::vector<std::string>> human = {{"list", g.name},
+                                                       {"stats", g.name},
+                                                       {"dump", g.name},
+                                                       {"check", g.name},
+                                                       {"hll", "info", g.name, kHostile[3]},
+                                                       {"set", "info", g.name, "s:\x1b[2J"},
+                                                       {"bloom", "info", g.name, "b:\xed\xa0\x80"},
+                                                       {"cuckoo", "info", g.name, "c:\xff\x1b"},
+                                                       {"roaring", "info", g.name, "r:\x9b"}};
   for (const auto& cmd : human) {
     ToolResult r = run_shmtool(cmd);
     EXPECT_EQ(r.exit_code, 0) << cmd[0] << ": " << r.err;
@@ -130,7 +137,8 @@ TEST(ShmtoolOutput, EveryCommandShowsHostileNamesEscaped) {
 }
 
 TEST(ShmtoolOutput, PrometheusTextWithHostileNamesPassesPromtool) {
-  ASSERT_EQ(sh("command -v promtool >/dev/null"), 0) << "promtool (Debian package prometheus): run scripts/install-deps.sh";
+  ASSERT_EQ(sh("command -v promtool >/dev/null"), 0)
+      << "promtool (Debian package prometheus): run scripts/install-deps.sh";
   SegmentGuard g(unique_name("out-prom"));
   make_hostile(g.name);
   ToolResult r = run_shmtool({"stats", g.name, "--prometheus"});
@@ -149,7 +157,8 @@ TEST(ShmtoolOutput, PrometheusTextWithHostileNamesPassesPromtool) {
 // scrape of 8,000 structures stays under 100 KB; the flags reach the library's options.
 TEST(ShmtoolOutput, PrometheusScrapeOfEightThousandStructuresIsBounded) {
   SegmentGuard g(unique_name("out-8k"));
-  ASSERT_EQ(run_shmtool({"create", g.name, "--size", "64MiB", "--max-size", "1GiB", "--directory", "8192"}).exit_code, 0);
+  ASSERT_EQ(run_shmtool({"create", g.name, "--size", "64MiB", "--max-size", "1GiB", "--directory", "8192"}).exit_code,
+            0);
   {
     shmfilter::Segment seg = shmfilter::Segment::open(g.name);
     shmfilter::ExactSetOptions eo;
@@ -181,8 +190,8 @@ TEST(ShmtoolOutput, PrometheusScrapeOfEightThousandStructuresIsBounded) {
 TEST(ShmtoolOutput, AdviseRejectsOutOfRangeNumbersBeforeConverting) {
   const std::string ids = "1\n2\n3\n";
   const std::pair<const char*, const char*> cases[] = {
-      {"1.8e19", "daily volume"}, {"2e12", "daily volume"}, {"2e19", "too large"}, {"inf", "too large"}, {"nan", "not a number"},
-      {"-5", "negative"},        {"1e400", "too large"}, {"1.5", "whole"}};
+      {"1.8e19", "daily volume"}, {"2e12", "daily volume"}, {"2e19", "too large"},  {"inf", "too large"},
+      {"nan", "not a number"},    {"-5", "negative"},       {"1e400", "too large"}, {"1.5", "whole"}};
   for (const auto& [daily, why] : cases) {
     ToolResult r = run_shmtool({"advise", "--daily", daily}, ids);
     EXPECT_EQ(r.exit_code, 2) << daily << ": " << r.out << r.err;

@@ -67,7 +67,8 @@ TEST(CApiOps, PrometheusTextExTakesTheScrapeBounds) {
   ASSERT_EQ(shmf_segment_prometheus_text_ex(seg, &mo, buf.data(), buf.size(), &need), 0) << shmf_last_error_message();
   std::string text(buf.data());
   EXPECT_EQ(text.size() + 1, need);
-  EXPECT_NE(text.find("shmfilter_other_structures{segment=\"" + g.name + "\",kind=\"hll\"} 2"), std::string::npos) << text;
+  EXPECT_NE(text.find("shmfilter_other_structures{segment=\"" + g.name + "\",kind=\"hll\"} 2"), std::string::npos)
+      << text;
   ASSERT_EQ(shmf_segment_prometheus_text_ex(seg, nullptr, buf.data(), buf.size(), &need), 0);
   EXPECT_NE(std::string(buf.data()).find("shmfilter_other_structures{segment=\"" + g.name + "\",kind=\"hll\"} 0"),
             std::string::npos);

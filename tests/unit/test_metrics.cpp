@@ -107,8 +107,8 @@ TEST(Metrics, LabelValuesAreEscapedAndValidUtf8) {
 TEST(Metrics, HostileNamesKeepTheWholeTextValidUtf8) {
   shmf_test::SegmentGuard g(shmf_test::unique_name("metrics-hostile"));
   Segment seg = Segment::create(g.name, shmf_test::small_options());
-  const std::string names[] = {"uv:\xed\xa0\x80", "uv:\xc0\xaf", "uv:\xf5\x80\x80\x80", "uv:\x1b]0;owned\x07",
-                               "uv:\x1b[2J", "uv:\xc2\x9b"};
+  const std::string names[] = {"uv:\xed\xa0\x80",     "uv:\xc0\xaf", "uv:\xf5\x80\x80\x80",
+                               "uv:\x1b]0;owned\x07", "uv:\x1b[2J",  "uv:\xc2\x9b"};
   for (const std::string& n : names) Hll::create(seg, n);
   const std::string t = prometheus_text(seg);
   EXPECT_TRUE(valid_utf8(t));

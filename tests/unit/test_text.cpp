@@ -44,9 +44,17 @@ const std::string kInvalid[] = {
     "\xe6\x97",              // truncated
     "\xc3",                  // truncated at the end
 };
-const std::string kValid[] = {"", "plan:17", "\xe6\x97\xa5", "\xc3\xa9", "\xf0\x9f\x98\x80", "\xef\xbf\xbd",
-                              "\xed\x9f\xbf" /* U+D7FF */, "\xee\x80\x80" /* U+E000 */,
-                              "\xf4\x8f\xbf\xbf" /* U+10FFFF */, "\xe0\xa0\x80" /* U+0800 */, "\xc2\xa0"};
+const std::string kValid[] = {"",
+                              "plan:17",
+                              "\xe6\x97\xa5",
+                              "\xc3\xa9",
+                              "\xf0\x9f\x98\x80",
+                              "\xef\xbf\xbd",
+                              "\xed\x9f\xbf" /* U+D7FF */,
+                              "\xee\x80\x80" /* U+E000 */,
+                              "\xf4\x8f\xbf\xbf" /* U+10FFFF */,
+                              "\xe0\xa0\x80" /* U+0800 */,
+                              "\xc2\xa0"};
 
 }  // namespace
 
@@ -63,9 +71,13 @@ TEST(Text, TerminalEscapeShowsControlBytesAndInvalidSequencesAsHex) {
   EXPECT_EQ(escape_text("\x1b]0;owned\x07"), "\\x1b]0;owned\\x07");
   EXPECT_EQ(escape_text("\x1b[2J"), "\\x1b[2J");
   EXPECT_EQ(escape_text("a\xed\xa0\x80z"), "a\\xed\\xa0\\x80z");
-  EXPECT_EQ(escape_text("\xc2\x9b" "31m"), "\\xc2\\x9b31m");            // C1 CSI
-  EXPECT_EQ(escape_text("\xe2\x80\xae" "gnp.exe"), "\\xe2\\x80\\xaegnp.exe");  // RLO
-  EXPECT_EQ(escape_text("a\\x41"), "a\\\\x41");                     // reversible: a literal backslash doubles
+  EXPECT_EQ(escape_text("\xc2\x9b"
+                        "31m"),
+            "\\xc2\\x9b31m");  // C1 CSI
+  EXPECT_EQ(escape_text("\xe2\x80\xae"
+                        "gnp.exe"),
+            "\\xe2\\x80\\xaegnp.exe");           // RLO
+  EXPECT_EQ(escape_text("a\\x41"), "a\\\\x41");  // reversible: a literal backslash doubles
   EXPECT_EQ(escape_text("a\nb\tc"), "a\\x0ab\\x09c");
   EXPECT_EQ(escape_text("a\nb\tc", true), "a\nb\tc");
   EXPECT_EQ(escape_text(std::string("a\0b", 3)), "a\\x00b");

@@ -46,8 +46,9 @@ void space_series(Segment& seg, const RegionInfo& r, const Window& w, const std:
     if (key != 0) rows.emplace_back(w.new_count(key - 1, 0), key - 1);
   }
   const size_t shown = std::min<size_t>(rows.size(), c.max_spaces);
-  std::partial_sort(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(shown), rows.end(),
-                    [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  std::partial_sort(
+      rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(shown), rows.end(),
+      [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
   double other = static_cast<double>(w.new_count(~uint64_t{0}, 0));  // the window's row for spaces past max_spaces
   for (size_t i = 0; i < rows.size(); ++i) {
     if (i < shown)
