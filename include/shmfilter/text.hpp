@@ -4,7 +4,7 @@
 // library and its tools shows them through one of these (docs/SECURITY.md, "Output
 // encoding"): each result is valid UTF-8 holding no control character, whatever the
 // input, so one odd name cannot drive a terminal, break a JSON parser or a Prometheus
-// scrape. Same declarations as lib/base/text.h (which documents each rule).
+// scrape. lib/base/text.h (which documents each rule) includes this header.
 #pragma once
 
 #include <cstddef>
