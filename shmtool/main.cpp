@@ -12,6 +12,7 @@
 #include "cli/progress.h"
 #include "cli/segment.h"
 #include "shmfilter/error.hpp"
+#include "shmfilter/text.hpp"
 
 namespace shmtool {
 namespace {
@@ -129,7 +130,8 @@ int main(int argc, char** argv) {
         print_command(stdout, *c);
         return 0;
       }
-      fprintf(stderr, "shmtool: no command '%s'; run 'shmtool --help' for the list\n", args[1].c_str());
+      fprintf(stderr, "shmtool: no command '%s'; run 'shmtool --help' for the list\n",
+              shmfilter::escape_text(args[1]).c_str());
       return 2;
     }
     print_overview(stdout);
@@ -153,7 +155,8 @@ int main(int argc, char** argv) {
   const Command* cmd = lookup(group, name);
   if (cmd == nullptr) {
     std::string full = group.empty() ? name : group + " " + name;
-    fprintf(stderr, "shmtool: unknown command '%s'; run 'shmtool --help' for the list\n", full.c_str());
+    fprintf(stderr, "shmtool: unknown command '%s'; run 'shmtool --help' for the list\n",
+            shmfilter::escape_text(full).c_str());
     return 2;
   }
   std::vector<std::string> rest(args.begin() + static_cast<long>(first), args.end());
@@ -171,18 +174,19 @@ int main(int argc, char** argv) {
     parsed.no_more_than(cmd->max_positionals);  // extra arguments are an error, never ignored
     rc = cmd->run(parsed);
   } catch (const UsageError& e) {
-    fprintf(stderr, "shmtool: %s (usage: %s; see 'shmtool %s%s --help')\n", e.what(), cmd->usage.c_str(),
+    fprintf(stderr, "shmtool: %s (usage: %s; see 'shmtool %s%s --help')\n",
+            shmfilter::escape_text(e.what(), true).c_str(), cmd->usage.c_str(),
             group.empty() ? "" : (group + " ").c_str(), cmd->name.c_str());
     return 2;
   } catch (const shmfilter::Error& e) {
     if (e.code() == shmfilter::ErrorCode::kInvalidArgument || e.code() == shmfilter::ErrorCode::kNameTooLong) {
-      fprintf(stderr, "shmtool: %s\n", e.what());
+      fprintf(stderr, "shmtool: %s\n", shmfilter::escape_text(e.what(), true).c_str());
       return 2;
     }
-    fprintf(stderr, "shmtool: %s\n", e.what());
+    fprintf(stderr, "shmtool: %s\n", shmfilter::escape_text(e.what(), true).c_str());
     return 1;
   } catch (const std::exception& e) {
-    fprintf(stderr, "shmtool: %s\n", e.what());
+    fprintf(stderr, "shmtool: %s\n", shmfilter::escape_text(e.what(), true).c_str());
     return 1;
   }
   // Output that never arrived is a failure (a full disk, a closed pipe): exit 1, never 0.

@@ -24,8 +24,11 @@
 
 namespace shmfilter {
 
+// The largest daily volume advise() sizes for (kInvalidArgument above it): 1e12 IDs a day.
+inline constexpr uint64_t kAdviseMaxDaily = 1'000'000'000'000ull;
+
 struct AdviseOptions {
-  uint64_t daily = 0;         // expected distinct IDs per day; 0: the sample's distinct count
+  uint64_t daily = 0;         // expected distinct IDs per day (<= kAdviseMaxDaily); 0: the sample's distinct count
   double error = 0.01;        // false-positive target for the approximate candidates
   bool deletes = false;       // the workload must remove IDs (undo, refunds)
   uint32_t window_days = 0;   // > 0: a sliding window of this many days is asked

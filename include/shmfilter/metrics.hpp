@@ -22,8 +22,28 @@
 
 namespace shmfilter {
 
-// The whole exposition text for one segment (ends with a newline).
+// What a scrape shows, so that it stays small and fast at any number of structures or
+// plans (docs/metrics.md, "Bounded scrapes"). The segment's families and the per-kind
+// aggregates (shmfilter_kind_*: every structure, counted from the directory without
+// opening any) are always there. Per-structure series (shmfilter_structure_* and the
+// kind's own families) go to `max_structures` structures: the kinds present take turns,
+// each giving its largest next (directory region bytes, ties: directory order), so every
+// kind shows its largest beside 8,000 of another; as long as the text stays within
+// `max_bytes`; every other structure is counted in its kind's "other" row
+// (shmfilter_other_structures / shmfilter_other_region_bytes). Per-space (per-plan)
+// series of keyed kinds are opt-in: `max_spaces` spaces at most per structure.
+// With the defaults a segment of 8,000 structures scrapes to under 100 KB.
+struct MetricsOptions {
+  uint32_t max_structures = 64;  // structures with their own series (0: none, only the aggregates)
+  uint32_t max_spaces = 0;       // per-space series per keyed structure (0: none; opt-in)
+  uint64_t max_bytes = 96000;    // the text's size bound (the aggregates are always printed; >= 16384)
+};
+inline constexpr uint64_t kMetricsMinBytes = 16384;
+
+// The whole exposition text for one segment (ends with a newline), with the defaults.
 std::string prometheus_text(Segment& seg);
+// The same, bounded as OPTS says (throws kInvalidArgument for max_bytes < kMetricsMinBytes).
+std::string prometheus_text(Segment& seg, const MetricsOptions& opts);
 
 // The shared numbers of one structure, as the shmfilter_structure_* families show them.
 struct StructureMetrics {

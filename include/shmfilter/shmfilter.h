@@ -8,7 +8,8 @@
  *    -SHMF_E* code on failure. No C++ exception ever crosses this boundary.
  *  - shmf_strerror(code) gives a static description of a code;
  *    shmf_last_error_message() gives this thread's detailed message of its last
- *    failure (what was wrong and what to do).
+ *    failure (what was wrong and what to do), safe to log: a name it quotes is
+ *    escaped as SHMF_ESCAPE_TEXT does (control bytes and invalid UTF-8 as \xNN).
  *  - Handles are opaque. A handle belongs to the process that opened it: after
  *    fork() the child opens the segment and its structures itself.
  *  - Close every structure handle before the segment handle it came from.
@@ -406,6 +407,39 @@ int shmf_structure_drop(shmf_segment *seg, const char *name);
  * otherwise nothing is copied and -SHMF_EFULL returned: call again with a buffer
  * of *NEEDED bytes (BUF may be NULL with CAP 0 to ask the size). */
 int shmf_segment_prometheus_text(shmf_segment *seg, char *buf, size_t cap, size_t *needed);
+/* What a scrape shows (shmfilter::MetricsOptions; docs/metrics.md, "Bounded scrapes"):
+ * per-structure series for the MAX_STRUCTURES largest structures (by directory region
+ * bytes) while the text stays within MAX_BYTES, the rest counted per kind in the
+ * shmfilter_other_* rows; per-space (per-plan) series, MAX_SPACES per keyed structure,
+ * are opt-in (0: none). shmf_segment_prometheus_text uses the defaults. */
+typedef struct shmf_metrics_options {
+  uint32_t max_structures; /* default 64; 0: only the segment's and per-kind families */
+  uint32_t max_spaces;     /* default 0 (per-space series off) */
+  uint64_t max_bytes;      /* default 96000; at least 16384 */
+  uint64_t reserved[2];    /* 0 */
+} shmf_metrics_options;
+/* Pure: fills OPTS with the defaults. */
+void shmf_metrics_options_init(shmf_metrics_options *opts);
+/* As shmf_segment_prometheus_text, bounded as OPTS says (NULL = defaults);
+ * -SHMF_EINVAL for max_bytes below 16384 or reserved fields not 0. */
+int shmf_segment_prometheus_text_ex(shmf_segment *seg, const shmf_metrics_options *opts, char *buf, size_t cap,
+                                    size_t *needed);
+/* The library's one escaping policy for bytes it did not write (names, keys), as every
+ * text output of the library and shmtool uses it (shmfilter/text.hpp; docs/SECURITY.md,
+ * "Output encoding"); for a C front end printing names itself (nginx's own families and
+ * logs). Each result is valid UTF-8 without control characters:
+ *   SHMF_ESCAPE_TEXT   terminals and logs: control bytes, C1, bidi overrides and invalid
+ *                      UTF-8 as \xNN, a backslash as \\
+ *   SHMF_ESCAPE_JSON   the body of a JSON string (invalid bytes as U+FFFD)
+ *   SHMF_ESCAPE_LABEL  a Prometheus label value (reads as SHMF_ESCAPE_TEXT shows it)
+ * Pure. *NEEDED gets the escaped length + 1 (the NUL); when OUT holds CAP >= *NEEDED
+ * bytes the text is copied there, NUL-terminated, and 0 returned; otherwise nothing is
+ * copied and -SHMF_EFULL returned (OUT may be NULL with CAP 0 to ask the size).
+ * -SHMF_EINVAL for another HOW. */
+#define SHMF_ESCAPE_TEXT 0
+#define SHMF_ESCAPE_JSON 1
+#define SHMF_ESCAPE_LABEL 2
+int shmf_escape(int how, const char *in, size_t len, char *out, size_t cap, size_t *needed);
 
 /* ---- window: (space, item) pairs over time buckets (shmfilter/window.hpp) --
  * One structure for every space (plan) and every bucket (day): mark, seen over

@@ -63,3 +63,144 @@ std::string format_size(uint64_t bytes) {
 }
 
 }  // namespace shmfilter
+
+// ---- output encoding (text.h) ------------------------------------------------------
+
+namespace shmfilter {
+namespace {
+
+constexpr char kHex[] = "0123456789abcdef";
+
+void append_x(std::string& out, unsigned char c) {
+  out += "\\x";
+  out += kHex[c >> 4];
+  out += kHex[c & 15];
+}
+
+// The code point of a valid sequence of LEN bytes at P.
+uint32_t decode(const unsigned char* p, size_t len) noexcept {
+  switch (len) {
+    case 1: return p[0];
+    case 2: return (uint32_t{p[0]} & 0x1f) << 6 | (p[1] & 0x3f);
+    case 3: return (uint32_t{p[0]} & 0x0f) << 12 | (uint32_t{p[1]} & 0x3f) << 6 | (p[2] & 0x3f);
+    default:
+      return (uint32_t{p[0]} & 0x07) << 18 | (uint32_t{p[1]} & 0x3f) << 12 | (uint32_t{p[2]} & 0x3f) << 6 |
+             (p[3] & 0x3f);
+  }
+}
+
+// Code points a terminal acts on or that reorder what is shown (Trojan Source).
+bool unsafe_code_point(uint32_t cp) noexcept {
+  return cp < 0x20 || cp == 0x7f || (cp >= 0x80 && cp <= 0x9f) || (cp >= 0x202a && cp <= 0x202e) ||
+         (cp >= 0x2066 && cp <= 0x2069);
+}
+
+}  // namespace
+
+size_t utf8_sequence(std::string_view s, size_t i) noexcept {
+  if (i >= s.size()) return 0;
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data()) + i;
+  const size_t left = s.size() - i;
+  const unsigned char c = p[0];
+  if (c < 0x80) return 1;
+  auto cont = [&](size_t j) { return j < left && (p[j] & 0xc0) == 0x80; };
+  if (c >= 0xc2 && c <= 0xdf) return cont(1) ? 2 : 0;
+  if (c >= 0xe0 && c <= 0xef) {
+    if (!cont(1) || !cont(2)) return 0;
+    if (c == 0xe0 && p[1] < 0xa0) return 0;   // overlong
+    if (c == 0xed && p[1] >= 0xa0) return 0;  // surrogates U+D800..U+DFFF
+    return 3;
+  }
+  if (c >= 0xf0 && c <= 0xf4) {
+    if (!cont(1) || !cont(2) || !cont(3)) return 0;
+    if (c == 0xf0 && p[1] < 0x90) return 0;   // overlong
+    if (c == 0xf4 && p[1] >= 0x90) return 0;  // above U+10FFFF
+    return 4;
+  }
+  return 0;  // 80..C1 (continuation, overlong 2-byte lead), F5..FF
+}
+
+bool valid_utf8(std::string_view s) noexcept {
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_sequence(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+std::string escape_text(std::string_view s, bool keep_newlines) {
+  std::string out;
+  out.reserve(s.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_sequence(s, i);
+    if (n == 0) {
+      append_x(out, p[i]);
+      ++i;
+      continue;
+    }
+    const uint32_t cp = decode(p + i, n);
+    if (cp == '\\') {
+      out += "\\\\";
+    } else if (keep_newlines && (cp == '\n' || cp == '\t')) {
+      out += static_cast<char>(cp);
+    } else if (unsafe_code_point(cp)) {
+      for (size_t j = 0; j < n; ++j) append_x(out, p[i + j]);
+    } else {
+      out.append(s.substr(i, n));
+    }
+    i += n;
+  }
+  return out;
+}
+
+std::string escape_json(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  for (size_t i = 0; i < s.size();) {
+    const size_t n = utf8_sequence(s, i);
+    if (n == 0) {
+      out += "\xef\xbf\xbd";  // U+FFFD
+      ++i;
+      continue;
+    }
+    const uint32_t cp = decode(p + i, n);
+    if (cp == '"' || cp == '\\') {
+      out += '\\';
+      out += static_cast<char>(cp);
+    } else if (unsafe_code_point(cp)) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+      out += buf;
+    } else {
+      out.append(s.substr(i, n));
+    }
+    i += n;
+  }
+  return out;
+}
+
+std::string escape_label(std::string_view s) {
+  const std::string shown = escape_text(s);  // valid UTF-8, no control character
+  std::string out;
+  out.reserve(shown.size());
+  for (char c : shown) {
+    if (c == '\\' || c == '"') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string hex_bytes(std::string_view s) {
+  std::string out;
+  out.reserve(2 * s.size());
+  for (unsigned char c : s) {
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
+}  // namespace shmfilter

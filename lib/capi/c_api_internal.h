@@ -18,6 +18,7 @@
 #include "shmfilter/roaring_set.hpp"
 #include "shmfilter/segment.hpp"
 #include "shmfilter/shmfilter.h"
+#include "shmfilter/text.hpp"
 
 struct shmf_segment {
   shmfilter::Segment seg;
@@ -43,9 +44,11 @@ namespace shmfilter::capi {
 
 inline thread_local std::string t_last_error;  // per thread: the C API is used by many threads
 
+// The message as shmf_last_error_message() gives it: escaped (shmfilter/text.hpp), since
+// it may quote a name holding any byte and C front ends write it to logs (nginx).
 inline int fail(int code, const char* what) noexcept {
   try {
-    t_last_error = what;
+    t_last_error = shmfilter::escape_text(what, true);
   } catch (...) {
     // Out of memory for the message: keep the old one; the code still tells.
   }

@@ -127,6 +127,12 @@ void check_options(std::span<const uint64_t> ids, const AdviseOptions& o) {
     throw Error(ErrorCode::kInvalidArgument, "error rate " + std::to_string(o.error) + " is outside (0, 1): pass e.g. 0.01");
   if (!(o.headroom >= 1 && o.headroom <= 100))
     throw Error(ErrorCode::kInvalidArgument, "headroom " + std::to_string(o.headroom) + " is outside [1, 100]: pass e.g. 1.5");
+  // Checked before any conversion: daily x headroom becomes an integer capacity, and an
+  // out-of-range double converted to an integer is undefined behaviour (--daily 1.8e19).
+  if (o.daily > kAdviseMaxDaily)
+    throw Error(ErrorCode::kInvalidArgument, "daily volume " + std::to_string(o.daily) + " is above " +
+                                                 std::to_string(kAdviseMaxDaily) +
+                                                 " IDs a day, more than any segment can hold: pass e.g. 120M");
   if (o.window_days > 366)
     throw Error(ErrorCode::kInvalidArgument, "window of " + std::to_string(o.window_days) + " days: pass 1..366");
 }
@@ -262,7 +268,8 @@ Advice advise(std::span<const uint64_t> ids, const AdviseOptions& o) {
   Advice a;
   a.profile = profile(ids);
   a.daily = o.daily ? o.daily : a.profile.distinct;
-  a.capacity = static_cast<uint64_t>(std::ceil(static_cast<double>(a.daily) * o.headroom));
+  const double capacity = std::ceil(static_cast<double>(a.daily) * o.headroom);  // <= 1e14: in range, exact enough
+  a.capacity = static_cast<uint64_t>(capacity);
   const Candidate roaring = roaring_candidate(o, a);
   const Candidate bloom = bloom_candidate(o, a.capacity, BloomLayout::kBlocked);
   const Candidate bloom_classic = bloom_candidate(o, a.capacity, BloomLayout::kClassic);

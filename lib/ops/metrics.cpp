@@ -9,14 +9,17 @@
 // format requires (structures/metrics_collector.h).
 #include "shmfilter/metrics.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <exception>
 #include <iterator>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "base/text.h"
 #include "structures/kind.h"
 #include "structures/metrics_collector.h"
 
@@ -24,7 +27,6 @@ namespace shmfilter {
 namespace {
 
 using internal::CommonMetrics;
-using internal::escape_label;
 using internal::kind_row;
 using internal::kind_rows;
 using internal::KindRow;
@@ -51,6 +53,10 @@ constexpr MetricFamily kSharedFamilies[] = {
     {"shmfilter_structure_fp_rate_estimate", "gauge", "False-positive rate estimated from the fill right now (0: exact)."},
     {"shmfilter_structure_over_capacity", "gauge", "1 when the structure is beyond what it was sized for."},
     {"shmfilter_structure_error", "gauge", "1 when the structure could not be read (dropped meanwhile or corrupt)."},
+    {"shmfilter_kind_structures", "gauge", "Structures of the kind in the directory (all of them)."},
+    {"shmfilter_kind_region_bytes", "gauge", "Directory region bytes of the kind's structures (extents not included)."},
+    {"shmfilter_other_structures", "gauge", "Structures of the kind without their own series (past max_structures or the scrape's size bound)."},
+    {"shmfilter_other_region_bytes", "gauge", "Directory region bytes of the structures counted in shmfilter_other_structures."},
 };
 
 void add_common(MetricsCollector& c, const std::string& l, const CommonMetrics& v) {
@@ -101,8 +107,15 @@ std::vector<StructureMetrics> structure_metrics(Segment& seg) {
   return out;
 }
 
-std::string prometheus_text(Segment& seg) {
+std::string prometheus_text(Segment& seg) { return prometheus_text(seg, MetricsOptions{}); }
+
+std::string prometheus_text(Segment& seg, const MetricsOptions& opts) {
+  if (opts.max_bytes < kMetricsMinBytes)
+    throw Error(ErrorCode::kInvalidArgument, "metrics options: max_bytes " + std::to_string(opts.max_bytes) +
+                                                 " is below " + std::to_string(kMetricsMinBytes) +
+                                                 ": the segment's and the per-kind families need room");
   MetricsCollector c;
+  c.max_spaces = opts.max_spaces;
   const std::string sl = "segment=\"" + escape_label(seg.name()) + "\"";
   SegmentStats st = seg.stats();
   c.add("shmfilter_segment_size_bytes", sl, static_cast<double>(st.size));
@@ -121,22 +134,80 @@ std::string prometheus_text(Segment& seg) {
   c.add("shmfilter_segment_dead_attachments", sl, dead);
   c.add("shmfilter_segment_format_version", sl, st.format_version);
 
-  for (const RegionInfo& r : seg.list()) {
+  // Per kind, from the directory alone (no structure is opened): every structure counted.
+  struct KindTotals {
+    double structures = 0, region_bytes = 0, shown = 0, shown_bytes = 0;
+  };
+  std::map<uint32_t, KindTotals> kinds;  // by on-disk kind value: a stable order
+  std::vector<RegionInfo> regions = seg.list();
+  for (const RegionInfo& r : regions) {
+    KindTotals& k = kinds[static_cast<uint32_t>(r.kind)];
+    k.structures += 1;
+    k.region_bytes += static_cast<double>(r.size);
+  }
+  // Which structures get their own series: within each kind the largest first (region
+  // bytes, ties: directory order), and the kinds take turns (kind order), so every kind
+  // present shows its largest even beside 8,000 of another kind (a window's region is
+  // small: its tables are extents). Indices are ranked, not the entries (no name is
+  // copied), and only as far as a scrape can show; only these structures are opened.
+  std::map<uint32_t, std::vector<uint32_t>> by_kind;
+  for (uint32_t i = 0; i < regions.size(); ++i) by_kind[static_cast<uint32_t>(regions[i].kind)].push_back(i);
+  const auto larger = [&](uint32_t a, uint32_t b) {
+    return regions[a].size != regions[b].size ? regions[a].size > regions[b].size : a < b;
+  };
+  size_t deepest = 0;
+  for (auto& [kind, idx] : by_kind) {
+    const size_t ranked = std::min<size_t>(idx.size(), opts.max_structures);
+    std::partial_sort(idx.begin(), idx.begin() + static_cast<std::ptrdiff_t>(ranked), idx.end(), larger);
+    deepest = std::max(deepest, ranked);
+  }
+  std::vector<uint32_t> order;  // the candidates, best first; every other structure is only counted
+  for (size_t round = 0; round < deepest && order.size() < opts.max_structures; ++round)
+    for (const auto& [kind, idx] : by_kind)
+      if (round < idx.size() && order.size() < opts.max_structures) order.push_back(idx[round]);
+  // Room kept for the HELP/TYPE lines and the per-kind rows printed after the structures.
+  size_t reserve = 0;
+  for (const MetricFamily& f : all_families())
+    reserve += 16 + 2 * std::string_view(f.name).size() + std::string_view(f.help).size() +
+               std::string_view(f.type).size();
+  reserve += kinds.size() * 4 * (sl.size() + 96);
+  const size_t budget = opts.max_bytes > reserve ? static_cast<size_t>(opts.max_bytes) - reserve : 0;
+
+  for (const uint32_t index : order) {
+    const RegionInfo& r = regions[index];
+    if (c.bytes() >= budget) break;  // full: the rest are counted in the "other" rows
     const std::string l = sl + ",name=\"" + escape_label(r.name) + "\",kind=\"" + std::string(kind_name(r.kind)) + "\"";
+    MetricsCollector part;  // all of a structure's samples or none of them
+    part.max_spaces = opts.max_spaces;
     const KindRow* row = kind_row(r.kind);
     if (row == nullptr) {  // a kind this build does not know (a newer build wrote it)
-      c.add("shmfilter_structure_bytes", l, static_cast<double>(r.size));
-      c.add("shmfilter_structure_error", l, 1);
-      continue;
+      part.add("shmfilter_structure_bytes", l, static_cast<double>(r.size));
+      part.add("shmfilter_structure_error", l, 1);
+    } else {
+      try {
+        add_common(part, l, row->metrics(seg, r, l, part));
+        part.add("shmfilter_structure_error", l, 0);
+      } catch (const std::exception&) {
+        part = MetricsCollector{};
+        part.add("shmfilter_structure_error", l, 1);
+      }
     }
-    try {
-      MetricsCollector part;  // all of a structure's samples or none of them
-      add_common(part, l, row->metrics(seg, r, l, part));
-      c.merge(part);
-      c.add("shmfilter_structure_error", l, 0);
-    } catch (const std::exception&) {
-      c.add("shmfilter_structure_error", l, 1);
-    }
+    if (c.bytes() + part.bytes() > budget) continue;  // too long for what is left: counted in "other"
+    c.merge(part);
+    KindTotals& k = kinds[static_cast<uint32_t>(r.kind)];
+    k.shown += 1;
+    k.shown_bytes += static_cast<double>(r.size);
+  }
+  for (const auto& [kind, k] : kinds) {
+    // A kind this build does not know keeps its number, so two of them stay two series.
+    const std::string kn = kind_row(static_cast<Kind>(kind)) ? std::string(kind_name(static_cast<Kind>(kind)))
+                                                             : "unknown-" + std::to_string(kind);
+    const std::string kl = sl + ",kind=\"" + kn + "\"";
+    c.add("shmfilter_kind_structures", kl, k.structures);
+    c.add("shmfilter_kind_region_bytes", kl, k.region_bytes);
+    // Not shown: past the candidates, or refused by the size bound.
+    c.add("shmfilter_other_structures", kl, k.structures - k.shown);
+    c.add("shmfilter_other_region_bytes", kl, k.region_bytes - k.shown_bytes);
   }
   std::string out;
   c.print(all_families(), out);

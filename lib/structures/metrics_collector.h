@@ -18,21 +18,27 @@ struct MetricFamily {
   const char* help;
 };
 
-// Prometheus label values are UTF-8 with \\, \" and \n escaped. Structure
-// names may hold any byte but NUL: invalid UTF-8 becomes U+FFFD.
-std::string escape_label(std::string_view s);
+// Label values: shmfilter::escape_label (base/text.h), the library's one escaping policy.
 std::string format_value(double v);
 
 class MetricsCollector {
  public:
   // labels: already formatted, e.g. segment="s",name="n",kind="bloom"
   void add(const char* family, const std::string& labels, double value) {
-    samples_[family].push_back(std::string(family) + "{" + labels + "} " + format_value(value) + "\n");
+    std::string line = std::string(family) + "{" + labels + "} " + format_value(value) + "\n";
+    bytes_ += line.size();
+    samples_[family].push_back(std::move(line));
   }
   void merge(const MetricsCollector& other) {
     for (const auto& [family, lines] : other.samples_)
       samples_[family].insert(samples_[family].end(), lines.begin(), lines.end());
+    bytes_ += other.bytes_;
   }
+  // Bytes of the sample lines added so far (HELP and TYPE lines not counted).
+  size_t bytes() const { return bytes_; }
+  // Per-space (per-plan) series a keyed kind's hook may add per structure: 0 (the
+  // default) adds none. Bounded scrapes: shmfilter::MetricsOptions::max_spaces.
+  uint32_t max_spaces = 0;
   // The samples of each family in ORDER, with its HELP and TYPE lines; families without samples are left out.
   template <class Families>
   void print(const Families& order, std::string& out) const {
@@ -47,6 +53,7 @@ class MetricsCollector {
 
  private:
   std::map<std::string, std::vector<std::string>> samples_;
+  size_t bytes_ = 0;
 };
 
 }  // namespace shmfilter::internal

@@ -84,8 +84,10 @@ class Error(Exception):
                          else f"{message} (shmfilter error {code})")
 
 
-class InvalidArgumentError(Error):
-    """EINVAL: an argument out of range (never clamped), e.g. a window's w outside 1..retention."""
+class InvalidArgumentError(Error, ValueError, TypeError):
+    """EINVAL: an argument out of range or of the wrong type (never clamped or wrapped), e.g. a
+    window's w outside 1..retention, an int outside the C parameter's range (-1 or 2**64 for a
+    uint64). Also a ValueError and a TypeError, so code written for those still catches it."""
 
 
 class NoSpaceError(Error):
@@ -121,29 +123,52 @@ def _strerror(code: int) -> str:
 _vp, _cp, _sz, _u64, _u8p = C.c_void_p, C.c_char_p, C.c_size_t, C.c_uint64, C.POINTER(C.c_uint8)
 
 
-class _SegOpts(C.Structure):
+_CTYPE_NAMES = {C.c_uint8: "uint8", C.c_uint32: "uint32", C.c_uint64: "uint64", C.c_int: "int32",
+                C.c_int64: "int64"}
+
+
+class _Opts(C.Structure):
+    """An options struct whose integer fields are range-checked when set (InvalidArgumentError)."""
+
+    def __setattr__(self, name, value):
+        for f, t in self._fields_:
+            if f == name:
+                if t in _CTYPE_NAMES:
+                    value = _int(value, _CTYPE_NAMES[t], name, type(self).__name__.strip("_"))
+                elif t is C.c_double:
+                    if isinstance(value, bool) or not isinstance(value, (int, float)):
+                        raise _bad(f"{name} {value!r}: a number")
+                    try:
+                        value = float(value)
+                    except OverflowError:
+                        raise _bad(f"{name} {value!r} is too large for a double") from None
+                break
+        super().__setattr__(name, value)
+
+
+class _SegOpts(_Opts):
     _fields_ = [("size", C.c_uint64), ("max_size", C.c_uint64), ("directory_capacity", C.c_uint32),
                 ("mode", C.c_uint32), ("group", C.c_int64), ("file", C.c_char_p)]
 
 
-class _OpenOpts(C.Structure):
+class _OpenOpts(_Opts):
     _fields_ = [("file", C.c_char_p), ("read_only", C.c_int), ("huge_pages", C.c_int),
                 ("trusted_owner", C.c_int64)]
 
 
-class _BloomOpts(C.Structure):
+class _BloomOpts(_Opts):
     _fields_ = [("capacity", C.c_uint64), ("error", C.c_double), ("growth", C.c_double),
                 ("tightening", C.c_double), ("max_layers", C.c_uint32), ("layout", C.c_uint32),
                 ("seed", C.c_uint64), ("has_seed", C.c_uint32), ("reserved", C.c_uint32)]
 
 
-class _CuckooOpts(C.Structure):
+class _CuckooOpts(_Opts):
     _fields_ = [("capacity", C.c_uint64), ("fingerprint_bits", C.c_uint32), ("expansion", C.c_uint32),
                 ("error", C.c_double), ("max_subfilters", C.c_uint32), ("max_path", C.c_uint32),
                 ("seed", C.c_uint64)]
 
 
-class _SetOpts(C.Structure):
+class _SetOpts(_Opts):
     _fields_ = [("capacity", C.c_uint64), ("max_load", C.c_double)]
 
 
@@ -170,7 +195,7 @@ class _SetStats(C.Structure):
                 + [(n, C.c_uint32) for n in ("stripes", "reserved")])
 
 
-class _RoaringOpts(C.Structure):
+class _RoaringOpts(_Opts):
     _fields_ = [("delta_capacity", C.c_uint32), ("reader_slots", C.c_uint32), ("compact_at", C.c_double),
                 ("auto_compact", C.c_uint32), ("reserved", C.c_uint32)]
 
@@ -189,7 +214,7 @@ class _HllStats(C.Structure):
                 + [(n, C.c_uint32) for n in ("registers", "nonzero_registers", "max_register", "reserved")])
 
 
-class _WindowOpts(C.Structure):
+class _WindowOpts(_Opts):
     _fields_ = [("variant", C.c_uint32), ("retention", C.c_uint32), ("expected_per_bucket", C.c_uint64),
                 ("error", C.c_double), ("error_window", C.c_uint32), ("max_spaces", C.c_uint32),
                 ("bucket_seconds", C.c_uint64), ("utc_offset", C.c_int64), ("seed", C.c_uint64)]
@@ -205,6 +230,11 @@ class _WindowStats(C.Structure):
                 + [(n, C.c_int32) for n in ("today_overflow", "today_over_capacity")]
                 + [(n, C.c_double) for n in ("fp_now_1", "fp_bound_1", "fp_now_all", "fp_bound_all")]
                 + [("forget_ambiguous", C.c_uint64)])
+
+
+class _MetricsOpts(_Opts):
+    _fields_ = [("max_structures", C.c_uint32), ("max_spaces", C.c_uint32), ("max_bytes", C.c_uint64),
+                ("reserved", C.c_uint64 * 2)]
 
 
 class _StructInfo(C.Structure):
@@ -289,6 +319,8 @@ _proto("shmf_kind_from_name", C.c_int, _cp, C.c_size_t)
 _proto("shmf_segment_list", C.c_int, _vp, C.POINTER(_StructInfo), _sz, C.POINTER(_sz))
 _proto("shmf_segment_find", C.c_int, _vp, _cp, C.POINTER(_StructInfo))
 _proto("shmf_segment_prometheus_text", C.c_int, _vp, C.c_char_p, _sz, C.POINTER(_sz))
+_proto("shmf_metrics_options_init", None, C.POINTER(_MetricsOpts))
+_proto("shmf_segment_prometheus_text_ex", C.c_int, _vp, C.POINTER(_MetricsOpts), C.c_char_p, _sz, C.POINTER(_sz))
 # window
 _proto("shmf_window_set_now", C.c_int, _vp, C.c_int64)
 for _n in ("shmf_window_mark", "shmf_window_forget"):
@@ -319,23 +351,68 @@ def _check(rc: int, call: str) -> int:
     return rc
 
 
+def _bad(message: str, call: str = "") -> InvalidArgumentError:
+    return InvalidArgumentError(EINVAL, message, call)
+
+
+def _encode(s: str, what: str) -> bytes:
+    try:
+        return s.encode()
+    except UnicodeEncodeError as e:  # a lone surrogate: not UTF-8
+        raise _bad(f"{what} {s!r} is not valid UTF-8 text ({e.reason}): pass bytes") from None
+
+
 def _name(s: Union[str, bytes]) -> bytes:
-    return s.encode() if isinstance(s, str) else bytes(s)
+    if isinstance(s, str):
+        b = _encode(s, "name")
+    elif isinstance(s, (bytes, bytearray, memoryview)):
+        b = bytes(s)
+    else:
+        raise _bad(f"a name of type {type(s).__name__}: use str or bytes")
+    if b"\0" in b:  # the C API takes NUL-terminated names: it would see a shorter one
+        raise _bad(f"name {s!r} holds a NUL byte: names may hold any byte but NUL")
+    return b
+
+
+# Integer arguments are checked against the C parameter's range, as the C API's callers
+# must: ctypes would wrap -1 to 2**64-1 silently. One exception type for all of it.
+_RANGES = {"uint8": (0, 1 << 8), "uint32": (0, 1 << 32), "uint64": (0, 1 << 64), "int32": (-(1 << 31), 1 << 31),
+           "int64": (-(1 << 63), 1 << 63)}
+
+
+def _int(v, ctype: str, what: str, call: str = "") -> int:
+    lo, hi = _RANGES[ctype]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise _bad(f"{what} {v!r}: an int in [{lo}, {hi})", call)
+    if not lo <= v < hi:
+        raise _bad(f"{what} {v} is outside [{lo}, 2**{hi.bit_length() - 1}) (a {ctype})", call)
+    return v
+
+
+def _blob(data, what: str, call: str) -> bytes:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise _bad(f"{what} of type {type(data).__name__}: pass bytes", call)
+    return bytes(data)
+
+
+def _u64_array(values, what: str, call: str):
+    vals = [_int(v, "uint64", what, call) for v in values]
+    return (C.c_uint64 * max(len(vals), 1))(*vals), len(vals)
 
 
 def _key(k: Key):
     """(is_u64, value): ints are uint64 keys, everything else bytes."""
     if isinstance(k, bool):
-        raise TypeError("a bool is not a key: use bytes, str or int")
+        raise _bad("a bool is not a key: use bytes, str or int")
     if isinstance(k, int):
         if not 0 <= k < 1 << 64:
-            raise ValueError(f"int key {k} is outside uint64")
+            raise _bad(f"int key {k} is outside uint64 [0, 2**64)")
         return True, k
     if isinstance(k, str):
-        return False, k.encode()
+        return False, _encode(k, "key")
     if isinstance(k, (bytes, bytearray, memoryview)):
         return False, bytes(k)
-    raise TypeError(f"key of type {type(k).__name__}: use bytes, str or int")
+    raise _bad(f"key of type {type(k).__name__}: use bytes, str or int")
 
 
 class _Handle:
@@ -425,11 +502,9 @@ class Bloom(_Handle):
 
     def add_many(self, keys: Sequence[int]) -> list:
         """Lock-free: adds uint64 keys; per key True when new."""
-        keys = list(keys)
-        n = len(keys)
+        arr, n = _u64_array(keys, "key", "bloom.add_many")
         if n == 0:
             return []
-        arr = (C.c_uint64 * n)(*keys)
         out = (C.c_uint8 * n)()
         _check(_lib.shmf_bloom_add_many_u64(self._p(), arr, n, out), "bloom.add_many")
         return [bool(out[i]) for i in range(n)]
@@ -510,11 +585,10 @@ class Hll(_Handle):
         return self._one("add", key) == 1
 
     def add_many(self, keys: Sequence[int]) -> bool:
-        keys = list(keys)
-        if not keys:
+        arr, n = _u64_array(keys, "key", "hll.add_many")
+        if n == 0:
             return False
-        arr = (C.c_uint64 * len(keys))(*keys)
-        return _check(_lib.shmf_hll_add_many_u64(self._p(), arr, len(keys)), "hll.add_many") > 0
+        return _check(_lib.shmf_hll_add_many_u64(self._p(), arr, n), "hll.add_many") > 0
 
     def count(self) -> int:
         n = C.c_uint64()
@@ -534,7 +608,7 @@ class Hll(_Handle):
     def import_redis(self, data: Union[bytes, bytearray, memoryview]) -> None:
         """Lock-free register max of a Redis HLL string (dense or sparse: what GET of a
         Redis HLL key returns) into this HLL; Error(EBADINPUT) for anything else."""
-        b = bytes(data)
+        b = _blob(data, "a Redis HLL string", "hll.import_redis")
         _check(_lib.shmf_hll_import_redis(self._p(), b, len(b)), "hll.import_redis")
 
 
@@ -544,11 +618,7 @@ class RoaringSet(_Handle):
 
     @staticmethod
     def _id(v: int) -> int:
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise TypeError("a RoaringSet holds ints in [0, 2**32)")
-        if not 0 <= v < 1 << 32:
-            raise ValueError(f"{v} is outside [0, 2**32)")
-        return v
+        return _int(v, "uint32", "a RoaringSet id", "roaring")
 
     def add(self, value: int) -> None:
         """Visible to all processes on return; Error(EFULL) means retry later (delta full)."""
@@ -589,7 +659,7 @@ class RoaringSet(_Handle):
 
 def hll_count_redis(data: Union[bytes, bytearray, memoryview]) -> int:
     """Redis's PFCOUNT of a Redis HLL string (dense or sparse), without a segment."""
-    b = bytes(data)
+    b = _blob(data, "a Redis HLL string", "hll_count_redis")
     n = C.c_uint64()
     _check(_lib.shmf_hll_count_redis(b, len(b), C.byref(n)), "hll_count_redis")
     return n.value
@@ -604,8 +674,7 @@ class Window(_Handle):
     _kind = "window"
 
     def _pair(self, op: str, space: int, item: Key, *extra) -> int:
-        if isinstance(space, bool) or not isinstance(space, int) or not 0 <= space < 1 << 64:
-            raise TypeError(f"space {space!r}: a uint64 (the plan id)")
+        _int(space, "uint64", "space (the plan id)", f"window.{op}")
         is_u64, v = _key(item)
         call = f"window.{op}"
         if is_u64:
@@ -613,7 +682,7 @@ class Window(_Handle):
         return _check(getattr(_lib, f"shmf_window_{op}")(self._p(), space, v, len(v), *extra), call)
 
     def _w(self, w: Optional[int]) -> int:
-        return self.retention if w is None else w
+        return self.retention if w is None else _int(w, "uint32", "w (buckets)", "window")
 
     @property
     def retention(self) -> int:
@@ -625,7 +694,8 @@ class Window(_Handle):
 
     def set_now(self, unix_seconds: Optional[int]) -> None:
         """This handle's clock (tests, replays); None: the system clock again."""
-        _check(_lib.shmf_window_set_now(self._p(), -(1 << 63) if unix_seconds is None else unix_seconds),
+        _check(_lib.shmf_window_set_now(self._p(), -(1 << 63) if unix_seconds is None
+                                        else _int(unix_seconds, "int64", "unix_seconds", "window.set_now")),
                "window.set_now")
 
     def mark(self, space: int, item: Key) -> bool:
@@ -648,15 +718,14 @@ class Window(_Handle):
         return self._pair("forget", space, item) == 1
 
     def _many(self, fn: str, spaces: Sequence[int], items: Sequence[int], w: Optional[int]) -> list:
-        spaces, items = list(spaces), list(items)
-        if len(spaces) != len(items):
-            raise ValueError(f"{len(spaces)} spaces and {len(items)} items: pass one space per item")
-        n = len(items)
+        sarr, ns = _u64_array(spaces, "space", fn)
+        iarr, n = _u64_array(items, "item", fn)
+        if ns != n:
+            raise _bad(f"{ns} spaces and {n} items: pass one space per item", fn)
         if n == 0:
             return []
         out = (C.c_uint8 * n)()
-        _check(getattr(_lib, fn)(self._p(), (C.c_uint64 * n)(*spaces), (C.c_uint64 * n)(*items), n, self._w(w), out),
-               fn)
+        _check(getattr(_lib, fn)(self._p(), sarr, iarr, n, self._w(w), out), fn)
         return [bool(x) for x in out]
 
     def seen_many(self, spaces: Sequence[int], items: Sequence[int], w: Optional[int] = None) -> list:
@@ -670,7 +739,9 @@ class Window(_Handle):
     def new_count(self, space: int, age: int = 0) -> int:
         """"New" answers for SPACE in the bucket AGE buckets ago (0: the current one)."""
         n = C.c_uint64()
-        _check(_lib.shmf_window_new_count(self._p(), space, age, C.byref(n)), "window.new_count")
+        _check(_lib.shmf_window_new_count(self._p(), _int(space, "uint64", "space", "window.new_count"),
+                                          _int(age, "uint32", "age", "window.new_count"), C.byref(n)),
+               "window.new_count")
         return n.value
 
     def maintain(self) -> None:
@@ -685,11 +756,12 @@ class Window(_Handle):
 
 class StructureInfo:
     """One named structure of a segment (Segment.structures()); what shmtool list shows."""
-    __slots__ = ("name", "kind", "readable", "over_capacity", "slot", "generation", "offset", "region_bytes",
+    __slots__ = ("name", "name_bytes", "kind", "readable", "over_capacity", "slot", "generation", "offset", "region_bytes",
                  "bytes", "capacity", "items", "fill_ratio", "fp_rate_estimate")
 
     def __init__(self, e: "_StructInfo"):
-        self.name = e.name.decode(errors="replace")
+        self.name_bytes = bytes(e.name)  # exact; .name shows invalid UTF-8 as U+FFFD
+        self.name = self.name_bytes.decode(errors="replace")
         self.kind = _lib.shmf_kind_name(e.kind).decode()
         self.readable = bool(e.readable)
         self.over_capacity = bool(e.over_capacity)
@@ -850,7 +922,7 @@ class Segment:
         o = _WindowOpts()
         _lib.shmf_window_options_init(C.byref(o))
         if variant not in ("bloom", "cuckoo"):
-            raise ValueError(f"variant {variant!r}: 'bloom' (insert-only) or 'cuckoo' (deletable)")
+            raise _bad(f"variant {variant!r}: 'bloom' (insert-only) or 'cuckoo' (deletable)", "Segment.window")
         o.variant = 1 if variant == "cuckoo" else 0
         o.expected_per_bucket = expected_per_bucket
         for f, v in (("error", error), ("retention", retention), ("bucket_seconds", bucket_seconds),
@@ -883,17 +955,29 @@ class Segment:
         return StructureInfo(e) if _check(_lib.shmf_segment_find(self._p(), _name(name), C.byref(e)),
                                           "Segment.find") == 1 else None
 
-    def prometheus_text(self) -> str:
-        """Lock-free: the segment's Prometheus text (docs/metrics.md)."""
+    def prometheus_text(self, *, max_structures: Optional[int] = None, max_spaces: Optional[int] = None,
+                        max_bytes: Optional[int] = None) -> str:
+        """Lock-free: the segment's Prometheus text (docs/metrics.md), bounded as the
+        options say ("Bounded scrapes": None keeps the library's default: the 64 largest
+        structures get their own series, per-space series off, at most 96,000 bytes)."""
+        o = _MetricsOpts()
+        _lib.shmf_metrics_options_init(C.byref(o))
+        for f, v in (("max_structures", max_structures), ("max_spaces", max_spaces), ("max_bytes", max_bytes)):
+            if v is not None:
+                setattr(o, f, v)
         for _ in range(8):
             need = C.c_size_t()
-            rc = _lib.shmf_segment_prometheus_text(self._p(), None, 0, C.byref(need))
+            rc = _lib.shmf_segment_prometheus_text_ex(self._p(), C.byref(o), None, 0, C.byref(need))
             if rc != -EFULL:
                 _check(rc, "Segment.prometheus_text")
             buf = C.create_string_buffer(need.value + 4096)
-            rc = _lib.shmf_segment_prometheus_text(self._p(), buf, len(buf), C.byref(need))
+            rc = _lib.shmf_segment_prometheus_text_ex(self._p(), C.byref(o), buf, len(buf), C.byref(need))
             if rc == 0:
-                return buf.value.decode()
+                try:
+                    return buf.value.decode()
+                except UnicodeDecodeError as e:  # the library promises UTF-8: never expected
+                    raise Error(EINTERNAL, f"the metrics text is not UTF-8 ({e}): please report it",
+                                "Segment.prometheus_text") from None
             if rc != -EFULL:
                 _check(rc, "Segment.prometheus_text")
         raise BusyError(EBUSY, "the segment kept changing while its text was built: try again", "Segment.prometheus_text")

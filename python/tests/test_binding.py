@@ -424,3 +424,80 @@ def test_drop_without_kind_drops_any_kind(seg):
     assert seg.drop("b") == 0
     with pytest.raises(shmfilter.Error):
         seg.drop("x", kind="no-such-kind")
+
+
+# ---- #23: one exception type, integers range-checked like C's, text always decodes ----
+
+U64_BAD = [-1, 2**64, 2**64 + 7, 1.5, "7", None, True]
+
+
+def test_integer_arguments_are_range_checked_not_wrapped(seg):
+    """Each used to wrap silently through ctypes (add_many([-1, 2**64+7]) added 2**64-1 and 7,
+    new_count(-1) read space 2**64-1, seen(w=2**32+1) asked w=1) while add(-1) raised."""
+    b = seg.bloom("b", capacity=1000, create=True)
+    h = seg.hll("h", create=True)
+    with seg.window("w", create=True, expected_per_bucket=1000, retention=3) as w:
+        w.set_now(T0)
+        calls = [lambda v: b.add_many([1, v]), lambda v: h.add_many([v]), lambda v: b.add(v),
+                 lambda v: w.new_count(v), lambda v: w.mark_if_unseen(v, "d"), lambda v: w.seen_many([v], [1]),
+                 lambda v: w.seen_many([1], [v]), lambda v: w.mark_if_unseen_many([v], [1])]
+        for call in calls:
+            for v in U64_BAD:
+                if isinstance(v, str) and call is calls[2]:
+                    continue  # a str is a valid (bytes) key for add
+                with pytest.raises(shmfilter.InvalidArgumentError) as e:
+                    call(v)
+                assert e.value.code == shmfilter.EINVAL
+        for bad_w in (2**32 + 1, -1, 2**64, 1.0):
+            with pytest.raises(shmfilter.InvalidArgumentError):
+                w.seen(1, "d", w=bad_w)
+        with pytest.raises(shmfilter.InvalidArgumentError):
+            w.new_count(1, age=-1)
+        with pytest.raises(shmfilter.InvalidArgumentError):
+            w.new_count(1, age=2**32)
+        with pytest.raises(shmfilter.InvalidArgumentError):
+            w.set_now(2**63)
+        assert w.new_count(0) == 0 and b.add_many([2**64 - 1, 0]) == [True, True]
+    with pytest.raises(shmfilter.InvalidArgumentError):
+        seg.roaring("r", create=True).add(2**32)
+    # Options structs: an int outside its field's type is refused, not wrapped.
+    for bad in (dict(capacity=-1), dict(capacity=2**64)):
+        with pytest.raises(shmfilter.InvalidArgumentError):
+            seg.set("s2", create=True, **bad)
+    with pytest.raises(shmfilter.InvalidArgumentError):
+        seg.window("w2", create=True, expected_per_bucket=1000, retention=2**32)
+    with pytest.raises(shmfilter.InvalidArgumentError):
+        shmfilter.Segment.create("shmf-test-never", size=-1)
+    for bad in ("a string", 5, None):                     # bytes(5) would have been 5 zero bytes
+        with pytest.raises(shmfilter.InvalidArgumentError):
+            h.import_redis(bad)
+        with pytest.raises(shmfilter.InvalidArgumentError):
+            shmfilter.hll_count_redis(bad)
+    # One type, still a ValueError and a TypeError for code written for those.
+    assert issubclass(shmfilter.InvalidArgumentError, (ValueError)) and issubclass(shmfilter.InvalidArgumentError, TypeError)
+
+
+def test_names_with_nul_or_lone_surrogates_are_one_error(seg):
+    with pytest.raises(shmfilter.InvalidArgumentError):
+        seg.hll("a\0b", create=True)                        # C would see "a"
+    with pytest.raises(shmfilter.InvalidArgumentError):
+        seg.hll("a\udc80", create=True)                     # not encodable as UTF-8
+    with pytest.raises(shmfilter.InvalidArgumentError):
+        seg.set("s", capacity=10, create=True).mark("\ud800")
+
+
+def test_prometheus_text_with_hostile_names_decodes_and_is_bounded(seg):
+    """prometheus_text() raised UnicodeDecodeError for a name holding ED A0 80."""
+    for n in (b"uv:\xed\xa0\x80", b"uv:\xc0\xaf", b"uv:\xf5\x80", b"t:\x1b]0;x\x07", b"t:\x1b[2J"):
+        seg.hll(n, create=True).close()
+    text = seg.prometheus_text()
+    assert 'name="uv:\\\\xed\\\\xa0\\\\x80",kind="hll"' in text
+    assert all(c == "\n" or ord(c) >= 0x20 for c in text)
+    names = sorted(i.name_bytes for i in seg.structures())
+    assert b"uv:\xed\xa0\x80" in names
+    only_kinds = seg.prometheus_text(max_structures=0)
+    assert 'name="' not in only_kinds and 'shmfilter_other_structures{segment="' in only_kinds
+    with pytest.raises(shmfilter.InvalidArgumentError):
+        seg.prometheus_text(max_bytes=100)                   # below the 16384 floor
+    with pytest.raises(shmfilter.InvalidArgumentError):
+        seg.prometheus_text(max_structures=-1)

@@ -8,6 +8,7 @@
 #include "cli/report.h"
 #include "cli/segment.h"
 #include "shmfilter/error.hpp"
+#include "shmfilter/text.hpp"
 
 namespace shmtool {
 namespace {
@@ -44,7 +45,9 @@ Json describe(shmfilter::Segment& seg, const shmfilter::RegionInfo& region) {
     throw shmfilter::Error(shmfilter::ErrorCode::kInvalidArgument,
                            "shmtool cannot describe a " + std::string(shmfilter::kind_name(region.kind)));
   Json j;
-  j.add("name", region.name).add("kind", std::string(shmfilter::kind_name(region.kind)));
+  j.add("name", region.name);
+  if (!shmfilter::valid_utf8(region.name)) j.add("name_hex", shmfilter::hex_bytes(region.name));
+  j.add("kind", std::string(shmfilter::kind_name(region.kind)));
   return j.append(fn(seg, region));
 }
 
@@ -58,7 +61,10 @@ Json describe_region(shmfilter::Segment& seg, const shmfilter::RegionInfo& regio
 
 Json directory_entry(shmfilter::Segment& seg, const shmfilter::RegionInfo& r) {
   Json j;
-  j.add("name", r.name).add("kind", std::string(shmfilter::kind_name(r.kind))).add("slot", r.slot);
+  j.add("name", r.name);
+  // JSON carries only valid UTF-8 (an invalid byte reads U+FFFD there): the exact bytes in hex.
+  if (!shmfilter::valid_utf8(r.name)) j.add("name_hex", shmfilter::hex_bytes(r.name));
+  j.add("kind", std::string(shmfilter::kind_name(r.kind))).add("slot", r.slot);
   j.add("generation", r.generation).add("offset", r.offset).add("size", r.size);
   if (describer_for(r.kind) != nullptr) j.add("stats", describe_region(seg, r));
   return j;

@@ -4,8 +4,14 @@
 #include <cstdio>
 
 #include "shmfilter/segment.hpp"  // format_size
+#include "shmfilter/text.hpp"
 
 namespace shmtool {
+
+Json& Json::add(const std::string& key, std::string_view v) {
+  std::string shown = shmfilter::escape_text(v);
+  return raw(key, quote(v), shown == v ? std::string() : std::move(shown));
+}
 
 Json& Json::add(const std::string& key, double v) {
   char buf[64];
@@ -50,22 +56,6 @@ std::string Json::str() const {
   return s;
 }
 
-std::string Json::quote(std::string_view s) {
-  std::string o = "\"";
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += static_cast<char>(c);
-    } else if (c < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      o += buf;
-    } else {
-      o += static_cast<char>(c);
-    }
-  }
-  o += '"';
-  return o;
-}
+std::string Json::quote(std::string_view s) { return "\"" + shmfilter::escape_json(s) + "\""; }
 
 }  // namespace shmtool

@@ -13,8 +13,11 @@ namespace shmtool {
 
 class Json {
  public:
-  Json& add(const std::string& key, const std::string& v) { return raw(key, quote(v)); }
-  Json& add(const std::string& key, const char* v) { return raw(key, quote(v)); }
+  // Strings: escaped JSON (valid UTF-8 always); the text view shows them as
+  // shmfilter::escape_text does (control bytes and invalid UTF-8 as \xNN).
+  Json& add(const std::string& key, const std::string& v) { return add(key, std::string_view(v)); }
+  Json& add(const std::string& key, const char* v) { return add(key, std::string_view(v)); }
+  Json& add(const std::string& key, std::string_view v);
   Json& add(const std::string& key, bool v) { return raw(key, v ? "true" : "false"); }
   Json& add(const std::string& key, double v);
   template <class T, std::enable_if_t<std::is_integral_v<T> && !std::is_same_v<T, bool>, int> = 0>
@@ -52,6 +55,7 @@ class Json {
   // The top-level members in order.
   const std::vector<Member>& members() const { return members_; }
   std::string str() const;
+  // A JSON string of S (shmfilter::escape_json: valid UTF-8, no control character).
   static std::string quote(std::string_view s);
 
  private:

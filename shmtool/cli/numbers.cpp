@@ -24,8 +24,14 @@ uint64_t parse_count(const std::string& opt, const std::string& text) {
   else if (suffix == "T" || suffix == "t") mul = 1e12;
   else if (!suffix.empty()) throw UsageError(opt + " '" + text + "' is not a count (e.g. 150M, 1e8, 2000000)");
   v *= mul;
-  if (end == text.c_str() || errno != 0 || !(v >= 0) || v > 1.8e19 || v != std::floor(v))
-    throw UsageError(opt + " '" + text + "' is not a whole count (e.g. 150M, 1e8, 2000000)");
+  // Every range is checked on the double, before it is converted (an out-of-range double
+  // converted to an integer is undefined behaviour).
+  if (end == text.c_str() || std::isnan(v))
+    throw UsageError(opt + " '" + text + "' is not a number: pass a whole count (e.g. 150M, 1e8, 2000000)");
+  if (v < 0) throw UsageError(opt + " '" + text + "' is negative: pass a whole count (e.g. 150M, 1e8, 2000000)");
+  if (std::isinf(v) || (errno == ERANGE && v > 1) || v >= 18446744073709551616.0)
+    throw UsageError(opt + " '" + text + "' is too large: a count is below 2^64 (1.8e19)");
+  if (v != std::floor(v)) throw UsageError(opt + " '" + text + "' is not a whole count (e.g. 150M, 1e8, 2000000)");
   return static_cast<uint64_t>(v);
 }
 

@@ -71,7 +71,7 @@ void print_report(const Json& obj, bool json) {
 std::string one_line(const Json& obj) {
   std::string out;
   for (const auto& m : obj.members()) {
-    if (m.key == "name" || m.key == "kind") continue;  // the list/dump row shows them already
+    if (m.key == "name" || m.key == "name_hex" || m.key == "kind") continue;  // the list/dump row shows them already
     if (!out.empty()) out += ' ';
     out += m.key;
     out += '=';

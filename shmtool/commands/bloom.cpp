@@ -11,6 +11,7 @@
 #include "cli/numbers.h"
 #include "cli/segment.h"
 #include "shmfilter/bloom.hpp"
+#include "shmfilter/text.hpp"
 
 namespace shmtool {
 namespace {
@@ -107,7 +108,8 @@ int add_or_check(const Args& a, bool add) {
   if (pos.size() > 2) {
     for (size_t i = 2; i < pos.size(); ++i) {
       bool r = add ? b.add(std::string_view(pos[i])) : b.contains(std::string_view(pos[i]));
-      std::printf("%s\t%s\n", pos[i].c_str(), add ? (r ? "added" : "already present") : (r ? "present" : "absent"));
+      std::printf("%s\t%s\n", shmfilter::escape_text(pos[i]).c_str(),
+                  add ? (r ? "added" : "already present") : (r ? "present" : "absent"));
     }
   } else {
     uint64_t hits = 0, total = 0;

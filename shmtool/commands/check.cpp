@@ -5,6 +5,7 @@
 #include "cli/command.h"
 #include "cli/json.h"
 #include "cli/segment.h"
+#include "shmfilter/text.hpp"
 
 namespace shmtool {
 namespace {
@@ -34,14 +35,16 @@ int run_check(const Args& args) {
     return ok ? 0 : 1;
   }
   for (const auto& f : report.findings)
-    printf("%s %s: %s\n", f.repaired ? "repaired" : "PROBLEM ", f.where.c_str(), f.problem.c_str());
+    printf("%s %s: %s\n", f.repaired ? "repaired" : "PROBLEM ", shmfilter::escape_text(f.where).c_str(),
+           shmfilter::escape_text(f.problem).c_str());
   if (ok)
-    printf("segment '%s' is consistent%s\n", name.c_str(),
+    printf("segment '%s' is consistent%s\n", shmfilter::escape_text(name).c_str(),
            repaired ? (" (" + std::to_string(repaired) + " problems repaired)").c_str() : "");
   else
-    printf("segment '%s': %zu problems%s\n", name.c_str(), open,
+    printf("segment '%s': %zu problems%s\n", shmfilter::escape_text(name).c_str(), open,
            repaired ? (", " + std::to_string(repaired) + " repaired").c_str() : "");
-  if (!ok && !repair) printf("run 'shmtool check %s --repair' to fix what can be fixed\n", name.c_str());
+  if (!ok && !repair)
+    printf("run 'shmtool check %s --repair' to fix what can be fixed\n", shmfilter::escape_text(name).c_str());
   return ok ? 0 : 1;
 }
 

@@ -9,6 +9,7 @@
 #include "cli/numbers.h"
 #include "cli/segment.h"
 #include "shmfilter/cuckoo.hpp"
+#include "shmfilter/text.hpp"
 
 namespace shmtool {
 namespace {
@@ -78,7 +79,7 @@ int add(const Args& a, bool unique) {
                          : s == CuckooStatus::kFull   ? "FAILED: filter full (create it with --expansion 2 or larger)"
                          : s == CuckooStatus::kNoSpace ? "FAILED: no space for the next sub-filter (shmtool resize)"
                                                        : "FAILED: filter dropped";
-      printf("%.*s %s\n", static_cast<int>(key.size()), key.data(), what);
+      printf("%s %s\n", shmfilter::escape_text(key).c_str(), what);
     }
     return s;
   };
@@ -113,7 +114,8 @@ int run_check(const Args& a) {
   Cuckoo c = open_structure<Cuckoo>(a);
   const auto& pos = a.positionals();
   if (pos.size() > 2) {
-    for (size_t i = 2; i < pos.size(); ++i) printf("%s %s\n", pos[i].c_str(), c.contains(pos[i]) ? "present" : "absent");
+    for (size_t i = 2; i < pos.size(); ++i)
+      printf("%s %s\n", shmfilter::escape_text(pos[i]).c_str(), c.contains(pos[i]) ? "present" : "absent");
     return 0;
   }
   uint64_t present = 0, absent = 0;
@@ -131,7 +133,8 @@ int run_del(const Args& a) {
   Cuckoo c = open_structure<Cuckoo>(a);
   const auto& pos = a.positionals();
   if (pos.size() > 2) {
-    for (size_t i = 2; i < pos.size(); ++i) printf("%s %s\n", pos[i].c_str(), c.erase(pos[i]) ? "deleted" : "not found");
+    for (size_t i = 2; i < pos.size(); ++i)
+      printf("%s %s\n", shmfilter::escape_text(pos[i]).c_str(), c.erase(pos[i]) ? "deleted" : "not found");
     return c.valid() ? 0 : 1;
   }
   uint64_t deleted = 0, missing = 0;

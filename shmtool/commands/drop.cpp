@@ -5,6 +5,7 @@
 #include "cli/command.h"
 #include "cli/segment.h"
 #include "shmfilter/kinds.hpp"
+#include "shmfilter/text.hpp"
 
 namespace shmtool {
 namespace {
@@ -23,8 +24,8 @@ int run_drop(const Args& args) {
   if (!dropped)
     throw shmfilter::Error(shmfilter::ErrorCode::kNotFound,
                            "structure '" + name + "' of segment '" + seg_name + "' was dropped by another process");
-  printf("dropped %s '%s' from segment '%s'\n", std::string(shmfilter::kind_name(info->kind)).c_str(), name.c_str(),
-         seg_name.c_str());
+  printf("dropped %s '%s' from segment '%s'\n", std::string(shmfilter::kind_name(info->kind)).c_str(),
+         shmfilter::escape_text(name).c_str(), shmfilter::escape_text(seg_name).c_str());
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include "cli/report.h"
 #include "cli/segment.h"
 #include "shmfilter/segment.hpp"
+#include "shmfilter/text.hpp"
 
 namespace shmtool {
 namespace {
@@ -62,8 +63,8 @@ int run_dump(const Args& args) {
     return 0;
   }
 
-  printf("segment '%s'\n", name.c_str());
-  printf("  backing            %s\n", backing.c_str());
+  printf("segment '%s'\n", shmfilter::escape_text(name).c_str());
+  printf("  backing            %s\n", shmfilter::escape_text(backing).c_str());
   printf("  format version     %u\n", st.format_version);
   printf("  size               %s (%llu bytes), may grow to %s\n", shmfilter::format_size(st.size).c_str(),
          static_cast<unsigned long long>(st.size), shmfilter::format_size(st.max_size).c_str());
@@ -82,9 +83,9 @@ int run_dump(const Args& args) {
            p.token == me ? "  (this shmtool)" : "");
   printf("directory (%zu structures)\n", regions.size());
   for (const auto& r : regions) {
-    printf("  [%u] '%s' %s gen %u offset %llu size %s\n", r.slot, r.name.c_str(),
-           std::string(shmfilter::kind_name(r.kind)).c_str(), r.generation,
-           static_cast<unsigned long long>(r.offset), shmfilter::format_size(r.size).c_str());
+    printf("  [%u] '%s' %s gen %u offset %llu size %s\n", r.slot, shmfilter::escape_text(r.name).c_str(),
+           std::string(shmfilter::kind_name(r.kind)).c_str(), r.generation, static_cast<unsigned long long>(r.offset),
+           shmfilter::format_size(r.size).c_str());
     if (describer_for(r.kind) != nullptr) printf("      %s\n", one_line(describe_region(seg, r)).c_str());
   }
   return 0;

@@ -13,6 +13,7 @@
 #include "cli/json.h"
 #include "cli/segment.h"
 #include "shmfilter/hll.hpp"
+#include "shmfilter/text.hpp"
 
 namespace shmtool {
 namespace {
@@ -47,7 +48,8 @@ int run_add(const Args& a) {
   Hll h = open_structure<Hll>(a);
   const auto& pos = a.positionals();
   if (pos.size() > 2) {
-    for (size_t i = 2; i < pos.size(); ++i) printf("%s\t%d\n", pos[i].c_str(), h.add(std::string_view(pos[i])) ? 1 : 0);
+    for (size_t i = 2; i < pos.size(); ++i)
+      printf("%s\t%d\n", shmfilter::escape_text(pos[i]).c_str(), h.add(std::string_view(pos[i])) ? 1 : 0);
     return 0;
   }
   uint64_t lines = 0;

@@ -9,6 +9,7 @@
 #include "cli/report.h"
 #include "cli/segment.h"
 #include "shmfilter/metrics.hpp"
+#include "shmfilter/text.hpp"
 
 namespace shmtool {
 namespace {
@@ -22,7 +23,7 @@ std::string pct(double v) {
 // The row's summary: the shared numbers (shmfilter::structure_metrics), as
 // `stats` shows them; `dump` and `KIND info` have every field.
 std::string summary(const shmfilter::StructureMetrics& m) {
-  if (!m.error.empty()) return "error: " + m.error;
+  if (!m.error.empty()) return "error: " + shmfilter::escape_text(m.error);
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.0f", m.items);
   std::string s = std::string(m.region.kind == shmfilter::Kind::kBloom || m.region.kind == shmfilter::Kind::kHll
@@ -51,20 +52,20 @@ int run_list(const Args& args) {
     return 0;
   }
 
-  printf("segment '%s': %u of %u structures, %s used of %s (may grow to %s)\n", name.c_str(), st.structures,
-         st.directory_capacity, shmfilter::format_size(st.used_bytes).c_str(),
+  printf("segment '%s': %u of %u structures, %s used of %s (may grow to %s)\n", shmfilter::escape_text(name).c_str(),
+         st.structures, st.directory_capacity, shmfilter::format_size(st.used_bytes).c_str(),
          shmfilter::format_size(st.size).c_str(), shmfilter::format_size(st.max_size).c_str());
   if (regions.empty()) {
     printf("(no structures)\n");
     return 0;
   }
   size_t w = 4;
-  for (const auto& r : regions) w = std::max(w, r.name.size());
+  for (const auto& r : regions) w = std::max(w, shmfilter::escape_text(r.name).size());
   printf("%-*s  %-8s  %12s  %s\n", static_cast<int>(w), "NAME", "KIND", "SIZE", "SUMMARY");
   for (const auto& m : shmfilter::structure_metrics(seg)) {
     const auto& r = m.region;
     std::string sum = describer_for(r.kind) ? summary(m) : "";
-    printf("%-*s  %-8s  %12s  %s\n", static_cast<int>(w), r.name.c_str(),
+    printf("%-*s  %-8s  %12s  %s\n", static_cast<int>(w), shmfilter::escape_text(r.name).c_str(),
            std::string(shmfilter::kind_name(r.kind)).c_str(), shmfilter::format_size(m.bytes).c_str(), sum.c_str());
   }
   return 0;

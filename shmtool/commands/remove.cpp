@@ -4,6 +4,7 @@
 
 #include "cli/command.h"
 #include "cli/segment.h"
+#include "shmfilter/text.hpp"
 
 namespace shmtool {
 namespace {
@@ -20,7 +21,7 @@ int run_remove(const Args& args) {
     throw shmfilter::Error(shmfilter::ErrorCode::kNotFound, "no segment '" + name + "' (" + backing_path(name, args) +
                                                                 "): check the name with 'ls /dev/shm'");
   }
-  printf("removed segment '%s'\n", name.c_str());
+  printf("removed segment '%s'\n", shmfilter::escape_text(name).c_str());
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include "cli/command.h"
 #include "cli/numbers.h"
 #include "cli/segment.h"
+#include "shmfilter/text.hpp"
 
 namespace shmtool {
 namespace {
@@ -25,8 +26,9 @@ int run_resize(const Args& args) {
     rethrow_naming(e, name);
   }
   const uint64_t after = seg.size();
-  printf("resized segment '%s': %s -> %s (may grow to %s)\n", name.c_str(), shmfilter::format_size(before).c_str(),
-         shmfilter::format_size(after).c_str(), shmfilter::format_size(seg.stats().max_size).c_str());
+  printf("resized segment '%s': %s -> %s (may grow to %s)\n", shmfilter::escape_text(name).c_str(),
+         shmfilter::format_size(before).c_str(), shmfilter::format_size(after).c_str(),
+         shmfilter::format_size(seg.stats().max_size).c_str());
   return 0;
 }
 

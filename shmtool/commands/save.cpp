@@ -10,6 +10,7 @@
 #include "cli/report.h"
 #include "cli/segment.h"
 #include "shmfilter/snapshot.hpp"
+#include "shmfilter/text.hpp"
 
 namespace shmtool {
 namespace {
@@ -49,9 +50,9 @@ Json describe(const shmfilter::SnapshotInfo& info, const std::string& file) {
 
 void print_entries(const shmfilter::SnapshotInfo& info) {
   for (const auto& e : info.entries)
-    std::printf("  %-8s %-30s %s\n", std::string(shmfilter::kind_name(e.kind)).c_str(), e.name.c_str(),
-                shmfilter::format_size(e.bytes).c_str());
-  for (const auto& s : info.skipped) std::printf("  skipped  %s\n", s.c_str());
+    std::printf("  %-8s %-30s %s\n", std::string(shmfilter::kind_name(e.kind)).c_str(),
+                shmfilter::escape_text(e.name).c_str(), shmfilter::format_size(e.bytes).c_str());
+  for (const auto& s : info.skipped) std::printf("  skipped  %s\n", shmfilter::escape_text(s).c_str());
 }
 
 int run_save(const Args& a) {
@@ -66,7 +67,8 @@ int run_save(const Args& a) {
     print_report(describe(info, file), true);
     return 0;
   }
-  std::printf("saved %zu structures of segment '%s' to %s (%s)\n", info.entries.size(), name.c_str(), file.c_str(),
+  std::printf("saved %zu structures of segment '%s' to %s (%s)\n", info.entries.size(),
+              shmfilter::escape_text(name).c_str(), shmfilter::escape_text(file).c_str(),
               shmfilter::format_size(info.file_bytes).c_str());
   print_entries(info);
   return 0;
@@ -93,8 +95,9 @@ int run_restore(const Args& a) {
     print_report(describe(info, file), true);
     return 0;
   }
-  std::printf("restored %zu structures from %s into %s segment '%s'\n", info.entries.size(), file.c_str(),
-              o.into_existing ? "existing" : "new", name.c_str());
+  std::printf("restored %zu structures from %s into %s segment '%s'\n", info.entries.size(),
+              shmfilter::escape_text(file).c_str(), o.into_existing ? "existing" : "new",
+              shmfilter::escape_text(name).c_str());
   print_entries(info);
   return 0;
 }

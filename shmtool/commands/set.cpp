@@ -10,6 +10,7 @@
 #include "cli/numbers.h"
 #include "cli/segment.h"
 #include "shmfilter/exact_set.hpp"
+#include "shmfilter/text.hpp"
 
 namespace shmtool {
 namespace {
@@ -101,7 +102,7 @@ int run_add(const Args& a) {
       [&](const std::string& text, uint64_t k) {
         InsertResult r = s.insert(k);
         ++counts[static_cast<int>(r)];
-        printf("%s\t%s\n", text.c_str(), std::string(shmfilter::insert_result_name(r)).c_str());
+        printf("%s\t%s\n", shmfilter::escape_text(text).c_str(), std::string(shmfilter::insert_result_name(r)).c_str());
       },
       [&](const std::vector<uint64_t>& keys) {
         s.insert_many(keys, std::span<InsertResult>(out.data(), keys.size()));
@@ -126,7 +127,10 @@ int run_check(const Args& a) {
   uint64_t present = 0, total = 0;
   std::vector<uint8_t> out(kBatch);
   int rc = run_keys(
-      a, s, [&](const std::string& text, uint64_t k) { printf("%s\t%d\n", text.c_str(), s.contains(k) ? 1 : 0); },
+      a, s,
+      [&](const std::string& text, uint64_t k) {
+        printf("%s\t%d\n", shmfilter::escape_text(text).c_str(), s.contains(k) ? 1 : 0);
+      },
       [&](const std::vector<uint64_t>& keys) {
         s.contains_many(keys, std::span<uint8_t>(out.data(), keys.size()));
         for (size_t i = 0; i < keys.size(); ++i) present += out[i];
@@ -143,7 +147,10 @@ int run_del(const Args& a) {
   ExactSet s = open_structure<ExactSet>(a);
   uint64_t deleted = 0, total = 0;
   int rc = run_keys(
-      a, s, [&](const std::string& text, uint64_t k) { printf("%s\t%s\n", text.c_str(), s.erase(k) ? "deleted" : "absent"); },
+      a, s,
+      [&](const std::string& text, uint64_t k) {
+        printf("%s\t%s\n", shmfilter::escape_text(text).c_str(), s.erase(k) ? "deleted" : "absent");
+      },
       [&](const std::vector<uint64_t>& keys) {
         for (uint64_t k : keys) deleted += s.erase(k);
         total += keys.size();

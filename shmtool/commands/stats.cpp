@@ -9,8 +9,10 @@
 #include "cli/command.h"
 #include "cli/json.h"
 #include "cli/report.h"
+#include "cli/numbers.h"
 #include "cli/segment.h"
 #include "shmfilter/metrics.hpp"
+#include "shmfilter/text.hpp"
 
 namespace shmtool {
 namespace {
@@ -31,8 +33,15 @@ int run_stats(const Args& args) {
   const std::string& name = segment_name(args);
   shmfilter::Segment seg = open_segment(name, args);
   if (args.has("--prometheus") && args.has("--json")) throw UsageError("--prometheus and --json exclude each other");
+  const bool bounds = args.has("--max-structures") || args.has("--max-spaces") || args.has("--max-bytes");
+  if (bounds && !args.has("--prometheus"))
+    throw UsageError("--max-structures, --max-spaces and --max-bytes go with --prometheus");
   if (args.has("--prometheus")) {
-    std::fputs(shmfilter::prometheus_text(seg).c_str(), stdout);
+    shmfilter::MetricsOptions o;
+    o.max_structures = static_cast<uint32_t>(uint_option(args, "--max-structures", o.max_structures, 0, UINT32_MAX));
+    o.max_spaces = static_cast<uint32_t>(uint_option(args, "--max-spaces", o.max_spaces, 0, UINT32_MAX));
+    o.max_bytes = size_option(args, "--max-bytes", o.max_bytes);
+    std::fputs(shmfilter::prometheus_text(seg, o).c_str(), stdout);
     return 0;
   }
   const auto st = seg.stats();
@@ -67,12 +76,12 @@ int run_stats(const Args& args) {
   std::vector<std::vector<std::string>> table = {{"NAME", "KIND", "ITEMS", "CAPACITY", "FILL", "FP-NOW", "OVER", "BYTES"}};
   for (const auto& m : items) {
     if (!m.error.empty()) {
-      table.push_back({m.region.name, std::string(shmfilter::kind_name(m.region.kind)), "-", "-", "-", "-", "-",
-                       "error: " + m.error});
+      table.push_back({shmfilter::escape_text(m.region.name), std::string(shmfilter::kind_name(m.region.kind)), "-",
+                       "-", "-", "-", "-", "error: " + shmfilter::escape_text(m.error)});
       continue;
     }
-    table.push_back({m.region.name, std::string(shmfilter::kind_name(m.region.kind)), count(m.items),
-                     m.capacity ? count(static_cast<double>(m.capacity)) : "-", pct(m.fill_ratio),
+    table.push_back({shmfilter::escape_text(m.region.name), std::string(shmfilter::kind_name(m.region.kind)),
+                     count(m.items), m.capacity ? count(static_cast<double>(m.capacity)) : "-", pct(m.fill_ratio),
                      m.fp_rate_estimate > 0 ? pct(m.fp_rate_estimate) : "exact", m.over_capacity ? "OVER" : "no",
                      shmfilter::format_size(m.bytes)});
   }
@@ -95,7 +104,7 @@ int run_stats(const Args& args) {
 }
 
 SHMTOOL_COMMAND("stats", run_stats, R"(the segment's and every structure's numbers; Prometheus text with --prometheus
-Usage: shmtool stats NAME [--prometheus | --json]
+Usage: shmtool stats NAME [--prometheus [--max-structures N] [--max-spaces N] [--max-bytes SIZE] | --json]
 
 Prints segment NAME's size, use, free and quarantined bytes, processes alive and
 dead attachments, then one row per structure: items (estimated for bloom and
@@ -105,8 +114,17 @@ kind's counters in the Prometheus text format (metric names in docs/metrics.md);
 the library's shmfilter::prometheus_text() returns the same text, for any process
 to serve on /metrics. Takes no lock: safe while others work.
 
+The Prometheus text stays small at any number of structures (docs/metrics.md,
+"Bounded scrapes"): the per-kind totals count every structure, and only the
+largest structures (by directory region bytes) get their own series, while the
+text stays within --max-bytes; the rest are counted in each kind's "other" row.
+Names are shown escaped: control bytes and invalid UTF-8 as \xNN.
+
 Options:
   --prometheus     Prometheus text exposition format (HELP and TYPE lines)
+  --max-structures N  structures with their own series (default 64; 0: per-kind totals only)
+  --max-spaces N   per-space (per-plan) series per keyed structure (default 0: none)
+  --max-bytes SIZE  bound on the text's size (default 96000, at least 16k)
   --json           one JSON object: segment numbers and an "items" array
 Example:
   shmtool stats freqcap --prometheus > /var/lib/node_exporter/textfile/shmfilter.prom

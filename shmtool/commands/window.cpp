@@ -18,6 +18,7 @@
 #include "cli/report.h"
 #include "cli/segment.h"
 #include "shmfilter/window.hpp"
+#include "shmfilter/text.hpp"
 
 namespace shmtool {
 namespace {
@@ -211,7 +212,9 @@ int run_pairs(const Args& a, Mode mode) {
   j.add("failed", failed).add("rejected", rej.count);
   if (mode != Mode::kMark) j.add("window", win);
   print_report(j, json);
-  if (dropped) fprintf(stderr, "shmtool: window '%s' was dropped (or out of space) while working\n", w.name().c_str());
+  if (dropped)
+    fprintf(stderr, "shmtool: window '%s' was dropped (or out of space) while working\n",
+            shmfilter::escape_text(w.name()).c_str());
   return failed || dropped || (rej.count && a.has("--strict")) ? 1 : 0;
 }
 

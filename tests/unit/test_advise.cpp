@@ -1,7 +1,10 @@
 // tests/unit/test_advise.cpp: shmfilter::advise against the seed's figures
 // (mission/SEED-SUMMARY.md) and its selection table.
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -153,4 +156,36 @@ TEST(Advise, BadInputIsOneClearError) {
   o = {};
   o.headroom = 0.5;
   EXPECT_EQ(shmf_test::code_of([&] { shmfilter::advise(one, o); }), shmfilter::ErrorCode::kInvalidArgument);
+}
+
+// #23: a daily volume near 2^64 made capacity = daily x headroom a double beyond uint64,
+// converted to an integer anyway (undefined behaviour; `advise --daily 1.8e19`). The range
+// is checked before any conversion, with one clear error; NaN/inf headroom too.
+TEST(Advise, DailyAndHeadroomAreRangeCheckedBeforeConverting) {
+  std::vector<uint64_t> ids = {1, 2, 3};
+  for (uint64_t daily : {uint64_t{18'000'000'000'000'000'000u}, ~uint64_t{0}, shmfilter::kAdviseMaxDaily + 1}) {
+    AdviseOptions o;
+    o.daily = daily;
+    std::string msg;
+    try {
+      shmfilter::advise(ids, o);
+    } catch (const shmfilter::Error& e) {
+      EXPECT_EQ(e.code(), shmfilter::ErrorCode::kInvalidArgument);
+      msg = e.what();
+    }
+    EXPECT_NE(msg.find("daily volume"), std::string::npos) << daily << ": " << msg;
+  }
+  for (double h : {std::nan(""), std::numeric_limits<double>::infinity(), -1.0}) {
+    AdviseOptions o;
+    o.headroom = h;
+    EXPECT_EQ(shmf_test::code_of([&] { shmfilter::advise(ids, o); }), shmfilter::ErrorCode::kInvalidArgument) << h;
+  }
+  AdviseOptions o;
+  o.daily = 100'000'000'000;  // 1e11 a day: every candidate is still sized
+  EXPECT_EQ(shmfilter::advise(ids, o).capacity, 150'000'000'000u);
+  // At the bound a candidate may not be sizeable (a Bloom layer holds at most 2^41 bits):
+  // that is the candidate's own clear error, never a conversion out of range.
+  o.daily = shmfilter::kAdviseMaxDaily;
+  o.headroom = 100;
+  EXPECT_EQ(shmf_test::code_of([&] { shmfilter::advise(ids, o); }), shmfilter::ErrorCode::kInvalidArgument);
 }

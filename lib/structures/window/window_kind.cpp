@@ -2,8 +2,12 @@
 // its metrics (families and the shared numbers), its fuzz image and fuzz exercise, and the
 // row that names them with its handle's open and drop, its checker (check_window, window.cpp)
 // and its save/restore (window_snapshot.cpp).
+#include <algorithm>
+#include <atomic>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "shmfilter/window.hpp"
 #include "structures/kind.h"
@@ -22,10 +26,43 @@ constexpr MetricFamily kFamilies[] = {
     {"shmfilter_window_inline_allocations_total", "counter", "Bucket tables the data plane allocated (maintain() was late)."},
     {"shmfilter_window_overflow_failures_total", "counter", "Overflow tables that could not be allocated."},
     {"shmfilter_window_forget_ambiguous_total", "counter", "Cuckoo variant: copies forget removed that may belong to another pair (an upper bound)."},
+    {"shmfilter_window_space_new", "gauge", "Opt-in (max_spaces): new answers in the current bucket of the spaces with the most; space=\"other\" sums the rest."},
 };
 
+// Opt-in per-space series (MetricsCollector::max_spaces > 0): the current bucket's new
+// answers of the max_spaces spaces with the most (ties: the smaller space), and one
+// space="other" row with the rest (the spaces not shown and the window's own "other"
+// row of spaces past max_spaces). Bounded: max_spaces + 1 samples per window.
+void space_series(Segment& seg, const RegionInfo& r, const Window& w, const std::string& l, MetricsCollector& c) {
+  auto* h = reinterpret_cast<WindowHeader*>(seg.base() + r.offset);
+  const uint64_t keys_at = sizeof(WindowHeader) + slots_bytes(h->slots);
+  const uint64_t table = h->space_table;
+  if (keys_at > r.size || table > (r.size - keys_at) / 8) return;  // open() validated it; never read past the region
+  const uint64_t* keys = space_keys(h);
+  std::vector<std::pair<uint64_t, uint64_t>> rows;  // (count, space)
+  for (uint64_t i = 0; i < table; ++i) {
+    // relaxed: a key is claimed once and never changes; a racing claim is simply not seen yet
+    const uint64_t key = std::atomic_ref<const uint64_t>(keys[i]).load(std::memory_order_relaxed);
+    if (key != 0) rows.emplace_back(w.new_count(key - 1, 0), key - 1);
+  }
+  const size_t shown = std::min<size_t>(rows.size(), c.max_spaces);
+  std::partial_sort(
+      rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(shown), rows.end(),
+      [](const auto& a, const auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+  double other = static_cast<double>(w.new_count(~uint64_t{0}, 0));  // the window's row for spaces past max_spaces
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i < shown)
+      c.add("shmfilter_window_space_new", l + ",space=\"" + std::to_string(rows[i].second) + "\"",
+            static_cast<double>(rows[i].first));
+    else
+      other += static_cast<double>(rows[i].first);
+  }
+  c.add("shmfilter_window_space_new", l + ",space=\"other\"", other);
+}
+
 CommonMetrics metrics(Segment& seg, const RegionInfo& r, const std::string& l, MetricsCollector& c) {
-  WindowStats st = Window::open(seg, r.name).stats();
+  const Window w = Window::open(seg, r.name);
+  WindowStats st = w.stats();
   // The current bucket carries the shared numbers: what the next mark_if_unseen sees.
   const WindowBucketStats cur = st.buckets.empty() ? WindowBucketStats{} : st.buckets.front();
   bool over = false;
@@ -43,6 +80,7 @@ CommonMetrics metrics(Segment& seg, const RegionInfo& r, const std::string& l, M
   c.add("shmfilter_window_overflow_failures_total", l, static_cast<double>(st.overflow_failures));
   if (st.variant == WindowVariant::kCuckoo)
     c.add("shmfilter_window_forget_ambiguous_total", l, static_cast<double>(st.forget_ambiguous));
+  if (c.max_spaces > 0) space_series(seg, r, w, l, c);
   return v;
 }
 
