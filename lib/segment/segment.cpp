@@ -124,6 +124,14 @@ void Segment::quiesce() noexcept {
   if (impl_) impl_->quiesce();
 }
 
+ReadGuard::ReadGuard(const Segment& segment) noexcept {
+  internal::SegmentImpl* im = segment.impl();
+  if (im != nullptr && im->enter_call()) impl_ = im;
+}
+ReadGuard::~ReadGuard() {
+  if (impl_ != nullptr) impl_->exit_call();
+}
+
 std::vector<ProcessInfo> Segment::processes() const {
   std::vector<ProcessInfo> out;
   internal::RegistrySlot* r = impl_->registry();

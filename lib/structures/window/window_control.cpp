@@ -341,6 +341,7 @@ void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std
 }  // namespace
 
 Window Window::open(Segment& seg, std::string_view name) {
+  const ReadGuard in_call(seg);  // docs/CONCURRENCY.md "Reader announcements"
   Window w;
   RegionInfo r = w.bind(seg, name, Kind::kWindow);
   internal::validate_prefix(r, seg.base() + r.offset, sizeof(WindowHeader), seg.size(), wi::kMagic, wi::kVersion);
@@ -367,6 +368,7 @@ bool Window::drop(Segment& seg, std::string_view name) {
 }
 
 WindowStats Window::stats() const {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   require_valid();
   WindowHeader* h = WindowOps::hdr(*this);
   WindowStats st;
