@@ -278,7 +278,9 @@ class Segment {
 // while the guard that was live when you read them is. Any thread; nests; noexcept.
 // Nothing is announced for a read-only attachment (it claims no registry slot) or an
 // attachment inherited across fork() (the slot is the parent's): open the segment in
-// the process that reads it.
+// the process that reads it. The Segment must outlive the guard, and the guards of one
+// thread end in the reverse order of their start (as scoped objects do): a guard nested
+// in another of the same thread and attachment joins it without touching shared memory.
 class ReadGuard {
  public:
   explicit ReadGuard(const Segment& segment) noexcept;
@@ -288,6 +290,7 @@ class ReadGuard {
 
  private:
   internal::SegmentImpl* impl_ = nullptr;  // null: nothing announced
+  uint8_t role_ = 0;                       // lib/segment/segment.cpp: how the destructor undoes it
 };
 
 // Parses "2GiB", "512MiB", "64k", "1.5G", "4096" into bytes. Throws kInvalidArgument. (lib/base/text.cpp)

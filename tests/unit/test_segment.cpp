@@ -499,15 +499,20 @@ TEST(Segment, CallsInFlightHoldReclamationBackAndIdleOnesDoNot) {
     std::optional<ReadGuard> outer(std::in_place, reader);
     EXPECT_EQ(__atomic_load_n(&reg[rslot].calls, __ATOMIC_SEQ_CST) & internal::kCallCountMask, 1u);
     {
-      const ReadGuard nested(reader);
-      EXPECT_EQ(__atomic_load_n(&reg[rslot].calls, __ATOMIC_SEQ_CST) & internal::kCallCountMask, 2u);
+      const ReadGuard nested(reader);  // same thread: joins without a shared write
+      EXPECT_EQ(__atomic_load_n(&reg[rslot].calls, __ATOMIC_SEQ_CST) & internal::kCallCountMask, 1u);
       ASSERT_TRUE(s.drop("b"));
       EXPECT_FALSE(reused(r)) << "reused under a reader inside a call";
     }
     EXPECT_FALSE(reused(r)) << "reused while the outer call was still in flight";
     // Another thread joins and leaves while the outer call is in flight: the older
     // announcement stays (a joiner never raises it).
-    std::thread([&] { const ReadGuard joiner(reader); }).join();
+    uint64_t joined = 0;
+    std::thread([&] {
+      const ReadGuard joiner(reader);
+      joined = __atomic_load_n(&reg[rslot].calls, __ATOMIC_SEQ_CST);
+    }).join();
+    EXPECT_EQ(joined & internal::kCallCountMask, 2u) << "another thread's call counts";
     EXPECT_FALSE(reused(r)) << "a joining thread's exit released the outer call's hold";
     outer.reset();
     EXPECT_EQ(__atomic_load_n(&reg[rslot].calls, __ATOMIC_SEQ_CST) & internal::kCallCountMask, 0u);
