@@ -47,6 +47,7 @@ namespace {
 using shmfilter::Error;
 using shmfilter::ErrorCode;
 using shmfilter::Kind;
+using shmfilter::ReadGuard;
 using shmfilter::Segment;
 
 // ---- options and context ----------------------------------------------------
@@ -170,6 +171,9 @@ void worker(Ctx& ctx) {
         else throw;
       }
     } else if (dice < 85) {
+      // A raw read of a region's bytes outside any library call: announce it, so a drop
+      // meanwhile cannot hand the bytes to someone else until we are done.
+      const ReadGuard in_call(ctx.seg);
       auto info = ctx.seg.find(name);
       if (!info) {
         ++c[kMissing];

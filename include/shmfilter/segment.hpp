@@ -154,7 +154,8 @@ class Segment;
 // outermost create_region/drop whose directory store (its last step, the one
 // lock-free readers see) was made is completed instead, so what a reader saw
 // stays true. Freed memory becomes reusable only after the transaction
-// commits and every live process passes a later quiescent point.
+// commits and no call that was in flight at the commit is still in flight
+// (docs/CONCURRENCY.md "Reader announcements").
 class ControlTxn {
  public:
   // Allocates `bytes` (rounded up to 64) of zeroed memory, 64-byte aligned,
@@ -164,9 +165,9 @@ class ControlTxn {
   // space is zero): for a caller that zeroes a large extent itself in bounded chunks
   // before anything reads it (the Window's spare tables).
   uint64_t allocate_unzeroed(uint64_t bytes);
-  // Frees an extent allocated earlier. The memory is quarantined until every
-  // attached process has passed a quiescent point (Segment::quiesce, or any
-  // control-plane call) or died, then reused.
+  // Frees an extent allocated earlier. The memory is quarantined until no
+  // library call (or ReadGuard) of a live process that began before the commit
+  // is still in flight, then reused.
   void free(uint64_t offset);
   // Charges the allocations made after this call in this transaction to
   // `region` (create_region's init already charges to the new region): once
@@ -245,7 +246,10 @@ class Segment {
   bool token_alive(uint64_t token) const noexcept;
   std::vector<ProcessInfo> processes() const;
   // Marks a quiescent point of this process: it holds no pointer into memory
-  // freed before now. Cheap; call it between batches in long-lived workers.
+  // freed before now. Only segments shared with a build that predates reader
+  // announcements need it (such a build's processes hold reclamation back until
+  // they pass one); with this build, a process holds memory back only while one
+  // of its calls (or a ReadGuard) is in flight (docs/CONCURRENCY.md). Cheap.
   void quiesce() noexcept;
 
   // ---- integrity -------------------------------------------------------------
@@ -262,6 +266,31 @@ class Segment {
  private:
   explicit Segment(std::shared_ptr<internal::SegmentImpl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<internal::SegmentImpl> impl_;
+};
+
+// A call in flight on this attachment (docs/CONCURRENCY.md "Reader announcements").
+// While one exists, no extent freed after its construction is reused, by any process;
+// once every ReadGuard of a process is gone, that process holds no memory back. Every
+// data-plane call of the library holds one for its duration (nested ones are cheap:
+// one CAS and one fetch_sub on this attachment's own registry line). Hold one yourself
+// around any use of offsets or pointers into the segment that you read outside a
+// library call (Segment::base() plus a RegionInfo's offset): they are valid only
+// while the guard that was live when you read them is. Any thread; nests; noexcept.
+// Nothing is announced for a read-only attachment (it claims no registry slot) or an
+// attachment inherited across fork() (the slot is the parent's): open the segment in
+// the process that reads it. The Segment must outlive the guard, and the guards of one
+// thread end in the reverse order of their start (as scoped objects do): a guard nested
+// in another of the same thread and attachment joins it without touching shared memory.
+class ReadGuard {
+ public:
+  explicit ReadGuard(const Segment& segment) noexcept;
+  ~ReadGuard();
+  ReadGuard(const ReadGuard&) = delete;
+  ReadGuard& operator=(const ReadGuard&) = delete;
+
+ private:
+  internal::SegmentImpl* impl_ = nullptr;  // null: nothing announced
+  uint8_t role_ = 0;                       // lib/segment/segment.cpp: how the destructor undoes it
 };
 
 // Parses "2GiB", "512MiB", "64k", "1.5G", "4096" into bytes. Throws kInvalidArgument. (lib/base/text.cpp)

@@ -24,6 +24,7 @@ CheckReport Segment::check(bool repair) {
                                  true});
       continue;
     }
+    const ReadGuard in_call(*this);  // the structure's memory stays ours while it is read (docs/CONCURRENCY.md)
     row->check(*this, info, repair, report);
   }
   return report;

@@ -38,7 +38,7 @@ constexpr MetricFamily kSharedFamilies[] = {
     {"shmfilter_segment_max_size_bytes", "gauge", "Reserved address space: the most the segment may grow to."},
     {"shmfilter_segment_used_bytes", "gauge", "Bytes allocated to live structures."},
     {"shmfilter_segment_free_bytes", "gauge", "Free bytes inside the backing size (holes and tail)."},
-    {"shmfilter_segment_quarantined_bytes", "gauge", "Freed bytes waiting for every process to pass a quiescent point."},
+    {"shmfilter_segment_quarantined_bytes", "gauge", "Freed bytes waiting for the calls in flight at the free to return."},
     {"shmfilter_segment_largest_free_bytes", "gauge", "Largest extent allocatable without growing the segment."},
     {"shmfilter_segment_free_extents", "gauge", "Free holes (a fragmentation indicator)."},
     {"shmfilter_segment_structures", "gauge", "Named structures in the directory."},

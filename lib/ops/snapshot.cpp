@@ -202,9 +202,15 @@ SnapshotInfo save(Segment& seg, const std::string& path, const SaveOptions& opts
   o.u64(internal::hash_bytes(o.b.data(), 56, 0));
   o.bytes(seg.name().data(), seg.name().size());
   for (const auto& r : chosen) {
-    std::string data = kind_row(r.kind)->save(seg, r);
-    if (!seg.region_live(r.slot, r.generation))
-      fail(ErrorCode::kDropped, "'" + r.name + "' was dropped during the save: save again");
+    std::string data;
+    {
+      // One call in flight for the copy (docs/CONCURRENCY.md "Reader announcements"): a table
+      // freed under it stays quarantined until the copy is taken and checked.
+      const ReadGuard in_call(seg);
+      data = kind_row(r.kind)->save(seg, r);
+      if (!seg.region_live(r.slot, r.generation))
+        fail(ErrorCode::kDropped, "'" + r.name + "' was dropped during the save: save again");
+    }
     size_t start = o.b.size();
     o.u32(kEntryMagic);
     o.u32(static_cast<uint32_t>(r.kind));

@@ -165,9 +165,25 @@ struct alignas(64) RegistrySlot {
   uint32_t state;            // slot holder: kSlotAttached at claim, kSlotFree at detach;
                              // check --repair frees slots whose lock is gone (dead owner)
   uint64_t token;            // slot holder: (incarnation << 16) | slot, at claim
-  uint64_t reserved[3];
+  // Reader announcements (docs/CONCURRENCY.md "Reader announcements"): taken from the
+  // reserved words of format version 2, so the layout and version are unchanged.
+  uint64_t calls;            // slot holder (any thread of it): (announced epoch << kCallCountBits) | calls in
+                             // flight. Entry: CAS (seq_cst); the epoch is the global epoch loaded by the
+                             // call that raised the count from 0 (later entries keep it). Exit: fetch_sub 1
+                             // (release). 0 at claim (before announce_incarnation).
+  uint64_t announce_incarnation;  // slot holder: release store of `incarnation` at claim, after `calls` = 0:
+                                  // equal to incarnation = this holder announces its calls, so only a call
+                                  // in flight holds reclamation back; else (a build without announcements
+                                  // holds the slot) the reclaimer uses quiescent_epoch alone
+  uint64_t reserved;
 };
 static_assert(sizeof(RegistrySlot) == 64, "RegistrySlot is one cache line (owners write their own line)");
+static_assert(offsetof(RegistrySlot, calls) == 40 && offsetof(RegistrySlot, announce_incarnation) == 48,
+              "calls / announce_incarnation took reserved[0..1] of format version 2 (docs/FORMAT.md)");
+// RegistrySlot::calls: the low bits count calls in flight, the high bits hold the epoch.
+inline constexpr uint32_t kCallCountBits = 16;
+inline constexpr uint64_t kCallCountMask = (1ull << kCallCountBits) - 1;  // saturates: never decremented there
+inline constexpr uint64_t kMaxCallEpoch = ~0ull >> kCallCountBits;        // larger epochs announce as this (safe side)
 
 // The segment header at offset 0.
 struct alignas(64) Header {

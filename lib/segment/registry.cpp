@@ -197,6 +197,11 @@ void SegmentImpl::claim_slot() {
     store_relaxed(&r.attached_unix_ns, now_unix_ns());
     store_relaxed(&r.token, token);
     quiesce();
+    // Announcements (docs/CONCURRENCY.md "Reader announcements"): no call in flight, then
+    // the marker that says this holder announces (a stale `calls` of a dead holder is never
+    // read as ours: the marker names our incarnation and is stored after the reset).
+    store_relaxed(&r.calls, uint64_t{0});
+    store_release(&r.announce_incarnation, inc);
     store_release(&r.state, kSlotAttached);  // release: the fields above are visible with the state
     return;
   }
@@ -211,14 +216,68 @@ void SegmentImpl::claim_slot() {
                              " registry slots are held by live processes: detach some processes");
 }
 
-// Smallest quiescent epoch over live attachments (UINT64_MAX when none).
+// ---- reader announcements -------------------------------------------------------
+// A call in flight in this attachment (docs/CONCURRENCY.md "Reader announcements").
+// One word per attachment, shared by its threads: (epoch << kCallCountBits) | count.
+// The call that raises the count from 0 stores the global epoch it loaded; a call that
+// joins one in flight keeps the older epoch (the safe side: whatever the first call may
+// still read, the joiner may too). Returns false (nothing to undo) where this attachment
+// has no slot of its own: read-only, or inherited across fork (the slot is the parent's;
+// a child killed between its CAS and its exit would leave the parent's count raised).
+bool SegmentImpl::enter_call() noexcept {
+  if (slot == UINT32_MAX || fork_generation != fork_generation_now()) return false;
+  uint64_t* w = &registry()[slot].calls;
+  // acquire: every free that this epoch counts is visible, so are the stores it followed
+  // (unpublish, retire): a call that announces E finds nothing freed at or before E.
+  uint64_t g = std::min(__atomic_load_n(&hdr()->global_epoch, __ATOMIC_ACQUIRE), kMaxCallEpoch);
+  uint64_t cur = __atomic_load_n(w, __ATOMIC_RELAXED);  // relaxed: the CAS below decides
+  for (;;) {
+    const uint64_t n = cur & kCallCountMask;
+    if (n == kCallCountMask) return false;  // saturated (65,535 calls in flight): stays held, the safe side
+    const uint64_t want = n == 0 ? (g << kCallCountBits) | 1 : cur + 1;
+    // seq_cst: the announcement is ordered before every load this call makes (on x86-64
+    // the locked CMPXCHG is a full barrier); a reclaimer that then misses it (loads it as
+    // idle or older) made its unpublish visible before, so this call cannot find what it frees.
+    if (__atomic_compare_exchange_n(w, &cur, want, /*weak=*/true, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED)) break;
+  }
+#if !defined(__x86_64__)
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);  // store-load order where a seq_cst RMW is not a full barrier
+#endif
+  return true;
+}
+
+void SegmentImpl::exit_call() noexcept {
+  // release: this call's reads of segment memory happen before a reclaimer that loads the
+  // lowered count (acquire) reuses that memory.
+  __atomic_fetch_sub(&registry()[slot].calls, uint64_t{1}, __ATOMIC_RELEASE);
+}
+
+// The epoch slot s holds reclamation back at: extents stamped above it stay quarantined.
+// A holder that announces (announce_incarnation == incarnation): UINT64_MAX with no call in
+// flight, else the epoch its calls announced. Otherwise (an older build): its quiescent epoch.
+uint64_t SegmentImpl::slot_epoch(uint32_t s) const noexcept {
+  const RegistrySlot& r = registry()[s];
+  // acquire (the marker): pairs with the claim's release; the reset of `calls` is then visible.
+  const uint64_t marker = load_acquire(&r.announce_incarnation);
+  if (marker != 0 && marker == load_acquire(&r.incarnation)) {
+    // seq_cst: pairs with enter_call's CAS (the store-load order; see there).
+    const uint64_t c = __atomic_load_n(&r.calls, __ATOMIC_SEQ_CST);
+    return (c & kCallCountMask) == 0 ? UINT64_MAX : c >> kCallCountBits;
+  }
+  return load_acquire(&r.quiescent_epoch);  // acquire: pairs with quiesce()'s release
+}
+
+// Smallest epoch any live attachment holds reclamation back at (UINT64_MAX when none).
 uint64_t SegmentImpl::min_live_epoch() const noexcept {
+  // seq_cst: the unpublish / retire stores of the frees we may reuse come before the loads of
+  // the announcements below (the reclaimer's half of the store-load order; enter_call has the other).
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
   uint64_t m = UINT64_MAX;
   RegistrySlot* r = registry();
   for (uint32_t s = 0; s < kRegistrySlots; ++s) {
     if (load_acquire(&r[s].state) != kSlotAttached) continue;
     if (!slot_alive(s)) continue;
-    m = std::min(m, load_acquire(&r[s].quiescent_epoch));  // acquire: pairs with quiesce()'s release
+    m = std::min(m, slot_epoch(s));
   }
   return m;
 }

@@ -125,6 +125,48 @@ void Segment::quiesce() noexcept {
   if (impl_) impl_->quiesce();
 }
 
+// This thread's outermost call in flight (its attachment and how many guards of this thread
+// on it are open): a guard nested in it joins without a shared write (amortised entry: the
+// Roaring batch calls that call add() per value, a window call inside a user's ReadGuard).
+namespace {
+thread_local internal::SegmentImpl* t_call_impl = nullptr;
+thread_local uint32_t t_call_depth = 0;
+constexpr uint8_t kRoleShared = 1;  // raised the attachment's count (enter_call)
+constexpr uint8_t kRoleOuter = 2;   // ... and owns this thread's record
+constexpr uint8_t kRoleNested = 3;  // joined this thread's record only
+}  // namespace
+
+ReadGuard::ReadGuard(const Segment& segment) noexcept {
+  internal::SegmentImpl* im = segment.impl();
+  if (im == nullptr) return;
+  if (t_call_depth > 0 && t_call_impl == im) {
+    ++t_call_depth;  // this thread already announced a call on this attachment, still in flight
+    impl_ = im;
+    role_ = kRoleNested;
+    return;
+  }
+  if (!im->enter_call()) return;
+  impl_ = im;
+  role_ = kRoleShared;
+  if (t_call_depth == 0) {
+    t_call_impl = im;
+    t_call_depth = 1;
+    role_ = kRoleOuter;
+  }
+}
+ReadGuard::~ReadGuard() {
+  if (impl_ == nullptr) return;
+  if (role_ == kRoleNested) {
+    --t_call_depth;
+    return;
+  }
+  if (role_ == kRoleOuter) {
+    t_call_depth = 0;
+    t_call_impl = nullptr;
+  }
+  impl_->exit_call();
+}
+
 std::vector<ProcessInfo> Segment::processes() const {
   std::vector<ProcessInfo> out;
   internal::RegistrySlot* r = impl_->registry();

@@ -170,6 +170,9 @@ struct SegmentImpl {
   bool slot_alive(uint32_t s) const noexcept;
   bool token_alive(uint64_t tok) const noexcept;
   void quiesce() noexcept;
+  bool enter_call() noexcept;  // announce a call in flight; false: nothing announced (no slot of ours)
+  void exit_call() noexcept;   // after enter_call() returned true
+  uint64_t slot_epoch(uint32_t s) const noexcept;
   void claim_slot();
   uint64_t min_live_epoch() const noexcept;
   void reinit_after_reboot_if_needed();

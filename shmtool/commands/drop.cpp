@@ -36,7 +36,7 @@ Drops structure NAME of segment SEG, whatever its kind, with the memory it
 owns (Bloom layers, Cuckoo sub-filters, Roaring snapshots, a window's
 bucket tables). Processes that
 have it open see it as dropped (kDropped) at their next call; the memory is
-reused after every attached process has passed a quiescent point. Exit 1 if
+reused once every call in flight at the drop has returned. Exit 1 if
 SEG has no structure NAME.
 
 Example:

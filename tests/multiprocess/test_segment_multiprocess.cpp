@@ -17,6 +17,7 @@
 #include "base/wait_stats.h"
 #include "segment/layout.h"
 #include "shmfilter/segment.hpp"
+#include "shmfilter/window.hpp"
 #include "load_clock.h"
 #include "test_util.h"
 
@@ -152,22 +153,32 @@ TEST(SegmentMultiProcess, PidReuseCannotFoolLiveness) {
   EXPECT_FALSE(s.token_alive(token));
 }
 
-// Freed memory is not reused while another live process has not passed a
-// quiescent point; once it has (or dies), it is. Its handle sees the drop.
-TEST(SegmentMultiProcess, QuarantineWaitsForQuiescence) {
+// Reader announcements (docs/CONCURRENCY.md): freed memory is not reused while a live
+// process is inside a call that began before the free; a process that is attached but
+// outside any call (idle: it never calls, never quiesces) does not hold it back, nor does
+// one SIGKILLed inside a call. Its handle sees the drop.
+TEST(SegmentMultiProcess, OnlyCallsInFlightHoldReclamationBack) {
   SegmentGuard g(unique_name("quar"));
   Segment s = Segment::create(g.name, small_options());
-  RegionInfo r = s.create_region("doomed", Kind::kBlob, 1 << 16, {});
   Channel to_child, to_parent;
-  pid_t reader = fork_child([&] {
+  auto reused = [&](const RegionInfo& r) {
+    uint64_t off = 0;
+    s.transact([&](ControlTxn& txn) {
+      off = txn.allocate(r.size);
+      txn.free(off);  // back to quarantine: the next probe starts from the same state
+    });
+    return off == r.offset;
+  };
+
+  // 1. Idle: attached, holds a region's offset, never calls again. (The old rule kept the
+  // extent quarantined until this process passed a quiescent point, i.e. forever.)
+  RegionInfo r = s.create_region("doomed", Kind::kBlob, 1 << 16, {});
+  pid_t idle = fork_child([&] {
     Segment c = Segment::open(g.name);
     RegionInfo mine = c.open_region("doomed", Kind::kBlob);
     to_parent.send(c.region_live(mine.slot, mine.generation) ? 1 : 0);
     to_child.recv();  // the parent dropped it
     to_parent.send(c.region_live(mine.slot, mine.generation) ? 1 : 0);
-    to_child.recv();
-    c.quiesce();
-    to_parent.send(1);
     to_child.recv();
     return 0;
   });
@@ -175,36 +186,100 @@ TEST(SegmentMultiProcess, QuarantineWaitsForQuiescence) {
   ASSERT_TRUE(s.drop("doomed"));
   to_child.send(1);
   EXPECT_EQ(to_parent.recv(), 0u) << "the other process's handle must see the drop";
+  EXPECT_EQ(s.stats().processes_alive, 2u);
+  EXPECT_TRUE(reused(r)) << "an idle attached process held a freed extent back";
+  to_child.send(1);
+  EXPECT_TRUE(exited_ok(wait_status(idle)));
+
+  // 2. Safety: a reader inside a call (a ReadGuard, as every data-plane call holds one)
+  // that found the region before the drop keeps it intact until the call ends.
+  RegionInfo r2 = s.create_region("read", Kind::kBlob, 1 << 16, [](std::byte* p, uint64_t len, ControlTxn&) {
+    std::memset(p, 0x3c, len);
+  });
+  pid_t reader = fork_child([&] {
+    Segment c = Segment::open(g.name);
+    int rc = 0;
+    {
+      const ReadGuard in_call(c);
+      RegionInfo mine = c.open_region("read", Kind::kBlob);
+      to_parent.send(1);
+      to_child.recv();  // dropped, and the parent tried to reuse it
+      for (uint64_t o = 0; o < mine.size; ++o)
+        if (static_cast<uint8_t>(c.base()[mine.offset + o]) != 0x3c) rc = 2;  // reused under us
+      to_parent.send(static_cast<uint64_t>(rc));
+      to_child.recv();
+    }
+    to_parent.send(1);  // the call has ended
+    to_child.recv();
+    return rc;
+  });
+  ASSERT_EQ(to_parent.recv(), 1u);
+  ASSERT_TRUE(s.drop("read"));
   uint64_t off = 0;
-  s.transact([&](ControlTxn& txn) { off = txn.allocate(1 << 16); });
-  EXPECT_NE(off, r.offset) << "reused while a reader had not quiesced";
-  EXPECT_EQ(s.stats().quarantined_bytes, (1u << 16) + 64);
+  s.transact([&](ControlTxn& txn) {
+    off = txn.allocate(r2.size);
+    std::memset(txn.base() + off, 0x11, r2.size);  // what a new owner would write
+    txn.free(off);
+  });
+  EXPECT_NE(off, r2.offset) << "reused while a reader was inside a call";
+  to_child.send(1);
+  EXPECT_EQ(to_parent.recv(), 0u) << "the reader saw the region's bytes change inside its call";
+  EXPECT_FALSE(reused(r2)) << "reused while a reader was inside a call";
   to_child.send(1);
   ASSERT_EQ(to_parent.recv(), 1u);
-  uint64_t off2 = 0;
-  s.transact([&](ControlTxn& txn) { off2 = txn.allocate(1 << 16); });
-  EXPECT_EQ(off2, r.offset) << "not reused after every process quiesced";
+  EXPECT_TRUE(reused(r2)) << "not reused once the reader's call had ended";
   to_child.send(1);
   EXPECT_TRUE(exited_ok(wait_status(reader)));
 
-  // A process that dies without quiescing does not block reuse forever.
-  RegionInfo r2 = s.create_region("doomed2", Kind::kBlob, 1 << 12, {});
-  pid_t sleeper = fork_child([&] {
+  // 3. A process SIGKILLed inside a call does not hold the extent back forever: its
+  // slot's calls word stays raised, but the kernel dropped its registry lock.
+  RegionInfo r3 = s.create_region("doomed3", Kind::kBlob, 1 << 12, {});
+  pid_t stuck = fork_child([&] {
     Segment c = Segment::open(g.name);
-    to_parent.send(1);
+    const ReadGuard in_call(c);
+    to_parent.send(c.owner_token());
     pause();
     return 0;
   });
-  ASSERT_EQ(to_parent.recv(), 1u);
-  ASSERT_TRUE(s.drop("doomed2"));
-  uint64_t off3 = 0;
-  s.transact([&](ControlTxn& txn) { off3 = txn.allocate(1 << 12); });
-  EXPECT_NE(off3, r2.offset);
-  kill(sleeper, SIGKILL);
-  wait_status(sleeper);
-  uint64_t off4 = 0;
-  s.transact([&](ControlTxn& txn) { off4 = txn.allocate(1 << 12); });
-  EXPECT_EQ(off4, r2.offset);
+  const uint64_t token = to_parent.recv();
+  ASSERT_TRUE(s.drop("doomed3"));
+  EXPECT_FALSE(reused(r3)) << "reused while a live reader was inside a call";
+  kill(stuck, SIGKILL);
+  ASSERT_TRUE(killed_by(wait_status(stuck), SIGKILL));
+  auto* h = reinterpret_cast<internal::Header*>(s.base());
+  auto* slots = reinterpret_cast<internal::RegistrySlot*>(s.base() + h->registry_offset);
+  EXPECT_EQ(slots[token & 0xffff].calls & internal::kCallCountMask, 1u) << "the dead reader's call is still counted";
+  EXPECT_TRUE(reused(r3)) << "a reader killed inside a call held the extent back";
+  expect_clean_after_repair(s);
+}
+
+// The same death inside a real data-plane call: a child SIGKILLed by a kill point in the
+// middle of Window::mark (its ReadGuard raised, never lowered) blocks nothing once dead.
+TEST(SegmentMultiProcess, DeathInsideAWindowCallDoesNotBlockReclamation) {
+  SegmentGuard g(unique_name("qkill"));
+  Segment s = Segment::create(g.name, small_options());
+  WindowOptions wo;
+  wo.expected_per_bucket = 1000;
+  Window::create(s, "w", wo);
+  Channel to_parent;
+  pid_t victim = fork_child([&] {
+    Segment c = Segment::open(g.name);
+    Window w = Window::open(c, "w");
+    to_parent.send(c.owner_token());
+    internal::arm_kill_point("window.space.after_claim");  // inside mark: the first kNew of a space
+    w.mark(7, uint64_t{42});
+    return 3;  // not reached
+  });
+  const uint64_t token = to_parent.recv();
+  ASSERT_TRUE(killed_by(wait_status(victim), SIGKILL)) << "kill point not reached inside mark";
+  auto* h = reinterpret_cast<internal::Header*>(s.base());
+  auto* slots = reinterpret_cast<internal::RegistrySlot*>(s.base() + h->registry_offset);
+  EXPECT_EQ(slots[token & 0xffff].calls & internal::kCallCountMask, 1u) << "the victim died outside its call";
+  RegionInfo r = s.create_region("after", Kind::kBlob, 1 << 12, {});
+  ASSERT_TRUE(s.drop("after"));
+  uint64_t off = 0;
+  s.transact([&](ControlTxn& txn) { off = txn.allocate(r.size); });
+  EXPECT_EQ(off, r.offset) << "a process killed inside Window::mark held reclamation back";
   expect_clean_after_repair(s);
 }
 
@@ -423,9 +498,9 @@ TEST(SegmentMultiProcess, FileSizeLimitGivesNoSpaceNotSigxfsz) { full_filesystem
 
 // Lock-free lookups in one process while another creates and drops: a region
 // found is always fully initialised (init runs before the publishing release
-// store), and its bytes stay intact until the reader quiesces, even if it is
-// dropped meanwhile (quarantine), although the writer keeps allocating.
-TEST(SegmentMultiProcess, ReadersSeeInitialisedRegionsUntilTheyQuiesce) {
+// store), and its bytes stay intact until the reader's call ends (its ReadGuard),
+// even if it is dropped meanwhile (quarantine), although the writer keeps allocating.
+TEST(SegmentMultiProcess, ReadersSeeInitialisedRegionsWhileInACall) {
   SegmentGuard g(unique_name("pub"));
   Segment s = Segment::create(g.name, small_options());
   RegionInfo ctl = s.create_region("ctl", Kind::kBlob, 64, {});  // word 0: the reader says stop
@@ -455,6 +530,7 @@ TEST(SegmentMultiProcess, ReadersSeeInitialisedRegionsUntilTheyQuiesce) {
     int rc = 3;
     for (uint64_t round = 0;; ++round) {
       std::string n = "n" + std::to_string(round % 8);
+      const ReadGuard in_call(c);  // what a data-plane call holds; the old rule: no quiesce() in between
       auto r = c.find(n);
       if (r) {
         uint64_t m = marker(n);
@@ -475,7 +551,6 @@ TEST(SegmentMultiProcess, ReadersSeeInitialisedRegionsUntilTheyQuiesce) {
           break;
         }
       }
-      if (round % 16 == 15) c.quiesce();
       if (round % 64 == 63 && clock.now() > limit) break;
     }
     __atomic_store_n(stop, 1, __ATOMIC_RELEASE);

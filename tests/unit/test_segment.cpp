@@ -2,9 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 #include <set>
 #include <thread>
 
+#include "segment/layout.h"
 #include "shmfilter/segment.hpp"
 #include "test_util.h"
 
@@ -413,15 +415,16 @@ TEST(Segment, NestedFailureIsASavepoint) {
   EXPECT_EQ(s.stats().used_bytes, 128u + 64u);
 }
 
-// While another attachment never quiesces nothing is reused, but adjacent
-// quarantined extents coalesce, so churn does not exhaust the quarantine table
-// (4096 entries): 5000 drops succeed, and everything becomes
-// reusable once that attachment goes away.
+// While another attachment stays inside one call nothing freed after its entry is
+// reused, but adjacent quarantined extents coalesce, so churn does not exhaust the
+// quarantine table (4096 entries): 5000 drops succeed, and everything becomes
+// reusable once that call ends.
 TEST(Segment, QuarantineCoalescesWhileAProcessLags) {
   SegmentGuard g(unique_name("qco"));
   Segment s = Segment::create(g.name, small_options());
   {
-    Segment lagging = Segment::open(g.name);  // attached, never quiesces
+    Segment lagging = Segment::open(g.name);
+    const ReadGuard stuck(lagging);  // a call of that attachment in flight the whole time
     for (int i = 0; i < 10000; ++i) {
       std::string n = "c" + std::to_string(i % 3);
       if (!s.drop(n)) s.create_region(n, Kind::kBlob, 64 + 64 * (i % 4), {});
@@ -438,6 +441,91 @@ TEST(Segment, QuarantineCoalescesWhileAProcessLags) {
   s.transact([](ControlTxn& txn) { txn.allocate(64); });
   EXPECT_LT(s.stats().quarantined_bytes, 1024u);
   EXPECT_TRUE(s.check().findings.empty());
+}
+
+// A free next to a quarantined span that is already reusable does not merge into it
+// (the merged span would wait for the new free's stamp): a transaction that frees one
+// table and allocates the next (a window's maintain: retire, then the spare) reuses
+// yesterday's table instead of growing. The old code merged, so a window grew by one
+// table a day even with no other process attached (bench/reclaim_bench.cpp).
+TEST(Segment, FreeNextToAReusableQuarantinedSpanDoesNotDelayIt) {
+  SegmentGuard g(unique_name("qadj"));
+  Segment s = Segment::create(g.name, small_options());
+  uint64_t a = 0, b = 0;
+  s.transact([&](ControlTxn& txn) {
+    a = txn.allocate(64 << 10);
+    b = txn.allocate(64 << 10);
+    txn.allocate(64);  // keeps a and b off the top
+  });
+  ASSERT_EQ(b, a + (64 << 10) + 64);
+  s.transact([&](ControlTxn& txn) { txn.free(a); });  // "yesterday's" table, stamped at commit
+  uint64_t again = 0;
+  s.transact([&](ControlTxn& txn) {
+    txn.free(b);                     // "today's" retirement, adjacent to a
+    again = txn.allocate(64 << 10);  // the spare
+  });
+  EXPECT_EQ(again, a) << "a reusable quarantined extent was merged into a pending free and not reused";
+  EXPECT_EQ(s.stats().quarantined_bytes, (64u << 10) + 64);
+  EXPECT_TRUE(s.check().consistent());
+}
+
+// Reader announcements (docs/CONCURRENCY.md): an extent freed while a call of a live
+// attachment is in flight is not reused until that call (and every call nested in it or
+// joining it from another thread) has ended; an attachment with no call in flight holds
+// nothing back, even one that never passed a quiescent point.
+TEST(Segment, CallsInFlightHoldReclamationBackAndIdleOnesDoNot) {
+  SegmentGuard g(unique_name("ann"));
+  Segment s = Segment::create(g.name, small_options());
+  Segment idle = Segment::open(g.name);  // attached, never calls, never quiesces
+  Segment reader = Segment::open(g.name);
+  auto reused = [&](const RegionInfo& r) {
+    uint64_t off = 0;
+    s.transact([&](ControlTxn& txn) {
+      off = txn.allocate(r.size);
+      txn.free(off);  // back to quarantine: the next round starts from the same state
+    });
+    return off == r.offset;
+  };
+  auto* reg = reinterpret_cast<internal::RegistrySlot*>(
+      reader.base() + reinterpret_cast<const internal::Header*>(reader.base())->registry_offset);
+  const uint32_t rslot = static_cast<uint32_t>(reader.owner_token() & 0xffff);
+  {
+    RegionInfo r = s.create_region("a", Kind::kBlob, 4096, {});
+    ASSERT_TRUE(s.drop("a"));
+    EXPECT_TRUE(reused(r)) << "an idle attachment held reclamation back";
+  }
+  {
+    RegionInfo r = s.create_region("b", Kind::kBlob, 4096, {});
+    std::optional<ReadGuard> outer(std::in_place, reader);
+    EXPECT_EQ(__atomic_load_n(&reg[rslot].calls, __ATOMIC_SEQ_CST) & internal::kCallCountMask, 1u);
+    {
+      const ReadGuard nested(reader);  // same thread: joins without a shared write
+      EXPECT_EQ(__atomic_load_n(&reg[rslot].calls, __ATOMIC_SEQ_CST) & internal::kCallCountMask, 1u);
+      ASSERT_TRUE(s.drop("b"));
+      EXPECT_FALSE(reused(r)) << "reused under a reader inside a call";
+    }
+    EXPECT_FALSE(reused(r)) << "reused while the outer call was still in flight";
+    // Another thread joins and leaves while the outer call is in flight: the older
+    // announcement stays (a joiner never raises it).
+    uint64_t joined = 0;
+    std::thread([&] {
+      const ReadGuard joiner(reader);
+      joined = __atomic_load_n(&reg[rslot].calls, __ATOMIC_SEQ_CST);
+    }).join();
+    EXPECT_EQ(joined & internal::kCallCountMask, 2u) << "another thread's call counts";
+    EXPECT_FALSE(reused(r)) << "a joining thread's exit released the outer call's hold";
+    outer.reset();
+    EXPECT_EQ(__atomic_load_n(&reg[rslot].calls, __ATOMIC_SEQ_CST) & internal::kCallCountMask, 0u);
+    EXPECT_TRUE(reused(r)) << "not reused once no call was in flight";
+  }
+  {
+    // A call that began after the commit does not hold the extent back.
+    RegionInfo r = s.create_region("c", Kind::kBlob, 4096, {});
+    ASSERT_TRUE(s.drop("c"));
+    const ReadGuard later(reader);
+    EXPECT_TRUE(reused(r)) << "a call that began after the free held it back";
+  }
+  EXPECT_TRUE(s.check().consistent());
 }
 
 // Huge pages (docs/huge-pages.md): the option advises this process's mapping;

@@ -268,6 +268,7 @@ Bloom Bloom::create(Segment& seg, std::string_view name, const BloomOptions& opt
 }
 
 Bloom Bloom::open(Segment& seg, std::string_view name) {
+  const ReadGuard in_call(seg);  // docs/CONCURRENCY.md "Reader announcements"
   Bloom b;
   RegionInfo r = b.bind(seg, name, Kind::kBloom);
   std::vector<std::string> problems;
@@ -494,24 +495,41 @@ uint64_t BloomOps::contains_batch(const Bloom& b, std::span<const K> keys, std::
   return present;
 }
 
-bool Bloom::add(std::string_view key) noexcept { return BloomOps::add_one(*this, key); }
-bool Bloom::add(uint64_t key) noexcept { return BloomOps::add_one(*this, key); }
-bool Bloom::contains(std::string_view key) const noexcept { return BloomOps::contains_one(*this, key); }
-bool Bloom::contains(uint64_t key) const noexcept { return BloomOps::contains_one(*this, key); }
+bool Bloom::add(std::string_view key) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
+  return BloomOps::add_one(*this, key);
+}
+bool Bloom::add(uint64_t key) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
+  return BloomOps::add_one(*this, key);
+}
+bool Bloom::contains(std::string_view key) const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
+  return BloomOps::contains_one(*this, key);
+}
+bool Bloom::contains(uint64_t key) const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
+  return BloomOps::contains_one(*this, key);
+}
 uint64_t Bloom::add_many(std::span<const uint64_t> keys, std::span<uint8_t> out) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   return BloomOps::add_batch(*this, keys, out);
 }
 uint64_t Bloom::add_many(std::span<const std::string_view> keys, std::span<uint8_t> out) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   return BloomOps::add_batch(*this, keys, out);
 }
 uint64_t Bloom::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   return BloomOps::contains_batch(*this, keys, out);
 }
 uint64_t Bloom::contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   return BloomOps::contains_batch(*this, keys, out);
 }
 
 void Bloom::clear() {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (read_only_) internal::throw_read_only(kind_, name_, "clear");
   require_valid();
   BloomHeader* h = header_at(base_, offset_);
@@ -531,6 +549,7 @@ void Bloom::clear() {
 }
 
 BloomStats Bloom::stats() const {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   require_valid();
   const BloomHeader* h = header_at(base_, offset_);
   BloomStats st;

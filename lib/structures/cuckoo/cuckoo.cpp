@@ -218,6 +218,7 @@ Cuckoo Cuckoo::create(Segment& seg, std::string_view name, const CuckooOptions& 
 }
 
 Cuckoo Cuckoo::open(Segment& seg, std::string_view name) {
+  const ReadGuard in_call(seg);  // docs/CONCURRENCY.md "Reader announcements"
   Cuckoo c;
   RegionInfo r = c.bind(seg, name, Kind::kCuckoo);
   c.base_ = seg.base();
@@ -253,18 +254,22 @@ static uint64_t hv_of(const Cuckoo*, const ck::Header* h, std::string_view k) no
 static uint64_t hv_of(const Cuckoo*, const ck::Header* h, uint64_t k) noexcept { return internal::hash_key(k, h->seed); }
 
 CuckooStatus Cuckoo::add(std::string_view key) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (!valid()) return CuckooStatus::kDropped;
   return SHMF_CK_DISPATCH(insert(*this, hv_of(this, hdr_, key), false));
 }
 CuckooStatus Cuckoo::add(uint64_t key) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (!valid()) return CuckooStatus::kDropped;
   return SHMF_CK_DISPATCH(insert(*this, hv_of(this, hdr_, key), false));
 }
 CuckooStatus Cuckoo::insert_unique(std::string_view key) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (!valid()) return CuckooStatus::kDropped;
   return SHMF_CK_DISPATCH(insert(*this, hv_of(this, hdr_, key), true));
 }
 CuckooStatus Cuckoo::insert_unique(uint64_t key) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (!valid()) return CuckooStatus::kDropped;
   return SHMF_CK_DISPATCH(insert(*this, hv_of(this, hdr_, key), true));
 }
@@ -280,33 +285,41 @@ static uint64_t add_many_impl(Cuckoo& c, std::span<const K> keys, std::span<Cuck
   return n;
 }
 uint64_t Cuckoo::add_many(std::span<const uint64_t> keys, std::span<CuckooStatus> out, bool unique) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   return add_many_impl(*this, keys, out, unique);
 }
 uint64_t Cuckoo::add_many(std::span<const std::string_view> keys, std::span<CuckooStatus> out, bool unique) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   return add_many_impl(*this, keys, out, unique);
 }
 
 bool Cuckoo::contains(std::string_view key) const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (!valid()) return false;
   return SHMF_CK_DISPATCH(count(*this, hv_of(this, hdr_, key), true)) != 0;
 }
 bool Cuckoo::contains(uint64_t key) const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (!valid()) return false;
   return SHMF_CK_DISPATCH(count(*this, hv_of(this, hdr_, key), true)) != 0;
 }
 uint32_t Cuckoo::count(std::string_view key) const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (!valid()) return 0;
   return SHMF_CK_DISPATCH(count(*this, hv_of(this, hdr_, key), false));
 }
 uint32_t Cuckoo::count(uint64_t key) const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (!valid()) return 0;
   return SHMF_CK_DISPATCH(count(*this, hv_of(this, hdr_, key), false));
 }
 bool Cuckoo::erase(std::string_view key) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (!valid()) return false;
   return SHMF_CK_DISPATCH(erase(*this, hv_of(this, hdr_, key)));
 }
 bool Cuckoo::erase(uint64_t key) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (!valid()) return false;
   return SHMF_CK_DISPATCH(erase(*this, hv_of(this, hdr_, key)));
 }
@@ -331,6 +344,7 @@ static uint64_t contains_many_impl(const Cuckoo& c, uint32_t lane_bits, const ck
   return present;
 }
 uint64_t Cuckoo::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   size_t n = std::min(keys.size(), out.size());
   if (!valid()) {
     std::fill(out.begin(), out.begin() + static_cast<long>(n), uint8_t{0});
@@ -339,6 +353,7 @@ uint64_t Cuckoo::contains_many(std::span<const uint64_t> keys, std::span<uint8_t
   return contains_many_impl(*this, lane_bits_, hdr_, keys.first(n), out);
 }
 uint64_t Cuckoo::contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   size_t n = std::min(keys.size(), out.size());
   if (!valid()) {
     std::fill(out.begin(), out.begin() + static_cast<long>(n), uint8_t{0});
@@ -348,9 +363,11 @@ uint64_t Cuckoo::contains_many(std::span<const std::string_view> keys, std::span
 }
 
 uint64_t Cuckoo::size() const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   return valid() ? ck::load_relaxed(hdr_->size) : 0;  // relaxed: a statistic
 }
 double Cuckoo::load_factor() const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (!valid()) return 0.0;
   uint64_t slots = 0;
   uint32_t n = ck::sub_count_acquire(hdr_);
@@ -359,6 +376,7 @@ double Cuckoo::load_factor() const noexcept {
 }
 
 CuckooStats Cuckoo::stats() const {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   require_valid();
   const ck::Header* h = hdr_;
   CuckooStats s;

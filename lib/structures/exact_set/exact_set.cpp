@@ -102,6 +102,7 @@ ExactSet ExactSet::create(Segment& seg, std::string_view name, const ExactSetOpt
 }
 
 ExactSet ExactSet::open(Segment& seg, std::string_view name) {
+  const ReadGuard in_call(seg);  // docs/CONCURRENCY.md "Reader announcements"
   ExactSet s;
   RegionInfo info = s.bind(seg, name, Kind::kExactSet);
   validate(info, s.region_, seg.size());
@@ -128,6 +129,7 @@ InsertResult refusal(bool read_only, bool valid, bool forked) noexcept {
 }
 }  // namespace
 InsertResult ExactSet::insert(uint64_t key) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (read_only_ || !valid() || seg_.owner_token() != token_)
     return refusal(read_only_, valid(), seg_.owner_token() != token_);
   SetView v = ExactSetOps::view(*this);
@@ -158,13 +160,16 @@ uint64_t ExactSetOps::insert_batch(ExactSet& s, std::span<const K> keys, std::sp
 }
 
 uint64_t ExactSet::insert_many(std::span<const uint64_t> keys, std::span<InsertResult> out) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   return ExactSetOps::insert_batch(*this, keys, out);
 }
 uint64_t ExactSet::insert_many(std::span<const std::string_view> keys, std::span<InsertResult> out) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   return ExactSetOps::insert_batch(*this, keys, out);
 }
 
 bool ExactSet::contains(uint64_t key) const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (!valid()) return false;
   SetView v = ExactSetOps::view(*this);
   return set_contains(v, key);
@@ -172,6 +177,7 @@ bool ExactSet::contains(uint64_t key) const noexcept {
 bool ExactSet::contains(std::string_view key) const noexcept { return contains(key_of(key)); }
 
 uint64_t ExactSet::contains_many(std::span<const uint64_t> keys, std::span<uint8_t> out) const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   size_t n = std::min(keys.size(), out.size());
   if (!valid()) {
     std::fill(out.begin(), out.begin() + static_cast<long>(n), uint8_t{0});
@@ -198,6 +204,7 @@ uint64_t ExactSet::contains_many(std::span<const uint64_t> keys, std::span<uint8
 }
 
 uint64_t ExactSet::contains_many(std::span<const std::string_view> keys, std::span<uint8_t> out) const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   size_t n = std::min(keys.size(), out.size());
   std::vector<uint64_t> ks(n);
   for (size_t i = 0; i < n; ++i) ks[i] = key_of(keys[i]);
@@ -205,6 +212,7 @@ uint64_t ExactSet::contains_many(std::span<const std::string_view> keys, std::sp
 }
 
 bool ExactSet::erase(uint64_t key) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (read_only_ || !valid() || seg_.owner_token() != token_) return false;
   SetView v = ExactSetOps::view(*this);
   return set_erase(v, key);
@@ -212,14 +220,19 @@ bool ExactSet::erase(uint64_t key) noexcept {
 bool ExactSet::erase(std::string_view key) noexcept { return erase(key_of(key)); }
 
 uint64_t ExactSet::size() const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (!valid()) return 0;
   SetView v = ExactSetOps::view(*this);
   return set_size(v);
 }
 
-uint64_t ExactSet::capacity() const noexcept { return region_ ? header_of(region_)->capacity : 0; }
+uint64_t ExactSet::capacity() const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
+  return region_ ? header_of(region_)->capacity : 0;
+}
 
 ExactSetStats ExactSet::stats() const {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   require_valid();
   SetView v = ExactSetOps::view(*this);
   ExactSetStats s;

@@ -60,6 +60,7 @@ Hll Hll::create(Segment& seg, std::string_view name, const HllOptions&) {
 }
 
 Hll Hll::open(Segment& seg, std::string_view name) {
+  const ReadGuard in_call(seg);  // docs/CONCURRENCY.md "Reader announcements"
   Hll h;
   RegionInfo info = h.bind(seg, name, Kind::kHll);
   validate(info, h.region_, seg.size());
@@ -85,6 +86,7 @@ Hll Hll::open_or_create(Segment& seg, std::string_view name) {
 bool Hll::drop(Segment& seg, std::string_view name) { return drop_region(seg, name, Kind::kHll); }
 
 bool Hll::add(std::string_view key) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (read_only_ || !valid()) return false;  // read-only attachment: nothing changed
   uint32_t idx;
   uint8_t rank;
@@ -93,6 +95,7 @@ bool Hll::add(std::string_view key) noexcept {
 }
 
 bool Hll::add(uint64_t key) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (read_only_ || !valid()) return false;
   uint8_t le[8];
   for (int i = 0; i < 8; ++i) le[i] = static_cast<uint8_t>(key >> (8 * i));
@@ -103,6 +106,7 @@ bool Hll::add(uint64_t key) noexcept {
 }
 
 uint64_t Hll::add_many(std::span<const uint64_t> keys) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (read_only_ || !valid()) return 0;
   HllCountSync* sync = sync_of(region_);
   uint64_t grew = 0;
@@ -118,6 +122,7 @@ uint64_t Hll::add_many(std::span<const uint64_t> keys) noexcept {
 }
 
 uint64_t Hll::add_many(std::span<const std::string_view> keys) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (read_only_ || !valid()) return 0;
   HllCountSync* sync = sync_of(region_);
   uint64_t grew = 0;
@@ -131,12 +136,14 @@ uint64_t Hll::add_many(std::span<const std::string_view> keys) noexcept {
 }
 
 uint64_t Hll::count() const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (!valid()) return 0;
   if (read_only_) return hll_estimate_words(words_);  // the cache is a write: compute it
   return hll_count_cached(sync_of(region_), words_);
 }
 
 void Hll::clear() noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (read_only_ || !valid()) return;  // read-only attachment: nothing changed
   auto* h = header_of(region_);
   std::atomic_ref<uint64_t>(h->clear_token).store(seg_.owner_token());  // seq_cst: before any zeroing
@@ -150,9 +157,11 @@ void Hll::clear() noexcept {
 }
 
 void Hll::merge_from(std::span<const Hll> sources) {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   require_valid();
   if (read_only_) internal::throw_read_only(kind_, name_, "changing it");
   for (const Hll& s : sources) {
+    const ReadGuard source_in_call(s.seg_);  // it may be another attachment's
     s.require_valid();
     for (uint32_t wi = 0; wi < kHllWords; ++wi) {
       uint64_t w = std::atomic_ref<uint64_t>(s.words_[wi]).load(std::memory_order_relaxed);  // relaxed: see hll_update
@@ -166,6 +175,7 @@ uint64_t Hll::count_union(std::span<const Hll> hlls) {
   if (hlls.empty()) throw Error(ErrorCode::kInvalidArgument, "count_union of no HLLs: pass at least one");
   uint8_t acc[kHllRegisters] = {0}, regs[kHllRegisters];
   for (const Hll& h : hlls) {
+    const ReadGuard in_call(h.seg_);  // docs/CONCURRENCY.md "Reader announcements"
     h.require_valid();
     hll_read_registers(h.words_, regs);
     for (uint32_t i = 0; i < kHllRegisters; ++i) acc[i] = std::max(acc[i], regs[i]);
@@ -174,6 +184,7 @@ uint64_t Hll::count_union(std::span<const Hll> hlls) {
 }
 
 std::vector<uint8_t> Hll::registers() const {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   require_valid();
   std::vector<uint8_t> out(kHllRegisters);
   hll_read_registers(words_, out.data());
@@ -181,6 +192,7 @@ std::vector<uint8_t> Hll::registers() const {
 }
 
 std::string Hll::export_redis() const {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   require_valid();
   uint8_t regs[kHllRegisters];
   hll_read_registers(words_, regs);
@@ -188,6 +200,7 @@ std::string Hll::export_redis() const {
 }
 
 void Hll::import_redis(std::string_view bytes) {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   require_valid();
   if (read_only_) internal::throw_read_only(kind_, name_, "changing it");
   uint8_t regs[kHllRegisters];
@@ -204,6 +217,7 @@ uint64_t Hll::count_redis(std::string_view bytes) {
 }
 
 HllStats Hll::stats() const {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   require_valid();
   uint8_t regs[kHllRegisters];
   hll_read_registers(words_, regs);

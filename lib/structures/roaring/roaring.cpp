@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -109,6 +110,7 @@ RoaringSet RoaringSet::create_from(Segment& seg, std::string_view name, const ro
 }
 
 RoaringSet RoaringSet::open(Segment& seg, std::string_view name) {
+  const ReadGuard in_call(seg);  // docs/CONCURRENCY.md "Reader announcements"
   return RoaringSetOps::attach_handle(seg, seg.open_region(name, Kind::kRoaring));
 }
 
@@ -259,8 +261,14 @@ RoaringStatus RoaringSetOps::write(RoaringSet& s, uint32_t value, Op op) noexcep
   return RoaringStatus::kOk;
 }
 
-RoaringStatus RoaringSet::add(uint32_t value) noexcept { return RoaringSetOps::write(*this, value, Op::kAdd); }
-RoaringStatus RoaringSet::remove(uint32_t value) noexcept { return RoaringSetOps::write(*this, value, Op::kRemove); }
+RoaringStatus RoaringSet::add(uint32_t value) noexcept {
+  const ReadGuard in_call(seg_of(local_));  // docs/CONCURRENCY.md "Reader announcements"
+  return RoaringSetOps::write(*this, value, Op::kAdd);
+}
+RoaringStatus RoaringSet::remove(uint32_t value) noexcept {
+  const ReadGuard in_call(seg_of(local_));  // docs/CONCURRENCY.md "Reader announcements"
+  return RoaringSetOps::write(*this, value, Op::kRemove);
+}
 RoaringStatus RoaringSet::add_u64(uint64_t value) noexcept {
   return value > UINT32_MAX ? RoaringStatus::kOutOfRange : add(static_cast<uint32_t>(value));
 }
@@ -269,6 +277,7 @@ RoaringStatus RoaringSet::remove_u64(uint64_t value) noexcept {
 }
 
 bool RoaringSet::contains(uint32_t value) const noexcept {
+  const ReadGuard in_call(seg_of(local_));  // docs/CONCURRENCY.md "Reader announcements"
   if (!local_ || !local_->live_region()) return false;
   View* view = current_view(local_);
   return view && view->contains_alone(value);
@@ -278,6 +287,7 @@ bool RoaringSet::contains_u64(uint64_t value) const noexcept {
 }
 
 RoaringStatus RoaringSet::add_many(std::span<const uint32_t> values) noexcept {
+  const ReadGuard in_call(seg_of(local_));  // docs/CONCURRENCY.md "Reader announcements"
   // Blocks of 16: prefetch (for write) the home slots of the block in the
   // current active delta, then add each (the delta of a large set is far
   // bigger than the cache: one miss per add otherwise, one chain at a time).
@@ -297,6 +307,7 @@ RoaringStatus RoaringSet::add_many(std::span<const uint32_t> values) noexcept {
   return RoaringStatus::kOk;
 }
 RoaringStatus RoaringSet::add_many(std::span<const uint64_t> values) noexcept {
+  const ReadGuard in_call(seg_of(local_));  // docs/CONCURRENCY.md "Reader announcements"
   for (uint64_t v : values)
     if (v > UINT32_MAX) return RoaringStatus::kOutOfRange;
   uint32_t buf[256];
@@ -350,13 +361,16 @@ uint64_t contains_each(const std::shared_ptr<RoaringLocal>& L, bool live, std::s
 }  // namespace
 
 uint64_t RoaringSet::contains_many(std::span<const uint32_t> values, std::span<uint8_t> out) const noexcept {
+  const ReadGuard in_call(seg_of(local_));  // docs/CONCURRENCY.md "Reader announcements"
   return contains_each(local_, local_ && local_->live_region(), values, out);
 }
 uint64_t RoaringSet::contains_many(std::span<const uint64_t> values, std::span<uint8_t> out) const noexcept {
+  const ReadGuard in_call(seg_of(local_));  // docs/CONCURRENCY.md "Reader announcements"
   return contains_each(local_, local_ && local_->live_region(), values, out);
 }
 
 RoaringStatus RoaringSet::add_range(uint64_t lo, uint64_t hi) noexcept {
+  const ReadGuard in_call(seg_of(local_));  // docs/CONCURRENCY.md "Reader announcements"
   if (hi > (uint64_t{1} << 32) || lo > hi) return RoaringStatus::kOutOfRange;
   if (!local_ || !local_->live_region()) return RoaringStatus::kDropped;
   if (hi - lo <= 1024) {
@@ -382,6 +396,7 @@ RoaringStatus RoaringSet::add_range(uint64_t lo, uint64_t hi) noexcept {
 }
 
 uint64_t RoaringSet::cardinality() const noexcept {
+  const ReadGuard in_call(seg_of(local_));  // docs/CONCURRENCY.md "Reader announcements"
   if (!local_ || !local_->live_region()) return 0;
   View* view = current_view(local_);
   if (!view) return 0;
@@ -415,16 +430,19 @@ uint64_t RoaringSet::cardinality() const noexcept {
 }
 
 bool RoaringSet::compact() {
+  const ReadGuard in_call(seg_of(local_));  // docs/CONCURRENCY.md "Reader announcements"
   if (!local_) throw Error(ErrorCode::kInvalidArgument, "compact() on an empty RoaringSet handle");
   return compact_impl(local_, nullptr);
 }
 
 bool RoaringSet::maintain() {
+  const ReadGuard in_call(seg_of(local_));  // docs/CONCURRENCY.md "Reader announcements"
   if (!local_) throw Error(ErrorCode::kInvalidArgument, "maintain() on an empty RoaringSet handle");
   return maintain_impl(local_);
 }
 
 void RoaringSet::merge(const roaring_bitmap_t* b) {
+  const ReadGuard in_call(seg_of(local_));  // docs/CONCURRENCY.md "Reader announcements"
   if (!local_) throw Error(ErrorCode::kInvalidArgument, "merge() on an empty RoaringSet handle");
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (!compact_impl(local_, b)) {
@@ -438,6 +456,7 @@ void RoaringSet::merge(const roaring_bitmap_t* b) {
 }
 
 uint32_t RoaringSet::reclaim() {
+  const ReadGuard in_call(seg_of(local_));  // docs/CONCURRENCY.md "Reader announcements"
   if (!local_ || !local_->live_region()) return 0;
   current_view(local_);  // this thread's cached view moves to the newest version
   if (!try_claim(*local_)) return 0;
@@ -446,6 +465,7 @@ uint32_t RoaringSet::reclaim() {
 }
 
 roaring_bitmap_t* RoaringSet::to_bitmap() const {
+  const ReadGuard in_call(seg_of(local_));  // docs/CONCURRENCY.md "Reader announcements"
   require_valid();
   View* view = current_view(local_);
   if (!view) throw Error(ErrorCode::kCorrupt, "Roaring set " + quoted(local_->region.name) + ": snapshot unreadable; run 'shmtool check'");
@@ -455,6 +475,7 @@ roaring_bitmap_t* RoaringSet::to_bitmap() const {
 }
 
 std::string RoaringSet::export_portable() const {
+  const ReadGuard in_call(seg_of(local_));  // docs/CONCURRENCY.md "Reader announcements"
   BitmapPtr b(to_bitmap());
   roaring_bitmap_run_optimize(b.p);
   std::string out(roaring_bitmap_portable_size_in_bytes(b.p), '\0');
@@ -476,6 +497,7 @@ roaring_bitmap_t* RoaringSet::parse_portable(std::string_view bytes) {
 }
 
 void RoaringSet::import_portable(std::string_view bytes) {
+  const ReadGuard in_call(seg_of(local_));  // docs/CONCURRENCY.md "Reader announcements"
   BitmapPtr b(parse_portable(bytes));
   merge(b.p);
 }
@@ -508,6 +530,7 @@ uint32_t RoaringSet::parse_value(std::string_view text) {
 }
 
 RoaringStats RoaringSet::stats() const {
+  const ReadGuard in_call(seg_of(local_));  // docs/CONCURRENCY.md "Reader announcements"
   require_valid();
   View* view = current_view(local_);
   if (!view) throw Error(ErrorCode::kCorrupt, "Roaring set " + quoted(local_->region.name) + ": snapshot unreadable; run 'shmtool check'");
@@ -614,8 +637,10 @@ bool RoaringSet::contains_any(std::span<const RoaringSet> sets, uint32_t x) noex
   bool made = false;
   const size_t n = sets.size();
   if (n <= kMax) {
+    std::optional<ReadGuard> in_call[kMax];  // docs/CONCURRENCY.md "Reader announcements" (any attachments)
     for (size_t i = 0; i < n; ++i) {
       const auto& L = sets[i].local_;
+      in_call[i].emplace(seg_of(L));
       views[i] = (L && L->live_region()) ? current_view(L, &made) : nullptr;
       if (views[i]) views[i]->prefetch1(x);
     }

@@ -18,6 +18,7 @@ std::atomic<uint64_t> g_fork_epoch{0};
 
 RoaringLocal::~RoaringLocal() {
   latest.reset();
+  const ReadGuard in_call(seg);  // outside any call (a thread's exit): the slot must stay ours while we write it
   if (pid != getpid() || slot == nullptr || !live_region()) return;  // forked copy, or set dropped
   slot->lo.store(0);
   slot->hi.store(0);
@@ -42,10 +43,13 @@ void RoaringLocal::publish_pins_locked() noexcept {
 }
 
 void RoaringLocal::view_died(uint64_t gen) noexcept {
+  // A view may die outside any call (a thread's exit frees its cache): announce, and
+  // write the slot only while the set (whose region holds the slot) is still published.
+  const ReadGuard in_call(seg);
   std::lock_guard<std::mutex> g(mu);
   auto it = live.find(gen);
   if (it != live.end() && --it->second == 0) live.erase(it);
-  publish_pins_locked();
+  if (live_region()) publish_pins_locked();
 }
 
 std::shared_ptr<View> RoaringLocal::make_view() {

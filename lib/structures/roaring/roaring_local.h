@@ -208,6 +208,13 @@ struct BitmapPtr {
   BitmapPtr& operator=(const BitmapPtr&) = delete;
 };
 
+// The attachment a handle's calls announce on (docs/CONCURRENCY.md "Reader
+// announcements"): none for a default-constructed handle.
+inline const Segment& seg_of(const std::shared_ptr<RoaringLocal>& L) noexcept {
+  static const Segment kNone;
+  return L ? L->seg : kNone;
+}
+
 // The view for the published snapshot, or nullptr (dropped / corrupt).
 // The returned pointer stays valid until this thread's next call on a set.
 View* current_view(const std::shared_ptr<RoaringLocal>& L) noexcept;

@@ -415,9 +415,10 @@ int64_t Window::bucket_of(int64_t unix_seconds) const noexcept {
 // ---------------------------------------------------------------------------
 // Data plane.
 
-#define SHMF_WINDOW_ENTER(fail)           \
-  if (!valid()) return fail;              \
-  WindowOps::tick(*this);                 \
+#define SHMF_WINDOW_ENTER(fail)                                                   \
+  const ReadGuard in_call(seg_); /* docs/CONCURRENCY.md "Reader announcements" */ \
+  if (!valid()) return fail;                                                      \
+  WindowOps::tick(*this);                                                         \
   const WindowHeader* h_ = WindowOps::hdr(*this)
 
 WindowStatus Window::mark(uint64_t space, std::string_view item) noexcept {
@@ -455,6 +456,7 @@ WindowStatus Window::forget(uint64_t space, uint64_t item) noexcept {
 
 uint64_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
                            std::span<WindowStatus> out) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   const size_t n = std::min(spaces.size(), items.size());
   const bool want = out.size() >= n;
   if (!valid()) {
@@ -473,6 +475,7 @@ uint64_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const uin
 }
 uint64_t Window::mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
                                      std::span<WindowStatus> out) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   const size_t n = std::min(spaces.size(), items.size());
   const bool want = out.size() >= n;
   if (!valid()) {
@@ -495,6 +498,7 @@ uint64_t Window::mark_if_unseen_many(std::span<const uint64_t> spaces, std::span
 }
 uint64_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
                            std::span<uint8_t> out) const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   const size_t n = std::min(spaces.size(), items.size());
   const bool want = out.size() >= n;
   if (!valid()) {
@@ -568,6 +572,7 @@ uint64_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uin
 }
 uint64_t Window::forget_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
                              std::span<WindowStatus> out) noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   const size_t n = std::min(spaces.size(), items.size());
   const bool want = out.size() >= n;
   uint64_t removed = 0;
@@ -580,6 +585,7 @@ uint64_t Window::forget_many(std::span<const uint64_t> spaces, std::span<const u
 }
 
 uint64_t Window::new_count(uint64_t space, uint32_t age) const noexcept {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (!valid()) return 0;
   WindowHeader* h = WindowOps::hdr(*this);
   if (age >= h->retention) return 0;

@@ -441,6 +441,7 @@ RegionInfo WindowOps::region(const Window& w) {
 }
 
 Window Window::open(Segment& seg, std::string_view name) {
+  const ReadGuard in_call(seg);  // docs/CONCURRENCY.md "Reader announcements"
   Window w;
   RegionInfo r = w.bind(seg, name, Kind::kWindow);
   require_sound(seg, r);
@@ -493,6 +494,7 @@ bool Window::drop(Segment& seg, std::string_view name) {
 }
 
 WindowStats Window::stats() const {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   require_valid();
   WindowOps::require_sound(*this);  // every table below is followed: re-validated (bytes may have changed since open)
   WindowHeader* h = WindowOps::hdr(*this);

@@ -41,7 +41,10 @@ using wi::WindowHeader;
 namespace internal::window_ops {
 
 
-constexpr uint32_t kQuiesceEvery = 256;  // data-plane calls between quiescent points (getpid() is a syscall)
+// Data-plane calls between quiescent points (getpid() is a syscall). This build's reclaimer reads
+// the calls' announcements instead (docs/CONCURRENCY.md); the quiescent points serve a reclaimer
+// of an older build sharing the segment, and pace map_spare_ahead.
+constexpr uint32_t kQuiesceEvery = 256;
 constexpr size_t kBatch = 16;            // pairs in flight per prefetch round
 constexpr uint32_t kMaxPath = 5;
 constexpr uint64_t kPrepareChunk = 4ull << 20;  // bytes a spare's preparation zeroes per lock hold (~1 ms)

@@ -10,9 +10,10 @@
 //  - no spare ready (maintain() did not run): the caller prepares the slot under the
 //    segment lock (free the expired table, allocate a fresh one; undo-logged), then claims.
 //  - expiry: maintain() retires slots whose bucket left every window (tag -> kRetired,
-//    table -> 0, extents freed: quarantined until every process passed a quiescent point,
-//    so a reader still inside a query of that table stays safe). Every data-plane call
-//    is a quiescent point of its process at its start (one call in 256, see kQuiesceEvery).
+//    table -> 0, extents freed: quarantined until the calls in flight at the free returned,
+//    so a reader still inside a query of that table stays safe; docs/CONCURRENCY.md
+//    "Reader announcements"). Every data-plane call is also a quiescent point of its
+//    process at its start (one call in 256, see kQuiesceEvery) for builds without them.
 //  - overflow: allocated under the segment lock when the main table is full, published
 //    by a release store after the commit (pending_overflow keeps a committed, unpublished
 //    extent owned).
@@ -371,6 +372,7 @@ bool WindowOps::cuckoo_expand(void* ctx, ck::Header* ch) {
 // maintain(): retire, prepare (control plane).
 
 bool Window::maintain_step(uint64_t max_bytes) {
+  const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   require_valid();
   seg_.quiesce();
   // Every table offset maintain follows is re-validated (segment bytes may have changed since
@@ -452,7 +454,8 @@ bool Window::maintain_step(uint64_t max_bytes) {
 
 void Window::maintain() {
   // Each step finishes both spares (its budget is unlimited); a second one only if the
-  // clock moved on meanwhile. Bounded: at most 4 steps.
+  // clock moved on meanwhile. Bounded: at most 4 steps. No ReadGuard here: each step is
+  // its own call, so what one step retired the next may reuse.
   for (int i = 0; i < 4 && !maintain_step(~uint64_t{0}); ++i) {
   }
 }
