@@ -463,7 +463,7 @@ static ngx_int_t ngx_http_shmfilter_error_variable(ngx_http_request_t *r,
 static void ngx_http_shmfilter_set_gauges(
     ngx_http_shmfilter_main_conf_t *smcf, ngx_flag_t linked);
 static ngx_flag_t ngx_http_shmfilter_state_unlinked(
-    ngx_http_shmfilter_counters_t *ctr);
+    ngx_http_shmfilter_counters_t *ctr, ngx_flag_t attached);
 static void ngx_http_shmfilter_detach(ngx_http_shmfilter_main_conf_t *smcf);
 static u_char *ngx_http_shmfilter_path(ngx_http_shmfilter_main_conf_t *smcf,
     u_char *buf, size_t size);
@@ -3416,10 +3416,13 @@ ngx_http_shmfilter_set_gauges(ngx_http_shmfilter_main_conf_t *smcf,
 
 /*
  * Whether a live worker maps a segment whose name is gone (its state lives
- * on only there): from the workers' gauges in the shared zone.
+ * on only there): from the workers' gauges in the shared zone. ATTACHED: any
+ * live attached worker counts (the master, which finds the name absent: a
+ * worker attached to it maps a removed one, noticed or not yet).
  */
 static ngx_flag_t
-ngx_http_shmfilter_state_unlinked(ngx_http_shmfilter_counters_t *ctr)
+ngx_http_shmfilter_state_unlinked(ngx_http_shmfilter_counters_t *ctr,
+    ngx_flag_t attached)
 {
     ngx_uint_t                    i;
     ngx_http_shmfilter_worker_t  *w;
@@ -3427,7 +3430,7 @@ ngx_http_shmfilter_state_unlinked(ngx_http_shmfilter_counters_t *ctr)
     for (i = 0; i < NGX_HTTP_SHMFILTER_MAX_WORKERS; i++) {
         w = &ctr->worker[i];
 
-        if (w->pid != 0 && w->attached && !w->linked
+        if (w->pid != 0 && w->attached && (attached || !w->linked)
             && (kill((pid_t) w->pid, 0) == 0 || ngx_errno == NGX_EPERM))
         {
             return 1;
@@ -3670,7 +3673,7 @@ ngx_http_shmfilter_wait_rescue(ngx_cycle_t *cycle,
 
     ctr = (smcf->zone != NULL) ? smcf->zone->data : NULL;
 
-    if (ctr == NULL || !ngx_http_shmfilter_state_unlinked(ctr)) {
+    if (ctr == NULL || !ngx_http_shmfilter_state_unlinked(ctr, 1)) {
         return NGX_DECLINED;
     }
 
@@ -4654,7 +4657,8 @@ ngx_http_shmfilter_status_segment(ngx_http_shmfilter_main_conf_t *smcf,
                               "them until a rescue re-creates the name.");
     ngx_http_shmfilter_printf(t, "shmfilter_segment_unlinked{segment=\"%V\"} "
                               "%d\n", &smcf->segment,
-                              (int) ngx_http_shmfilter_state_unlinked(ctr));
+                              (int) ngx_http_shmfilter_state_unlinked(ctr,
+                                                                      0));
 
     ngx_http_shmfilter_family(t, "shmfilter_segment_rescues_total", "counter",
                               "Removed segments whose state a worker saved "
