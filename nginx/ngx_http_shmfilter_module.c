@@ -49,6 +49,8 @@
 #define NGX_HTTP_SHMFILTER_CHECK_MSEC     1000
 /* a master whose old workers are rescuing a removed segment waits this long */
 #define NGX_HTTP_SHMFILTER_RESCUE_WAIT    10
+/* marks a worker keeps for replay while a rescue runs (bytes of records) */
+#define NGX_HTTP_SHMFILTER_REPLAY_MAX     (16 * 1024 * 1024)
 
 /* operations: the offset of each variable directive in the commands table */
 #define NGX_HTTP_SHMFILTER_MARK           0
@@ -126,14 +128,21 @@ typedef struct {
 typedef struct {
     ngx_http_shmfilter_worker_t      worker[NGX_HTTP_SHMFILTER_MAX_WORKERS];
     /*
-     * A removed segment (docs/nginx.md): unlinked is set by any worker whose
-     * mapping lost its name and cleared when a rescue published the state
-     * under the name again; rescuer is the pid of the one worker saving it
-     * (0: none; a CAS takes it); rescues counts the published rescues.
+     * A removed segment (docs/nginx.md): rescuer is the pid of the one worker
+     * saving it (0: none; a CAS takes it); rescues counts the published
+     * rescues. Whether a worker maps a removed one: its gauges above.
      */
-    ngx_atomic_t                     unlinked;
     ngx_atomic_t                     rescuer;
     ngx_atomic_t                     rescues;
+    /*
+     * incremented by a rescuer before its save: a worker whose mark completes
+     * after it (it reads a value other than the one of its attach) keeps
+     * the mark and replays it into the rescued file once it attached it
+     */
+    ngx_atomic_t                     rescue_epoch;
+    /* after a failed rescue: none before rescue_at (backoff 1 s to 60 s) */
+    ngx_atomic_t                     rescue_at;
+    ngx_atomic_t                     rescue_backoff;
     /* per variable with a per-request name: names it may still count */
     ngx_atomic_t                     names[NGX_HTTP_SHMFILTER_NAME_VARS];
 } ngx_http_shmfilter_counters_t;
@@ -236,6 +245,12 @@ typedef struct {
     shmf_segment                    *seg;
     time_t                           seg_retry_at;
     ngx_uint_t                       seg_rescues; /* zone's rescues at attach */
+    ngx_atomic_uint_t                seg_epoch;   /* zone's rescue_epoch */
+    /* marks made on a mapping being rescued: records to replay */
+    u_char                          *replay;
+    size_t                           replay_len;
+    size_t                           replay_cap;
+    ngx_uint_t                       replay_lost;
     ngx_http_shmfilter_hll_slot_t   *hll_cache;
 } ngx_http_shmfilter_main_conf_t;
 
@@ -475,6 +490,11 @@ static void ngx_http_shmfilter_rescue(ngx_http_shmfilter_main_conf_t *smcf,
 static ngx_int_t ngx_http_shmfilter_wait_rescue(ngx_cycle_t *cycle,
     ngx_http_shmfilter_main_conf_t *smcf);
 static ngx_flag_t ngx_http_shmfilter_name_ok(ngx_str_t *name);
+static void ngx_http_shmfilter_keep_mark(ngx_http_shmfilter_main_conf_t *smcf,
+    ngx_http_shmfilter_var_t *sv, ngx_str_t *key, uint64_t space,
+    ngx_log_t *log);
+static void ngx_http_shmfilter_switch(ngx_http_shmfilter_main_conf_t *smcf,
+    ngx_log_t *log);
 static void ngx_http_shmfilter_count_names(ngx_cycle_t *cycle,
     ngx_http_shmfilter_main_conf_t *smcf, shmf_segment *seg);
 static int ngx_http_shmfilter_create_name(ngx_http_shmfilter_main_conf_t *smcf,
@@ -2734,7 +2754,10 @@ ngx_http_shmfilter_exit_process(ngx_cycle_t *cycle)
         return;
     }
 
-    /* the last chance of a removed segment's state this worker maps */
+    /*
+     * The last chance of a removed segment's state this worker maps: rescue
+     * it, or (rescued by another) replay the marks kept since into it.
+     */
     if (smcf->seg != NULL && shmf_segment_linked(smcf->seg) == 0) {
         u_char       path[512];
         struct stat  sb;
@@ -2744,7 +2767,15 @@ ngx_http_shmfilter_exit_process(ngx_cycle_t *cycle)
             != 0)
         {
             ngx_http_shmfilter_rescue(smcf, cycle->log);
+
+        } else if (smcf->replay_len > 0) {
+            ngx_http_shmfilter_switch(smcf, cycle->log);
         }
+    }
+
+    if (smcf->replay != NULL) {
+        ngx_free(smcf->replay);
+        smcf->replay = NULL;
     }
 
     ngx_http_shmfilter_log_flush(cycle->log, 1);
@@ -2783,6 +2814,7 @@ ngx_http_shmfilter_attach_segment(ngx_http_shmfilter_main_conf_t *smcf,
 
     ctr = (smcf->zone != NULL) ? smcf->zone->data : NULL;
     smcf->seg_rescues = ctr ? (ngx_uint_t) ctr->rescues : 0;
+    smcf->seg_epoch = ctr ? ctr->rescue_epoch : 0;
 
     rc = ngx_http_shmfilter_open(smcf, &smcf->seg);
 
@@ -3553,8 +3585,7 @@ ngx_http_shmfilter_check_handler(ngx_event_t *ev)
                         : "replaced by someone else: the old file's state "
                           "is not in it");
 
-            ngx_http_shmfilter_detach(smcf);
-            (void) ngx_http_shmfilter_attach_segment(smcf, ev->log);
+            ngx_http_shmfilter_switch(smcf, ev->log);
             rc = 1;
 
         } else {
@@ -3605,6 +3636,11 @@ ngx_http_shmfilter_rescue(ngx_http_shmfilter_main_conf_t *smcf,
         return;
     }
 
+    if ((time_t) ctr->rescue_at > ngx_time() && !ngx_exiting) {
+        /* the last one failed: a save costs the whole segment, back off */
+        return;
+    }
+
     who = ctr->rescuer;
 
     if (who != 0 && (pid_t) who != ngx_pid && kill((pid_t) who, 0) == 0) {
@@ -3618,6 +3654,10 @@ ngx_http_shmfilter_rescue(ngx_http_shmfilter_main_conf_t *smcf,
 
     ngx_http_shmfilter_path(smcf, path, sizeof(path));
     ngx_snprintf(save, sizeof(save), "%s.rescue-%P.save%Z", path, ngx_pid);
+
+    /* from here on, every worker keeps its new marks for replay (a full
+       barrier: a mark that reads the old epoch completed before the save) */
+    ngx_atomic_fetch_add(&ctr->rescue_epoch, 1);
 
     rc = shmf_segment_save(smcf->seg, (const char *) save);
 
@@ -3635,6 +3675,8 @@ ngx_http_shmfilter_rescue(ngx_http_shmfilter_main_conf_t *smcf,
 
     if (rc == 0) {
         ngx_atomic_fetch_add(&ctr->rescues, 1);
+        ctr->rescue_backoff = 0;
+        ctr->rescue_at = 0;
 
         ngx_log_error(NGX_LOG_NOTICE, log, 0,
                       "shmfilter: segment \"%V\": its state was saved from "
@@ -3645,11 +3687,15 @@ ngx_http_shmfilter_rescue(ngx_http_shmfilter_main_conf_t *smcf,
         ngx_http_shmfilter_log(log, NGX_LOG_ALERT,
                                NGX_HTTP_SHMFILTER_WHO_SEGMENT, rc,
                                "shmfilter: segment \"%V\": the rescue of the "
-                               "removed %s failed: %s: %s; retrying every "
-                               "second (a reload refuses to create an empty "
-                               "segment meanwhile)",
+                               "removed %s failed: %s: %s; retrying after a "
+                               "backoff (1 s doubling to 60 s; a reload "
+                               "refuses to create an empty segment meanwhile)",
                                &smcf->segment, path, shmf_strerror(rc),
                                shmf_last_error_message());
+
+        ctr->rescue_backoff = ctr->rescue_backoff
+                              ? ngx_min(2 * ctr->rescue_backoff, 60) : 1;
+        ctr->rescue_at = (ngx_atomic_uint_t) ngx_time() + ctr->rescue_backoff;
     }
 
     ctr->rescuer = 0;
@@ -3703,6 +3749,145 @@ ngx_http_shmfilter_wait_rescue(ngx_cycle_t *cycle,
                   NGX_HTTP_SHMFILTER_RESCUE_WAIT);
 
     return NGX_ERROR;
+}
+
+
+/* one mark kept for replay: its variable, space, key length, then the key */
+typedef struct {
+    ngx_http_shmfilter_var_t        *sv;
+    uint64_t                         space;
+    size_t                           len;
+} ngx_http_shmfilter_kept_t;
+
+
+/*
+ * A mark answered "new" on this worker's mapping: when a rescue began since
+ * this worker attached (the zone's rescue_epoch moved), the mark may not be
+ * in the save: keep it to replay into the rescued file (switch). Bounded:
+ * past NGX_HTTP_SHMFILTER_REPLAY_MAX bytes a mark is counted as lost.
+ */
+static void
+ngx_http_shmfilter_keep_mark(ngx_http_shmfilter_main_conf_t *smcf,
+    ngx_http_shmfilter_var_t *sv, ngx_str_t *key, uint64_t space,
+    ngx_log_t *log)
+{
+    u_char                         *p;
+    size_t                          need, cap;
+    ngx_http_shmfilter_kept_t       k;
+    ngx_http_shmfilter_counters_t  *ctr;
+
+    ctr = (smcf->zone != NULL) ? smcf->zone->data : NULL;
+
+    if (ctr == NULL) {
+        return;
+    }
+
+    /* after the mark's stores: a rescuer increments, then saves */
+    ngx_memory_barrier();
+
+    if (ctr->rescue_epoch == smcf->seg_epoch) {
+        return;
+    }
+
+    need = sizeof(ngx_http_shmfilter_kept_t) + ngx_align(key->len, 8);
+
+    if (smcf->replay_len + need > smcf->replay_cap) {
+        cap = ngx_max(smcf->replay_cap * 2, 65536);
+
+        if (cap > NGX_HTTP_SHMFILTER_REPLAY_MAX) {
+            smcf->replay_lost++;
+            return;
+        }
+
+        p = ngx_alloc(cap, log);
+        if (p == NULL) {
+            smcf->replay_lost++;
+            return;
+        }
+
+        if (smcf->replay != NULL) {
+            ngx_memcpy(p, smcf->replay, smcf->replay_len);
+            ngx_free(smcf->replay);
+        }
+
+        smcf->replay = p;
+        smcf->replay_cap = cap;
+    }
+
+    k.sv = sv;
+    k.space = space;
+    k.len = key->len;
+
+    p = smcf->replay + smcf->replay_len;
+    ngx_memcpy(p, &k, sizeof(k));
+    ngx_memcpy(p + sizeof(k), key->data, key->len);
+    smcf->replay_len += need;
+}
+
+
+/*
+ * The segment's name holds another file (a rescue, or a replacement): close
+ * everything, attach it, and replay the marks kept since a rescue began.
+ */
+static void
+ngx_http_shmfilter_switch(ngx_http_shmfilter_main_conf_t *smcf,
+    ngx_log_t *log)
+{
+    int                           rc;
+    void                         *h;
+    u_char                       *p, *end;
+    uint64_t                      n;
+    ngx_str_t                     key;
+    ngx_uint_t                    done, failed, level;
+    ngx_http_shmfilter_kept_t     k;
+    ngx_http_shmfilter_struct_t  *st;
+
+    ngx_http_shmfilter_detach(smcf);
+
+    if (ngx_http_shmfilter_attach_segment(smcf, log) != NGX_OK) {
+        /* kept: replayed by the next switch (the next check) */
+        return;
+    }
+
+    done = 0;
+    failed = 0;
+    p = smcf->replay;
+    end = p + smcf->replay_len;
+
+    while (p != NULL && p < end) {
+        ngx_memcpy(&k, p, sizeof(k));
+        key.data = p + sizeof(k);
+        key.len = k.len;
+        p += sizeof(k) + ngx_align(k.len, 8);
+
+        st = &((ngx_http_shmfilter_struct_t *) smcf->structs.elts)
+                                                          [k.sv->index];
+        h = ngx_http_shmfilter_handle(smcf, st, log);
+
+        rc = (h == NULL) ? -SHMF_ENOTFOUND
+                         : ngx_http_shmfilter_call(k.sv, st, h, &key, k.space,
+                                                   &n);
+        if (rc < 0) {
+            failed++;
+
+        } else {
+            done++;
+        }
+    }
+
+    level = (failed + smcf->replay_lost) ? NGX_LOG_ALERT : NGX_LOG_NOTICE;
+
+    if (done + failed + smcf->replay_lost > 0) {
+        ngx_log_error(level, log, 0,
+                      "shmfilter: segment \"%V\": replayed %ui marks made "
+                      "while it was being rescued into the new file (%ui "
+                      "failed, %ui not kept: past %uz bytes)",
+                      &smcf->segment, done, failed, smcf->replay_lost,
+                      (size_t) NGX_HTTP_SHMFILTER_REPLAY_MAX);
+    }
+
+    smcf->replay_len = 0;
+    smcf->replay_lost = 0;
 }
 
 
@@ -3882,6 +4067,10 @@ ngx_http_shmfilter_variable_get(ngx_http_request_t *r,
 
         return ngx_http_shmfilter_fail(r, smcf, sv, v,
                                        ngx_http_shmfilter_cause(rc));
+    }
+
+    if (sv->op == NGX_HTTP_SHMFILTER_MARK && rc == 1) {
+        ngx_http_shmfilter_keep_mark(smcf, sv, &key, space, r->connection->log);
     }
 
     return ngx_http_shmfilter_value(r, smcf, sv, v, rc, n);

@@ -101,9 +101,10 @@ PYEOF
 
 removed)
   nginx_conf "$p" 2 "
-    shmfilter_segment $seg create size=16m;
+    shmfilter_segment $seg create size=64m;
     shmfilter_structure pairs set capacity=100000 create;
-    shmfilter_structure freq window variant=cuckoo expected=10000 create;
+    # sized far above the 800 pairs: no false positive to tell from a loss
+    shmfilter_structure freq window variant=cuckoo expected=1000000 create;
     shmfilter_mark \$fc pairs \$arg_plan \$arg_device;
     shmfilter_mark \$fw freq \$arg_device space=\$arg_plan;
     server {
@@ -114,18 +115,27 @@ removed)
     }"
   nginx_start "$p" "$port"
   wait_workers "$p" 2
-  # mark N pairs of set TAG; prints how many answered "new new"
+  # mark N pairs of set TAG (200, or N); prints how many answered "new new"
   mark() {
     local urls=() i
-    for i in $(seq 1 200); do urls+=("$U/m?plan=$((i % 7))&device=$1$i"); done
-    batch "$T_DIR/$1.curl" "${urls[@]}" | grep -c '^new new$' || true
+    for i in $(seq 1 "${2:-200}"); do urls+=("$U/m?plan=$((i % 7))&device=$1$i"); done
+    batch "$T_DIR/$1.curl" "${urls[@]}" >"$T_DIR/$1.out"
+    grep -c '^new new$' "$T_DIR/$1.out" || true
   }
-  expect_eq "pairs A marked" "$(mark a)" 200
+  # expect_marks WHAT TAG N: marking TAG's 200 pairs answers N "new new" and the
+  # others "seen seen" (set and window agree: none lost by either)
+  expect_marks() {
+    local n s; n=$(mark "$2")
+    s=$(grep -c '^seen seen$' "$T_DIR/$2.out" || true)
+    [[ $n == "$3" && $((n + s)) == 200 ]] ||
+      fail "$1: $n of 200 answered 'new new', expected $3 (answers: $(sort "$T_DIR/$2.out" | uniq -c | tr '\n' ' '))"
+  }
+  expect_marks "pairs A marked" a 200
   expect_eq "unlinked before" "$(status_value 'shmfilter_segment_unlinked')" 0
   ino=$(stat -c %i "/dev/shm/$seg")
   t0=$(date +%s.%N)
   rm "/dev/shm/$seg"
-  expect_eq "pairs B marked in the removed segment" "$(mark b)" 200
+  expect_marks "pairs B marked in the removed segment" b 200
   # noticed within seconds: the rescue re-creates the name, every worker attaches it
   seen_unlinked=0
   for _ in $(seq 200); do
@@ -142,8 +152,8 @@ removed)
   note "removal noticed and rescued in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}') s (unlinked seen: $seen_unlinked)"
   n=$(grep -c 'was removed under the running workers' "$p/error.log" || true)
   [[ $n -ge 1 && $n -le 2 ]] || fail "the removal was logged $n times, expected once per worker that noticed it (1..2)"
-  expect_eq "pairs A seen after the rescue" "$(mark a)" 0
-  expect_eq "pairs B seen after the rescue" "$(mark b)" 0
+  expect_marks "pairs A seen after the rescue" a 0
+  expect_marks "pairs B seen after the rescue" b 0
   note "reload: the new workers attach the rescued segment"
   before=$(nginx_workers "$p" | tr '\n' ' ')
   nginx -p "$p" -c "$p/nginx.conf" -e "$p/error.log" -s reload
@@ -152,12 +162,15 @@ removed)
     [[ -n $after && $after != "$before" && $(nginx_workers "$p" | wc -l) -eq 2 ]] && break
     sleep 0.05
   done
-  expect_eq "pairs A seen after the reload" "$(mark a)" 0
-  expect_eq "pairs B seen after the reload" "$(mark b)" 0
+  expect_marks "pairs A seen after the reload" a 0
+  expect_marks "pairs B seen after the reload" b 0
   note "removed again, reloaded at once: the master waits for the workers' rescue"
-  expect_eq "pairs C marked" "$(mark c)" 200
+  expect_marks "pairs C marked" c 200
   rm "/dev/shm/$seg"
-  expect_eq "pairs D marked in the removed segment" "$(mark d)" 200
+  expect_marks "pairs D marked in the removed segment" d 200
+  # and marks go on while the workers notice, rescue, switch and reload: 12 batches over 3 s
+  (for k in $(seq 0 11); do mark "e$k" 20 >/dev/null; sleep 0.25; done) &
+  MARKER=$!
   before=$(nginx_workers "$p" | tr '\n' ' ')
   nginx -p "$p" -c "$p/nginx.conf" -e "$p/error.log" -s reload
   for _ in $(seq 400); do
@@ -166,9 +179,22 @@ removed)
     sleep 0.05
   done
   [[ $after != "$before" ]] || fail "the reload did not start new workers within 20 s"
-  for t in a b c d; do expect_eq "pairs ${t^^} seen after remove + reload (none served twice)" "$(mark $t)" 0; done
+  # the old workers replay what they marked during the rescue as they leave
+  for w in $before; do wait_exit "$w" "old worker"; done
+  wait "$MARKER" || fail "the marking loop failed"
+  for k in $(seq 0 11); do
+    [[ $(grep -c '^new new$' "$T_DIR/e$k.out") == 20 ]] ||
+      fail "batch e$k during the rescue and reload: $(sort "$T_DIR/e$k.out" | uniq -c | tr '\n' ' ')"
+  done
+  for t in a b c d; do expect_marks "pairs ${t^^} seen after remove + reload (none served twice)" $t 0; done
+  for k in $(seq 0 11); do
+    n=$(mark "e$k" 20)
+    [[ $n == 0 && $(grep -c '^seen seen$' "$T_DIR/e$k.out") == 20 ]] ||
+      fail "batch e$k marked during the rescue and reload, served again: $(sort "$T_DIR/e$k.out" | uniq -c | tr '\n' ' ')"
+  done
   grep -q 'is absent while running workers map its state: waiting' "$p/error.log" ||
     fail "the master did not wait for the rescue"
+  note "replays: $(grep -o 'replayed [0-9]* marks' "$p/error.log" | tr '\n' ' ')"
   ;;
 
 names)
