@@ -2922,6 +2922,7 @@ ngx_http_shmfilter_struct_failed(ngx_http_shmfilter_main_conf_t *smcf,
         st->handle = NULL;
         st->retry_at = (now - st->reopened_at < 1) ? now + 1 : 0;
         st->reopened_at = now;
+        st->open_rc = rc;
     }
 }
 
@@ -3559,7 +3560,14 @@ ngx_http_shmfilter_check_handler(ngx_event_t *ev)
     ngx_http_shmfilter_log_flush(ev->log, 0);
 
     if (smcf->seg == NULL) {
-        (void) ngx_http_shmfilter_attach_segment(smcf, ev->log);
+        if (smcf->replay_len > 0) {
+            /* a switch whose attach failed: attach and replay */
+            ngx_http_shmfilter_switch(smcf, ev->log);
+
+        } else {
+            (void) ngx_http_shmfilter_attach_segment(smcf, ev->log);
+        }
+
         rc = 1;
 
     } else {
@@ -3602,8 +3610,8 @@ ngx_http_shmfilter_check_handler(ngx_event_t *ev)
         }
     }
 
-    if (rc != 0) {
-        ngx_http_shmfilter_set_gauges(smcf, rc > 0);
+    if (rc > 0) {
+        ngx_http_shmfilter_set_gauges(smcf, 1);
     }
 
     if (!ngx_exiting && !ngx_quit) {
