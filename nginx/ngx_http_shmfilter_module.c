@@ -42,10 +42,10 @@
 #define NGX_HTTP_SHMFILTER_NAMES_MAX      65536
 /* variables with per-request names that the shared zone counts */
 #define NGX_HTTP_SHMFILTER_NAME_VARS      32
-/* the log's rate limit: one line per (structure, cause), then a count a minute */
+/* the log's rate limit: a line per (structure, cause), then a count a minute */
 #define NGX_HTTP_SHMFILTER_LOG_SLOTS      64
 #define NGX_HTTP_SHMFILTER_LOG_PERIOD     60
-/* each worker checks its segment's name and flushes the log counts this often */
+/* each worker checks its segment's name, flushes the log's counts this often */
 #define NGX_HTTP_SHMFILTER_CHECK_MSEC     1000
 /* a master whose old workers are rescuing a removed segment waits this long */
 #define NGX_HTTP_SHMFILTER_RESCUE_WAIT    10
@@ -4973,7 +4973,8 @@ ngx_http_shmfilter_status_counters(ngx_http_shmfilter_text_t *t,
 
     ngx_http_shmfilter_family(t, "shmfilter_failures_total", "counter",
                               "Evaluations that could not do what they were "
-                              "asked, per worker and cause ($shmfilter_error).");
+                              "asked, per worker and cause "
+                              "($shmfilter_error).");
 
     for (w = 0; w < nworkers; w++) {
         for (k = 1; k < NGX_HTTP_SHMFILTER_NCAUSES; k++) {
