@@ -246,6 +246,7 @@ typedef struct {
     time_t                           seg_retry_at;
     ngx_uint_t                       seg_rescues; /* zone's rescues at attach */
     ngx_atomic_uint_t                seg_epoch;   /* zone's rescue_epoch */
+    ngx_flag_t                       seg_unlinked; /* this worker saw it */
     /* marks made on a mapping being rescued: records to replay */
     u_char                          *replay;
     size_t                           replay_len;
@@ -3499,6 +3500,7 @@ ngx_http_shmfilter_detach(ngx_http_shmfilter_main_conf_t *smcf)
     shmf_segment_close(smcf->seg);
     smcf->seg = NULL;
     smcf->seg_retry_at = 0;
+    smcf->seg_unlinked = 0;
 }
 
 
@@ -3605,6 +3607,9 @@ ngx_http_shmfilter_check_handler(ngx_event_t *ev)
                         "re-create the name (shmfilter_segment_unlinked)",
                         &smcf->segment, path);
 
+            /* keep marks from now on: a rescue by another process (a
+               second nginx on the segment) does not move our epoch */
+            smcf->seg_unlinked = 1;
             ngx_http_shmfilter_set_gauges(smcf, 0);
             ngx_http_shmfilter_rescue(smcf, ev->log);
         }
@@ -3793,7 +3798,7 @@ ngx_http_shmfilter_keep_mark(ngx_http_shmfilter_main_conf_t *smcf,
     /* after the mark's stores: a rescuer increments, then saves */
     ngx_memory_barrier();
 
-    if (ctr->rescue_epoch == smcf->seg_epoch) {
+    if (ctr->rescue_epoch == smcf->seg_epoch && !smcf->seg_unlinked) {
         return;
     }
 

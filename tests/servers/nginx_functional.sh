@@ -252,7 +252,7 @@ bad() { # bad WHAT EXPECTED_REGEX HTTP_BODY
   nginx_conf "$q" 1 "$3"
   local out
   if out=$(nginx_test_conf "$q"); then fail "nginx -t accepted a bad configuration ($1)"; fi
-  echo "$out" | grep -Eq "$2" || fail "nginx -t error for $1 does not match /$2/: $out"
+  grep -Eq "$2" <<<"$out" || fail "nginx -t error for $1 does not match /$2/: $out"
 }
 bad "unknown kind" 'unknown structure kind "trie"' "shmfilter_segment $seg; shmfilter_structure x trie;"
 bad "missing segment" "shmfilter_segment \"shmf-test-absent-$$\".*does not exist.*create" \
@@ -295,7 +295,10 @@ bad "window retention" 'invalid retention=65: buckets kept, 1 to 64' \
 bad "maintain period" 'invalid value "10ms": a period of at least 1s, or off' \
   "shmfilter_segment $seg; shmfilter_maintain 10ms;"
 note "a removed segment: attached workers keep it, notice it, one rescues it; a respawned worker attaches the rescue"
+expect_eq "marked before the removal" "$(get "$U/bloom?plan=76&device=r")" "new"
 "$SHMF_SHMTOOL" remove "$seg" >/dev/null || fail "shmtool remove failed"
+# (the second nginx started above maps it too and may rescue it first: a mark made on
+# this one before its workers noticed is then not replayed, docs/nginx.md)
 expect_eq "attached after remove" "$(get "$U/bloom?plan=77&device=r")" "new"
 rescued=0
 for _ in $(seq 200); do # bounded: 10 s (the workers check every second)
@@ -311,7 +314,7 @@ victim=$(nginx_workers "$p" | head -1)
 kill -KILL "$victim"
 wait_workers "$p" 4
 for i in $(seq 1 8); do
-  expect_eq "marked before the removal, after the respawn ($i)" "$(get "$U/bloom?plan=77&device=r")" "seen"
+  expect_eq "marked before the removal, after the respawn ($i)" "$(get "$U/bloom?plan=76&device=r")" "seen"
 done
 if [[ $(id -u) -eq 0 ]]; then
   note "a respawned worker that cannot attach: logged, shmfilter_worker_attached 0, answers per shmfilter_fail"
