@@ -181,6 +181,8 @@ TEST(Kinds, FuzzImagesReachTheStatesTheyPromise) {
   EXPECT_GT(Hll::open(seg, "hll").count(), 0u);
   EXPECT_EQ(Hll::open(seg, "hll-empty").count(), 0u);
   EXPECT_EQ(ExactSet::open(seg, "set").size(), 34u);  // 40 - 8 erased (tombstones) + the two special keys
+  EXPECT_EQ(ExactSet::open(seg, "set-full").size(), 16u);  // at capacity
+  EXPECT_EQ(ExactSet::open(seg, "set-full").insert(uint64_t{999999937}), InsertResult::kFull);
   for (const char* name : {"window-bloom", "window-cuckoo"}) {
     Window w = Window::open(seg, name);
     w.set_now(1764547200 + 3 * 86400 + 7200);  // the image's last day (window_kind.cpp's clock), not today

@@ -31,6 +31,14 @@ void fuzz_image(Segment& seg, std::string_view prefix) {
   for (uint64_t k = 1; k <= 8; ++k) s.erase(k * 1000003u);  // tombstones
   (void)s.insert(uint64_t{0});  // the special keys that live outside the slots
   (void)s.insert(~uint64_t{0});
+  // At capacity: inserts answered kFull, then erases and re-inserts that reuse tombstones,
+  // so the used count (keys + tombstones) sits at its limit.
+  ExactSetOptions f;
+  f.capacity = 16;
+  ExactSet full = ExactSet::create(seg, p + "set-full", f);
+  for (uint64_t k = 1; k <= 24; ++k) (void)full.insert(k * 7919u);
+  for (uint64_t k = 1; k <= 6; ++k) full.erase(k * 7919u);
+  for (uint64_t k = 100; k <= 130; ++k) (void)full.insert(k * 7919u);
 }
 
 void fuzz_exercise(Segment& seg, const RegionInfo& r) {
