@@ -233,7 +233,9 @@ TEST(Kinds, FuzzImagesReachTheStatesTheyPromise) {
   for (const RegionInfo& r : seg.list()) {
     std::vector<internal::FuzzField> fields;
     internal::kind_row(r.kind)->fuzz_fields(seg, r, fields);
-    if (r.kind != Kind::kBlob) EXPECT_FALSE(fields.empty()) << r.name << ": its row lists no field";
+    if (r.kind != Kind::kBlob) {
+      EXPECT_FALSE(fields.empty()) << r.name << ": its row lists no field";
+    }
     for (const internal::FuzzField& f : fields) {
       EXPECT_TRUE(f.width == 1 || f.width == 2 || f.width == 4 || f.width == 8) << r.name;
       EXPECT_LE(f.offset + f.width, size) << r.name;
