@@ -6,7 +6,9 @@
 // hold nothing (restore is all or nothing). An accepted file's structures must open,
 // answer, take writes and pass check() without a crash; they are dropped afterwards.
 // Seeds (corpus/fuzz_restore/): saves of a segment with every kind, windows of both
-// variants included (their day ring, an overflowing bucket, a forget).
+// variants included (their day ring, an overflowing bucket, a forget); every-kind-every-state
+// is the save of every row's fuzz image (idle windows with retired slots and a spare in
+// preparation, a roaring set with retired snapshots pending, an exact set at capacity...).
 //
 // Custom mutator: half the time libFuzzer's own; otherwise structure-aware. It parses the
 // input as a save file (docs/save-restore.md), picks an entry whose data starts with its
