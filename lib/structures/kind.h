@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "shmfilter/segment.hpp"
 #include "structures/metrics_collector.h"
@@ -30,6 +31,17 @@ struct CommonMetrics {
   bool over = false;
 };
 
+// One field of a structure that a structure-aware fuzzer may corrupt (tests/fuzz): where it
+// is in the segment (an absolute offset from base()), its width in bytes (1, 2, 4 or 8) and
+// what it holds, so the mutator picks values that matter for it (another table's offset, the
+// region's own offset, a count off by one, a shift past 63...).
+struct FuzzField {
+  enum Role : uint8_t { kCount, kOffset, kSize, kShift, kDescriptor, kTag };
+  uint64_t offset;
+  uint8_t width;
+  Role role;
+};
+
 struct KindRow {
   using OpenFn = void (*)(Segment& seg, std::string_view name);
   using CheckFn = void (*)(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report);
@@ -40,6 +52,7 @@ struct KindRow {
                                       MetricsCollector& out);
   using FuzzImageFn = void (*)(Segment& seg, std::string_view prefix);
   using FuzzExerciseFn = void (*)(Segment& seg, const RegionInfo& region);
+  using FuzzFieldsFn = void (*)(const Segment& seg, const RegionInfo& region, std::vector<FuzzField>& out);
 
   Kind kind;         // the on-disk value (include/shmfilter/segment.hpp)
   const char* name;  // stable identifier: kind_name(), shmf_kind_name(), shmtool, nginx, Python, metric labels
@@ -66,6 +79,12 @@ struct KindRow {
   // fuzz exercise: every call a user can make on the structure (open, stats, queries,
   // writes, growth); throws shmfilter::Error at the first refusal, which is a right answer.
   FuzzExerciseFn fuzz_exercise;
+  // fuzz fields: appends the fields of REGION (a consistent structure of this kind) that its
+  // open/validate, check, drop and data plane follow: its header's offsets, sizes, counts,
+  // shifts and descriptors, and those of every table it owns (followed from the header, each
+  // offset bounds-checked against the segment first). The fuzzers' structure-aware mutators
+  // corrupt exactly these (tests/fuzz/fuzz_fields.h), so a new kind is targeted by listing its.
+  FuzzFieldsFn fuzz_fields;
   // Non-null when its READS write the segment, saying how (e.g. "its readers pin snapshots in
   // the segment"): a read-only (PROT_READ) attachment cannot open or check it.
   const char* reads_write;
@@ -74,13 +93,14 @@ struct KindRow {
   // kind cannot be built without its checker, drop, save/restore, metrics or fuzz image.
   consteval KindRow(Kind kind_, const char* name_, const char* noun_, OpenFn open_, CheckFn check_, DropFn drop_,
                     SaveFn save_, RestoreFn restore_, MetricsFn metrics_, std::span<const MetricFamily> families_,
-                    FuzzImageFn fuzz_image_, FuzzExerciseFn fuzz_exercise_, const char* reads_write_)
+                    FuzzImageFn fuzz_image_, FuzzExerciseFn fuzz_exercise_, FuzzFieldsFn fuzz_fields_,
+                    const char* reads_write_)
       : kind(kind_), name(name_), noun(noun_), open(open_), check(check_), drop(drop_), save(save_),
         restore(restore_), metrics(metrics_), families(families_), fuzz_image(fuzz_image_),
-        fuzz_exercise(fuzz_exercise_), reads_write(reads_write_) {
+        fuzz_exercise(fuzz_exercise_), fuzz_fields(fuzz_fields_), reads_write(reads_write_) {
     if (kind == Kind::kNone || name == nullptr || noun == nullptr || open == nullptr || check == nullptr ||
         drop == nullptr || save == nullptr || restore == nullptr || metrics == nullptr || fuzz_image == nullptr ||
-        fuzz_exercise == nullptr)
+        fuzz_exercise == nullptr || fuzz_fields == nullptr)
       throw "a kind's row needs every part: see lib/structures/kind.h";  // not a constant: the build fails
   }
 };
@@ -93,13 +113,23 @@ void open_handle(Segment& seg, std::string_view name) {
 
 // Defines `kRow`, the kind's row, in the kind's namespace, from the folder's names: its
 // handle's open and drop, CHECKER, SAVE and RESTORE, and what <kind>_kind.cpp defines
-// under the names every folder uses: metrics, kFamilies, fuzz_image and fuzz_exercise.
+// under the names every folder uses: metrics, kFamilies, fuzz_image, fuzz_exercise and fuzz_fields.
 // kinds.cpp declares the same `kRow` and lists it.
 #define SHMF_KIND_ROW(KIND, NAME, NOUN, HANDLE, CHECKER, SAVE, RESTORE, READS_WRITE)                              \
   extern const ::shmfilter::internal::KindRow kRow;                                                               \
   constinit const ::shmfilter::internal::KindRow kRow(KIND, NAME, NOUN, &::shmfilter::internal::open_handle<HANDLE>, \
                                                       &CHECKER, &HANDLE::drop, &SAVE, &RESTORE, &metrics, kFamilies, \
-                                                      &fuzz_image, &fuzz_exercise, READS_WRITE)
+                                                      &fuzz_image, &fuzz_exercise, &fuzz_fields, READS_WRITE)
+
+// fuzz_fields helpers: appends the field of WIDTH bytes at OFFSET (from the segment base).
+inline void fuzz_field(std::vector<FuzzField>& out, uint64_t offset, uint8_t width, FuzzField::Role role) {
+  out.push_back(FuzzField{offset, width, role});
+}
+// True when [OFFSET, OFFSET + BYTES) lies inside SEG's file (a table a header points at may be followed).
+inline bool fuzz_in_segment(const Segment& seg, uint64_t offset, uint64_t bytes) {
+  const uint64_t size = seg.stats().size;
+  return offset >= 64 && bytes <= size && offset <= size - bytes;
+}
 
 // The kinds table (kinds.cpp): every kind this build knows, in Kind order.
 std::span<const KindRow* const> kind_rows() noexcept;

@@ -13,7 +13,11 @@
 // `offset` bytes instead), `offset` is taken modulo that part's length. The
 // custom mutator adds patches that write "interesting" 1/2/4/8-byte values
 // (0, ~0, 2^63, the file length, offsets of other anchors, existing value +- 1)
-// at field-aligned places, and otherwise lets libFuzzer mutate the bytes.
+// at field-aligned places; a quarter of its patches are structure-aware: they pick
+// a structure of the base image and one of the fields its kind's row lists
+// (KindRow::fuzz_fields: header and table offsets, sizes, counts, shifts,
+// descriptors, slot tags) and write a value chosen for the field's role
+// (fuzz_fields.h), or swap two of its offsets; otherwise libFuzzer mutates the bytes.
 //
 // Each input: write the patched image to a file, then Segment::open, every
 // structure's fuzz exercise (its row's: open, stats, queries, writes, growth),
@@ -37,8 +41,10 @@
 #include "shmfilter/error.hpp"
 #include "shmfilter/segment.hpp"
 #include "structures/kind.h"
+#include "fuzz_fields.h"
 
 using namespace shmfilter;
+using shmfilter::internal::FuzzField;
 
 namespace {
 
@@ -51,6 +57,8 @@ std::string g_dir;
 std::string g_path;
 std::vector<uint8_t> g_base;
 std::vector<Anchor> g_anchors;
+std::vector<shmf_fuzz::RegionFields> g_fields;  // every structure's fields (its row's fuzz_fields)
+std::vector<uint64_t> g_offsets;                 // their tables' offsets ("another table's offset")
 int g_fd = -1;
 
 // Removes DIR and every file in it (the images and their lock files, PATH.lock-<id>).
@@ -77,9 +85,14 @@ void build_seed(const std::string& path) {
   o.directory_capacity = 16;
   Segment seg = Segment::create("fuzz", o);
   // Every kind's fuzz image (its row in the kinds table): each kind in every state it can be in,
-  // the window's included (#23: its open and check validate every table any path follows; the
-  // findings of the runs that had it in the image are seeds window-*).
+  // the window's included (#23: its open and check validate every table any path follows). The
+  // findings of runs that had it in the image are seeds window-*: a bucket table over the
+  // window's own header (maintain divided by a zeroed slot count), a double past 2^64 converted
+  // in maintain (window-desired-capacity-double-overflow), stats following a table offset that
+  // is not 64-aligned (window-stats-misaligned-table), a sub-filter log2_stripes of 324
+  // (window-cuckoo-table-log2-stripes), a check_shift of 615936 (window-bloom-check-shift).
   for (const internal::KindRow* row : internal::kind_rows()) row->fuzz_image(seg, "");
+  g_fields = shmf_fuzz::gather_fields(seg);
 }
 
 bool read_file(const std::string& path, std::vector<uint8_t>& out) {
@@ -228,11 +241,13 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   if (!read_file(seed, g_base)) abort();
   ::unlink(seed.c_str());
   compute_anchors();
+  g_offsets = shmf_fuzz::offsets_of(g_fields, g_base.data(), g_base.size());
   g_path = g_dir + "/work.seg";
   g_fd = ::open(g_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (g_fd < 0) abort();
   if (getenv("SHMF_FUZZ_VERBOSE") != nullptr)
-    fprintf(stderr, "fuzz_segment: base image %zu bytes, %zu anchors\n", g_base.size(), g_anchors.size());
+    fprintf(stderr, "fuzz_segment: base image %zu bytes, %zu anchors, %zu structures with fields\n", g_base.size(),
+            g_anchors.size(), g_fields.size());
   return 0;
 }
 
@@ -327,6 +342,45 @@ Patch interesting_patch(unsigned& st) {
   return p;
 }
 
+// A patch writing V (WIDTH bytes) at segment offset AT: through the header-page anchor below
+// the data area, else the data area's (compute_anchors: anchor 6).
+Patch patch_at(uint64_t at, unsigned width, uint64_t v) {
+  Patch p;
+  const Anchor& data = g_anchors[6];
+  if (at >= data.off && at - data.off < data.len) {
+    p.anchor = 6;
+    p.offset = static_cast<uint32_t>(at - data.off);
+  } else {
+    p.anchor = 0;
+    p.offset = static_cast<uint32_t>(at);
+  }
+  p.bytes.resize(width);
+  std::memcpy(p.bytes.data(), &v, width);
+  return p;
+}
+
+// Structure-aware: one field of one structure (its row's list) gets a value chosen for its
+// role, or two offset fields of the structure swap their values.
+void field_patches(unsigned seed, std::vector<Patch>& ps) {
+  if (g_fields.empty()) return;
+  shmf_fuzz::Rng rng(seed);
+  const shmf_fuzz::RegionFields& rf = g_fields[rng.below(g_fields.size())];
+  const FuzzField& f = rf.fields[rng.below(rf.fields.size())];
+  if (f.offset + f.width > g_base.size()) return;
+  const uint64_t cur = shmf_fuzz::load_le(g_base.data() + f.offset, f.width);
+  if (f.role == FuzzField::kOffset && rng.below(4) == 0) {
+    const FuzzField& g = rf.fields[rng.below(rf.fields.size())];
+    if (g.role == FuzzField::kOffset && g.offset != f.offset && g.offset + g.width <= g_base.size()) {
+      ps.push_back(patch_at(f.offset, f.width, shmf_fuzz::load_le(g_base.data() + g.offset, g.width)));
+      ps.push_back(patch_at(g.offset, g.width, cur));
+      return;
+    }
+  }
+  const uint64_t v =
+      shmf_fuzz::interesting_value(rng, f, cur, rf.region.offset, rf.region.size, g_base.size(), g_offsets);
+  ps.push_back(patch_at(f.offset, f.width, v));
+}
+
 }  // namespace
 
 extern "C" size_t LLVMFuzzerMutate(uint8_t* data, size_t size, size_t max_size);
@@ -336,12 +390,15 @@ extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max
   unsigned choice = static_cast<unsigned>(rnd(st) % 8);
   if (choice < 3) return LLVMFuzzerMutate(data, size, max_size);
   std::vector<Patch> ps = parse(data, size);
-  if (choice == 3 && !ps.empty()) {
+  if (choice >= 6) {
+    field_patches(static_cast<unsigned>(rnd(st)), ps);
+  } else if (choice == 3 && !ps.empty()) {
     ps.erase(ps.begin() + static_cast<long>(rnd(st) % ps.size()));
   } else if (choice == 4 && !ps.empty()) {
     ps[rnd(st) % ps.size()] = interesting_patch(st);
   } else {
     ps.push_back(interesting_patch(st));
   }
+  if (ps.size() > 64) ps.erase(ps.begin());  // parse() reads at most 64
   return serialize(ps, data, max_size);
 }

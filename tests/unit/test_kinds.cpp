@@ -23,6 +23,8 @@
 #include "shmfilter/shmfilter.h"
 #include "shmfilter/snapshot.hpp"
 #include "structures/kind.h"
+#include "structures/roaring/roaring_impl.h"
+#include "structures/window/window_impl.h"
 #include "test_util.h"
 
 using namespace shmfilter;
@@ -179,6 +181,8 @@ TEST(Kinds, FuzzImagesReachTheStatesTheyPromise) {
   EXPECT_GT(Hll::open(seg, "hll").count(), 0u);
   EXPECT_EQ(Hll::open(seg, "hll-empty").count(), 0u);
   EXPECT_EQ(ExactSet::open(seg, "set").size(), 34u);  // 40 - 8 erased (tombstones) + the two special keys
+  EXPECT_EQ(ExactSet::open(seg, "set-full").size(), 16u);  // at capacity
+  EXPECT_EQ(ExactSet::open(seg, "set-full").insert(uint64_t{999999937}), InsertResult::kFull);
   for (const char* name : {"window-bloom", "window-cuckoo"}) {
     Window w = Window::open(seg, name);
     w.set_now(1764547200 + 3 * 86400 + 7200);  // the image's last day (window_kind.cpp's clock), not today
@@ -188,5 +192,53 @@ TEST(Kinds, FuzzImagesReachTheStatesTheyPromise) {
     for (const WindowBucketStats& b : ws.buckets) overflow = overflow || b.overflow;
     EXPECT_TRUE(overflow) << name << ": no bucket reached its overflow table";
     EXPECT_GT(ws.other_marks, 0u) << name << ": no space past max_spaces";
+  }
+  // Raw states no stats() call shows: a kCuckoo table sealed by a newer bucket; an idle window
+  // (both variants) with retired slots and a spare in chunked preparation; a roaring snapshot
+  // that dropped packs or retired snapshots awaiting reclamation.
+  namespace wi = internal::window;
+  auto slot_states = [&](const char* name, bool& sealed, int& retired, int& preparing) {
+    const RegionInfo r = *seg.find(name);
+    const auto* h = reinterpret_cast<const wi::WindowHeader*>(seg.base() + r.offset);
+    const auto* slots = reinterpret_cast<const wi::BucketSlot*>(seg.base() + r.offset + sizeof(wi::WindowHeader));
+    sealed = false, retired = 0, preparing = 0;
+    for (uint32_t i = 0; i < h->slots; ++i) {
+      if (slots[i].tag.load() == wi::kRetired) ++retired;
+      if (slots[i].table == 0) continue;
+      const auto* t = reinterpret_cast<const wi::TableHead*>(seg.base() + slots[i].table);
+      sealed = sealed || (t->flags.load() & wi::kTableSealed) != 0;
+      preparing += t->prep_cursor.load() != 0;
+    }
+  };
+  bool sealed = false;
+  int retired = 0, preparing = 0;
+  slot_states("window-cuckoo", sealed, retired, preparing);
+  EXPECT_TRUE(sealed) << "window-cuckoo: no sealed table";
+  for (const char* name : {"window-bloom-idle", "window-cuckoo-idle"}) {
+    slot_states(name, sealed, retired, preparing);
+    EXPECT_GE(retired, 1) << name << ": no retired slot";
+    EXPECT_GE(preparing, 1) << name << ": no spare in chunked preparation";
+  }
+  const RegionInfo rr = *seg.find("roaring-dense");
+  const auto* rh = reinterpret_cast<const internal::roaring::RoaringHeader*>(seg.base() + rr.offset);
+  const auto* snap = reinterpret_cast<const internal::roaring::SnapHeader*>(seg.base() + rh->current.load());
+  uint32_t pending = 0;
+  for (const auto& p : rh->pending) pending += p.snap_off != 0;
+  EXPECT_GE(snap->npacks, 1u);
+  EXPECT_GT(snap->ndropped + pending, 0u) << "roaring-dense: no dropped pack and no retired snapshot";
+
+  // Every structure's fuzz fields (its row's list, which the structure-aware mutators
+  // corrupt) lie inside the file, with a width a mutator can write.
+  const uint64_t size = seg.stats().size;
+  for (const RegionInfo& r : seg.list()) {
+    std::vector<internal::FuzzField> fields;
+    internal::kind_row(r.kind)->fuzz_fields(seg, r, fields);
+    if (r.kind != Kind::kBlob) {
+      EXPECT_FALSE(fields.empty()) << r.name << ": its row lists no field";
+    }
+    for (const internal::FuzzField& f : fields) {
+      EXPECT_TRUE(f.width == 1 || f.width == 2 || f.width == 4 || f.width == 8) << r.name;
+      EXPECT_LE(f.offset + f.width, size) << r.name;
+    }
   }
 }

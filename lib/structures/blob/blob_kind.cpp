@@ -10,6 +10,7 @@
 //   metrics        its bytes;
 //   fuzz image     one 128-byte blob; exercise: open and read it.
 #include <cstring>
+#include <vector>
 #include <string>
 #include <string_view>
 
@@ -70,6 +71,10 @@ void fuzz_exercise(Segment& seg, const RegionInfo& r) {
   (void)sum;
 }
 
+// A blob has no header: its bytes are the user's, and only its directory entry (the
+// segment's, fuzzed through the directory anchors) says where they are.
+void fuzz_fields(const Segment&, const RegionInfo&, std::vector<FuzzField>&) {}
+
 }  // namespace
 
 extern const KindRow kRow;
@@ -86,6 +91,7 @@ constinit const KindRow kRow(
     kFamilies,  // families
     &fuzz_image,  // fuzz_image
     &fuzz_exercise,  // fuzz_exercise
+    &fuzz_fields,  // fuzz_fields
     nullptr  // reads_write
 );
 

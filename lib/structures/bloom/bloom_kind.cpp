@@ -2,6 +2,8 @@
 // its metrics (families and the shared numbers), its fuzz image and fuzz exercise, and the
 // row that names them with its handle's open and drop, its checker (check_bloom, bloom.cpp)
 // and its save/restore (bloom_snapshot.cpp).
+#include <algorithm>
+#include <cstddef>
 #include <string>
 #include <string_view>
 
@@ -59,6 +61,32 @@ void fuzz_exercise(Segment& seg, const RegionInfo& r) {
   (void)b.add("fuzz-new-key");
   for (uint64_t k = 0; k < 64; ++k) (void)b.add(k * 104729u + 5);  // may grow a layer
   (void)b.stats();
+}
+
+// The header's shape and the layer table (every slot, published or not).
+void fuzz_fields(const Segment& seg, const RegionInfo& r, std::vector<FuzzField>& out) {
+  using F = FuzzField;
+  const uint64_t h = r.offset;
+  fuzz_field(out, h + offsetof(BloomHeader, layout), 4, F::kDescriptor);
+  fuzz_field(out, h + offsetof(BloomHeader, max_layers), 4, F::kCount);
+  fuzz_field(out, h + offsetof(BloomHeader, capacity), 8, F::kCount);
+  fuzz_field(out, h + offsetof(BloomHeader, region_offset), 8, F::kOffset);
+  fuzz_field(out, h + offsetof(BloomHeader, layer_count), 8, F::kCount);
+  fuzz_field(out, h + offsetof(BloomHeader, flags), 4, F::kDescriptor);
+  if (!fuzz_in_segment(seg, h, sizeof(BloomHeader))) return;
+  const auto* hdr = reinterpret_cast<const BloomHeader*>(seg.base() + h);
+  const uint32_t n = std::min<uint32_t>(hdr->max_layers, 8);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint64_t s = h + sizeof(BloomHeader) + uint64_t{i} * sizeof(BloomLayer);
+    if (s + sizeof(BloomLayer) > r.offset + r.size) break;
+    fuzz_field(out, s + offsetof(BloomLayer, offset), 8, F::kOffset);
+    fuzz_field(out, s + offsetof(BloomLayer, bits), 8, F::kSize);
+    fuzz_field(out, s + offsetof(BloomLayer, capacity), 8, F::kCount);
+    fuzz_field(out, s + offsetof(BloomLayer, grow_at_bits), 8, F::kCount);
+    fuzz_field(out, s + offsetof(BloomLayer, k), 4, F::kCount);
+    fuzz_field(out, s + offsetof(BloomLayer, state), 4, F::kDescriptor);
+    fuzz_field(out, s + offsetof(BloomLayer, check_shift), 4, F::kShift);
+  }
 }
 
 }  // namespace

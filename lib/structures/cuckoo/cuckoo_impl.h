@@ -26,6 +26,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <sched.h>
 
@@ -44,8 +45,16 @@
 namespace shmfilter::internal::snapshot {
 struct In;  // structures/snapshot_io.h
 }
+namespace shmfilter::internal {
+struct FuzzField;  // structures/kind.h
+}
 
 namespace shmfilter::internal::cuckoo {
+
+// The fields of the cuckoo Header at HEADER (a segment offset; the region or a window
+// table's main filter, ending at END) and of every sub-filter descriptor it holds, for
+// the structure-aware fuzzers (cuckoo_kind.cpp; KindRow::fuzz_fields).
+void fuzz_header_fields(const Segment& seg, uint64_t header, uint64_t end, std::vector<FuzzField>& out);
 
 // ---- writer lock, takeover and repair ---------------------------------------------
 template <class LT>

@@ -2,7 +2,10 @@
 // its metrics (families and the shared numbers), its fuzz image and fuzz exercise, and the
 // row that names them with its handle's open and drop, its checker (check_cuckoo, cuckoo.cpp)
 // and its save/restore (cuckoo_snapshot.cpp).
+#include <algorithm>
+#include <cstddef>
 #include <string>
+#include <vector>
 #include <string_view>
 
 #include "shmfilter/cuckoo.hpp"
@@ -70,7 +73,43 @@ void fuzz_exercise(Segment& seg, const RegionInfo& r) {
   (void)c.size();
 }
 
+void fuzz_fields(const Segment& seg, const RegionInfo& r, std::vector<FuzzField>& out) {
+  fuzz_header_fields(seg, r.offset, r.offset + r.size, out);
+}
+
 }  // namespace
+
+void fuzz_header_fields(const Segment& seg, uint64_t h, uint64_t end, std::vector<FuzzField>& out) {
+  using F = FuzzField;
+  if (end < h + sizeof(Header) || !fuzz_in_segment(seg, h, sizeof(Header))) return;
+  fuzz_field(out, h + offsetof(Header, fp_bits), 4, F::kShift);
+  fuzz_field(out, h + offsetof(Header, lane_bits), 4, F::kShift);
+  fuzz_field(out, h + offsetof(Header, max_path), 4, F::kCount);
+  fuzz_field(out, h + offsetof(Header, expansion), 4, F::kCount);
+  fuzz_field(out, h + offsetof(Header, max_subs), 4, F::kCount);
+  fuzz_field(out, h + offsetof(Header, capacity), 8, F::kCount);
+  fuzz_field(out, h + offsetof(Header, region_bytes), 8, F::kSize);
+  fuzz_field(out, h + offsetof(Header, sub_count), 4, F::kCount);
+  fuzz_field(out, h + offsetof(Header, pending_extent), 8, F::kOffset);
+  fuzz_field(out, h + offsetof(Header, lock_owner), 8, F::kDescriptor);
+  fuzz_field(out, h + offsetof(Header, intent) + offsetof(Intent, op), 4, F::kDescriptor);
+  fuzz_field(out, h + offsetof(Header, intent) + offsetof(Intent, sub), 4, F::kCount);
+  fuzz_field(out, h + offsetof(Header, intent) + offsetof(Intent, bucket), 8, F::kCount);
+  fuzz_field(out, h + offsetof(Header, intent) + offsetof(Intent, lane), 4, F::kCount);
+  fuzz_field(out, h + offsetof(Header, intent) + offsetof(Intent, dst_bucket), 8, F::kCount);
+  fuzz_field(out, h + offsetof(Header, intent) + offsetof(Intent, stripe), 4, F::kCount);
+  fuzz_field(out, h + offsetof(Header, size), 8, F::kCount);
+  const auto* hdr = reinterpret_cast<const Header*>(seg.base() + h);
+  // Every published descriptor and the next (unpublished) one: a corrupt count reaches it.
+  const uint32_t n = std::min<uint32_t>(hdr->sub_count + 1, kMaxSubs);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint64_t d = h + offsetof(Header, subs) + uint64_t{i} * sizeof(SubDesc);
+    fuzz_field(out, d + offsetof(SubDesc, offset), 8, F::kOffset);
+    fuzz_field(out, d + offsetof(SubDesc, log2_buckets), 4, F::kShift);
+    fuzz_field(out, d + offsetof(SubDesc, log2_stripes), 2, F::kShift);
+    fuzz_field(out, d + offsetof(SubDesc, chunks_minus_1), 2, F::kCount);
+  }
+}
 
 SHMF_KIND_ROW(Kind::kCuckoo, "cuckoo", "cuckoo filter", Cuckoo, check_cuckoo, save, restore,
               nullptr);

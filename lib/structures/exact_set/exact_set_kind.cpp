@@ -2,6 +2,8 @@
 // its metrics (families and the shared numbers), its fuzz image and fuzz exercise, and the
 // row that names them with its handle's open and drop, its checker (check_exact_set, exact_set.cpp)
 // and its save/restore (exact_set_snapshot.cpp).
+#include <cstddef>
+#include <vector>
 #include <string>
 #include <string_view>
 
@@ -29,6 +31,14 @@ void fuzz_image(Segment& seg, std::string_view prefix) {
   for (uint64_t k = 1; k <= 8; ++k) s.erase(k * 1000003u);  // tombstones
   (void)s.insert(uint64_t{0});  // the special keys that live outside the slots
   (void)s.insert(~uint64_t{0});
+  // At capacity: inserts answered kFull, then erases and re-inserts that reuse tombstones,
+  // so the used count (keys + tombstones) sits at its limit.
+  ExactSetOptions f;
+  f.capacity = 16;
+  ExactSet full = ExactSet::create(seg, p + "set-full", f);
+  for (uint64_t k = 1; k <= 24; ++k) (void)full.insert(k * 7919u);
+  for (uint64_t k = 1; k <= 6; ++k) full.erase(k * 7919u);
+  for (uint64_t k = 100; k <= 130; ++k) (void)full.insert(k * 7919u);
 }
 
 void fuzz_exercise(Segment& seg, const RegionInfo& r) {
@@ -39,6 +49,21 @@ void fuzz_exercise(Segment& seg, const RegionInfo& r) {
   (void)s.erase(uint64_t{3000009});
   for (uint64_t k = 0; k < 32; ++k) (void)s.insert(k * 99991u + 1);
   (void)s.size();
+}
+
+void fuzz_fields(const Segment&, const RegionInfo& r, std::vector<FuzzField>& out) {
+  using F = FuzzField;
+  const uint64_t h = r.offset;
+  fuzz_field(out, h + offsetof(ExactSetHeader, capacity), 8, F::kCount);
+  fuzz_field(out, h + offsetof(ExactSetHeader, slots), 8, F::kCount);
+  fuzz_field(out, h + offsetof(ExactSetHeader, stripes), 4, F::kCount);
+  fuzz_field(out, h + offsetof(ExactSetHeader, used_limit), 8, F::kCount);
+  fuzz_field(out, h + offsetof(ExactSetHeader, stripes_offset), 8, F::kOffset);
+  fuzz_field(out, h + offsetof(ExactSetHeader, slots_offset), 8, F::kOffset);
+  fuzz_field(out, h + offsetof(ExactSetHeader, live_hint), 8, F::kCount);
+  fuzz_field(out, h + offsetof(ExactSetHeader, used_hint), 8, F::kCount);
+  fuzz_field(out, h + offsetof(ExactSetHeader, special), 8, F::kDescriptor);
+  fuzz_field(out, h + offsetof(ExactSetHeader, special) + 8, 8, F::kDescriptor);
 }
 
 }  // namespace

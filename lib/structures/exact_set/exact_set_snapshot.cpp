@@ -27,8 +27,11 @@ void restore(Segment& seg, const std::string& name, In in) {
   std::memcpy(&h, bytes, sizeof h);
   if (h.magic != internal::exact_set::kMagic || h.version != kLayoutVersion)
     fail(ErrorCode::kBadInput, in.what + ": not an exact set of layout version " + std::to_string(kLayoutVersion));
-  if (h.stripes == 0 || (h.stripes & (h.stripes - 1)) != 0 || h.stripes_offset < sizeof(ExactSetHeader) ||
-      h.slots < 8 || h.stripes_offset + uint64_t{h.stripes} * sizeof(ExactSetStripe) > h.slots_offset ||
+  // Both offsets inside the region first, so the sums below cannot wrap (found by fuzz_restore:
+  // stripes_offset 2^64 - 64 passed the stripes-before-slots test and restore wrote the
+  // stripes over the extent header before the region).
+  if (h.stripes_offset > size || h.slots_offset > size || h.stripes == 0 || (h.stripes & (h.stripes - 1)) != 0 ||
+      h.stripes_offset < sizeof(ExactSetHeader) || h.slots < 8 || h.stripes_offset + uint64_t{h.stripes} * sizeof(ExactSetStripe) > h.slots_offset ||
       h.slots > (size - h.slots_offset) / 8 || h.slots_offset + h.slots * 8 != size)
     fail(ErrorCode::kBadInput, in.what + ": the set's header does not match its size");
   seg.create_region(name, Kind::kExactSet, size, [&](std::byte* region, uint64_t, ControlTxn&) {
@@ -53,7 +56,10 @@ void restore(Segment& seg, const std::string& name, In in) {
         stripes[set_stripe(hh, set_hash(hh, k == 0 ? kSlotEmpty : kSlotTomb))].count++;
       }
     }
-    if (used > hh->used_limit) fail(ErrorCode::kBadInput, in.what + ": the set holds more slots than its limit");
+    // The used limit is soft (an insert past it cleans tombstones, then may use every slot
+    // but one: exact_set_impl.h), so a consistent set can hold more; what must hold is what
+    // check requires, one EMPTY slot left.
+    if (used >= hh->slots) fail(ErrorCode::kBadInput, in.what + ": the set has no EMPTY slot left");
     hh->live_hint = live;
     hh->used_hint = used;
   });

@@ -2,6 +2,8 @@
 // its metrics (families and the shared numbers), its fuzz image and fuzz exercise, and the
 // row that names them with its handle's open and drop, its checker (check_hll, hll.cpp)
 // and its save/restore (hll_snapshot.cpp).
+#include <cstddef>
+#include <vector>
 #include <string>
 #include <string_view>
 
@@ -37,6 +39,19 @@ void fuzz_exercise(Segment& seg, const RegionInfo& r) {
   (void)h.count();
   (void)h.add("fuzz");
   (void)h.export_redis();
+}
+
+void fuzz_fields(const Segment&, const RegionInfo& r, std::vector<FuzzField>& out) {
+  using F = FuzzField;
+  const uint64_t h = r.offset;
+  fuzz_field(out, h + offsetof(HllHeader, precision), 4, F::kShift);
+  fuzz_field(out, h + offsetof(HllHeader, register_bits), 4, F::kShift);
+  fuzz_field(out, h + offsetof(HllHeader, registers_per_word), 4, F::kCount);
+  fuzz_field(out, h + offsetof(HllHeader, words), 4, F::kCount);
+  fuzz_field(out, h + offsetof(HllHeader, registers_offset), 8, F::kOffset);
+  fuzz_field(out, h + offsetof(HllHeader, clear_token), 8, F::kDescriptor);
+  fuzz_field(out, h + offsetof(HllHeader, sync), 8, F::kDescriptor);
+  fuzz_field(out, h + offsetof(HllHeader, sync) + 8, 8, F::kCount);
 }
 
 }  // namespace

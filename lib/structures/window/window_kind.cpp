@@ -4,6 +4,7 @@
 // and its save/restore (window_snapshot.cpp).
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -107,6 +108,27 @@ void fuzz_image(Segment& seg, std::string_view prefix) {
     }
     if (v == WindowVariant::kCuckoo) (void)w.forget(1, uint64_t{7 * 1 + 3});
   }
+  for (WindowVariant v : {WindowVariant::kBloom, WindowVariant::kCuckoo}) {
+    // A window left idle: two days of marks (plain marks too, which leave a kCuckoo table
+    // not all-checked), then the clock jumps past its retention and one maintain step with
+    // no byte budget retires the expired buckets' slots and starts a spare it does not
+    // finish: retired slots and a table in chunked preparation are in the image.
+    WindowOptions o;
+    o.variant = v;
+    o.expected_per_bucket = 64;
+    o.retention = 2;
+    o.max_spaces = 2;
+    o.seed = v == WindowVariant::kBloom ? 23 : 24;
+    Window w = Window::create(seg, p + (v == WindowVariant::kBloom ? "window-bloom-idle" : "window-cuckoo-idle"), o);
+    for (int day = 0; day < 2; ++day) {
+      w.set_now(kDay0 + day * 86400 + 3600);
+      for (uint64_t i = 0; i < 30; ++i) (void)w.mark_if_unseen(i % 3, i * 11 + static_cast<uint64_t>(day));
+      for (uint64_t i = 0; i < 10; ++i) (void)w.mark(i % 3, i * 13 + 1);
+      (void)w.maintain();
+    }
+    w.set_now(kDay0 + 7 * 86400 + 3600);
+    (void)w.maintain_step(0);
+  }
 }
 
 void fuzz_exercise(Segment& seg, const RegionInfo& r) {
@@ -123,6 +145,52 @@ void fuzz_exercise(Segment& seg, const RegionInfo& r) {
   (void)w.mark_if_unseen(1, uint64_t{3}, 0);
   (void)w.maintain();
   (void)w.stats();
+}
+
+// The header's parameters and epoch, every slot's tag and table offset, each table's head
+// (geometry, overflow and pending overflow, preparation cursor) and, kCuckoo, its filter header.
+void fuzz_fields(const Segment& seg, const RegionInfo& r, std::vector<FuzzField>& out) {
+  using F = FuzzField;
+  const uint64_t h = r.offset;
+  if (!fuzz_in_segment(seg, h, sizeof(WindowHeader))) return;
+  fuzz_field(out, h + offsetof(WindowHeader, variant), 4, F::kDescriptor);
+  fuzz_field(out, h + offsetof(WindowHeader, retention), 4, F::kCount);
+  fuzz_field(out, h + offsetof(WindowHeader, slots), 4, F::kCount);
+  fuzz_field(out, h + offsetof(WindowHeader, max_spaces), 4, F::kCount);
+  fuzz_field(out, h + offsetof(WindowHeader, space_table), 4, F::kCount);
+  fuzz_field(out, h + offsetof(WindowHeader, error_window), 4, F::kCount);
+  fuzz_field(out, h + offsetof(WindowHeader, bucket_seconds), 8, F::kCount);
+  fuzz_field(out, h + offsetof(WindowHeader, utc_offset), 8, F::kCount);
+  fuzz_field(out, h + offsetof(WindowHeader, expected), 8, F::kCount);
+  fuzz_field(out, h + offsetof(WindowHeader, k_main), 4, F::kShift);
+  fuzz_field(out, h + offsetof(WindowHeader, k_overflow), 4, F::kShift);
+  fuzz_field(out, h + offsetof(WindowHeader, region_offset), 8, F::kOffset);
+  fuzz_field(out, h + offsetof(WindowHeader, region_bytes), 8, F::kSize);
+  fuzz_field(out, h + offsetof(WindowHeader, epoch), 8, F::kTag);
+  fuzz_field(out, h + offsetof(WindowHeader, spaces_claimed), 4, F::kCount);
+  const auto* hdr = reinterpret_cast<const WindowHeader*>(seg.base() + h);
+  const uint32_t slots = std::min<uint32_t>(hdr->slots, kMaxRetention + 1);
+  if (sizeof(WindowHeader) + slots_bytes(slots) > r.size) return;
+  fuzz_field(out, h + sizeof(WindowHeader) + slots_bytes(slots), 8, F::kTag);  // the first space key
+  const uint64_t main_at = main_offset_in_table(hdr->space_table);
+  for (uint32_t i = 0; i < slots; ++i) {
+    const uint64_t s = h + sizeof(WindowHeader) + uint64_t{i} * sizeof(BucketSlot);
+    fuzz_field(out, s + offsetof(BucketSlot, tag), 8, F::kTag);
+    fuzz_field(out, s + offsetof(BucketSlot, table), 8, F::kOffset);
+    const uint64_t t = reinterpret_cast<const BucketSlot*>(seg.base() + s)->table;
+    if (t == 0 || !fuzz_in_segment(seg, t, sizeof(TableHead))) continue;
+    fuzz_field(out, t + offsetof(TableHead, capacity), 8, F::kCount);
+    fuzz_field(out, t + offsetof(TableHead, geometry), 8, hdr->variant == kVariantCuckoo ? F::kShift : F::kCount);
+    fuzz_field(out, t + offsetof(TableHead, check_shift), 4, F::kShift);
+    fuzz_field(out, t + offsetof(TableHead, main_full), 4, F::kDescriptor);
+    fuzz_field(out, t + offsetof(TableHead, flags), 4, F::kDescriptor);
+    fuzz_field(out, t + offsetof(TableHead, overflow), 8, F::kOffset);
+    fuzz_field(out, t + offsetof(TableHead, pending_overflow), 8, F::kOffset);
+    fuzz_field(out, t + offsetof(TableHead, overflow_geometry), 8, F::kCount);
+    fuzz_field(out, t + offsetof(TableHead, prep_cursor), 8, F::kSize);
+    fuzz_field(out, t + offsetof(TableHead, stripes), 8, F::kCount);  // stripe 0's distinct count
+    if (hdr->variant == kVariantCuckoo) cuckoo::fuzz_header_fields(seg, t + main_at, ~uint64_t{0}, out);
+  }
 }
 
 }  // namespace
