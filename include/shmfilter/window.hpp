@@ -69,6 +69,8 @@ struct WindowOptions {
   uint32_t retention = 7;            // buckets kept (1..kWindowMaxRetention)
   uint32_t max_spaces = 8192;        // spaces with their own counters (1..kWindowMaxSpaces); past it: one "other" row
   std::optional<uint64_t> seed;      // XXH3 seed; default random (tests pin it)
+  std::optional<int64_t> now;        // Unix time create prepares the first two buckets for (the current one and
+                                     // its spare); default the system clock. Pass the clock you will inject.
 };
 
 // What a window of these options costs (no segment needed).
@@ -110,8 +112,10 @@ struct WindowBucketStats {
   bool overflow = false;        // the overflow table is in use
   double fp_rate_now = 0;       // model FP of this bucket at its load now
   double fp_bound = 0;          // what the sizing guarantees at this load (p1 up to 2x capacity)
-  bool over_capacity = false;   // beyond 2x capacity (or no overflow could be allocated)
-  uint64_t bytes = 0;           // table extents of this bucket
+  bool over_capacity = false;   // beyond the load the sizing holds its bound to (8x capacity in a layered table, 2x
+                                // in an older build's), or a layer could not be allocated: fp_rate_now is the rate
+  uint64_t bytes = 0;           // every extent of this bucket: its table and all its overflow layers
+  uint32_t layers = 0;          // overflow layers / sub-filters in use beyond the main table (0: none)
 };
 
 struct WindowStats {
@@ -149,6 +153,10 @@ class Window : public internal::RegionHandle {
   // and the first bucket's table. Bad options throw kInvalidArgument and leave
   // the segment unchanged.
   static Window create(Segment& seg, std::string_view name, const WindowOptions& opts);
+  // The same with an injected clock: the first buckets are those of clock(ctx) (not the system
+  // clock's), and the handle returned reads that clock (set_clock).
+  static Window create(Segment& seg, std::string_view name, const WindowOptions& opts, int64_t (*clock)(void* ctx),
+                       void* ctx);
   // Control plane (throws kNotFound, kWrongKind, kCorrupt).
   static Window open(Segment& seg, std::string_view name);
   // Control plane, takes the segment lock: frees every table; false if absent.

@@ -89,7 +89,10 @@ Plan make_plan(const WindowOptions& o) {
   p.po = p.p1 * (1 - wi::kMainShare);
   if (p.variant == wi::kVariantBloom) {
     bl::Sizing a, b;
-    if (!bl::size_blocked(o.expected_per_bucket, p.pm, a) || !bl::size_blocked(o.expected_per_bucket, p.po, b))
+    // k_overflow: the probes of overflow layer 1, sized at p1/6 (wi::bloom_layer_error(p1, 1): layer
+    // i at p1/3 x 2^-i, so the layers together stay within p.po = p1/3 at any count).
+    if (!bl::size_blocked(o.expected_per_bucket, p.pm, a) ||
+        !bl::size_blocked(o.expected_per_bucket, wi::bloom_layer_error(p.p1, 1), b))
       throw Error(ErrorCode::kInvalidArgument, "expected_per_bucket " + std::to_string(o.expected_per_bucket) +
                                                    " at error " + fmt_double(o.error) +
                                                    " cannot be sized: lower the count or raise the error rate");
@@ -109,39 +112,52 @@ Plan make_plan(const WindowOptions& o) {
   return p;
 }
 
-// Per-bucket FP model now and the bound the sizing guarantees at this load.
-void bucket_fp(const WindowHeader* h, TableHead* t, uint64_t distinct, double& now, double& bound, bool& over) {
+// Per-bucket FP model now and the bound the sizing guarantees at this load. over: the load is
+// past what the sizing holds the bound to (or a layer could not be had): bound is then the rate now.
+void bucket_fp(std::byte* base, const WindowHeader* h, TableHead* t, uint64_t distinct, double& now, double& bound, bool& over) {
   const uint64_t cap = t->capacity;
+  const bool layered = (t->flags.load(std::memory_order_relaxed) & wi::kTableLayered) != 0;  // relaxed: immutable
   over = false;
   if (h->variant == wi::kVariantBloom) {
-    double main_load = static_cast<double>(std::min(distinct, cap));
-    double ovf_load = static_cast<double>(distinct > cap ? distinct - cap : 0);
-    double m_bits = static_cast<double>(t->geometry) * bl::kBlockBits;
-    double a = main_load > 0 ? bl::blocked_fp(m_bits / main_load, h->k_main) : 0;
-    double b = 0;
-    uint64_t ovf = t->overflow.load(std::memory_order_acquire);  // acquire: pairs with the publisher
-    if (ovf_load > 0) {
-      if (ovf != 0) {
-        double o_bits = static_cast<double>(t->overflow_geometry) * bl::kBlockBits;
-        b = bl::blocked_fp(o_bits / ovf_load, h->k_overflow);
-      } else {
-        a = bl::blocked_fp(m_bits / static_cast<double>(distinct), h->k_main);  // no overflow: all in main
-        over = true;
-      }
+    const double m_bits = static_cast<double>(t->geometry) * bl::kBlockBits;
+    BloomLayerView l[wi::kBloomMaxLayers];
+    const uint32_t n = bloom_layer_views(base, h, t, l);
+    // Where the pairs are: main up to C; layer j (1-based) up to C x 2^(j-1); the newest all the rest.
+    uint64_t rem = distinct;
+    const uint64_t in_main = n == 0 ? rem : std::min(rem, cap);
+    rem -= in_main;
+    double keep = 1 - (in_main > 0 ? bl::blocked_fp(m_bits / static_cast<double>(in_main), h->k_main) : 0);
+    for (uint32_t j = 0; j < n; ++j) {
+      const uint64_t room = j + 1 < n ? (layered ? wi::bloom_layer_capacity(cap, j + 1) : cap) : rem;
+      const uint64_t in = std::min(rem, room);
+      rem -= in;
+      if (in > 0) keep *= 1 - bl::blocked_fp(static_cast<double>(l[j].blocks) * bl::kBlockBits / static_cast<double>(in), l[j].k);
     }
-    now = 1 - (1 - a) * (1 - b);
-    if (distinct > 2 * cap) over = true;
+    now = 1 - keep;
+    // Layered: each layer holds its share of p1 up to its capacity, so the bound holds while the
+    // layers the count asks for exist (up to kBloomMaxLayers: 2^10 x capacity). Older tables: 2x.
+    const uint64_t held = layered ? (n == 0 ? cap : cap << n) : (n == 0 ? cap : 2 * cap);
+    over = distinct > held;
     bound = over ? std::max(now, h->p1) : h->p1;
     return;
   }
   ck::Header* ch = cuckoo_of(t, h);
-  uint32_t subs = ck::sub_count_acquire(ch);
-  double lanes = 4.0 * static_cast<double>(uint64_t{1} << t->geometry);
-  double f = std::ldexp(1.0, static_cast<int>(h->k_main)) - 1;
-  double n = static_cast<double>(ck::load_relaxed(ch->size));  // relaxed: statistic
-  now = std::min(1.0, 2.0 * ck::kSlots * (n / lanes) / f);
-  bound = std::min(1.0, 2.0 * ck::kSlots / (f + 1) * subs);
-  over = ck::load_relaxed(ch->failures) != 0;  // relaxed: statistic
+  const uint32_t subs = std::min<uint32_t>(ck::sub_count_acquire(ch), ck::kMaxSubs);  // acquire: the subs it publishes
+  const double f = std::ldexp(1.0, static_cast<int>(h->k_main)) - 1;
+  // Sum of the sub-filters' loads, at most (the smallest fill first: an upper bound): a lookup's
+  // FP is about 2b/2^f per full sub-filter (Fan et al.).
+  double rem = static_cast<double>(ck::load_relaxed(ch->size));  // relaxed: statistic
+  double loads = 0;
+  for (uint32_t j = 0; j < subs && rem > 0; ++j) {
+    const double lanes = 4.0 * std::ldexp(1.0, static_cast<int>(ch->subs[j].log2_buckets));
+    const double a = std::min(1.0, rem / lanes);
+    loads += a;
+    rem -= a * lanes;
+  }
+  now = std::min(1.0, 2.0 * ck::kSlots * loads / f);
+  over = ck::load_relaxed(ch->failures) != 0 ||  // relaxed: statistic (an insert answered kFull)
+         (layered ? loads > wi::kCuckooBudgetSubs : subs > 1 && distinct > 2 * cap);
+  bound = over ? std::max(now, h->p1) : h->p1;
 }
 
 }  // namespace
@@ -213,9 +229,9 @@ Window Window::create(Segment& seg, std::string_view name, const WindowOptions& 
     h->region_bytes = got;
     BucketSlot* s = wi::slot_table(h);
     for (uint32_t i = 0; i < p.slots; ++i) s[i].tag.store(wi::kRetired, std::memory_order_relaxed);  // relaxed: unpublished
-    // The first two buckets' tables (the current one by the system clock and its spare); a clock
-    // injected later lands wherever it lands and prepares its own slot if needed.
-    int64_t e = wi::bucket_number(system_now(), opts.utc_offset, opts.bucket_seconds);
+    // The first two buckets' tables: the current one by the creator's clock (opts.now, else the
+    // system clock) and its spare.
+    int64_t e = wi::bucket_number(opts.now ? *opts.now : system_now(), opts.utc_offset, opts.bucket_seconds);
     for (int64_t x = e; x <= e + 1; ++x) {
       BucketSlot& b = s[static_cast<uint64_t>(x) % p.slots];
       b.table = alloc_table(txn, h, opts.expected_per_bucket);
@@ -225,7 +241,50 @@ Window Window::create(Segment& seg, std::string_view name, const WindowOptions& 
   return open(seg, name);
 }
 
+Window Window::create(Segment& seg, std::string_view name, const WindowOptions& opts, int64_t (*clock)(void*), void* ctx) {
+  if (clock == nullptr) return create(seg, name, opts);
+  WindowOptions o = opts;
+  o.now = clock(ctx);
+  Window w = create(seg, name, o);
+  w.set_clock(clock, ctx);
+  return w;
+}
+
 namespace {
+// Overflow layers (docs/window.md "Overload"): every descriptor the data plane follows past the
+// first overflow, checked against the file. Kept apart from validate()'s own checks (the trust
+// rule's) so that each layer kind's rule reads in one place.
+// kCuckoo sub-filters 2.. of a layered table: each in an allocated extent of its size, of the shape
+// its index gives (cuckoo_sub_log2), one chunk.
+template <class ExtentOk>
+bool cuckoo_layers_ok(const ck::Header* ch, uint32_t n, uint32_t g, uint32_t lane_bits, ExtentOk&& extent_ok) {
+  if (ch->max_subs != 2 && ch->max_subs != wi::kLayeredMaxSubs) return false;
+  if (n > ch->max_subs) return false;
+  for (uint32_t j = 2; j < n; ++j) {
+    const ck::SubDesc& d = ch->subs[j];
+    const uint32_t l2 = wi::cuckoo_sub_log2(g, j);
+    if (d.log2_buckets != l2 || d.chunks_minus_1 != 0 || d.log2_stripes != ck::stripes_for(l2) ||
+        !extent_ok(d.offset, ck::sub_bytes(l2, d.log2_stripes, lane_bits)))
+      return false;
+  }
+  return true;
+}
+// kBloom layers 2.. of a layered table: the dir at the end of the overflow extent, its count, and
+// each layer's lines in an allocated extent, with a probe count in range.
+template <class ExtentOk>
+bool bloom_layers_ok(const std::byte* base, const TableHead* t, uint64_t ovf, ExtentOk&& extent_ok) {
+  if (!extent_ok(ovf, t->overflow_geometry * 64 + sizeof(wi::BloomLayerDir))) return false;
+  const auto* d = reinterpret_cast<const wi::BloomLayerDir*>(base + ovf + t->overflow_geometry * 64);
+  const uint64_t c = d->count.load(std::memory_order_acquire);  // acquire: the entries it publishes
+  if (c > wi::kBloomMaxExtra || d->k1 < 1 || d->k1 > bl::kMaxK) return false;
+  for (uint64_t j = 0; j < c; ++j) {
+    const wi::BloomLayer& l = d->layer[j];
+    if (l.blocks < 1 || l.blocks > bl::kMaxLayerBlocks || l.k < 1 || l.k > bl::kMaxK || !extent_ok(l.offset, l.blocks * 64))
+      return false;
+  }
+  return true;
+}
+
 // Validates a region; one line per problem. Safe on any bytes.
 void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std::vector<std::string>& problems) {
   if (r.size < sizeof(WindowHeader) || r.offset % 64 != 0) {
@@ -326,7 +385,8 @@ void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std
       const auto shape_ok = [&](const ck::SubDesc& d) {
         return d.log2_buckets == g && d.chunks_minus_1 == 0 && d.log2_stripes == ck::stripes_for(g);
       };
-      if (ch->magic != ck::kMagic || ch->fp_bits != h->k_main || n < 1 || n > 2 ||
+      if (ch->magic != ck::kMagic || ch->fp_bits != h->k_main || n < 1 || n > ck::kMaxSubs ||
+          !cuckoo_layers_ok(ch, n, g, h->k_main <= 8 ? 8 : 16, extent_ok) ||
           ch->subs[0].offset != off + moff + sizeof(ck::Header) || !shape_ok(ch->subs[0]) ||
           (n == 2 && (!shape_ok(ch->subs[1]) || !extent_ok(ch->subs[1].offset, cuckoo_sub_bytes(t)) ||
                       (ovf != 0 && ch->subs[1].offset != ovf))))
@@ -335,6 +395,9 @@ void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std
     if (ovf != 0) {
       const uint64_t ob = h->variant == wi::kVariantBloom ? t->overflow_geometry * 64 : cuckoo_sub_bytes(t);
       if (ob == 0 || !extent_ok(ovf, ob)) problems.push_back(at + "overflow at " + std::to_string(ovf) + " is not a valid extent");
+      else if (h->variant == wi::kVariantBloom && (t->flags.load(std::memory_order_relaxed) & wi::kTableLayered) != 0 &&
+               !bloom_layers_ok(base, t, ovf, extent_ok))  // relaxed: kTableLayered is immutable
+        problems.push_back(at + "overflow layers of the table are corrupt");
     }
   }
 }
@@ -360,7 +423,7 @@ bool Window::drop(Segment& seg, std::string_view name) {
     BucketSlot* s = wi::slot_table(h);
     for (uint32_t i = 0; i < h->slots; ++i) {
       if (s[i].table == 0) continue;
-      free_table(txn, txn.base(), s[i].table);
+      free_table(txn, txn.base(), h, s[i].table);
       txn.store_u64(&s[i].table, 0);
     }
   });
@@ -400,12 +463,9 @@ WindowStats Window::stats() const {
     // From the table's geometry, not re-sized from its capacity (a blocked-Bloom sizing search
     // costs ~2 ms: stats() took 26 ms for 8 slots and 7 buckets, on every metrics scrape).
     st.memory_bytes += wi::main_offset_in_table(T) + main_bytes_of(h, t);
-    uint64_t ovf = t->overflow.load(std::memory_order_acquire);  // acquire: its geometry
-    if (ovf != 0)
-      st.memory_bytes += h->variant == wi::kVariantBloom
-                             ? t->overflow_geometry * 64
-                             : ck::sub_bytes(static_cast<uint32_t>(t->geometry),
-                                             ck::stripes_for(static_cast<uint32_t>(t->geometry)), h->k_main <= 8 ? 8 : 16);
+    // A spare in preparation (tag retired, prep_cursor > 0) has no layers yet (its bytes may be a
+    // freed table's): its own extent only.
+    if (t->prep_cursor.load(std::memory_order_relaxed) == 0) st.memory_bytes += layer_bytes_of(base_, h, t);  // relaxed: statistic
   }
   for (uint32_t age = 0; age < h->retention; ++age) {
     WindowBucketStats b;
@@ -415,9 +475,9 @@ WindowStats Window::stats() const {
     if (t != nullptr) {
       b.distinct = table_distinct(t);
       b.capacity = t->capacity;
-      b.overflow = t->overflow.load(std::memory_order_acquire) != 0;  // acquire: pairs with the publisher
-      bucket_fp(h, t, b.distinct, b.fp_rate_now, b.fp_bound, b.over_capacity);
-      b.bytes = wi::main_offset_in_table(T) + main_bytes_of(h, t);
+      bucket_fp(base_, h, t, b.distinct, b.fp_rate_now, b.fp_bound, b.over_capacity);
+      b.bytes = wi::main_offset_in_table(T) + main_bytes_of(h, t) + layer_bytes_of(base_, h, t, &b.layers);
+      b.overflow = b.layers > 0;
       st.other_marks += std::atomic_ref<uint64_t>(counters_of(t)[T]).load(std::memory_order_relaxed);  // relaxed
     }
     st.buckets.push_back(b);

@@ -131,6 +131,15 @@ bool copy_table(Segment& seg, wi::WindowHeader* h, wi::BucketSlot& slot, SlotRea
       return true;
     }
     if (og < 1 || og > bl::kMaxLayerBlocks || !inside(ovf, og * 64, seg_size)) return false;
+    // A layered table (docs/window.md "Overload") saves as the one-overflow table restore makes,
+    // so only while it has no layer past the first and that layer's probes are the header's.
+    if ((head->flags.load(std::memory_order_relaxed) & wi::kTableLayered) != 0) {  // relaxed: immutable
+      if (!inside(ovf, og * 64 + sizeof(wi::BloomLayerDir), seg_size)) return false;
+      const auto* d = reinterpret_cast<const wi::BloomLayerDir*>(base + ovf + og * 64);
+      if (d->count.load(std::memory_order_acquire) != 0 || d->k1 != h->k_overflow)  // acquire: pairs with the publisher
+        fail(ErrorCode::kInvalidArgument, "save: a bucket of this window holds more than 2x its capacity in overflow "
+                                          "layers, which this build cannot save yet: save after it left the window");
+    }
     rec.u64(og * 64);
     copy_live(rec.b, base + ovf, og * 64);
     return true;
@@ -160,6 +169,11 @@ bool copy_table(Segment& seg, wi::WindowHeader* h, wi::BucketSlot& slot, SlotRea
   rec.u32(1);
   piece(rec, t, 0, tbytes);
   const uint32_t subs = ck::sub_count_acquire(ch);  // acquire: subs[1] it publishes
+  if (subs > 2) {  // a layered table past its first overflow sub-filter (docs/window.md "Overload")
+    ck::unlock(ch);
+    fail(ErrorCode::kInvalidArgument, "save: a bucket of this window holds more than 2x its capacity in overflow "
+                                      "sub-filters, which this build cannot save yet: save after it left the window");
+  }
   if (subs >= 2) {
     const ck::SubDesc d = ch->subs[1];
     const uint64_t ob = cuckoo_overflow_bytes(geometry, h->k_main);
@@ -495,7 +509,7 @@ void restore_cuckoo_header(ControlTxn& txn, const In& in, const std::string& at,
   const uint32_t g = static_cast<uint32_t>(th->geometry);
   if (ch->magic != ck::kMagic || ch->layout_version != ck::kLayoutVersion || ch->fp_bits != r.k_main ||
       ch->lane_bits != lane_bits(r.k_main) || ch->max_path < 1 || ch->max_path > ck::kMaxPathLimit ||
-      ch->max_subs < 1 || ch->max_subs > 2 || subs < 1 || subs > ch->max_subs ||
+      ch->max_subs < 1 || ch->max_subs > ck::kMaxSubs || subs < 1 || subs > 2 || subs > ch->max_subs ||
       ch->subs[0].log2_buckets != g || ch->subs[0].log2_stripes != ck::stripes_for(g) ||
       (subs == 2 && (ch->subs[1].log2_buckets != g || ch->subs[1].log2_stripes != ck::stripes_for(g))))
     fail(ErrorCode::kBadInput, in.what + ": " + at + "the table's cuckoo header is corrupt");
