@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "segment/layout.h"
+#include "shmfilter/snapshot.hpp"
 #include "shmfilter/window.hpp"
 #include "structures/cuckoo/cuckoo_impl.h"
 #include "structures/window/window_impl.h"
@@ -336,6 +337,101 @@ TEST_P(Overload, NextBucketSizeFallsBackOnceTheBigDaysLeft) {
   EXPECT_LE(caps[5], x15(1100));  // steady: no growth while the traffic stays the same
   EXPECT_EQ(caps[9], n);          // the days above expected left too: back to expected
   expect_check_clean(seg);
+}
+
+// Every descriptor of a layer past the first overflow is validated by open and check (next to the
+// trust rule's own checks, window_control.cpp cuckoo_layers_ok / bloom_layers_ok): a corrupt one
+// is a named kCorrupt, never a wild read in seen / mark.
+TEST_P(Overload, OpenAndCheckRejectCorruptLayerDescriptors) {
+  SegmentGuard g(shmf_test::unique_name("wovcorrupt"));
+  Segment seg = make_segment(g);
+  const uint64_t n = 2000;
+  Window w = Window::create(seg, "w", opts(GetParam(), n, 0.01, 3, 3));
+  w.set_now(kT0);
+  for (uint64_t i = 0; i < 8 * n; ++i) (void)w.mark(1, i * 7919 + 1);
+  ASSERT_GE(w.stats().buckets[0].layers, 2u);
+  auto* h = reinterpret_cast<wi::WindowHeader*>(seg.base() + seg.find("w")->offset);
+  const uint64_t toff = wi::slot_table(h)[static_cast<uint64_t>(w.bucket_of(kT0)) % h->slots].table;
+  auto* t = reinterpret_cast<wi::TableHead*>(seg.base() + toff);
+  auto expect_refused = [&](const char* what, auto&& restore) {
+    EXPECT_EQ(shmf_test::code_of([&] { Window::open(seg, "w"); }), ErrorCode::kCorrupt) << what;
+    EXPECT_FALSE(seg.check(false).consistent()) << what;
+    restore();
+    EXPECT_NO_THROW(Window::open(seg, "w")) << what;
+  };
+  if (GetParam() == WindowVariant::kCuckoo) {
+    auto* ch = reinterpret_cast<ck::Header*>(seg.base() + toff + wi::main_offset_in_table(h->space_table));
+    ASSERT_GE(ch->sub_count, 3u);
+    const ck::SubDesc saved = ch->subs[2];
+    const uint32_t max_subs = ch->max_subs;
+    ch->subs[2].offset = 64;
+    expect_refused("subs[2].offset in the header", [&] { ch->subs[2] = saved; });
+    ch->subs[2].log2_buckets = saved.log2_buckets + 3;
+    expect_refused("subs[2].log2_buckets", [&] { ch->subs[2] = saved; });
+    ch->subs[2].log2_stripes = 0;
+    expect_refused("subs[2].log2_stripes", [&] { ch->subs[2] = saved; });
+    ch->max_subs = 5;
+    expect_refused("max_subs", [&] { ch->max_subs = max_subs; });
+    const uint32_t count = ch->sub_count;
+    ch->sub_count = 17;
+    expect_refused("sub_count", [&] { ch->sub_count = count; });
+  } else {
+    auto* d = reinterpret_cast<wi::BloomLayerDir*>(seg.base() + t->overflow.load() + t->overflow_geometry * 64);
+    ASSERT_GE(d->count.load(), 1u);
+    const wi::BloomLayer saved = d->layer[0];
+    d->layer[0].offset = seg.size() + (1u << 20);
+    expect_refused("layer 2 offset past the file", [&] { d->layer[0] = saved; });
+    d->layer[0].blocks = saved.blocks * 4;
+    expect_refused("layer 2 blocks past its extent", [&] { d->layer[0] = saved; });
+    d->layer[0].k = 0;
+    expect_refused("layer 2 probes", [&] { d->layer[0] = saved; });
+    const uint64_t c = d->count.load();
+    d->count.store(wi::kBloomMaxExtra + 1);
+    expect_refused("layer count", [&] { d->count.store(c); });
+    const uint64_t k1 = d->k1;
+    d->k1 = 99;
+    expect_refused("layer 1 probes", [&] { d->k1 = k1; });
+  }
+  EXPECT_TRUE(seg.check(false).consistent());
+}
+
+// Save and restore keep every layer: a bucket at 8x (layers 2.. in both variants) restores into
+// a window that answers every pair as the source does (no false negative: the marked pairs; the
+// same answers for 20,000 never-marked pairs), checks clean and keeps growing.
+TEST_P(Overload, SaveAndRestoreKeepEveryLayer) {
+  SegmentGuard g(shmf_test::unique_name("wovsave")), dst(shmf_test::unique_name("wovsave-dst"));
+  Segment seg = make_segment(g);
+  const uint64_t n = 3000;
+  Window w = Window::create(seg, "w", opts(GetParam(), n, 0.01, 3, 3));
+  w.set_now(kT0);
+  std::vector<uint64_t> marked;
+  for (uint64_t i = 0; i < 8 * n; ++i) {
+    const uint64_t item = i * 0x9e3779b97f4a7c15ull + 11;
+    const WindowStatus st = w.mark_if_unseen(i % 17, item);
+    ASSERT_TRUE(st == WindowStatus::kNew || st == WindowStatus::kSeen);
+    marked.push_back(item);
+  }
+  ASSERT_GE(w.stats().buckets[0].layers, 2u);
+  const std::string path = "/tmp/shmf-test-wovsave-" + std::to_string(getpid());
+  save(seg, path);
+  restore(path, dst.name);
+  std::remove(path.c_str());
+  Segment out = Segment::open(dst.name);
+  expect_check_clean(out);
+  Window r = Window::open(out, "w");
+  r.set_now(kT0);
+  EXPECT_EQ(r.stats().buckets[0].layers, w.stats().buckets[0].layers);
+  EXPECT_EQ(r.stats().memory_bytes, w.stats().memory_bytes);
+  for (uint64_t i = 0; i < marked.size(); ++i) ASSERT_TRUE(r.seen(i % 17, marked[i], 1)) << i;
+  uint64_t differ = 0;
+  for (uint64_t i = 0; i < 20000; ++i) differ += r.seen(5, 7000000000ull + i, 1) != w.seen(5, 7000000000ull + i, 1);
+  EXPECT_EQ(differ, 0u);
+  for (uint64_t i = 0; i < 4 * n; ++i) {  // the restored bucket keeps growing layers
+    const WindowStatus st = r.mark(3, 9000000000ull + i);
+    ASSERT_TRUE(st == WindowStatus::kNew || st == WindowStatus::kSeen) << window_status_name(st);
+  }
+  EXPECT_GT(r.stats().buckets[0].layers, w.stats().buckets[0].layers);
+  expect_check_clean(out);
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, Overload, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo),

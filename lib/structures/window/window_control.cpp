@@ -388,7 +388,7 @@ void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std
       if (ch->magic != ck::kMagic || ch->fp_bits != h->k_main || n < 1 || n > ck::kMaxSubs ||
           !cuckoo_layers_ok(ch, n, g, h->k_main <= 8 ? 8 : 16, extent_ok) ||
           ch->subs[0].offset != off + moff + sizeof(ck::Header) || !shape_ok(ch->subs[0]) ||
-          (n == 2 && (!shape_ok(ch->subs[1]) || !extent_ok(ch->subs[1].offset, cuckoo_sub_bytes(t)) ||
+          (n >= 2 && (!shape_ok(ch->subs[1]) || !extent_ok(ch->subs[1].offset, cuckoo_sub_bytes(t)) ||
                       (ovf != 0 && ch->subs[1].offset != ovf))))
         problems.push_back(at + "cuckoo table header is corrupt");
     }
