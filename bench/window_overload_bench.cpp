@@ -39,7 +39,7 @@ void run(WindowVariant variant, uint64_t n, uint64_t n_absent, double error, uin
   CreateOptions co;
   co.size = 64ull << 20;
   co.max_size = 32ull << 30;
-  Segment::unlink(name);
+  Segment::remove(name);
   Segment seg = Segment::create(name, co);
   WindowOptions o;
   o.variant = variant;
@@ -91,7 +91,7 @@ void run(WindowVariant variant, uint64_t n, uint64_t n_absent, double error, uin
   std::printf("| 1x-8x | %.0f | %.0f | %.0f | %.0f | | | | | |\n", pct(all, 0.5), pct(all, 0.99), pct(all, 0.999), mx);
   Window::drop(seg, "w");
   seg = Segment{};
-  Segment::unlink(name);
+  Segment::remove(name);
 }
 
 // The common case: a bucket at its expected load, 7 such days; single calls out of cache.
@@ -100,7 +100,7 @@ void common(WindowVariant variant, uint64_t n, uint64_t q, double error, uint32_
   CreateOptions co;
   co.size = 64ull << 20;
   co.max_size = 32ull << 30;
-  Segment::unlink(name);
+  Segment::remove(name);
   Segment seg = Segment::create(name, co);
   WindowOptions o;
   o.variant = variant;
@@ -144,7 +144,7 @@ void common(WindowVariant variant, uint64_t n, uint64_t q, double error, uint32_
               s7.first, s7.second, ms.first, ms.second);
   Window::drop(seg, "w");
   seg = Segment{};
-  Segment::unlink(name);
+  Segment::remove(name);
 }
 
 }  // namespace

@@ -22,12 +22,15 @@
 // Sizing: expected distinct pairs per bucket and an error rate for the window
 // `error_window` (default: retention). The one-bucket rate is then
 // p1 = 1 - (1 - p)^(1/w) (about p / w). A bucket that receives more than its
-// capacity gets an overflow table (p1 is split 2/3 main, 1/3 overflow), so
-// the FP of one bucket stays <= p1 up to 2x its capacity; stats() shows, per
-// bucket, distinct pairs, capacity, FP now and over-capacity beyond that.
-// maintain() sizes the next bucket from the measured distinct counts of the
-// buckets in the window: 1.5 x the count of a bucket that outgrew its table
-// (the mission's headroom), else the size that held, else expected.
+// capacity grows overflow layers (p1 is split 2/3 main, 1/3 all the layers
+// together; docs/window.md "Overload"), so the FP of one bucket stays <= p1 up
+// to at least 8x its capacity and the bucket keeps accepting past that (kCuckoo
+// answers kFull only when the segment cannot give another layer); stats()
+// shows, per bucket, distinct pairs, capacity, layers, bytes, FP now and
+// over-capacity beyond what the sizing holds. maintain() sizes the next bucket
+// from the measured distinct counts of the buckets in the window: 1.5 x the
+// count of each bucket above expected (no more than its table if it fit), else
+// expected, so the size falls back once the big days left the window.
 //
 // mark_if_unseen answers kNew or kSeen in one call. kCuckoo: exactly one of
 // racing callers with the same pair gets kNew (insert_unique under the
@@ -77,7 +80,7 @@ struct WindowOptions {
 struct WindowSizing {
   double one_bucket_error = 0;    // p1 = 1 - (1 - p)^(1 / error_window)
   double main_error = 0;          // p1 * 2/3: the main table's rate at capacity
-  double overflow_error = 0;      // p1 * 1/3: the overflow table's rate at capacity
+  double overflow_error = 0;      // p1 * 1/3: the overflow layers' rates together (layer i: p1/3 x 2^-i)
   uint64_t table_bytes = 0;       // one bucket's main table (with its counters)
   double bits_per_pair = 0;       // main table bits / capacity
   uint32_t k = 0;                 // kBloom: probes; kCuckoo: fingerprint bits
@@ -90,7 +93,8 @@ enum class WindowStatus : uint8_t {
   kSeen = 1,         // already there (or a false positive); nothing stored by mark_if_unseen
   kRemoved = 2,      // forget: removed from at least one bucket
   kAbsent = 3,       // forget: in no bucket of the window
-  kFull = 4,         // kCuckoo: the bucket table and its overflow are full; nothing stored
+  kFull = 4,         // kCuckoo: the bucket table and its overflow sub-filters are full and the segment could
+                     // not give another (out of space); nothing stored
   kUnsupported = 5,  // forget on the insert-only kBloom variant
   kDropped = 6,      // the window was dropped by some process: open the new one of that name, if any
   kNoSpace = 7,      // a bucket table could not be allocated (the segment is out of space): nothing stored
