@@ -218,10 +218,10 @@ struct WindowOps {
   }
 
   // Capacity of the next bucket's table, from the buckets in the window (docs/window.md):
-  // a bucket that outgrew its table (its overflow carried it) asks for 1.5 x its distinct
-  // count (the mission's headroom); a bucket above `expected` that fit its grown table asks
-  // to keep that size (no oscillation while traffic stays high); otherwise `expected`. So a
-  // normal day costs one table of `expected`, and the table shrinks back once 7 quiet days passed.
+  // every bucket above `expected` asks for 1.5 x its distinct count (the mission's headroom),
+  // one that fit its table for no more than that table (steady traffic keeps its size: no
+  // oscillation); the largest ask, else `expected`. So a normal day costs one table of
+  // `expected`, and the size follows the measured days down once the big days left the window.
   static uint64_t desired_capacity(const Window& w, int64_t e) noexcept;
 
   // Under the lock: make slot s hold a fresh table (tag 0), freeing what it held.

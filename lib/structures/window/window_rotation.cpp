@@ -13,9 +13,9 @@
 //    table -> 0, extents freed: quarantined until every process passed a quiescent point,
 //    so a reader still inside a query of that table stays safe). Every data-plane call
 //    is a quiescent point of its process at its start (one call in 256, see kQuiesceEvery).
-//  - overflow: allocated under the segment lock when the main table is full, published
-//    by a release store after the commit (pending_overflow keeps a committed, unpublished
-//    extent owned).
+//  - overflow layers (docs/window.md "Overload"): each allocated under the segment lock when
+//    the table needs it, published by a release store after the commit (pending_overflow, or
+//    a kBloom dir's pending, keeps a committed, unpublished extent owned).
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -178,11 +178,7 @@ namespace shmfilter {
 // ---------------------------------------------------------------------------
 // Rotation and spare preparation.
 
-// Capacity of the next bucket's table, from the buckets in the window (docs/window.md):
-// a bucket that outgrew its table (its overflow carried it) asks for 1.5 x its distinct
-// count (the mission's headroom); a bucket above `expected` that fit its grown table asks
-// to keep that size (no oscillation while traffic stays high); otherwise `expected`. So a
-// normal day costs one table of `expected`, and the table shrinks back once 7 quiet days passed.
+// Capacity of the next bucket's table (see window_ops.h and docs/window.md).
 uint64_t WindowOps::desired_capacity(const Window& w, int64_t e) noexcept {
   WindowHeader* h = hdr(w);
   uint64_t want = h->expected;
