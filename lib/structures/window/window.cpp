@@ -84,7 +84,8 @@ void WindowOps::count_new(const Window& w, TableHead* t, uint64_t space) noexcep
     // main and layers 1..n-1 hold C x 2^(n-1) pairs). Only grows (CAS-max); relaxed: a routing hint.
     const uint64_t d = table_distinct(t);
     uint32_t want = 0;
-    if (d >= t->capacity) want = 1 + static_cast<uint32_t>(std::min<uint64_t>(63, std::bit_width(d / t->capacity) - 1));
+    const uint64_t cap = std::max<uint64_t>(t->capacity, 1);  // validated >= 1 at open; never divide by a damaged 0
+    if (d >= cap) want = 1 + static_cast<uint32_t>(std::min<uint64_t>(63, std::bit_width(d / cap) - 1));
     uint32_t cur = t->main_full.load(std::memory_order_relaxed);
     while (cur < want && !t->main_full.compare_exchange_weak(cur, want, std::memory_order_relaxed)) {
     }
