@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "segment/layout.h"
+#include "shmfilter/metrics.hpp"
 #include "shmfilter/snapshot.hpp"
 #include "shmfilter/window.hpp"
 #include "structures/cuckoo/cuckoo_impl.h"
@@ -103,7 +104,9 @@ TEST_P(Overload, EightTimesExpectedKeepsAcceptingWithinTheAskedRate) {
   SegmentGuard g(shmf_test::unique_name("wov8"));
   Segment seg = make_segment(g);
   const uint64_t n = 20000;
-  Window w = Window::create(seg, "w", opts(GetParam(), n, 0.01, 7, 1));
+  WindowOptions o = opts(GetParam(), n, 0.01, 7, 1);
+  o.bucket_seconds = uint64_t{1} << 40;  // one bucket for the injected clock and the system clock (the metrics' handle)
+  Window w = Window::create(seg, "w", o);
   w.set_now(kT0);
   w.maintain();
   const uint64_t cap = w.stats().buckets.empty() ? 0 : (w.mark(0, ~uint64_t{0}), w.stats().buckets[0].capacity);
@@ -142,6 +145,14 @@ TEST_P(Overload, EightTimesExpectedKeepsAcceptingWithinTheAskedRate) {
   EXPECT_EQ(full, 0u);
   EXPECT_EQ(other, 0u);
   EXPECT_GE(news, 8 * n - static_cast<uint64_t>(0.01 * 8 * n));  // kSeen only for false positives
+  // The metric says how many layers the current bucket uses (its rate is the shared estimate).
+  const std::string text = prometheus_text(seg);
+  const std::string layers = "shmfilter_window_overflow_layers{";
+  const size_t at = text.find(layers);
+  ASSERT_NE(at, std::string::npos) << text;
+  const size_t brace = text.find("} ", at);
+  ASSERT_NE(brace, std::string::npos);
+  EXPECT_EQ(std::stoul(text.substr(brace + 2)), w.stats().buckets[0].layers);
   EXPECT_EQ(w.stats().overflow_failures, 0u);
   expect_check_clean(seg);
 }
