@@ -155,8 +155,10 @@ void bucket_fp(std::byte* base, const WindowHeader* h, TableHead* t, uint64_t di
     rem -= a * lanes;
   }
   now = std::min(1.0, 2.0 * ck::kSlots * loads / f);
+  // Over: an insert answered kFull, more sub-filters' worth than the fingerprint was sized for, or
+  // a rate past p1 anyway (f capped at 16 bits: p1 < 4 x 2b/2^16 holds only 2 full sub-filters).
   over = ck::load_relaxed(ch->failures) != 0 ||  // relaxed: statistic (an insert answered kFull)
-         (layered ? loads > wi::kCuckooBudgetSubs : subs > 1 && distinct > 2 * cap);
+         (layered ? loads > wi::kCuckooBudgetSubs : subs > 1 && distinct > 2 * cap) || now > h->p1;
   bound = over ? std::max(now, h->p1) : h->p1;
 }
 
