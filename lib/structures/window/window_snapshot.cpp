@@ -140,15 +140,22 @@ bool copy_table(Segment& seg, wi::WindowHeader* h, wi::BucketSlot& slot, SlotRea
       const uint64_t c = std::min<uint64_t>(d->count.load(std::memory_order_acquire), wi::kBloomMaxExtra);  // acquire: publisher
       if (c != 0 || d->k1 != h->k_overflow) {
         uint64_t total = og * 64 + sizeof(wi::BloomLayerDir);
+        wi::BloomLayer ls[wi::kBloomMaxExtra];  // each entry read once: the copy uses what was bounds-checked
         for (uint64_t j = 0; j < c; ++j) {
-          const uint64_t lb = d->layer[j].blocks;
-          if (lb < 1 || lb > bl::kMaxLayerBlocks || !inside(d->layer[j].offset, lb * 64, seg_size)) return false;
+          ls[j].offset = load64(reinterpret_cast<const std::byte*>(&d->layer[j].offset));
+          ls[j].blocks = load64(reinterpret_cast<const std::byte*>(&d->layer[j].blocks));
+          const uint64_t lb = ls[j].blocks;
+          if (lb < 1 || lb > bl::kMaxLayerBlocks || !inside(ls[j].offset, lb * 64, seg_size)) return false;
           total += lb * 64;
         }
         rec.u64(total);
         copy_live(rec.b, base + ovf, og * 64 + sizeof(wi::BloomLayerDir));
-        std::memcpy(rec.b.data() + rec.b.size() - sizeof(wi::BloomLayerDir) + offsetof(wi::BloomLayerDir, count), &c, 8);
-        for (uint64_t j = 0; j < c; ++j) copy_live(rec.b, base + d->layer[j].offset, d->layer[j].blocks * 64);
+        const size_t dir_at = rec.b.size() - sizeof(wi::BloomLayerDir);
+        std::memcpy(rec.b.data() + dir_at + offsetof(wi::BloomLayerDir, count), &c, 8);
+        for (uint64_t j = 0; j < c; ++j)  // the record's dir gives the lengths that follow it
+          std::memcpy(rec.b.data() + dir_at + offsetof(wi::BloomLayerDir, layer) + j * sizeof(wi::BloomLayer) +
+                          offsetof(wi::BloomLayer, blocks), &ls[j].blocks, 8);
+        for (uint64_t j = 0; j < c; ++j) copy_live(rec.b, base + ls[j].offset, ls[j].blocks * 64);
         return true;
       }
     }
