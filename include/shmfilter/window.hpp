@@ -22,12 +22,15 @@
 // Sizing: expected distinct pairs per bucket and an error rate for the window
 // `error_window` (default: retention). The one-bucket rate is then
 // p1 = 1 - (1 - p)^(1/w) (about p / w). A bucket that receives more than its
-// capacity gets an overflow table (p1 is split 2/3 main, 1/3 overflow), so
-// the FP of one bucket stays <= p1 up to 2x its capacity; stats() shows, per
-// bucket, distinct pairs, capacity, FP now and over-capacity beyond that.
-// maintain() sizes the next bucket from the measured distinct counts of the
-// buckets in the window: 1.5 x the count of a bucket that outgrew its table
-// (the mission's headroom), else the size that held, else expected.
+// capacity grows overflow layers (p1 is split 2/3 main, 1/3 all the layers
+// together; docs/window.md "Overload"), so the FP of one bucket stays <= p1 up
+// to at least 8x its capacity and the bucket keeps accepting past that (kCuckoo
+// answers kFull only when the segment cannot give another layer); stats()
+// shows, per bucket, distinct pairs, capacity, layers, bytes, FP now and
+// over-capacity beyond what the sizing holds. maintain() sizes the next bucket
+// from the measured distinct counts of the buckets in the window: 1.5 x the
+// count of each bucket above expected (no more than its table if it fit), else
+// expected, so the size falls back once the big days left the window.
 //
 // mark_if_unseen answers kNew or kSeen in one call. kCuckoo: exactly one of
 // racing callers with the same pair gets kNew (insert_unique under the
@@ -69,13 +72,15 @@ struct WindowOptions {
   uint32_t retention = 7;            // buckets kept (1..kWindowMaxRetention)
   uint32_t max_spaces = 8192;        // spaces with their own counters (1..kWindowMaxSpaces); past it: one "other" row
   std::optional<uint64_t> seed;      // XXH3 seed; default random (tests pin it)
+  std::optional<int64_t> now;        // Unix time create prepares the first two buckets for (the current one and
+                                     // its spare); default the system clock. Pass the clock you will inject.
 };
 
 // What a window of these options costs (no segment needed).
 struct WindowSizing {
   double one_bucket_error = 0;    // p1 = 1 - (1 - p)^(1 / error_window)
   double main_error = 0;          // p1 * 2/3: the main table's rate at capacity
-  double overflow_error = 0;      // p1 * 1/3: the overflow table's rate at capacity
+  double overflow_error = 0;      // p1 * 1/3: the overflow layers' rates together (layer i: p1/3 x 2^-i)
   uint64_t table_bytes = 0;       // one bucket's main table (with its counters)
   double bits_per_pair = 0;       // main table bits / capacity
   uint32_t k = 0;                 // kBloom: probes; kCuckoo: fingerprint bits
@@ -88,7 +93,8 @@ enum class WindowStatus : uint8_t {
   kSeen = 1,         // already there (or a false positive); nothing stored by mark_if_unseen
   kRemoved = 2,      // forget: removed from at least one bucket
   kAbsent = 3,       // forget: in no bucket of the window
-  kFull = 4,         // kCuckoo: the bucket table and its overflow are full; nothing stored
+  kFull = 4,         // kCuckoo: the bucket table and its overflow sub-filters are full and the segment could
+                     // not give another (out of space); nothing stored
   kUnsupported = 5,  // forget on the insert-only kBloom variant
   kDropped = 6,      // the window was dropped by some process: open the new one of that name, if any
   kNoSpace = 7,      // a bucket table could not be allocated (the segment is out of space): nothing stored
@@ -112,8 +118,10 @@ struct WindowBucketStats {
   bool overflow = false;        // the overflow table is in use
   double fp_rate_now = 0;       // model FP of this bucket at its load now
   double fp_bound = 0;          // what the sizing guarantees at this load (p1 up to 2x capacity)
-  bool over_capacity = false;   // beyond 2x capacity (or no overflow could be allocated)
-  uint64_t bytes = 0;           // table extents of this bucket
+  bool over_capacity = false;   // beyond the load the sizing holds its bound to (8x capacity in a layered table, 2x
+                                // in an older build's), or a layer could not be allocated: fp_rate_now is the rate
+  uint64_t bytes = 0;           // every extent of this bucket: its table and all its overflow layers
+  uint32_t layers = 0;          // overflow layers / sub-filters in use beyond the main table (0: none)
 };
 
 struct WindowStats {
@@ -151,6 +159,10 @@ class Window : public internal::RegionHandle {
   // and the first bucket's table. Bad options throw kInvalidArgument and leave
   // the segment unchanged.
   static Window create(Segment& seg, std::string_view name, const WindowOptions& opts);
+  // The same with an injected clock: the first buckets are those of clock(ctx) (not the system
+  // clock's), and the handle returned reads that clock (set_clock).
+  static Window create(Segment& seg, std::string_view name, const WindowOptions& opts, int64_t (*clock)(void* ctx),
+                       void* ctx);
   // Control plane (throws kNotFound, kWrongKind, kCorrupt).
   static Window open(Segment& seg, std::string_view name);
   // Control plane, takes the segment lock: frees every table; false if absent.

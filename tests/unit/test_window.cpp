@@ -601,7 +601,7 @@ TEST(Window, OpenAndCheckRejectCorruptCuckooSubFilterDescriptors) {
   auto* h = reinterpret_cast<wi::WindowHeader*>(f.seg.base() + f.seg.find("w")->offset);
   const wi::BucketSlot& slot = wi::slot_table(h)[static_cast<uint64_t>(w.bucket_of(kT0)) % h->slots];
   auto* ch = reinterpret_cast<ck::Header*>(f.seg.base() + slot.table + wi::main_offset_in_table(h->space_table));
-  ASSERT_EQ(ck::sub_count_acquire(ch), 2u);
+  ASSERT_GE(ck::sub_count_acquire(ch), 2u);  // 6x capacity: a layered table may hold more (test_window_overload.cpp)
   const ck::SubDesc saved0 = ch->subs[0], saved1 = ch->subs[1];
   auto expect_refused = [&](const char* what) {
     EXPECT_EQ(shmf_test::code_of([&] { Window::open(f.seg, "w"); }), ErrorCode::kCorrupt) << what;

@@ -481,9 +481,13 @@ using ExpandFn = bool (*)(void* ctx, Header* h);
 using GateFn = bool (*)(void* ctx, Header* h);
 
 // The whole insert: lock, (gate), (unique test), newest sub-filter, expansion, unlock.
+// try_older false (the Window's layered tables): a full newest sub-filter goes straight to the
+// expansion (the next, larger sub-filter) instead of a BFS in each older one, so an insert's cost
+// does not grow with the number of sub-filters or how full they are.
 template <class LT>
 inline Status insert(std::byte* base, Header* h, const KeyHash& k, bool unique, const Liveness& lv,
-                     ExpandFn expand, void* expand_ctx, GateFn gate = nullptr, void* gate_ctx = nullptr) noexcept {
+                     ExpandFn expand, void* expand_ctx, GateFn gate = nullptr, void* gate_ctx = nullptr,
+                     bool try_older = true) noexcept {
   lock<LT>(base, h, lv);
   SHMF_KILL_POINT("cuckoo.insert.locked");
   if (gate != nullptr && !gate(gate_ctx, h)) {
@@ -496,7 +500,7 @@ inline Status insert(std::byte* base, Header* h, const KeyHash& k, bool unique, 
   }
   uint32_t n = sub_count_acquire(h);
   int moves = insert_into_sub<LT>(base, h, n - 1, k);
-  if (moves < 0) {
+  if (moves < 0 && try_older) {
     // Older sub-filters may have room again after erases.
     for (uint32_t j = n - 1; j-- > 0 && moves < 0;) moves = insert_into_sub<LT>(base, h, j, k);
   }

@@ -19,32 +19,34 @@ namespace {
 struct BloomView {
   const uint64_t* words;
   uint64_t blocks;
-  const uint64_t* ovf;  // null: no overflow published when the view was taken
-  uint64_t ovf_blocks;
+  uint32_t nl;  // overflow layers published when the view was taken (0: none, the common case)
+  BloomLayerView l[wi::kBloomMaxLayers];
 };
 inline uint32_t bloom_views(std::byte* base, const WindowHeader* h, TableHead* const* ts, uint32_t win, BloomView* v) noexcept {
   uint32_t n = 0;
   for (uint32_t i = 0; i < win; ++i) {
     TableHead* t = ts[i];
     if (t == nullptr) continue;
-    // acquire: the overflow's geometry (written before its publication). A pair acknowledged
-    // before this call started is in the main table or in an overflow published before that.
-    const uint64_t off = t->overflow.load(std::memory_order_acquire);
-    v[n++] = BloomView{bloom_words(t, h), t->geometry, off ? reinterpret_cast<const uint64_t*>(base + off) : nullptr,
-                       off ? t->overflow_geometry : 0};
+    // A pair acknowledged before this call started is in the main table or in a layer published
+    // before that (bloom_layer_views: acquire loads of the overflow and the layer count).
+    v[n].words = bloom_words(t, h);
+    v[n].blocks = t->geometry;
+    v[n].nl = bloom_layer_views(base, h, t, v[n].l);
+    ++n;
   }
   return n;
 }
 inline void bloom_prefetch_views(const BloomView* v, uint32_t n, uint64_t hv) noexcept {
   for (uint32_t i = 0; i < n; ++i) bl::prefetch_line(wi::line_of(v[i].words, v[i].blocks, hv));
   for (uint32_t i = 0; i < n; ++i)
-    if (v[i].ovf) bl::prefetch_line(wi::line_of(v[i].ovf, v[i].ovf_blocks, hv));
+    for (uint32_t j = 0; j < v[i].nl; ++j) bl::prefetch_line(wi::line_of(v[i].l[j].words, v[i].l[j].blocks, hv));
 }
-inline bool bloom_seen_views(const BloomView* v, uint32_t n, uint64_t hv, const wi::Masks& mm, uint32_t k_ovf) noexcept {
+inline bool bloom_seen_views(const BloomView* v, uint32_t n, uint64_t hv, const wi::Masks& mm) noexcept {
   for (uint32_t i = 0; i < n; ++i)
     if (wi::line_has(wi::line_of(v[i].words, v[i].blocks, hv), mm)) return true;
   for (uint32_t i = 0; i < n; ++i)
-    if (v[i].ovf && wi::line_has(wi::line_of(v[i].ovf, v[i].ovf_blocks, hv), wi::masks_of(hv, k_ovf))) return true;
+    for (uint32_t j = 0; j < v[i].nl; ++j)
+      if (wi::line_has(wi::line_of(v[i].l[j].words, v[i].l[j].blocks, hv), wi::masks_of(hv, v[i].l[j].k))) return true;
   return false;
 }
 
@@ -77,8 +79,17 @@ void WindowOps::count_new(const Window& w, TableHead* t, uint64_t space) noexcep
   uint32_t stripe = static_cast<uint32_t>(w.slot_ ^ (w.seg_.owner_token() * 0x9e3779b9u)) % wi::kStripes;
   // relaxed: a statistic and the main-full trigger.
   uint64_t old = t->stripes[stripe].distinct.fetch_add(1, std::memory_order_relaxed);
-  if ((old >> t->check_shift) != ((old + 1) >> t->check_shift) && table_distinct(t) >= t->capacity)
-    t->main_full.store(1, std::memory_order_relaxed);  // relaxed: sticky hint, routing only
+  if ((old >> t->check_shift) != ((old + 1) >> t->check_shift)) {
+    // main_full: the overflow layers the table's count asks for (0: the main table has room; n:
+    // main and layers 1..n-1 hold C x 2^(n-1) pairs). Only grows (CAS-max); relaxed: a routing hint.
+    const uint64_t d = table_distinct(t);
+    uint32_t want = 0;
+    const uint64_t cap = std::max<uint64_t>(t->capacity, 1);  // validated >= 1 at open; never divide by a damaged 0
+    if (d >= cap) want = 1 + static_cast<uint32_t>(std::min<uint64_t>(63, std::bit_width(d / cap) - 1));
+    uint32_t cur = t->main_full.load(std::memory_order_relaxed);
+    while (cur < want && !t->main_full.compare_exchange_weak(cur, want, std::memory_order_relaxed)) {
+    }
+  }
   uint32_t row = space_row(h, space, true);
   // relaxed: exact count, no other data published with it.
   std::atomic_ref<uint64_t>(counters_of(t)[row]).fetch_add(1, std::memory_order_relaxed);
@@ -87,10 +98,12 @@ void WindowOps::count_new(const Window& w, TableHead* t, uint64_t space) noexcep
 bool WindowOps::bloom_has(const Window& w, TableHead* t, uint64_t hv, const wi::Masks& mm) noexcept {
   WindowHeader* h = hdr(w);
   if (wi::line_has(wi::line_of(bloom_words(t, h), t->geometry, hv), mm)) return true;
-  uint64_t off = t->overflow.load(std::memory_order_acquire);  // acquire: pairs with the publisher
-  if (off == 0) return false;
-  return wi::line_has(wi::line_of(reinterpret_cast<const uint64_t*>(w.base_ + off), t->overflow_geometry, hv),
-                      wi::masks_of(hv, h->k_overflow));
+  if (t->overflow.load(std::memory_order_relaxed) == 0) return false;  // relaxed: the common case; re-read below
+  BloomLayerView l[wi::kBloomMaxLayers];
+  const uint32_t n = bloom_layer_views(w.base_, h, t, l);
+  for (uint32_t j = 0; j < n; ++j)
+    if (wi::line_has(wi::line_of(l[j].words, l[j].blocks, hv), wi::masks_of(hv, l[j].k))) return true;
+  return false;
 }
 void WindowOps::bloom_prefetch(const Window& w, TableHead* t, uint64_t hv) noexcept {
   WindowHeader* h = hdr(w);
@@ -99,19 +112,27 @@ void WindowOps::bloom_prefetch(const Window& w, TableHead* t, uint64_t hv) noexc
   if (off != 0) bl::prefetch_line(wi::line_of(reinterpret_cast<const uint64_t*>(w.base_ + off), t->overflow_geometry, hv));
 }
 
+// A full main table: the pair goes to the newest overflow layer, after the main table and every
+// older layer answered absent (a layer is added once the table's count asks for it: main_full,
+// see count_new). No layer (none could be allocated): the main table takes it, stats() reports
+// the rate that gives.
 WindowStatus WindowOps::bloom_mark_in(const Window& w, TableHead* t, uint64_t space, uint64_t hv, const wi::Masks& mm) noexcept {
   WindowHeader* h = hdr(w);
   uint64_t* line = const_cast<uint64_t*>(wi::line_of(bloom_words(t, h), t->geometry, hv));
   bl::AddResult r;
-  if (t->main_full.load(std::memory_order_relaxed) == 0) {  // relaxed: routing hint (see count_new)
+  const uint32_t want = t->main_full.load(std::memory_order_relaxed);  // relaxed: routing hint (see count_new)
+  if (want == 0) {
     r = wi::line_add(line, mm);
   } else {
     if (wi::line_has(line, mm)) return WindowStatus::kSeen;
-    const uint64_t* ovf = bloom_overflow(w, t, true);
-    if (ovf == nullptr) {
+    BloomLayerView l[wi::kBloomMaxLayers];
+    const uint32_t n = bloom_layers(w, t, want, l);
+    if (n == 0) {
       r = wi::line_add(line, mm);  // no overflow: stay in main, stats() reports over capacity
     } else {
-      r = wi::line_add(const_cast<uint64_t*>(wi::line_of(ovf, t->overflow_geometry, hv)), wi::masks_of(hv, h->k_overflow));
+      for (uint32_t j = 0; j + 1 < n; ++j)
+        if (wi::line_has(wi::line_of(l[j].words, l[j].blocks, hv), wi::masks_of(hv, l[j].k))) return WindowStatus::kSeen;
+      r = wi::line_add(const_cast<uint64_t*>(wi::line_of(l[n - 1].words, l[n - 1].blocks, hv)), wi::masks_of(hv, l[n - 1].k));
     }
   }
   if (r.newly_set == 0) return WindowStatus::kSeen;
@@ -135,7 +156,8 @@ WindowStatus WindowOps::cuckoo_mark_in(const Window& w, TableHead* t, int64_t e,
   ExpandCtx ctx{&w, t};
   GateCtx gate{h, t, e};
   auto st = ck::insert<LT>(w.base_, ch, ck::split_hash(hv, h->k_main), /*unique=*/true, liveness_of(w.seg_),
-                           &WindowOps::cuckoo_expand, &ctx, &WindowOps::insert_gate, &gate);
+                           &WindowOps::cuckoo_expand, &ctx, &WindowOps::insert_gate, &gate,
+                           /*try_older=*/ck::load_relaxed(ch->max_subs) <= 2);  // a layered table: the next sub-filter
   if (st == ck::Status::kRefused) return kRetryNewer;  // sealed: a newer bucket exists
   if (st == ck::Status::kExists) return WindowStatus::kSeen;
   if (st != ck::Status::kInserted) return WindowStatus::kFull;
@@ -251,7 +273,7 @@ bool WindowOps::seen_h(const Window& w, uint64_t hv, uint32_t win) noexcept {
     BloomView v[wi::kMaxRetention];
     const uint32_t n = bloom_views(w.base_, h, ts, win, v);
     bloom_prefetch_views(v, n, hv);
-    return bloom_seen_views(v, n, hv, wi::masks_of(hv, h->k_main), h->k_overflow);
+    return bloom_seen_views(v, n, hv, wi::masks_of(hv, h->k_main));
   }
   return seen_in(w, ts, win, hv, false);
 }
@@ -521,7 +543,7 @@ uint64_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uin
     // views stay mapped for the whole call: this process passes no quiescent point inside it.
     // Parameters in locals: the stores to out[] (uint8_t) may alias anything.
     const uint64_t seed = h->seed;
-    const uint32_t k_main = h->k_main, k_ovf = h->k_overflow;
+    const uint32_t k_main = h->k_main;
     const int64_t e_clock = bucket_of(now());
     size_t count = 0;
     uint64_t hs[kBatch];
@@ -538,7 +560,7 @@ uint64_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uin
         WindowOps::tables(*this, e, win, ts);
         nv = bloom_views(base_, h, ts, win, v);
       }
-      if (nv == 1 && v[0].ovf == nullptr) {  // one table, no overflow (w = 1 on a normal day): the plain filter's loop
+      if (nv == 1 && v[0].nl == 0) {  // one table, no overflow (w = 1 on a normal day): the plain filter's loop
         const uint64_t* words = v[0].words;
         const uint64_t blocks = v[0].blocks;
         for (size_t j = 0; j < m; ++j) {
@@ -557,7 +579,7 @@ uint64_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uin
         bloom_prefetch_views(v, nv, hs[j]);
       }
       for (size_t j = 0; j < m; ++j) {
-        const bool hit = bloom_seen_views(v, nv, hs[j], wi::masks_of(hs[j], k_main), k_ovf);
+        const bool hit = bloom_seen_views(v, nv, hs[j], wi::masks_of(hs[j], k_main));
         if (want) out[at + j] = hit;
         count += hit;
       }

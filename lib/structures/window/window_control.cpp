@@ -91,7 +91,10 @@ Plan make_plan(const WindowOptions& o) {
   p.po = p.p1 * (1 - wi::kMainShare);
   if (p.variant == wi::kVariantBloom) {
     bl::Sizing a, b;
-    if (!bl::size_blocked(o.expected_per_bucket, p.pm, a) || !bl::size_blocked(o.expected_per_bucket, p.po, b))
+    // k_overflow: the probes of overflow layer 1, sized at p1/6 (wi::bloom_layer_error(p1, 1): layer
+    // i at p1/3 x 2^-i, so the layers together stay within p.po = p1/3 at any count).
+    if (!bl::size_blocked(o.expected_per_bucket, p.pm, a) ||
+        !bl::size_blocked(o.expected_per_bucket, wi::bloom_layer_error(p.p1, 1), b))
       throw Error(ErrorCode::kInvalidArgument, "expected_per_bucket " + std::to_string(o.expected_per_bucket) +
                                                    " at error " + fmt_double(o.error) +
                                                    " cannot be sized: lower the count or raise the error rate");
@@ -111,39 +114,54 @@ Plan make_plan(const WindowOptions& o) {
   return p;
 }
 
-// Per-bucket FP model now and the bound the sizing guarantees at this load.
-void bucket_fp(const WindowHeader* h, TableHead* t, uint64_t distinct, double& now, double& bound, bool& over) {
+// Per-bucket FP model now and the bound the sizing guarantees at this load. over: the load is
+// past what the sizing holds the bound to (or a layer could not be had): bound is then the rate now.
+void bucket_fp(std::byte* base, const WindowHeader* h, TableHead* t, uint64_t distinct, double& now, double& bound, bool& over) {
   const uint64_t cap = t->capacity;
+  const bool layered = (t->flags.load(std::memory_order_relaxed) & wi::kTableLayered) != 0;  // relaxed: immutable
   over = false;
   if (h->variant == wi::kVariantBloom) {
-    double main_load = static_cast<double>(std::min(distinct, cap));
-    double ovf_load = static_cast<double>(distinct > cap ? distinct - cap : 0);
-    double m_bits = static_cast<double>(t->geometry) * bl::kBlockBits;
-    double a = main_load > 0 ? bl::blocked_fp(m_bits / main_load, h->k_main) : 0;
-    double b = 0;
-    uint64_t ovf = t->overflow.load(std::memory_order_acquire);  // acquire: pairs with the publisher
-    if (ovf_load > 0) {
-      if (ovf != 0) {
-        double o_bits = static_cast<double>(t->overflow_geometry) * bl::kBlockBits;
-        b = bl::blocked_fp(o_bits / ovf_load, h->k_overflow);
-      } else {
-        a = bl::blocked_fp(m_bits / static_cast<double>(distinct), h->k_main);  // no overflow: all in main
-        over = true;
-      }
+    const double m_bits = static_cast<double>(t->geometry) * bl::kBlockBits;
+    BloomLayerView l[wi::kBloomMaxLayers];
+    const uint32_t n = bloom_layer_views(base, h, t, l);
+    // Where the pairs are: main up to C; layer j (1-based) up to C x 2^(j-1); the newest all the rest.
+    uint64_t rem = distinct;
+    const uint64_t in_main = n == 0 ? rem : std::min(rem, cap);
+    rem -= in_main;
+    double keep = 1 - (in_main > 0 ? bl::blocked_fp(m_bits / static_cast<double>(in_main), h->k_main) : 0);
+    for (uint32_t j = 0; j < n; ++j) {
+      const uint64_t room = j + 1 < n ? (layered ? wi::bloom_layer_capacity(cap, j + 1) : cap) : rem;
+      const uint64_t in = std::min(rem, room);
+      rem -= in;
+      if (in > 0) keep *= 1 - bl::blocked_fp(static_cast<double>(l[j].blocks) * bl::kBlockBits / static_cast<double>(in), l[j].k);
     }
-    now = 1 - (1 - a) * (1 - b);
-    if (distinct > 2 * cap) over = true;
+    now = 1 - keep;
+    // Layered: each layer holds its share of p1 up to its capacity, so the bound holds while the
+    // layers the count asks for exist (up to kBloomMaxLayers: 2^10 x capacity). Older tables: 2x.
+    const uint64_t held = layered ? (n == 0 ? cap : cap << n) : (n == 0 ? cap : 2 * cap);
+    over = distinct > held;
     bound = over ? std::max(now, h->p1) : h->p1;
     return;
   }
   ck::Header* ch = cuckoo_of(t, h);
-  uint32_t subs = ck::sub_count_acquire(ch);
-  double lanes = 4.0 * static_cast<double>(uint64_t{1} << t->geometry);
-  double f = std::ldexp(1.0, static_cast<int>(h->k_main)) - 1;
-  double n = static_cast<double>(ck::load_relaxed(ch->size));  // relaxed: statistic
-  now = std::min(1.0, 2.0 * ck::kSlots * (n / lanes) / f);
-  bound = std::min(1.0, 2.0 * ck::kSlots / (f + 1) * subs);
-  over = ck::load_relaxed(ch->failures) != 0;  // relaxed: statistic
+  const uint32_t subs = std::min<uint32_t>(ck::sub_count_acquire(ch), ck::kMaxSubs);  // acquire: the subs it publishes
+  const double f = std::ldexp(1.0, static_cast<int>(h->k_main)) - 1;
+  // Sum of the sub-filters' loads, at most (the smallest fill first: an upper bound): a lookup's
+  // FP is about 2b/2^f per full sub-filter (Fan et al.).
+  double rem = static_cast<double>(ck::load_relaxed(ch->size));  // relaxed: statistic
+  double loads = 0;
+  for (uint32_t j = 0; j < subs && rem > 0; ++j) {
+    const double lanes = 4.0 * std::ldexp(1.0, static_cast<int>(ch->subs[j].log2_buckets));
+    const double a = std::min(1.0, rem / lanes);
+    loads += a;
+    rem -= a * lanes;
+  }
+  now = std::min(1.0, 2.0 * ck::kSlots * loads / f);
+  // Over: an insert answered kFull, more sub-filters' worth than the fingerprint was sized for, or
+  // a rate past p1 anyway (f capped at 16 bits: p1 < 4 x 2b/2^16 holds only 2 full sub-filters).
+  over = ck::load_relaxed(ch->failures) != 0 ||  // relaxed: statistic (an insert answered kFull)
+         (layered ? loads > wi::kCuckooBudgetSubs : subs > 1 && distinct > 2 * cap) || now > h->p1;
+  bound = over ? std::max(now, h->p1) : h->p1;
 }
 
 }  // namespace
@@ -215,9 +233,9 @@ Window Window::create(Segment& seg, std::string_view name, const WindowOptions& 
     h->region_bytes = got;
     BucketSlot* s = wi::slot_table(h);
     for (uint32_t i = 0; i < p.slots; ++i) s[i].tag.store(wi::kRetired, std::memory_order_relaxed);  // relaxed: unpublished
-    // The first two buckets' tables (the current one by the system clock and its spare); a clock
-    // injected later lands wherever it lands and prepares its own slot if needed.
-    int64_t e = wi::bucket_number(system_now(), opts.utc_offset, opts.bucket_seconds);
+    // The first two buckets' tables: the current one by the creator's clock (opts.now, else the
+    // system clock) and its spare.
+    int64_t e = wi::bucket_number(opts.now ? *opts.now : system_now(), opts.utc_offset, opts.bucket_seconds);
     for (int64_t x = e; x <= e + 1; ++x) {
       BucketSlot& b = s[static_cast<uint64_t>(x) % p.slots];
       b.table = alloc_table(txn, h, opts.expected_per_bucket);
@@ -227,11 +245,16 @@ Window Window::create(Segment& seg, std::string_view name, const WindowOptions& 
   return open(seg, name);
 }
 
-namespace {
-// Bytes of one cuckoo sub-filter of a table of geometry G (main or overflow: one chunk).
-uint64_t cuckoo_sub_bytes_for(const WindowHeader* h, uint64_t g) {
-  return ck::sub_bytes(static_cast<uint32_t>(g), ck::stripes_for(static_cast<uint32_t>(g)), h->k_main <= 8 ? 8 : 16);
+Window Window::create(Segment& seg, std::string_view name, const WindowOptions& opts, int64_t (*clock)(void*), void* ctx) {
+  if (clock == nullptr) return create(seg, name, opts);
+  WindowOptions o = opts;
+  o.now = clock(ctx);
+  Window w = create(seg, name, o);
+  w.set_clock(clock, ctx);
+  return w;
 }
+
+namespace {
 struct Span {
   uint64_t lo, hi;  // [lo, hi): an extent, its ExtentHeader included
   uint32_t slot;
@@ -276,7 +299,8 @@ uint64_t owned_extent_end(const WindowExtents& x, uint64_t off, uint64_t bytes) 
   return hi;
 }
 
-std::string table_problem(const WindowExtents& x, const WindowHeader* h, uint64_t off, bool in_preparation) {
+std::string table_problem(const WindowExtents& x, const WindowHeader* h, uint64_t off, bool in_preparation,
+                          std::vector<uint64_t>* layers) {
   const uint64_t moff = wi::main_offset_in_table(h->space_table);
   if (owned_extent_end(x, off, moff) == 0)
     return "table at " + std::to_string(off) + " is not an allocated extent of this window in the segment's data area";
@@ -302,35 +326,85 @@ std::string table_problem(const WindowExtents& x, const WindowHeader* h, uint64_
       return "spare in preparation names an overflow";
     return {};
   }
+  // Every extent beyond the table's own that a path follows (the data plane, stats, free_table),
+  // each checked as an owned extent of the bytes its descriptor gives, and listed once.
+  std::vector<uint64_t> own;
+  const auto owned = [&](uint64_t o, uint64_t bytes) {
+    if (bytes == 0 || owned_extent_end(x, o, bytes) == 0) return false;
+    own.push_back(o);
+    return true;
+  };
   const uint64_t ovf = t->overflow.load(std::memory_order_acquire);  // acquire: its geometry
   const uint64_t pending = t->pending_overflow;
-  if (ovf != 0 && pending != 0 && pending != ovf) return "overflow and pending overflow disagree";
+  // relaxed: kTableLayered is written before the table is reachable and never changes.
+  const bool layered = (t->flags.load(std::memory_order_relaxed) & wi::kTableLayered) != 0;
   if (h->variant == wi::kVariantCuckoo) {
-    // Every descriptor the data plane follows: sub-filter 0 right after the header, and the
-    // overflow sub-filter (once published) in an allocated extent of its size, both one chunk
-    // of the table's geometry with its stripe count. The expanding writer publishes subs[1]
-    // (sub_count 2) before t->overflow, so a writer killed between the two leaves overflow 0
-    // with a sound subs[1] (its pending_overflow): allowed; otherwise the two must agree.
+    // Every descriptor the data plane follows: sub-filter 0 right after the header; sub-filters
+    // 1.. (overflow layers, docs/window.md "Overload"): sub j one chunk of 2^cuckoo_sub_log2(g, j)
+    // buckets with its stripe count, in an owned extent of its size; at most max_subs (2, or
+    // kLayeredMaxSubs for a layered table). The expanding writer publishes subs[n] (sub_count
+    // n + 1) before t->overflow (n = 1 only), so a writer killed between the two leaves overflow
+    // 0 with sub-filters: allowed; a published overflow is subs[1]. pending_overflow is the last
+    // sub-filter committed: one of subs[1..n-1], or (its allocator died before publishing) an
+    // owned extent of the next sub-filter's size.
     auto* ch = reinterpret_cast<const ck::Header*>(x.base + off + moff);
-    const uint32_t n = ck::sub_count_acquire(ch);  // acquire: subs[1] it publishes
-    const uint64_t g = t->geometry;
-    const auto shape_ok = [&](const ck::SubDesc& d) {
-      return d.log2_buckets == g && d.chunks_minus_1 == 0 && d.log2_stripes == ck::stripes_for(static_cast<uint32_t>(g));
+    const uint32_t n = ck::sub_count_acquire(ch);  // acquire: the subs it publishes
+    const uint32_t g = static_cast<uint32_t>(t->geometry);
+    const uint32_t lane = h->k_main <= 8 ? 8u : 16u;
+    const uint32_t most = ch->max_subs;
+    const auto sub_ok = [&](uint32_t j) {
+      const ck::SubDesc& d = ch->subs[j];
+      const uint32_t l2 = j == 0 ? g : wi::cuckoo_sub_log2(g, j);
+      return d.log2_buckets == l2 && d.chunks_minus_1 == 0 && d.log2_stripes == ck::stripes_for(l2) &&
+             (j == 0 ? d.offset == off + moff + sizeof(ck::Header) : owned(d.offset, ck::sub_bytes(l2, ck::stripes_for(l2), lane)));
     };
-    const uint64_t sub1 = n == 2 ? ch->subs[1].offset : 0;
-    if (ch->magic != ck::kMagic || ch->fp_bits != h->k_main || ch->lane_bits != (h->k_main <= 8 ? 8u : 16u) || n < 1 ||
-        n > 2 || ch->subs[0].offset != off + moff + sizeof(ck::Header) || !shape_ok(ch->subs[0]) ||
-        (n == 2 && (!shape_ok(ch->subs[1]) || owned_extent_end(x, sub1, cuckoo_sub_bytes_for(h, g)) == 0 ||
-                    (ovf != 0 && sub1 != ovf) || (ovf == 0 && sub1 != pending))) ||
-        (n == 1 && ovf != 0))
+    if (ch->magic != ck::kMagic || ch->fp_bits != h->k_main || ch->lane_bits != lane ||
+        (most != 2 && !(layered && most == wi::kLayeredMaxSubs)) || n < 1 || n > most)
       return "cuckoo table header is corrupt";
+    for (uint32_t j = 0; j < n; ++j)
+      if (!sub_ok(j)) return j < 2 ? "cuckoo table header is corrupt" : "cuckoo sub-filter " + std::to_string(j) + " is corrupt";
+    if (ovf != 0 && (n < 2 || ovf != ch->subs[1].offset)) return "cuckoo table header is corrupt";
+    if (pending != 0 && std::find(own.begin(), own.end(), pending) == own.end()) {
+      const uint32_t l2 = n == 1 ? g : wi::cuckoo_sub_log2(g, n);
+      if (n >= most || !owned(pending, ck::sub_bytes(l2, ck::stripes_for(l2), lane)))
+        return "overflow at " + std::to_string(pending) + " is not an allocated extent of this window of its size";
+    }
+  } else {
+    if (ovf != 0 && pending != 0 && pending != ovf) return "overflow and pending overflow disagree";
+    // Layer 1: the overflow's lines (a layered table's BloomLayerDir after them).
+    const uint64_t l1 = ovf != 0 ? ovf : pending;
+    const uint64_t lines = t->overflow_geometry <= bl::kMaxLayerBlocks ? t->overflow_geometry * 64 : 0;
+    if (l1 != 0 && !owned(l1, lines == 0 ? 0 : lines + (layered ? sizeof(wi::BloomLayerDir) : 0)))
+      return "overflow at " + std::to_string(l1) + " is not an allocated extent of this window of its size";
+    if (l1 != 0 && layered) {
+      // Layers 2.. (docs/window.md "Overload"): the dir's published entries, each an owned extent
+      // of its lines with a probe count in range; its pending one of them, or (its allocator died
+      // before publishing) the next entry, logged with it. An unpublished layer 1 has no more.
+      const auto* d = reinterpret_cast<const wi::BloomLayerDir*>(x.base + l1 + lines);
+      const uint64_t c = d->count.load(std::memory_order_acquire);  // acquire: the entries it publishes
+      const auto layer_ok = [&](uint64_t j) {
+        const wi::BloomLayer& l = d->layer[j];
+        return l.blocks >= 1 && l.blocks <= bl::kMaxLayerBlocks && l.k >= 1 && l.k <= bl::kMaxK && owned(l.offset, l.blocks * 64);
+      };
+      if (c > wi::kBloomMaxExtra || d->k1 < 1 || d->k1 > bl::kMaxK || (ovf == 0 && (c != 0 || d->pending != 0)))
+        return "overflow layer directory is corrupt";
+      for (uint64_t j = 0; j < c; ++j)
+        if (!layer_ok(j)) return "overflow layer " + std::to_string(j + 2) + " is corrupt";
+      if (d->pending != 0 && std::find(own.begin() + 1, own.end(), d->pending) == own.end() &&
+          (c >= wi::kBloomMaxExtra || d->layer[c].offset != d->pending || !layer_ok(c)))
+        return "overflow layer " + std::to_string(c + 2) + " (pending) is corrupt";
+    }
   }
-  const uint64_t ob = h->variant == wi::kVariantBloom
-                          ? (t->overflow_geometry <= bl::kMaxLayerBlocks ? t->overflow_geometry * 64 : 0)
-                          : cuckoo_sub_bytes_for(h, t->geometry);
-  for (const uint64_t o : {ovf, pending})
-    if (o != 0 && (ob == 0 || owned_extent_end(x, o, ob) == 0))
-      return "overflow at " + std::to_string(o) + " is not an allocated extent of this window of its size";
+  // No two of the table's own extents overlap (another table's: validate_window's span check), so
+  // free_table frees each once.
+  own.push_back(off);
+  std::sort(own.begin(), own.end());
+  for (size_t j = 1; j < own.size(); ++j)
+    if (own[j] - sizeof(internal::ExtentHeader) < owned_extent_end(x, own[j - 1], 0))
+      return "overflow layers at " + std::to_string(own[j - 1]) + " and " + std::to_string(own[j]) + " overlap";
+  if (layers)
+    for (const uint64_t o : own)
+      if (o != off) layers->push_back(o);
   return {};
 }
 
@@ -381,6 +455,7 @@ void validate_window(const Segment& seg, const RegionInfo& r, std::vector<std::s
     uint64_t tag = 0, off = 0;
     bool retired = false;
     std::string p;
+    std::vector<uint64_t> layers;  // the table's overflow layers / sub-filters (published or pending)
     // A slot's verdict counts when the slot did not change while its table was read: a lock
     // holder retiring or replacing a table stores the slot (table 0 or the new one) before it
     // frees the old extents, so a validation racing it sees the slot move and reads it again
@@ -390,6 +465,7 @@ void validate_window(const Segment& seg, const RegionInfo& r, std::vector<std::s
       off = std::atomic_ref<const uint64_t>(s[i].table).load(std::memory_order_relaxed);  // relaxed: re-checked below
       retired = tag == wi::kRetired;
       p.clear();
+      layers.clear();
       if (!retired && tag != 0 && (tag - 1) % h->slots != i)
         p = "holds bucket " + std::to_string(tag - 1) + " in the wrong slot";
       else if (off == 0 && !retired)  // retired: no table (maintain() freed it); anything else names one
@@ -398,7 +474,7 @@ void validate_window(const Segment& seg, const RegionInfo& r, std::vector<std::s
         // A retired slot that names a table holds a spare in preparation (maintain, or an inline
         // preparer that died): prepare_chunk zeroes it, stats counts it, drop and the next
         // preparation free it. So it is validated like every other table, its body excepted.
-        p = table_problem(x, h, off, /*in_preparation=*/retired);
+        p = table_problem(x, h, off, /*in_preparation=*/retired, &layers);
       std::atomic_thread_fence(std::memory_order_acquire);  // the reads above before the re-check
       if (s[i].tag.load(std::memory_order_relaxed) == tag &&  // relaxed: after the fence
           std::atomic_ref<const uint64_t>(s[i].table).load(std::memory_order_relaxed) == off)
@@ -409,13 +485,11 @@ void validate_window(const Segment& seg, const RegionInfo& r, std::vector<std::s
       problems.push_back(at + (retired ? "retired slot's " : "") + p);
       continue;
     }
-    auto* t = reinterpret_cast<const TableHead*>(base + off);
+    // Every extent the table owns (itself, its overflow layers / sub-filters, published or
+    // pending: table_problem listed each) joins the overlap check.
     constexpr uint64_t kEh = sizeof(internal::ExtentHeader);
-    auto extent_hi = [&](uint64_t o) { return o - kEh + reinterpret_cast<const internal::ExtentHeader*>(base + o - kEh)->size; };
-    spans.push_back(Span{off - kEh, extent_hi(off), i, "table"});
-    uint64_t ovf = t->overflow.load(std::memory_order_relaxed);  // relaxed: validated above
-    if (ovf == 0) ovf = t->pending_overflow;
-    if (ovf != 0) spans.push_back(Span{ovf - kEh, extent_hi(ovf), i, "overflow"});
+    spans.push_back(Span{off - kEh, owned_extent_end(x, off, 0), i, "table"});
+    for (const uint64_t o : layers) spans.push_back(Span{o - kEh, owned_extent_end(x, o, 0), i, "overflow layer"});
   }
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.lo < b.lo; });
   for (size_t j = 1; j < spans.size(); ++j)
@@ -476,12 +550,10 @@ bool Window::drop(Segment& seg, std::string_view name) {
       if (off == 0) continue;
       // relaxed: under the lock; a retired slot's table is a spare, maybe still being zeroed.
       const bool retired = s[i].tag.load(std::memory_order_relaxed) == wi::kRetired;
-      if (!table_problem(x, h, off, retired).empty()) continue;
-      const auto* t = reinterpret_cast<const TableHead*>(txn.base() + off);
-      uint64_t ovf = t->overflow.load(std::memory_order_acquire);  // acquire: pairs with the publisher
-      if (ovf == 0) ovf = t->pending_overflow;
-      for (const uint64_t o : {off, ovf})
-        if (o != 0) frees.push_back(Free{o - kEh, owned_extent_end(x, o, 0), o});
+      std::vector<uint64_t> layers;  // every overflow layer / sub-filter that validated with it
+      if (!table_problem(x, h, off, retired, &layers).empty()) continue;
+      layers.push_back(off);
+      for (const uint64_t o : layers) frees.push_back(Free{o - kEh, owned_extent_end(x, o, 0), o});
     }
     std::sort(frees.begin(), frees.end(), [](const Free& a, const Free& b) { return a.lo < b.lo; });
     for (size_t j = 0; j < frees.size(); ++j) {
@@ -529,12 +601,9 @@ WindowStats Window::stats() const {
     // From the table's geometry, not re-sized from its capacity (a blocked-Bloom sizing search
     // costs ~2 ms: stats() took 26 ms for 8 slots and 7 buckets, on every metrics scrape).
     st.memory_bytes += wi::main_offset_in_table(T) + main_bytes_of(h, t);
-    uint64_t ovf = t->overflow.load(std::memory_order_acquire);  // acquire: its geometry
-    if (ovf != 0)
-      st.memory_bytes += h->variant == wi::kVariantBloom
-                             ? t->overflow_geometry * 64
-                             : ck::sub_bytes(static_cast<uint32_t>(t->geometry),
-                                             ck::stripes_for(static_cast<uint32_t>(t->geometry)), h->k_main <= 8 ? 8 : 16);
+    // A spare in preparation (tag retired, prep_cursor > 0) has no layers yet (its bytes may be a
+    // freed table's): its own extent only.
+    if (t->prep_cursor.load(std::memory_order_relaxed) == 0) st.memory_bytes += layer_bytes_of(base_, h, t);  // relaxed: statistic
   }
   for (uint32_t age = 0; age < h->retention; ++age) {
     WindowBucketStats b;
@@ -544,9 +613,9 @@ WindowStats Window::stats() const {
     if (t != nullptr) {
       b.distinct = table_distinct(t);
       b.capacity = t->capacity;
-      b.overflow = t->overflow.load(std::memory_order_acquire) != 0;  // acquire: pairs with the publisher
-      bucket_fp(h, t, b.distinct, b.fp_rate_now, b.fp_bound, b.over_capacity);
-      b.bytes = wi::main_offset_in_table(T) + main_bytes_of(h, t);
+      bucket_fp(base_, h, t, b.distinct, b.fp_rate_now, b.fp_bound, b.over_capacity);
+      b.bytes = wi::main_offset_in_table(T) + main_bytes_of(h, t) + layer_bytes_of(base_, h, t, &b.layers);
+      b.overflow = b.layers > 0;
       st.other_marks += std::atomic_ref<uint64_t>(counters_of(t)[T]).load(std::memory_order_relaxed);  // relaxed
     }
     st.buckets.push_back(b);

@@ -80,7 +80,26 @@ enum : uint32_t { kVariantBloom = 0, kVariantCuckoo = 1 };
 // cleared while the table lives; a recycled table starts without it (start_table / alloc_table
 // write flags whole), a restored one too (snapshot_window.cpp keeps only kTableOverflowFailed).
 // An older build ignores the bit (it neither sets nor reads it): no misreading, no version bump.
-enum : uint32_t { kTableOverflowFailed = 1u, kTableAllChecked = 2u, kTableSealed = 4u };
+// kTableLayered: set when the table is created (alloc / start_table write flags whole) by a build
+// that grows a bucket past 2x its capacity in layers (docs/window.md "Overload"): kBloom: the
+// overflow extent ends with a BloomLayerDir naming layers 2.. (each twice the previous one's
+// capacity at half its error); kCuckoo: the table's cuckoo header allows kLayeredMaxSubs
+// sub-filters (sub j >= 1 has 2^(j-1) x the main table's buckets). Never changes while the table
+// lives. A table without it (an older build's, or a restored one) keeps the one overflow.
+enum : uint32_t { kTableOverflowFailed = 1u, kTableAllChecked = 2u, kTableSealed = 4u, kTableLayered = 8u };
+
+// Overload (docs/window.md "Overload"). The FP bound holds up to kOverloadTarget x a table's
+// capacity: kBloom: main p1 x 2/3, layer i >= 1 (capacity C x 2^(i-1)) at p1/3 x 2^-i, so the sum
+// stays < p1 at any number of layers (scalable Bloom filters, Almeida et al. 2007); kCuckoo: every
+// sub-filter shares the fingerprint, sized so kCuckooBudgetSubs full sub-filters stay <= p1
+// (C, C, 2C, 4C hold 8C at the load one sub-filter reaches); past that the rate now is reported.
+inline constexpr uint32_t kOverloadTarget = 8;
+inline constexpr uint32_t kBloomMaxLayers = 10;   // overflow layers of a kBloom table (1 + kBloomMaxExtra)
+inline constexpr uint32_t kBloomMaxExtra = kBloomMaxLayers - 1;  // layers 2.. named by the BloomLayerDir
+inline constexpr uint32_t kCuckooBudgetSubs = 4;  // sub-filters the fingerprint is sized for
+inline constexpr uint32_t kLayeredMaxSubs = 16;   // = cuckoo::kMaxSubs: sub-filters of a layered kCuckoo table
+inline constexpr uint32_t kLayeredMaxPath = 2;    // BFS moves of a layered kCuckoo insert: <= 42 bucket reads,
+                                                  // then the next sub-filter (no latency cliff near full)
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared counters must be lock-free across processes");
 
@@ -180,6 +199,36 @@ static_assert(sizeof(TableHead) == 64 + 64 * kStripes, "TableHead: one parameter
 static_assert(offsetof(TableHead, prep_cursor) == 56, "prep_cursor takes the former pad of line 0 (0 = ready: old tables read as ready)");
 static_assert(offsetof(TableHead, stripes) == 64, "stripes start on line 1");
 
+// One kBloom overflow layer (i >= 2) of a layered table: its lines' extent and shape.
+struct BloomLayer {
+  uint64_t offset;  // extent of blocks x 64 B lines (zeroed at allocation)
+  uint64_t blocks;  // lines
+  uint64_t k;       // probes (u64 so that one logged store writes it)
+};
+static_assert(sizeof(BloomLayer) == 24, "BloomLayer is part of the format");
+// At the end of a layered kBloom table's overflow extent (layer 1's lines, then this).
+// k1 is written into the fresh extent before the overflow is published (release store of
+// TableHead.overflow) and never changes. layer[j] (layer j + 2) and pending: logged stores in the
+// transaction that allocates layer j + 2, under the segment lock. count: the layers of layer[]
+// published: release store (CAS count -> count + 1) by the allocator AFTER its transaction
+// committed (never logged: a rollback must not unpublish it), read with acquire by every caller
+// that found the overflow published; only grows. pending: the extent of the layer being added
+// (committed, perhaps unpublished if its allocator died): the next allocator publishes it when it
+// is not already layer[count - 1].
+struct alignas(64) BloomLayerDir {
+  std::atomic<uint64_t> count;  // layers 2.. published (0..kBloomMaxExtra)
+  uint64_t pending;             // see above
+  uint64_t k1;                  // probes of layer 1 (the overflow lines before this dir)
+  uint64_t reserved;            // zero
+  BloomLayer layer[kBloomMaxExtra];
+};
+static_assert(sizeof(BloomLayerDir) == 256, "BloomLayerDir: 32 B head + 9 layers, 4 lines");
+// Layer i >= 1 of a layered kBloom table: capacity C x 2^(i-1) at p1/3 x 2^-i.
+inline uint64_t bloom_layer_capacity(uint64_t capacity, uint32_t i) { return capacity << (i - 1); }
+inline double bloom_layer_error(double p1, uint32_t i) { return p1 / 3 * std::ldexp(1.0, -static_cast<int>(i)); }
+// kCuckoo sub-filter j >= 1 of a layered table: log2 buckets (the main table's g for j = 1, then doubling).
+inline uint32_t cuckoo_sub_log2(uint32_t g, uint32_t j) { return std::min<uint32_t>(32, g + (j > 1 ? j - 1 : 0)); }
+
 inline uint64_t round64(uint64_t b) { return (b + 63) & ~uint64_t{63}; }
 inline uint64_t slots_bytes(uint32_t slots) { return round64(uint64_t{slots} * sizeof(BucketSlot)); }
 inline uint64_t region_bytes(uint32_t slots, uint32_t space_table) {
@@ -203,8 +252,10 @@ inline uint64_t* space_keys(WindowHeader* h) {
 // ---------------------------------------------------------------------------
 // Sizing.
 inline double one_bucket_error(double p, uint32_t w) { return -std::expm1(std::log1p(-p) / static_cast<double>(w)); }
+// kCuckoo fingerprint bits: kCuckooBudgetSubs full sub-filters (2b/2^f each, Fan et al.) stay
+// within p1 (an older build sized for 2: main and one overflow).
 inline uint32_t cuckoo_fp_bits(double p1) {
-  double f = std::ceil(std::log2(2.0 * cuckoo::kSlots / (p1 / 2)));
+  double f = std::ceil(std::log2(2.0 * cuckoo::kSlots / (p1 / kCuckooBudgetSubs)));
   if (f <= 8) return 8;
   if (f <= 12) return 12;
   return 16;

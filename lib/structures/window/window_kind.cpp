@@ -26,6 +26,7 @@ constexpr MetricFamily kFamilies[] = {
     {"shmfilter_window_rotation_races_total", "counter", "Cuckoo variant: new answers given twice across a rotation (0 since the day tables are sealed)."},
     {"shmfilter_window_inline_allocations_total", "counter", "Bucket tables the data plane allocated (maintain() was late)."},
     {"shmfilter_window_overflow_failures_total", "counter", "Overflow tables that could not be allocated."},
+    {"shmfilter_window_overflow_layers", "gauge", "Overflow layers (sub-filters) the current bucket uses beyond its main table."},
     {"shmfilter_window_forget_ambiguous_total", "counter", "Cuckoo variant: copies forget removed that may belong to another pair (an upper bound)."},
     {"shmfilter_window_space_new", "gauge", "Opt-in (max_spaces): new answers in the current bucket of the spaces with the most; space=\"other\" sums the rest."},
 };
@@ -79,6 +80,7 @@ CommonMetrics metrics(Segment& seg, const RegionInfo& r, const std::string& l, M
   c.add("shmfilter_window_rotation_races_total", l, static_cast<double>(st.rotation_races));
   c.add("shmfilter_window_inline_allocations_total", l, static_cast<double>(st.inline_allocations));
   c.add("shmfilter_window_overflow_failures_total", l, static_cast<double>(st.overflow_failures));
+  c.add("shmfilter_window_overflow_layers", l, static_cast<double>(cur.layers));
   if (st.variant == WindowVariant::kCuckoo)
     c.add("shmfilter_window_forget_ambiguous_total", l, static_cast<double>(st.forget_ambiguous));
   if (c.max_spaces > 0) space_series(seg, r, w, l, c);

@@ -69,6 +69,38 @@ inline uint64_t* as_u64(std::atomic<uint64_t>* a) {
 }
 
 
+// One kBloom overflow layer as a query reads it.
+struct BloomLayerView {
+  const uint64_t* words;
+  uint64_t blocks;
+  uint32_t k;
+};
+inline wi::BloomLayerDir* bloom_dir(std::byte* base, const TableHead* t, uint64_t ovf) noexcept {
+  return reinterpret_cast<wi::BloomLayerDir*>(base + ovf + t->overflow_geometry * 64);
+}
+// The published overflow layers 1..n of a kBloom table (0: none, the common case: one relaxed-
+// then-acquire load of TableHead.overflow). acquire: the overflow's geometry and the dir's k1
+// (written before its publication), then the layer count (pairs with the allocator's release).
+inline uint32_t bloom_layer_views(std::byte* base, const WindowHeader* h, const TableHead* t, BloomLayerView* out) noexcept {
+  const uint64_t off = t->overflow.load(std::memory_order_acquire);
+  if (off == 0) return 0;
+  // relaxed: kTableLayered is written before the table is reachable and never changes.
+  if ((t->flags.load(std::memory_order_relaxed) & wi::kTableLayered) == 0) {
+    out[0] = BloomLayerView{reinterpret_cast<const uint64_t*>(base + off), t->overflow_geometry, h->k_overflow};
+    return 1;
+  }
+  const wi::BloomLayerDir* d = bloom_dir(base, t, off);
+  out[0] = BloomLayerView{reinterpret_cast<const uint64_t*>(base + off), t->overflow_geometry, static_cast<uint32_t>(d->k1)};
+  const uint64_t c = std::min<uint64_t>(d->count.load(std::memory_order_acquire), wi::kBloomMaxExtra);
+  for (uint64_t j = 0; j < c; ++j)
+    out[1 + j] = BloomLayerView{reinterpret_cast<const uint64_t*>(base + d->layer[j].offset), d->layer[j].blocks,
+                                static_cast<uint32_t>(d->layer[j].k)};
+  return static_cast<uint32_t>(1 + c);
+}
+// Bytes of every extent a table owns beyond its main extent (its overflow layers / sub-filters),
+// and their number; for stats() (every byte counted) and the tests.
+uint64_t layer_bytes_of(std::byte* base, const WindowHeader* h, const TableHead* t, uint32_t* layers = nullptr) noexcept;
+
 // Main-table bytes and geometry for `capacity` (window_rotation.cpp).
 uint64_t main_bytes_for(const WindowHeader* h, uint64_t capacity, uint64_t* geometry);
 uint64_t table_bytes_for(const WindowHeader* h, uint64_t capacity);
@@ -78,8 +110,11 @@ uint64_t main_bytes_of(const WindowHeader* h, const TableHead* t);
 uint64_t alloc_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity);
 // Allocates a table whose body a chunked preparation zeroes later (prep_cursor > 0).
 uint64_t start_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity);
-// Frees a table and its overflow (published or pending).
-void free_table(ControlTxn& txn, std::byte* base, uint64_t off);
+struct WindowExtents;
+// Under the lock: frees a table and every overflow layer it owns (published or pending), as
+// table_problem lists them, each once; a table that does not validate frees nothing (its
+// extents are left to check --repair). IN_PREPARATION: as table_problem's (a retired slot's spare).
+void free_table(ControlTxn& txn, const WindowExtents& x, const WindowHeader* h, uint64_t off, bool in_preparation);
 
 // ---- the trust rule (window_control.cpp; docs/window.md "Validation") ----------
 // What a window may own, read once per validation: the segment's data area [data_lo, top),
@@ -94,10 +129,15 @@ WindowExtents extents_of(const Segment& seg, const RegionInfo& r);
 // area, is allocated, is owned by this window and is not its region; 0 otherwise.
 uint64_t owned_extent_end(const WindowExtents& x, uint64_t off, uint64_t bytes);
 // "" when the table at OFF is sound: its extent (as above) holds its head, counters and main
-// table by its geometry; geometry, capacity and check shift in range; its overflow and pending
-// overflow owned extents of their size; kCuckoo: every sub-filter descriptor. IN_PREPARATION
+// table by its geometry; geometry, capacity and check shift in range; every overflow layer it
+// names (kBloom: layer 1 = overflow or pending overflow, a layered table's BloomLayerDir with its
+// layers 2.. and its pending one; kCuckoo: every sub-filter descriptor, sub-filters 1.. and the
+// pending one) an owned extent of its size, none overlapping another of the table. IN_PREPARATION
 // (a spare of a retired slot): a table still being zeroed is allowed (head and geometry only).
-std::string table_problem(const WindowExtents& x, const WindowHeader* h, uint64_t off, bool in_preparation);
+// LAYERS (when sound): every such extent beyond the table's own, each once; what free_table
+// and drop free and validate_window checks for overlaps with the other tables.
+std::string table_problem(const WindowExtents& x, const WindowHeader* h, uint64_t off, bool in_preparation,
+                          std::vector<uint64_t>* layers = nullptr);
 // Every problem of window region R, one line each: the header's parameters, every slot of the
 // ring in every state and every table any path follows, and no two of its extents overlap.
 // Safe on any bytes. Open, check, stats, maintain, the inline preparer and drop all use it.
@@ -197,6 +237,10 @@ struct WindowOps {
   // plane (stats, maintain, the inline preparer) re-validate, as segment bytes may have
   // changed since open.
   static void require_sound(const Window& w) { internal::window_ops::require_sound(w.seg_, region(w)); }
+  // What w may own (extents_of its region), for free_table under the lock.
+  static internal::window_ops::WindowExtents extents(const Window& w) {
+    return internal::window_ops::extents_of(w.seg_, region(w));
+  }
 
   static void tick(const Window& w) noexcept {
     if (++w.ops_ % kQuiesceEvery == 0) {
@@ -221,10 +265,10 @@ struct WindowOps {
   }
 
   // Capacity of the next bucket's table, from the buckets in the window (docs/window.md):
-  // a bucket that outgrew its table (its overflow carried it) asks for 1.5 x its distinct
-  // count (the mission's headroom); a bucket above `expected` that fit its grown table asks
-  // to keep that size (no oscillation while traffic stays high); otherwise `expected`. So a
-  // normal day costs one table of `expected`, and the table shrinks back once 7 quiet days passed.
+  // every bucket above `expected` asks for 1.5 x its distinct count (the mission's headroom),
+  // one that fit its table for no more than that table (steady traffic keeps its size: no
+  // oscillation); the largest ask, else `expected`. So a normal day costs one table of
+  // `expected`, and the size follows the measured days down once the big days left the window.
   static uint64_t desired_capacity(const Window& w, int64_t e) noexcept;
 
   // Under the lock: make slot s hold a fresh table (tag 0), freeing what it held.
@@ -244,16 +288,21 @@ struct WindowOps {
 
   static void count_new(const Window& w, TableHead* t, uint64_t space) noexcept;
 
-  // The table's overflow extent, for both variants: under the segment lock, the one a dead
-  // allocator already committed (pending_overflow) or published (overflow), else a fresh one
-  // of size(txn) bytes (size may log the variant's geometry in the same transaction), logged
-  // into pending_overflow. 0 on failure, recorded once (kTableOverflowFailed, overflow_failures):
-  // the caller stays in its main table. The caller publishes the offset.
-  template <class Size>
-  static uint64_t commit_overflow(const Window& w, TableHead* t, Size&& size) noexcept;
+  // The extent of a table's next overflow layer (both variants), under the segment lock: none
+  // if done() (another caller published that layer meanwhile: returns kLayerDone); the one a dead
+  // allocator committed (*pending, when published(*pending) is false); else make(txn) (allocates,
+  // initialises the fresh extent, logs the layer's shape), logged into *pending. 0 on failure,
+  // recorded once (kTableOverflowFailed, overflow_failures): the caller stays where it is. The
+  // caller publishes the offset (one release store, never logged).
+  static constexpr uint64_t kLayerDone = 1;
+  template <class Done, class Published, class Make>
+  static uint64_t commit_layer(const Window& w, TableHead* t, uint64_t* pending, Done&& done, Published&& published,
+                               Make&& make) noexcept;
 
   // ---- kBloom ------------------------------------------------------------------
-  static const uint64_t* bloom_overflow(const Window& w, TableHead* t, bool allocate) noexcept;
+  // The table's published layers (as bloom_layer_views), first adding the next one when `want`
+  // (main_full: the layers its count asks for) is more than it has. Returns n.
+  static uint32_t bloom_layers(const Window& w, TableHead* t, uint32_t want, BloomLayerView* out) noexcept;
 
   static bool bloom_has(const Window& w, TableHead* t, uint64_t hv, const wi::Masks& mm) noexcept;
   static void bloom_prefetch(const Window& w, TableHead* t, uint64_t hv) noexcept;

@@ -14,9 +14,9 @@
 //    so a reader still inside a query of that table stays safe; docs/CONCURRENCY.md
 //    "Reader announcements"). Every data-plane call is also a quiescent point of its
 //    process at its start (one call in 256, see kQuiesceEvery) for builds without them.
-//  - overflow: allocated under the segment lock when the main table is full, published
-//    by a release store after the commit (pending_overflow keeps a committed, unpublished
-//    extent owned).
+//  - overflow layers (docs/window.md "Overload"): each allocated under the segment lock when
+//    the table needs it, published by a release store after the commit (pending_overflow, or
+//    a kBloom dir's pending, keeps a committed, unpublished extent owned).
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -55,7 +55,11 @@ uint64_t main_bytes_of(const WindowHeader* h, const TableHead* t) {
 void init_cuckoo_main(std::byte* base, const WindowHeader* h, uint64_t off) {
   auto* head = reinterpret_cast<TableHead*>(base + off);
   const uint64_t moff = wi::main_offset_in_table(h->space_table);
-  ck::init_header(reinterpret_cast<ck::Header*>(base + off + moff), h->k_main, kMaxPath, /*expansion=*/2, /*max_subs=*/2,
+  // A layered table (every table this build makes): up to kLayeredMaxSubs sub-filters and a short
+  // BFS (a full sub-filter sends the insert to the next one instead of a long kick chain).
+  const bool layered = (head->flags.load(std::memory_order_relaxed) & wi::kTableLayered) != 0;  // relaxed: unpublished
+  ck::init_header(reinterpret_cast<ck::Header*>(base + off + moff), h->k_main, layered ? wi::kLayeredMaxPath : kMaxPath,
+                  /*expansion=*/2, /*max_subs=*/layered ? wi::kLayeredMaxSubs : 2,
                   h->seed, head->capacity, h->p1, main_bytes_of(h, head), static_cast<uint32_t>(head->geometry),
                   off + moff + sizeof(ck::Header));
 }
@@ -72,7 +76,7 @@ uint64_t alloc_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity) {
   head->capacity = capacity;
   head->geometry = geom;
   head->check_shift = wi::check_shift_for(capacity);
-  head->flags.store(wi::kTableAllChecked, std::memory_order_relaxed);  // relaxed: unreachable until a slot names it
+  head->flags.store(wi::kTableAllChecked | wi::kTableLayered, std::memory_order_relaxed);  // relaxed: unreachable until a slot names it
   if (h->variant == wi::kVariantCuckoo) init_cuckoo_main(txn.base(), h, off);
   return off;
 }
@@ -91,7 +95,7 @@ uint64_t start_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity) {
   head->capacity = capacity;
   head->geometry = geom;
   head->check_shift = wi::check_shift_for(capacity);
-  head->flags.store(wi::kTableAllChecked, std::memory_order_relaxed);  // relaxed: unreachable until commit
+  head->flags.store(wi::kTableAllChecked | wi::kTableLayered, std::memory_order_relaxed);  // relaxed: unreachable until commit
   head->prep_cursor.store(sizeof(TableHead), std::memory_order_relaxed);  // relaxed: unreachable until commit
   return off;
 }
@@ -108,12 +112,40 @@ void populate_write(std::byte* p, uint64_t n) noexcept {
   if (b > a) (void)madvise(reinterpret_cast<void*>(a), b - a, MADV_POPULATE_WRITE);
 }
 
-void free_table(ControlTxn& txn, std::byte* base, uint64_t off) {
-  auto* head = reinterpret_cast<TableHead*>(base + off);
-  uint64_t ovf = head->overflow.load(std::memory_order_acquire);  // acquire: pairs with the publisher
-  if (ovf == 0) ovf = head->pending_overflow;
-  if (ovf != 0) txn.free(ovf);
+// Frees a table and every overflow layer it owns (published or pending): exactly the extents
+// table_problem validates and lists (kBloom: layer 1 and, in a layered table, the dir's layers and
+// its pending one; kCuckoo: sub-filters 1.. and the pending one), each once. A table that does not
+// validate frees nothing: what nothing vouches for is left to check --repair (the trust rule).
+void free_table(ControlTxn& txn, const WindowExtents& x, const WindowHeader* h, uint64_t off, bool in_preparation) {
+  std::vector<uint64_t> layers;
+  if (!table_problem(x, h, off, in_preparation, &layers).empty()) return;
+  for (const uint64_t o : layers) txn.free(o);
   txn.free(off);
+}
+
+uint64_t layer_bytes_of(std::byte* base, const WindowHeader* h, const TableHead* t, uint32_t* layers) noexcept {
+  uint64_t bytes = 0;
+  uint32_t n = 0;
+  if (h->variant == wi::kVariantCuckoo) {
+    auto* ch = reinterpret_cast<const ck::Header*>(reinterpret_cast<const std::byte*>(t) + wi::main_offset_in_table(h->space_table));
+    const uint32_t subs = std::min<uint32_t>(ck::sub_count_acquire(ch), ck::kMaxSubs);  // acquire: the subs it publishes
+    for (uint32_t j = 1; j < subs; ++j, ++n)
+      bytes += ck::sub_bytes(ch->subs[j].log2_buckets, ch->subs[j].log2_stripes, ch->lane_bits);
+  } else {
+    const uint64_t ovf = t->overflow.load(std::memory_order_acquire);  // acquire: its geometry
+    if (ovf != 0) {
+      const bool layered = (t->flags.load(std::memory_order_relaxed) & wi::kTableLayered) != 0;  // relaxed: immutable
+      bytes += t->overflow_geometry * 64 + (layered ? sizeof(wi::BloomLayerDir) : 0);
+      ++n;
+      if (layered) {
+        const wi::BloomLayerDir* d = bloom_dir(base, t, ovf);
+        const uint64_t c = std::min<uint64_t>(d->count.load(std::memory_order_acquire), wi::kBloomMaxExtra);  // acquire
+        for (uint64_t j = 0; j < c; ++j, ++n) bytes += d->layer[j].blocks * 64;
+      }
+    }
+  }
+  if (layers) *layers = n;
+  return bytes;
 }
 
 }  // namespace shmfilter::internal::window_ops
@@ -123,11 +155,7 @@ namespace shmfilter {
 // ---------------------------------------------------------------------------
 // Rotation and spare preparation.
 
-// Capacity of the next bucket's table, from the buckets in the window (docs/window.md):
-// a bucket that outgrew its table (its overflow carried it) asks for 1.5 x its distinct
-// count (the mission's headroom); a bucket above `expected` that fit its grown table asks
-// to keep that size (no oscillation while traffic stays high); otherwise `expected`. So a
-// normal day costs one table of `expected`, and the table shrinks back once 7 quiet days passed.
+// Capacity of the next bucket's table (see window_ops.h and docs/window.md).
 uint64_t WindowOps::desired_capacity(const Window& w, int64_t e) noexcept {
   WindowHeader* h = hdr(w);
   uint64_t want = h->expected;
@@ -135,11 +163,15 @@ uint64_t WindowOps::desired_capacity(const Window& w, int64_t e) noexcept {
     TableHead* t = table_for(w.base_, h, e - static_cast<int64_t>(age));
     if (t == nullptr) continue;
     const uint64_t d = table_distinct(t);
-    if (d > t->capacity)
-      // min(): the counters are segment bytes; a double >= 2^64 converted to uint64_t is undefined.
-      want = std::max(want, static_cast<uint64_t>(std::min(std::ceil(static_cast<double>(d) * wi::kHeadroom), 0x1p63)));
-    else if (d > h->expected)
-      want = std::max(want, t->capacity);
+    if (d <= h->expected) continue;  // a day within `expected` asks for nothing more
+    // What was measured: 1.5 x the count; a bucket that fit its table asks for no more than that
+    // table (so the size follows the measured days down once the big ones left the window,
+    // instead of every day keeping the grown size: the ratchet of an earlier build).
+    // min(): the counters are segment bytes; a double >= 2^64 converted to uint64_t is undefined.
+    uint64_t ask =
+        static_cast<uint64_t>(std::min(std::ceil(static_cast<double>(d) * wi::kHeadroom), 0x1p63));
+    if (d <= t->capacity) ask = std::min(ask, t->capacity);
+    want = std::max(want, ask);
   }
   return want;
 }
@@ -161,7 +193,7 @@ void WindowOps::prepare_locked(const Window& w, ControlTxn& txn, BucketSlot& s, 
   uint64_t old = s.table;
   if (old != 0) {
     txn.store_u64(&s.table, 0);
-    free_table(txn, w.base_, old);
+    free_table(txn, extents(w), h, old, /*in_preparation=*/false);  // expired data (a retired slot's spare returned above)
   }
   SHMF_KILL_POINT("window.prepare.after_free");
   uint64_t off = start_table(txn, h, capacity);
@@ -305,66 +337,126 @@ void WindowOps::map_spare_ahead(const Window& w) noexcept {
   w.prefault_done_ += n;
 }
 
-// ---- overflow tables (both variants) ------------------------------------------
-template <class Size>
-uint64_t WindowOps::commit_overflow(const Window& w, TableHead* t, Size&& size) noexcept {
+// ---- overflow layers (both variants) ------------------------------------------
+template <class Done, class Published, class Make>
+uint64_t WindowOps::commit_layer(const Window& w, TableHead* t, uint64_t* pending, Done&& done, Published&& published,
+                                 Make&& make) noexcept {
   uint64_t got = 0;
   try {
     const_cast<Segment&>(w.seg_).transact([&](ControlTxn& txn) {
-      got = t->overflow.load(std::memory_order_acquire);  // acquire: published by another writer
-      if (got != 0) return;
-      got = t->pending_overflow;
-      if (got != 0) return;  // committed by an allocator that died before publishing (never used: fresh)
-      const uint64_t bytes = size(txn);
+      if (done()) {
+        got = kLayerDone;
+        return;
+      }
+      got = *pending;
+      if (got != 0 && !published(got)) return;  // committed by an allocator that died before publishing (never used)
       txn.charge_to(w.identity());
-      got = txn.allocate(bytes);
+      got = make(txn);
       SHMF_KILL_POINT("window.overflow.after_allocate");
-      txn.store_u64(&t->pending_overflow, got);
+      txn.store_u64(pending, got);
     });
   } catch (...) {
-    t->flags.fetch_or(wi::kTableOverflowFailed, std::memory_order_relaxed);   // relaxed: sticky diagnostic
-    hdr(w)->overflow_failures.fetch_add(1, std::memory_order_relaxed);         // relaxed: statistic
+    t->flags.fetch_or(wi::kTableOverflowFailed, std::memory_order_relaxed);  // relaxed: sticky diagnostic
+    hdr(w)->overflow_failures.fetch_add(1, std::memory_order_relaxed);        // relaxed: statistic
     return 0;
   }
   return got;
 }
 
 // ---- kBloom ------------------------------------------------------------------
-const uint64_t* WindowOps::bloom_overflow(const Window& w, TableHead* t, bool allocate) noexcept {
-  uint64_t off = t->overflow.load(std::memory_order_acquire);  // acquire: its geometry and zeroed lines
-  if (off != 0 || !allocate) return off ? reinterpret_cast<const uint64_t*>(w.base_ + off) : nullptr;
-  if (t->flags.load(std::memory_order_relaxed) & wi::kTableOverflowFailed) return nullptr;  // relaxed: sticky flag
+uint32_t WindowOps::bloom_layers(const Window& w, TableHead* t, uint32_t want, BloomLayerView* out) noexcept {
   WindowHeader* h = hdr(w);
-  const uint64_t got = commit_overflow(w, t, [&](ControlTxn& txn) -> uint64_t {
-    bl::Sizing z;
-    if (!bl::size_blocked(t->capacity, h->overflow_error, z)) throw Error(ErrorCode::kInvalidArgument, "overflow size");
-    txn.store_u64(&t->overflow_geometry, z.bits / bl::kBlockBits);
-    return z.bits / 8;
-  });
-  SHMF_KILL_POINT("window.overflow.after_commit");
-  if (got != 0) {
-    uint64_t expect = 0;
-    // release: the geometry (committed) and the zeroed extent are visible with the offset. Never logged.
-    t->overflow.compare_exchange_strong(expect, got, std::memory_order_release, std::memory_order_relaxed);
+  uint32_t n = bloom_layer_views(w.base_, h, t, out);
+  const uint32_t flags = t->flags.load(std::memory_order_relaxed);  // relaxed: kTableLayered immutable; the failed bit sticky
+  const uint32_t most = (flags & wi::kTableLayered) ? wi::kBloomMaxLayers : 1;
+  if (n >= want || n >= most || (flags & wi::kTableOverflowFailed)) return n;
+  const bool layered = (flags & wi::kTableLayered) != 0;
+  if (n == 0) {
+    // Layer 1: the overflow extent (its lines, then a layered table's BloomLayerDir).
+    const uint64_t got = commit_layer(
+        w, t, &t->pending_overflow, [&] { return t->overflow.load(std::memory_order_acquire) != 0; },  // acquire: publisher
+        [](uint64_t) { return false; },  // overflow 0 (not done): a pending extent is unpublished
+        [&](ControlTxn& txn) -> uint64_t {
+          bl::Sizing z;
+          const double err = layered ? wi::bloom_layer_error(h->p1, 1) : h->overflow_error;
+          if (!bl::size_blocked(t->capacity, err, z)) throw Error(ErrorCode::kInvalidArgument, "overflow size");
+          const uint64_t lines = z.bits / 8;
+          const uint64_t off = txn.allocate(lines + (layered ? sizeof(wi::BloomLayerDir) : 0));
+          txn.store_u64(&t->overflow_geometry, z.bits / bl::kBlockBits);
+          if (layered) {
+            auto* d = reinterpret_cast<wi::BloomLayerDir*>(txn.base() + off + lines);  // fresh zeroed memory: plain store
+            d->k1 = z.k;
+          }
+          return off;
+        });
+    SHMF_KILL_POINT("window.overflow.after_commit");
+    if (got > kLayerDone) {
+      uint64_t expect = 0;
+      // release: the geometry (committed), the zeroed lines and the dir's k1 are visible with the offset. Never logged.
+      t->overflow.compare_exchange_strong(expect, got, std::memory_order_release, std::memory_order_relaxed);
+    }
+    return bloom_layer_views(w.base_, h, t, out);
   }
-  off = t->overflow.load(std::memory_order_acquire);
-  return off ? reinterpret_cast<const uint64_t*>(w.base_ + off) : nullptr;
+  // Layer n + 1 >= 2: named by the dir at the end of layer 1's extent.
+  const uint64_t ovf = t->overflow.load(std::memory_order_acquire);  // acquire: its geometry (n > 0: published)
+  wi::BloomLayerDir* d = bloom_dir(w.base_, t, ovf);
+  const uint64_t c = n - 1;  // layers of d->layer[] this view holds
+  const uint64_t got = commit_layer(
+      w, t, &d->pending, [&] { return d->count.load(std::memory_order_acquire) > c; },  // acquire: publisher
+      [&](uint64_t x) { return c > 0 && d->layer[c - 1].offset == x; },
+      [&](ControlTxn& txn) -> uint64_t {
+        bl::Sizing z;
+        const uint32_t i = n + 1;
+        if (!bl::size_blocked(wi::bloom_layer_capacity(t->capacity, i), wi::bloom_layer_error(h->p1, i), z) ||
+            z.bits / bl::kBlockBits > bl::kMaxLayerBlocks)
+          throw Error(ErrorCode::kInvalidArgument, "overflow layer size");
+        const uint64_t off = txn.allocate(z.bits / 8);
+        txn.store_u64(&d->layer[c].offset, off);
+        txn.store_u64(&d->layer[c].blocks, z.bits / bl::kBlockBits);
+        txn.store_u64(&d->layer[c].k, z.k);
+        return off;
+      });
+  SHMF_KILL_POINT("window.layer.after_commit");
+  if (got > kLayerDone) {
+    uint64_t expect = c;
+    // release: the layer's entry (committed) and its zeroed lines are visible with the count. Never logged.
+    d->count.compare_exchange_strong(expect, c + 1, std::memory_order_release, std::memory_order_relaxed);
+  }
+  return bloom_layer_views(w.base_, h, t, out);
 }
 
+// kCuckoo: the next sub-filter, under the table's cuckoo writer lock (so no other expansion
+// runs): sub 1 has the main table's geometry, sub j >= 2 2^(j-1) x its buckets (a layered table;
+// an older build's table stops at sub 1). Not after a failed allocation (kTableOverflowFailed):
+// the insert then answers kFull at once instead of retrying the segment per call.
 bool WindowOps::cuckoo_expand(void* ctx, ck::Header* ch) {
   auto* c = static_cast<ExpandCtx*>(ctx);
   const Window& w = *c->w;
   TableHead* t = c->t;
-  uint32_t n = ck::sub_count_acquire(ch);
-  if (n >= 2) return false;
+  const uint32_t n = ck::sub_count_acquire(ch);
+  if (n >= std::min<uint32_t>(ck::load_relaxed(ch->max_subs), ck::kMaxSubs)) return false;
+  if (t->flags.load(std::memory_order_relaxed) & wi::kTableOverflowFailed) return false;  // relaxed: sticky
   const ck::SubDesc d0 = ch->subs[0];
-  const uint64_t bytes = ck::sub_bytes(d0.log2_buckets, d0.log2_stripes, ch->lane_bits);
-  const uint64_t got = commit_overflow(w, t, [&](ControlTxn&) { return bytes; });
-  if (got == 0) return false;
-  SHMF_KILL_POINT("window.overflow.after_commit");
-  ch->subs[1] = ck::SubDesc{got, d0.log2_buckets, d0.log2_stripes};  // invisible until sub_count is 2
-  ck::A(ch->sub_count).store(2, std::memory_order_release);           // release: subs[1] complete first
-  t->overflow.store(got, std::memory_order_release);                   // release: stats/drop see it
+  const uint32_t l2 = n == 1 ? d0.log2_buckets : wi::cuckoo_sub_log2(d0.log2_buckets, n);
+  const uint32_t ls = n == 1 ? d0.log2_stripes : ck::stripes_for(l2);
+  const uint64_t bytes = ck::sub_bytes(l2, ls, ch->lane_bits);
+  const uint64_t got = commit_layer(
+      w, t, &t->pending_overflow, [] { return false; },  // we hold the writer lock: nobody else expands
+      [&](uint64_t x) {
+        for (uint32_t j = 1; j < n; ++j)
+          if (ch->subs[j].offset == x) return true;
+        return false;
+      },
+      [&](ControlTxn& txn) { return txn.allocate(bytes); });
+  if (got <= kLayerDone) return false;
+  if (n == 1) {
+    SHMF_KILL_POINT("window.overflow.after_commit");
+  } else {
+    SHMF_KILL_POINT("window.layer.after_commit");
+  }
+  ch->subs[n] = ck::SubDesc{got, l2, static_cast<uint16_t>(ls), 0};  // invisible until sub_count is n + 1
+  ck::A(ch->sub_count).store(n + 1, std::memory_order_release);   // release: subs[n] complete first
+  if (n == 1) t->overflow.store(got, std::memory_order_release);   // release: stats/drop see it
   return true;
 }
 
@@ -395,7 +487,7 @@ bool Window::maintain_step(uint64_t max_bytes) {
       std::atomic_thread_fence(std::memory_order_release);  // retired before the table changes
       uint64_t old = s[i].table;
       txn.store_u64(&s[i].table, 0);
-      free_table(txn, base_, old);
+      free_table(txn, WindowOps::extents(*this), h, old, /*in_preparation=*/false);
       SHMF_KILL_POINT("window.maintain.after_retire");
     }
     // 2. The current and the next bucket have a table (tag 0 = fresh, or already claimed) or a
@@ -418,7 +510,7 @@ bool Window::maintain_step(uint64_t max_bytes) {
           if (b.tag.compare_exchange_strong(expect, wi::kRetired, std::memory_order_acq_rel, std::memory_order_relaxed)) {
             const uint64_t old = b.table;
             txn.store_u64(&b.table, 0);
-            free_table(txn, base_, old);
+            free_table(txn, WindowOps::extents(*this), h, old, /*in_preparation=*/false);
             WindowOps::prepare_locked(*this, txn, b, cap);
           }
         }

@@ -131,6 +131,34 @@ bool copy_table(Segment& seg, wi::WindowHeader* h, wi::BucketSlot& slot, SlotRea
       return true;
     }
     if (og < 1 || og > bl::kMaxLayerBlocks || !inside(ovf, og * 64, seg_size)) return false;
+    // A layered table (docs/window.md "Overload") with layers past the first (or a first layer whose
+    // probes are not the header's): the overflow record holds layer 1's lines, its BloomLayerDir
+    // (count = the layers copied) and each layer's lines in order. Otherwise the one-overflow form.
+    if ((head->flags.load(std::memory_order_relaxed) & wi::kTableLayered) != 0) {  // relaxed: immutable
+      if (!inside(ovf, og * 64 + sizeof(wi::BloomLayerDir), seg_size)) return false;
+      const auto* d = reinterpret_cast<const wi::BloomLayerDir*>(base + ovf + og * 64);
+      const uint64_t c = std::min<uint64_t>(d->count.load(std::memory_order_acquire), wi::kBloomMaxExtra);  // acquire: publisher
+      if (c != 0 || d->k1 != h->k_overflow) {
+        uint64_t total = og * 64 + sizeof(wi::BloomLayerDir);
+        wi::BloomLayer ls[wi::kBloomMaxExtra];  // each entry read once: the copy uses what was bounds-checked
+        for (uint64_t j = 0; j < c; ++j) {
+          ls[j].offset = load64(reinterpret_cast<const std::byte*>(&d->layer[j].offset));
+          ls[j].blocks = load64(reinterpret_cast<const std::byte*>(&d->layer[j].blocks));
+          const uint64_t lb = ls[j].blocks;
+          if (lb < 1 || lb > bl::kMaxLayerBlocks || !inside(ls[j].offset, lb * 64, seg_size)) return false;
+          total += lb * 64;
+        }
+        rec.u64(total);
+        copy_live(rec.b, base + ovf, og * 64 + sizeof(wi::BloomLayerDir));
+        const size_t dir_at = rec.b.size() - sizeof(wi::BloomLayerDir);
+        std::memcpy(rec.b.data() + dir_at + offsetof(wi::BloomLayerDir, count), &c, 8);
+        for (uint64_t j = 0; j < c; ++j)  // the record's dir gives the lengths that follow it
+          std::memcpy(rec.b.data() + dir_at + offsetof(wi::BloomLayerDir, layer) + j * sizeof(wi::BloomLayer) +
+                          offsetof(wi::BloomLayer, blocks), &ls[j].blocks, 8);
+        for (uint64_t j = 0; j < c; ++j) copy_live(rec.b, base + ls[j].offset, ls[j].blocks * 64);
+        return true;
+      }
+    }
     rec.u64(og * 64);
     copy_live(rec.b, base + ovf, og * 64);
     return true;
@@ -161,13 +189,21 @@ bool copy_table(Segment& seg, wi::WindowHeader* h, wi::BucketSlot& slot, SlotRea
   piece(rec, t, 0, tbytes);
   const uint32_t subs = ck::sub_count_acquire(ch);  // acquire: subs[1] it publishes
   if (subs >= 2) {
-    const ck::SubDesc d = ch->subs[1];
-    const uint64_t ob = cuckoo_overflow_bytes(geometry, h->k_main);
-    if (d.log2_buckets != geometry || !inside(d.offset, ob, seg_size)) {
-      ok = false;
-    } else {
-      rec.u64(ob);
-      copy_live(rec.b, base + d.offset, ob);
+    // Sub-filters 1.. in order (a layered table's sub j >= 2 has the shape its index gives).
+    uint64_t total = 0;
+    for (uint32_t j = 1; j < subs && ok; ++j) {
+      const ck::SubDesc d = ch->subs[j];
+      const uint32_t l2 = wi::cuckoo_sub_log2(static_cast<uint32_t>(geometry), j);
+      const uint64_t ob = ck::sub_bytes(l2, ck::stripes_for(l2), lane_bits(h->k_main));
+      if (j >= ck::kMaxSubs || d.log2_buckets != l2 || !inside(d.offset, ob, seg_size)) ok = false;
+      total += ob;
+    }
+    if (ok) {
+      rec.u64(total);
+      for (uint32_t j = 1; j < subs; ++j) {
+        const uint32_t l2 = wi::cuckoo_sub_log2(static_cast<uint32_t>(geometry), j);
+        copy_live(rec.b, base + ch->subs[j].offset, ck::sub_bytes(l2, ck::stripes_for(l2), lane_bits(h->k_main)));
+      }
     }
   } else {
     rec.u64(0);
@@ -256,6 +292,11 @@ struct TableRec {
   std::vector<Piece> pieces;
   uint64_t overflow_bytes;
   const unsigned char* overflow;
+  // Overflow layers past the first (docs/window.md "Overload"): kBloom: the dir's layer count (the
+  // record is layer 1's lines, its dir, each layer's lines); kCuckoo: sub-filters in all (1 + the
+  // overflow sub-filters, each the shape its index gives). 0 / 2: the one-overflow form.
+  uint32_t extra = 0;
+  uint32_t subs = 0;
 };
 
 template <class T>
@@ -397,10 +438,40 @@ TableRec read_table(In& in, const SavedRegion& r, uint32_t i, uint64_t tag, cons
     if (r.variant == wi::kVariantBloom) {
       const uint64_t og =
           rec.pieces[0].len >= kHeadLine ? field<uint64_t>(head, offsetof(wi::TableHead, overflow_geometry)) : 0;
-      if (og < 1 || og > bl::kMaxLayerBlocks || rec.overflow_bytes != og * 64)
-        bad(in, at + "overflow of the wrong size");
+      if (og < 1 || og > bl::kMaxLayerBlocks) bad(in, at + "overflow of the wrong size");
+      const uint32_t flags = field<uint32_t>(head, offsetof(wi::TableHead, flags));
+      if (rec.overflow_bytes != og * 64) {
+        // A layered table's record: layer 1, its dir, layers 2.. (each checked here).
+        if ((flags & wi::kTableLayered) == 0 || rec.overflow_bytes < og * 64 + sizeof(wi::BloomLayerDir))
+          bad(in, at + "overflow of the wrong size");
+        in.need(rec.overflow_bytes);  // truncated: said so
+        const unsigned char* dir = in.p + og * 64;  // not taken yet: checked, then taken whole below
+        const uint64_t c = field<uint64_t>(dir, offsetof(wi::BloomLayerDir, count));
+        const uint64_t k1 = field<uint64_t>(dir, offsetof(wi::BloomLayerDir, k1));
+        if (c > wi::kBloomMaxExtra || k1 < 1 || k1 > bl::kMaxK) bad(in, at + "overflow of the wrong size: its layers are out of range");
+        uint64_t total = og * 64 + sizeof(wi::BloomLayerDir);
+        for (uint64_t j = 0; j < c; ++j) {
+          const size_t e = offsetof(wi::BloomLayerDir, layer) + j * sizeof(wi::BloomLayer);
+          const uint64_t lb = field<uint64_t>(dir, e + offsetof(wi::BloomLayer, blocks));
+          const uint64_t lk = field<uint64_t>(dir, e + offsetof(wi::BloomLayer, k));
+          if (lb < 1 || lb > bl::kMaxLayerBlocks || lk < 1 || lk > bl::kMaxK) bad(in, at + "overflow of the wrong size: its layers are out of range");
+          total += lb * 64;
+        }
+        if (total != rec.overflow_bytes) bad(in, at + "overflow of the wrong size");
+        rec.extra = static_cast<uint32_t>(c) + 1;  // + 1: the layered form, even with no layer past the first
+      }
     } else if (rec.overflow_bytes != cuckoo_overflow_bytes(geometry, r.k_main)) {
-      bad(in, at + "overflow sub-filter of the wrong size");
+      // Sub-filters 1.. of a layered table, each the shape its index gives.
+      uint64_t total = 0;
+      uint32_t j = 1;
+      for (; j < ck::kMaxSubs && total < rec.overflow_bytes; ++j) {
+        const uint32_t l2 = wi::cuckoo_sub_log2(static_cast<uint32_t>(geometry), j);
+        total += ck::sub_bytes(l2, ck::stripes_for(l2), lane_bits(r.k_main));
+      }
+      if (total != rec.overflow_bytes) bad(in, at + "overflow sub-filter of the wrong size");
+      rec.subs = j;
+    } else {
+      rec.subs = 2;
     }
     rec.overflow = in.take(rec.overflow_bytes);
   }
@@ -452,7 +523,7 @@ wi::WindowHeader* init_header(std::byte* region, uint64_t got, ControlTxn& txn, 
 }
 
 // What belongs to the source's processes or is derived: reset or recomputed.
-void reset_table_head(wi::TableHead* th, uint64_t ovf, uint32_t variant) {
+void reset_table_head(wi::TableHead* th, uint64_t ovf, uint32_t variant, bool layered) {
   th->check_shift = wi::check_shift_for(th->capacity);
   th->reserved0 = 0;
   th->main_full.store(th->main_full.load(std::memory_order_relaxed) != 0,
@@ -460,7 +531,10 @@ void reset_table_head(wi::TableHead* th, uint64_t ovf, uint32_t variant) {
   // kTableAllChecked is dropped: a save copies the head and the body at different moments, so
   // an insert racing the save may be in the body without its flag clear in the head; a
   // restored table is "unchecked" (forget erases there, counting forget_ambiguous).
-  th->flags.store(th->flags.load(std::memory_order_relaxed) & wi::kTableOverflowFailed, std::memory_order_relaxed);
+  // kTableLayered stays only where the restored extents have the layered form (a layered record,
+  // or a cuckoo header that allows more sub-filters): it says where the layers are.
+  th->flags.store((th->flags.load(std::memory_order_relaxed) & wi::kTableOverflowFailed) | (layered ? wi::kTableLayered : 0u),
+                  std::memory_order_relaxed);  // relaxed: unpublished
   th->overflow.store(ovf, std::memory_order_relaxed);  // relaxed: unpublished
   th->pending_overflow = 0;
   if (variant == wi::kVariantCuckoo || ovf == 0) th->overflow_geometry = 0;
@@ -470,14 +544,15 @@ void reset_table_head(wi::TableHead* th, uint64_t ovf, uint32_t variant) {
 
 // kBloom: a kNew answer set at least one bit, so a bucket counts at most as many pairs as its
 // tables have bits (a larger count is damage, and would make stats()' FP model loop for long).
-void check_bucket_count(const In& in, const std::string& at, const wi::TableHead* th, uint64_t ovf, uint32_t variant) {
+void check_bucket_count(const In& in, const std::string& at, const wi::TableHead* th, uint64_t ovf, uint32_t variant,
+                        uint64_t layer_blocks) {
   uint64_t distinct = 0;
   for (const auto& st : th->stripes) {
     const uint64_t d = st.distinct.load(std::memory_order_relaxed);  // relaxed: unpublished
     distinct = d > ~uint64_t{0} - distinct ? ~uint64_t{0} : distinct + d;
   }
   if (variant == wi::kVariantBloom &&
-      distinct > (th->geometry + (ovf != 0 ? th->overflow_geometry : 0)) * bl::kBlockBits)
+      distinct > (th->geometry + (ovf != 0 ? th->overflow_geometry : 0) + layer_blocks) * bl::kBlockBits)
     fail(ErrorCode::kBadInput, in.what + ": " + at + "the bucket counts " + std::to_string(distinct) +
                                    " pairs, more than its tables have bits");
 }
@@ -486,7 +561,7 @@ void check_bucket_count(const In& in, const std::string& at, const wi::TableHead
 // the table at `off` (overflow sub-filter at `ovf`), its lock word, intent and
 // pending extent reset.
 void restore_cuckoo_header(ControlTxn& txn, const In& in, const std::string& at, const SavedRegion& r,
-                           const TableRec& rec, uint64_t off, uint64_t ovf) {
+                           const TableRec& rec, uint64_t off, const std::vector<uint64_t>& sub_offs) {
   const uint64_t moff = wi::main_offset_in_table(r.T);
   std::byte* t = txn.base() + off;
   const auto* th = reinterpret_cast<const wi::TableHead*>(t);
@@ -495,19 +570,25 @@ void restore_cuckoo_header(ControlTxn& txn, const In& in, const std::string& at,
   const uint32_t g = static_cast<uint32_t>(th->geometry);
   if (ch->magic != ck::kMagic || ch->layout_version != ck::kLayoutVersion || ch->fp_bits != r.k_main ||
       ch->lane_bits != lane_bits(r.k_main) || ch->max_path < 1 || ch->max_path > ck::kMaxPathLimit ||
-      ch->max_subs < 1 || ch->max_subs > 2 || subs < 1 || subs > ch->max_subs ||
-      ch->subs[0].log2_buckets != g || ch->subs[0].log2_stripes != ck::stripes_for(g) ||
-      (subs == 2 && (ch->subs[1].log2_buckets != g || ch->subs[1].log2_stripes != ck::stripes_for(g))))
+      (ch->max_subs != 2 && ch->max_subs != wi::kLayeredMaxSubs) || subs < 1 || subs > ch->max_subs ||
+      ch->subs[0].log2_buckets != g || ch->subs[0].log2_stripes != ck::stripes_for(g))
     fail(ErrorCode::kBadInput, in.what + ": " + at + "the table's cuckoo header is corrupt");
-  if (ch->size > (uint64_t{ck::kSlots} << g) * subs)
+  uint64_t slots = 0;
+  for (uint32_t j = 0; j < subs; ++j) {
+    const uint32_t l2 = j == 0 ? g : wi::cuckoo_sub_log2(g, j);
+    if (ch->subs[j].log2_buckets != l2 || ch->subs[j].log2_stripes != ck::stripes_for(l2))
+      fail(ErrorCode::kBadInput, in.what + ": " + at + "the table's cuckoo header is corrupt");
+    slots += uint64_t{ck::kSlots} << l2;
+  }
+  if (ch->size > slots)
     fail(ErrorCode::kBadInput, in.what + ": " + at + "the table's cuckoo filter counts more items than it has slots");
-  if ((subs == 2) != (ovf != 0))
+  if ((subs >= 2 ? subs : 0) != (sub_offs.empty() ? 0 : rec.subs))
     fail(ErrorCode::kBadInput, in.what + ": " + at + "the cuckoo sub-filter count does not match its overflow");
   ch->reserved0 = 0;
   ch->reserved2 = 0;
   ch->region_bytes = rec.bytes - moff;
   ch->subs[0].offset = off + moff + sizeof(ck::Header);
-  if (subs == 2) ch->subs[1].offset = ovf;
+  for (uint32_t j = 1; j < subs; ++j) ch->subs[j].offset = sub_offs[j - 1];
   for (uint32_t j = subs; j < ck::kMaxSubs; ++j) ch->subs[j] = ck::SubDesc{};
   // Seqlock versions: even in a copy taken under the lock; made even here whatever the file says.
   for (uint32_t j = 0; j < subs; ++j) {
@@ -527,18 +608,57 @@ void restore_table(ControlTxn& txn, const In& in, const SavedRegion& r, wi::Wind
   std::byte* t = txn.base() + off;
   for (const Piece& p : rec.pieces) std::memcpy(t + p.at, p.bytes, p.len);
   auto* th = reinterpret_cast<wi::TableHead*>(t);
-  uint64_t ovf = 0;
-  if (rec.overflow_bytes != 0) {
+  uint64_t ovf = 0, layer_blocks = 0;
+  std::vector<uint64_t> sub_offs;  // kCuckoo: sub-filters 1..
+  if (rec.overflow_bytes != 0 && r.variant == wi::kVariantCuckoo) {
+    // One extent per sub-filter (the layout free_table and the data plane follow).
+    uint64_t at_byte = 0;
+    for (uint32_t j = 1; j < rec.subs; ++j) {
+      const uint32_t l2 = wi::cuckoo_sub_log2(static_cast<uint32_t>(th->geometry), j);
+      const uint64_t ob = ck::sub_bytes(l2, ck::stripes_for(l2), lane_bits(r.k_main));
+      const uint64_t o = txn.allocate(ob);
+      std::memcpy(txn.base() + o, rec.overflow + at_byte, ob);
+      at_byte += ob;
+      sub_offs.push_back(o);
+    }
+    ovf = sub_offs.empty() ? 0 : sub_offs[0];
+  } else if (rec.overflow_bytes != 0 && rec.extra == 0) {
     ovf = txn.allocate(rec.overflow_bytes);
     std::memcpy(txn.base() + ovf, rec.overflow, rec.overflow_bytes);
+  } else if (rec.overflow_bytes != 0) {
+    // kBloom layered: layer 1 and its dir in one extent, each further layer in its own; the dir
+    // names the new extents (nothing pending, the entries past its count zero).
+    const uint64_t og = th->overflow_geometry;
+    const uint64_t first = og * 64 + sizeof(wi::BloomLayerDir);
+    ovf = txn.allocate(first);
+    std::memcpy(txn.base() + ovf, rec.overflow, first);
+    auto* d = reinterpret_cast<wi::BloomLayerDir*>(txn.base() + ovf + og * 64);
+    const uint64_t c = rec.extra - 1;
+    uint64_t at_byte = first;
+    for (uint64_t j = 0; j < c; ++j) {
+      const uint64_t lb = d->layer[j].blocks;
+      const uint64_t o = txn.allocate(lb * 64);
+      std::memcpy(txn.base() + o, rec.overflow + at_byte, lb * 64);
+      at_byte += lb * 64;
+      d->layer[j].offset = o;
+      layer_blocks += lb;
+    }
+    for (uint64_t j = c; j < wi::kBloomMaxExtra; ++j) d->layer[j] = wi::BloomLayer{};
+    d->count.store(c, std::memory_order_relaxed);  // relaxed: unpublished
+    d->pending = 0;
+    d->reserved = 0;
   }
-  reset_table_head(th, ovf, r.variant);
-  check_bucket_count(in, at, th, ovf, r.variant);
+  const bool layered = r.variant == wi::kVariantCuckoo
+                           ? reinterpret_cast<const ck::Header*>(t + wi::main_offset_in_table(r.T))->max_subs ==
+                                 wi::kLayeredMaxSubs
+                           : rec.extra != 0;
+  reset_table_head(th, ovf, r.variant, layered);
+  check_bucket_count(in, at, th, ovf, r.variant, layer_blocks);
   const uint64_t* keys = wi::space_keys(h);
   uint64_t* counters = reinterpret_cast<uint64_t*>(t + sizeof(wi::TableHead));
   for (uint32_t row = 0; row < r.T; ++row)
     if (keys[row] == 0) counters[row] = 0;  // an unclaimed row counts nothing (see the top)
-  if (r.variant == wi::kVariantCuckoo) restore_cuckoo_header(txn, in, at, r, rec, off, ovf);
+  if (r.variant == wi::kVariantCuckoo) restore_cuckoo_header(txn, in, at, r, rec, off, sub_offs);
   wi::slot_table(h)[rec.slot].table = off;
 }
 
