@@ -360,6 +360,7 @@ int shmf_set_drop(shmf_segment *seg, const char *name);
 #define SHMF_KIND_SET 5    /* exact hash set */
 #define SHMF_KIND_BLOB 6   /* raw bytes (tests, the demo's bookkeeping) */
 #define SHMF_KIND_WINDOW 7 /* (space, item) pairs over time buckets */
+#define SHMF_KIND_UV 8     /* distinct-count sketches per (space, time bucket) */
 
 typedef struct shmf_structure_info {
   char name[64];             /* NUL-terminated (a name is 1..63 bytes without NUL) */
