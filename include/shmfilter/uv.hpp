@@ -130,6 +130,10 @@ class UvFamily : public internal::RegionHandle {
   // The union's registers as Redis's dense HLL string (SET it; PFCOUNT/PFMERGE it).
   std::string export_redis(uint64_t space, uint32_t w = 1) const;
   std::string export_redis_all(uint32_t w = 1) const;
+  // One bucket, `age` buckets ago (0..retention-1; 0 = current): its count and Redis string
+  // (what `shmtool uv push` sends per space and day). Throws kInvalidArgument / kDropped.
+  uint64_t count_at(uint64_t space, uint32_t age) const;
+  std::string export_redis_at(uint64_t space, uint32_t age) const;
   // Spaces with a sketch in any of the last w buckets (sorted).
   std::vector<uint64_t> spaces(uint32_t w = 1) const;
   // The bucket `age` buckets ago (0 = current) by the clock.

@@ -304,7 +304,7 @@ struct UvOps {
           if (hashes.size() + 1 > h->exact_max) {
             new_enc = kEncDense;
           } else {
-            new_cap = std::min<uint32_t>(final_cap, old->cap * 2);
+            new_cap = std::min<uint32_t>(final_cap, old->cap * kExactGrowth);
             if ((hashes.size() + 1) * 4 > uint64_t{new_cap} * 3) new_cap = final_cap;
           }
         }
@@ -388,7 +388,7 @@ struct UvOps {
           out = r == ExactResult::kInserted ? UvStatus::kChanged : UvStatus::kUnchanged;
           if (r == ExactResult::kInserted) {
             const uint64_t n = b->entries.fetch_add(1, std::memory_order_relaxed) + 1;
-            if (n * 4 > uint64_t{b->cap} * 3 || n > h->exact_max) {
+            if ((n * 4 > uint64_t{b->cap} * 3 && b->cap < exact_final_cap(h->exact_max)) || n > h->exact_max) {
               try {
                 promote(f, d, ss, space, desc);  // the item is in (acknowledged): a failed promotion is retried later
               } catch (const Error&) {
@@ -422,7 +422,7 @@ struct UvOps {
   };
 
   // Reads SPACE (or, with all, the all-spaces HLL) over the last w buckets. Lock-free.
-  static void gather(const UvFamily& f, uint64_t space, uint32_t w, bool all, Gathered& g) {
+  static void gather(const UvFamily& f, uint64_t space, uint32_t w, bool all, Gathered& g, uint32_t age0 = 0) {
     f.require_valid();
     const UvHeader* h = header(f);
     if (w < 1 || w > h->retention)
@@ -431,7 +431,7 @@ struct UvOps {
     const int64_t cur = f.bucket_of(f.now());
     std::vector<uint64_t> day_hashes;
     std::vector<uint8_t> day_regs(hllk::kHllRegisters);
-    for (uint32_t age = 0; age < w; ++age) {
+    for (uint32_t age = age0; age < age0 + w; ++age) {
       const int64_t b = cur - static_cast<int64_t>(age);
       if (b < 0) break;
       const DaySlot& slot = day_slots(const_cast<UvHeader*>(h))[static_cast<uint64_t>(b) % h->retention];
@@ -624,6 +624,28 @@ std::string UvFamily::export_redis(uint64_t space, uint32_t w) const {
   UvOps::Gathered g;
   UvOps::gather(*this, space, w, false, g);
   return hllk::hll_redis_encode_dense(UvOps::registers(g).data());
+}
+
+std::string UvFamily::export_redis_at(uint64_t space, uint32_t age) const {
+  if (age >= retention_)
+    throw Error(ErrorCode::kInvalidArgument, "UV family '" + name_ + "': age " + std::to_string(age) +
+                                                 " is outside 0.." + std::to_string(retention_ - 1));
+  UvOps::Gathered g;
+  UvOps::gather(*this, space, 1, false, g, age);
+  return hllk::hll_redis_encode_dense(UvOps::registers(g).data());
+}
+
+uint64_t UvFamily::count_at(uint64_t space, uint32_t age) const {
+  if (age >= retention_)
+    throw Error(ErrorCode::kInvalidArgument, "UV family '" + name_ + "': age " + std::to_string(age) +
+                                                 " is outside 0.." + std::to_string(retention_ - 1));
+  UvOps::Gathered g;
+  UvOps::gather(*this, space, 1, false, g, age);
+  if (!g.dense) {
+    std::sort(g.hashes.begin(), g.hashes.end());
+    return static_cast<uint64_t>(std::unique(g.hashes.begin(), g.hashes.end()) - g.hashes.begin());
+  }
+  return hllk::hll_estimate(UvOps::registers(g).data());
 }
 
 std::string UvFamily::export_redis_all(uint32_t w) const {

@@ -197,7 +197,7 @@ void restore(Segment& seg, const std::string& name, In in) {
         uint32_t cap = kDenseWords;
         if (s.enc == kEncExact) {
           cap = kMinExactSlots;
-          while (cap < final_cap && s.v.size() * 4 > uint64_t{cap} * 3) cap *= 2;
+          while (cap < final_cap && s.v.size() * 4 > uint64_t{cap} * 3) cap *= kExactGrowth;
           cap = std::min(cap, final_cap);
         }
         const uint64_t bytes = s.enc == kEncDense ? dense_block_bytes() : exact_block_bytes(cap);
