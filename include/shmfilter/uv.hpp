@@ -8,7 +8,7 @@
 //   exact   the 64-bit hashes of its items, up to `exact_max` distinct items (default
 //           1,000): count() is exact (up to 64-bit hash collisions, ~n^2/2^65);
 //   dense   Redis-compatible HyperLogLog registers (p = 14, 16,384 registers) in 4 bits
-//           each with a per-word base: 8,808 bytes, standard error 1.04/sqrt(16384) = 0.81%.
+//           each with a per-word base: 8,832 bytes, standard error 1.04/sqrt(16384) = 0.81%.
 // Hashes and registers are Redis's (MurmurHash64A, seed 0xadc83b19, p = 14), so a space's
 // sketch exports as a Redis HLL string (export_redis) whose PFCOUNT equals count_hll().
 // count(space, w) is the count of the UNION of the space's last w buckets (not a sum);
