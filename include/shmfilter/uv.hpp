@@ -73,7 +73,8 @@ struct UvBucketStats {
   uint64_t exact_spaces = 0;
   uint64_t dense_spaces = 0;
   uint64_t block_bytes = 0;   // live blocks
-  uint64_t retired_bytes = 0; // blocks replaced by promotions (freed with the bucket)
+  uint64_t retired_bytes = 0; // blocks replaced by promotions, not yet handed out again (freed with the bucket)
+  uint64_t reused = 0;        // retired blocks handed out again (no process could still read them)
   uint64_t chunk_bytes = 0;   // chunks allocated
   uint64_t table_bytes = 0;   // the bucket's own extent (space table, all-spaces HLL)
   uint64_t adds = 0;

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <mutex>
 #include <set>
 #include <vector>
 
@@ -94,6 +95,38 @@ void validate(const RegionInfo& info, std::byte* region, uint64_t segment_size) 
 
 }  // namespace
 
+namespace internal::uv {
+
+Pin::Pin(const Segment& seg, UvHeader* h) noexcept {
+  if (seg.read_only()) return;
+  const uint64_t tok = seg.owner_token();
+  if (tok == 0) return;
+  Announce& a = announces(h)[(tok & 0xffff) % kAnnounceSlots];
+  if (a.token.load(std::memory_order_acquire) != tok) {
+    // First use by this attachment: a dead predecessor in this registry slot may have left
+    // calls "in flight"; reset them before claiming the entry (the process's threads wait here).
+    static std::mutex m;
+    std::lock_guard<std::mutex> g(m);
+    if (a.token.load(std::memory_order_acquire) != tok) {
+      a.word.store(0, std::memory_order_relaxed);
+      a.token.store(tok, std::memory_order_release);
+    }
+  }
+  uint64_t w = a.word.load(std::memory_order_relaxed);
+  for (;;) {
+    const uint64_t nw = (w & 0xffff) == 0 ? (h->epoch.load(std::memory_order_seq_cst) << 16) | 1 : w + 1;
+    // seq_cst: the announcement is ordered before every descriptor load of the call (see Announce).
+    if (a.word.compare_exchange_weak(w, nw, std::memory_order_seq_cst, std::memory_order_relaxed)) break;
+  }
+  word_ = &a.word;
+}
+
+Pin::~Pin() {
+  if (word_ != nullptr) word_->fetch_sub(1, std::memory_order_release);
+}
+
+}  // namespace internal::uv
+
 // Every private operation of UvFamily (lib/structures/README.md).
 struct UvOps {
   static UvHeader* header(const UvFamily& f) { return reinterpret_cast<UvHeader*>(f.region_); }
@@ -114,7 +147,8 @@ struct UvOps {
   }
 
   // The block a desc names, validated against the day's chunks; nullptr if bad.
-  static BlockHead* block_at(const UvFamily& f, DayHeader* d, uint64_t desc, uint64_t space, uint32_t exact_max) {
+  static BlockHead* block_at(const UvFamily& f, DayHeader* d, uint64_t desc, uint64_t space, uint32_t exact_max,
+                             bool any_space = false) {
     const uint64_t cb = d->chunk_bytes, pos = desc & ~uint64_t{63};
     const uint32_t enc = static_cast<uint32_t>(desc & kEncMask);
     const uint64_t c = pos / cb, in = pos % cb;
@@ -125,7 +159,7 @@ struct UvOps {
     if (chunk == 0 || chunk % 64 != 0 || chunk > size || cb > size - chunk) return nullptr;
     if (in + sizeof(BlockHead) > cb) return nullptr;
     auto* b = reinterpret_cast<BlockHead*>(f.base_ + chunk + in);
-    if (b->magic != kBlockMagic || b->enc != enc || b->space != space) return nullptr;
+    if (b->magic != kBlockMagic || b->enc != enc || (!any_space && b->space != space)) return nullptr;
     uint64_t bytes;
     if (enc == kEncExact) {
       if (b->cap < kMinExactSlots || b->cap > exact_final_cap(exact_max)) return nullptr;
@@ -228,6 +262,7 @@ struct UvOps {
       d->bucket = b;
       d->chunk_bytes = h->chunk_bytes;
       d->extent_bytes = bytes;
+      d->bump.store(kFirstBlock, std::memory_order_relaxed);  // position 0 is "none" in the retired lists
       txn.store_u64(&slot.day, off);
       txn.store_u64(as_u64(&slot.tag), want);  // release (ControlTxn's stores are release)
       h->rotations.fetch_add(1, std::memory_order_relaxed);
@@ -277,6 +312,79 @@ struct UvOps {
     return pos;
   }
 
+  // The least epoch any live process announced with calls in flight (UINT64_MAX: none).
+  static uint64_t safe_epoch(const UvFamily& f) {
+    Announce* a = announces(header(f));
+    uint64_t lo = ~uint64_t{0};
+    for (uint32_t i = 0; i < kAnnounceSlots; ++i) {
+      const uint64_t w = a[i].word.load(std::memory_order_seq_cst);
+      if ((w & 0xffff) == 0 || (w >> 16) >= lo) continue;
+      if (f.seg_.token_alive(a[i].token.load(std::memory_order_acquire))) lo = w >> 16;
+    }
+    return lo;
+  }
+
+  // A retired block of class CLS (at least `bytes` long) no process can still hold, taken off
+  // its list and zeroed; ~0 when none. Under the segment lock. A list that fails validation
+  // is dropped (its blocks stay unused until the bucket goes).
+  static uint64_t take_retired(UvFamily& f, DayHeader* d, int cls, uint64_t bytes, uint64_t& safe, std::byte** out) {
+    const UvHeader* h = header(f);
+    const uint64_t pos = d->free_head[cls].load(std::memory_order_acquire);
+    if (pos == 0) return ~uint64_t{0};
+    const uint64_t desc = pos | kEncExact;
+    const uint64_t cb = d->chunk_bytes, c = pos / cb;
+    BlockHead* b = nullptr;
+    if (pos % 64 == 0 && c < std::min<uint32_t>(d->chunk_count.load(std::memory_order_acquire), kMaxChunks)) {
+      const uint64_t chunk = day_chunks(d)[c];
+      const uint64_t size = f.seg_.size();
+      if (chunk != 0 && chunk % 64 == 0 && chunk <= size && cb <= size - chunk && pos % cb + sizeof(BlockHead) <= cb) {
+        b = reinterpret_cast<BlockHead*>(f.base_ + chunk + pos % cb);
+        if (b->magic != kBlockMagic || b->enc != kEncExact || exact_class(b->cap, h->exact_max) != cls ||
+            b->retired.load(std::memory_order_relaxed) == 0 || pos % cb + exact_block_bytes(b->cap) > cb ||
+            exact_block_bytes(b->cap) < bytes)
+          b = nullptr;
+      }
+    }
+    (void)desc;
+    if (b == nullptr) {
+      d->free_head[cls].store(0, std::memory_order_release);
+      d->free_tail[cls].store(0, std::memory_order_release);
+      return ~uint64_t{0};
+    }
+    if (safe == 0) safe = safe_epoch(f) ;
+    if (b->retired.load(std::memory_order_relaxed) - 1 >= safe) return ~uint64_t{0};  // someone may still read it
+    const uint64_t next = b->next.load(std::memory_order_relaxed);
+    d->free_head[cls].store(next, std::memory_order_release);
+    if (next == 0) d->free_tail[cls].store(0, std::memory_order_release);
+    const uint64_t old_bytes = exact_block_bytes(b->cap);
+    std::memset(static_cast<void*>(b), 0, old_bytes);
+    d->retired_bytes.fetch_sub(std::min(old_bytes, d->retired_bytes.load(std::memory_order_relaxed)),
+                               std::memory_order_relaxed);
+    d->reused.fetch_add(1, std::memory_order_relaxed);
+    *out = reinterpret_cast<std::byte*>(b);
+    return pos;
+  }
+
+  // Puts the exact block OLD (at position POS, its descriptor already replaced) on its class's
+  // list, stamped with the epoch before this retirement's increment. Under the segment lock.
+  static void retire(UvFamily& f, DayHeader* d, BlockHead* old, uint64_t pos) {
+    UvHeader* h = header(f);
+    const int cls = exact_class(old->cap, h->exact_max);
+    const uint64_t r = h->epoch.fetch_add(1, std::memory_order_seq_cst);  // after the descriptor's store
+    d->retired_bytes.fetch_add(exact_block_bytes(old->cap), std::memory_order_relaxed);
+    if (cls < 0) return;
+    old->next.store(0, std::memory_order_relaxed);
+    old->retired.store(r + 1, std::memory_order_relaxed);
+    const uint64_t tail = d->free_tail[cls].load(std::memory_order_acquire);
+    BlockHead* t = tail != 0 ? block_at(f, d, tail | kEncExact, ~uint64_t{0}, h->exact_max, true) : nullptr;
+    if (t != nullptr) {
+      t->next.store(pos, std::memory_order_release);
+    } else {
+      d->free_head[cls].store(pos, std::memory_order_release);
+    }
+    d->free_tail[cls].store(pos, std::memory_order_release);
+  }
+
   // Gives SPACE's slot a first block (desc 0) or replaces the block `seen` (sealed, or over its
   // load) by a bigger or dense one. Serialised by the segment lock; idempotent.
   static void promote(UvFamily& f, DayHeader* d, SpaceSlot* ss, uint64_t space, uint64_t seen) {
@@ -310,7 +418,13 @@ struct UvOps {
         }
         const uint64_t bytes = new_enc == kEncDense ? dense_block_bytes() : exact_block_bytes(new_cap);
         std::byte* p = nullptr;
-        const uint64_t pos = carve(f, d, bytes, &p);
+        uint64_t safe = 0;
+        // A retired block of the same class, or for a dense block a retired final exact table
+        // (9,024 >= 8,832 bytes at exact_max 1,000), before fresh chunk space.
+        const int cls = new_enc == kEncDense ? static_cast<int>(kExactClasses) - 1 : exact_class(new_cap, h->exact_max);
+        uint64_t pos = ~uint64_t{0};
+        if (cls >= 0) pos = take_retired(f, d, cls, bytes, safe, &p);
+        if (pos == ~uint64_t{0}) pos = carve(f, d, bytes, &p);
         if (pos == ~uint64_t{0}) {
           need_chunk = true;
           need_bytes = bytes;
@@ -334,10 +448,10 @@ struct UvOps {
           nb->entries.store(hashes.size(), std::memory_order_relaxed);
         }
         SHMF_KILL_POINT("uv.promote.before_publish");
-        ss->desc.store(pos | new_enc, std::memory_order_release);  // the one publishing store
+        // The one publishing store; seq_cst: before the retirement's epoch increment (see Announce).
+        ss->desc.store(pos | new_enc, std::memory_order_seq_cst);
         if (old != nullptr) {
-          d->retired_bytes.fetch_add(old->enc == kEncDense ? dense_block_bytes() : exact_block_bytes(old->cap),
-                                     std::memory_order_relaxed);
+          retire(f, d, old, cur & ~uint64_t{63});
           h->promotions.fetch_add(1, std::memory_order_relaxed);
         }
       });
@@ -354,6 +468,7 @@ struct UvOps {
     if (++calls % 256 == 0) f.seg_.quiesce();
     UvHeader* h = header(f);
     const uint64_t v = stored_hash(hash);
+    const Pin pin(f.seg_, h);
     try {
       UvStatus st = UvStatus::kBusy;
       DayHeader* d = day_for_write(f, f.bucket_of(f.now()), &st);
@@ -429,6 +544,7 @@ struct UvOps {
       throw Error(ErrorCode::kInvalidArgument, "UV family '" + f.name_ + "': window w=" + std::to_string(w) +
                                                    " is outside 1.." + std::to_string(h->retention) + " (the retention)");
     const int64_t cur = f.bucket_of(f.now());
+    const Pin pin(f.seg_, const_cast<UvHeader*>(h));
     std::vector<uint64_t> day_hashes;
     std::vector<uint8_t> day_regs(hllk::kHllRegisters);
     for (uint32_t age = age0; age < age0 + w; ++age) {
@@ -445,9 +561,17 @@ struct UvOps {
         dense = true;
       } else if (ok) {
         SpaceSlot* ss = find_space(h, d, space, false, nullptr);
-        const uint64_t desc = ss ? ss->desc.load(std::memory_order_acquire) : 0;
+        uint64_t desc = ss ? ss->desc.load(std::memory_order_acquire) : 0;
+        BlockHead* blk = desc != 0 ? block_at(f, d, desc, space, h->exact_max) : nullptr;
+        // Unpinned (read-only or forked) readers: a block may have been reused under them; a
+        // moved descriptor is followed again (a few times), a bad one is corruption.
+        for (int retry = 0; desc != 0 && blk == nullptr && retry < 4; ++retry) {
+          const uint64_t again = ss->desc.load(std::memory_order_acquire);
+          if (again == desc) break;
+          desc = again;
+          blk = block_at(f, d, desc, space, h->exact_max);
+        }
         if (desc != 0) {
-          BlockHead* blk = block_at(f, d, desc, space, h->exact_max);
           if (blk == nullptr) {
             ok = false;
           } else if (blk->enc == kEncDense) {
@@ -662,6 +786,7 @@ std::vector<uint64_t> UvFamily::spaces(uint32_t w) const {
                                                  " is outside 1.." + std::to_string(h->retention));
   std::set<uint64_t> out;
   const int64_t cur = bucket_of(now());
+  const internal::uv::Pin pin(seg_, const_cast<UvHeader*>(h));
   for (uint32_t age = 0; age < w; ++age) {
     const int64_t b = cur - static_cast<int64_t>(age);
     if (b < 0) break;
@@ -695,6 +820,7 @@ UvStats UvFamily::stats() const {
   s.no_space = h->no_space.load(std::memory_order_relaxed);
   s.stale = h->stale.load(std::memory_order_relaxed);
   s.memory_bytes = h->region_bytes;
+  const internal::uv::Pin pin(seg_, const_cast<UvHeader*>(h));
   for (uint32_t age = 0; age < h->retention; ++age) {
     const int64_t b = s.current_bucket - static_cast<int64_t>(age);
     if (b < 0) break;
@@ -709,6 +835,7 @@ UvStats UvFamily::stats() const {
     bs.table_bytes = d->extent_bytes;
     bs.chunk_bytes = uint64_t{std::min<uint32_t>(d->chunk_count.load(std::memory_order_acquire), kMaxChunks)} * d->chunk_bytes;
     bs.retired_bytes = d->retired_bytes.load(std::memory_order_relaxed);
+    bs.reused = d->reused.load(std::memory_order_relaxed);
     SpaceSlot* t = day_spaces(d);
     for (uint32_t i = 0; i < h->space_table; ++i) {
       const uint64_t k = t[i].key.load(std::memory_order_acquire);
@@ -782,6 +909,19 @@ void check_uv(Segment& seg, const RegionInfo& info, bool, CheckReport& report) {
     if (d->bump.load(std::memory_order_acquire) > uint64_t{nc} * d->chunk_bytes)
       scope.add("bucket " + std::to_string(b) + " hands out more bytes than its chunks hold");
     if (!chunks_ok) continue;
+    for (uint32_t cls = 0; cls < kExactClasses; ++cls) {
+      uint64_t pos = d->free_head[cls].load(std::memory_order_acquire);
+      const uint64_t limit = d->bump.load(std::memory_order_acquire) / 64 + 1;
+      for (uint64_t n = 0; pos != 0; ++n) {
+        BlockHead* blk = UvOps::block_at(f, d, pos | kEncExact, 0, h->exact_max, true);
+        if (blk == nullptr || n > limit || exact_class(blk->cap, h->exact_max) != static_cast<int>(cls)) {
+          scope.add("bucket " + std::to_string(b) + ": the list of retired blocks of class " + std::to_string(cls) +
+                    " names an invalid block or loops (the next promotion drops the list)");
+          break;
+        }
+        pos = blk->next.load(std::memory_order_acquire);
+      }
+    }
     SpaceSlot* t = day_spaces(d);
     for (uint32_t i = 0; i < h->space_table; ++i) {
       const uint64_t k = t[i].key.load(std::memory_order_acquire);

@@ -83,11 +83,34 @@ struct alignas(64) UvHeader {
   std::atomic<uint64_t> spaces_full;              // adds refused: the day's space table was full
   std::atomic<uint64_t> no_space;                 // adds refused: no chunk could be allocated
   std::atomic<uint64_t> stale;                    // adds refused: the clock named a bucket older than the kept ones
-  uint8_t pad1[24];
+  std::atomic<uint64_t> epoch;                    // reclamation epoch: +1 (seq_cst fetch_add, under the segment
+                                                  // lock) each time a block is retired (see Announce)
+  uint8_t pad1[16];
 };
 static_assert(sizeof(UvHeader) == 128, "UvHeader is part of the format: 2 cache lines");
 static_assert(offsetof(UvHeader, magic) == 0 && offsetof(UvHeader, version) == 4, "region prefix");
 static_assert(offsetof(UvHeader, rotations) == 64, "statistics on line 1");
+
+// Epoch-based reuse of retired blocks (docs/uv.md "Reuse"). One entry per registry slot of
+// the segment (the low 16 bits of an owner token), after the DaySlots. A process that reads
+// or writes blocks announces itself first:
+//   token  the owner token of the attachment using the entry. Written (release) once per
+//          attachment, under a process-local mutex, after `word` was reset to 0 (a dead
+//          predecessor may have left it non-zero).
+//   word   (epoch << 16) | calls in flight, by that process's threads only: a CAS (seq_cst)
+//          from 0 calls to (UvHeader::epoch << 16) | 1, or +1 keeping the older epoch; -1 on
+//          the way out (release).
+// A block retired when UvHeader::epoch was R may be handed out again once every entry whose
+// calls are in flight and whose token is alive has an epoch > R: such a process loaded the
+// epoch after the retirement's increment, which follows the store that replaced the block's
+// descriptor, so it can never have seen that descriptor. A dead process is ignored.
+inline constexpr uint32_t kAnnounceSlots = 1024;
+struct alignas(64) Announce {
+  std::atomic<uint64_t> token;
+  std::atomic<uint64_t> word;
+  uint8_t pad[48];
+};
+static_assert(sizeof(Announce) == 64, "one announcement per cache line");
 
 // One kept bucket. Readers: acquire tag, then day, read, acquire fence, re-read tag (a changed
 // tag means the bucket was replaced: its answer is dropped). Writers: the rotation, under the
@@ -124,9 +147,17 @@ struct alignas(64) DayHeader {
   uint8_t pad1[32];
   // Line 2: statistics, relaxed RMWs by any process.
   alignas(64) std::atomic<uint64_t> adds;         // adds that reached this day
-  uint8_t pad2[56];
+  std::atomic<uint64_t> reused;                   // blocks handed out again from the retired lists
+  uint8_t pad2[48];
+  // Lines 3-4: retired exact blocks per size class (kExactClasses), FIFO lists linked through
+  // BlockHead::next, written under the segment lock only (unlogged: a holder killed mid-way
+  // can only lose blocks from a list, never put a live one in it). Positions as desc's, 0 none.
+  alignas(64) std::atomic<uint64_t> free_head[8];
+  std::atomic<uint64_t> free_tail[8];
 };
-static_assert(sizeof(DayHeader) == 192, "DayHeader is part of the format");
+static_assert(sizeof(DayHeader) == 320, "DayHeader is part of the format");
+inline constexpr uint32_t kExactClasses = 8;
+inline constexpr uint64_t kFirstBlock = 64;  // a day's bump position starts here: no block is at position 0
 
 struct alignas(64) BlockHead {
   uint32_t magic;       // kBlockMagic: written before desc names the block, immutable
@@ -135,12 +166,15 @@ struct alignas(64) BlockHead {
   uint32_t cap;         // exact: slots; dense: kDenseWords: idem
   uint32_t reserved;
   std::atomic<uint64_t> entries;  // exact: inserts that took a slot (relaxed fetch_add, a trigger only: counts scan)
-  uint8_t pad[32];
+  std::atomic<uint64_t> next;     // retired: the next block of its free list (position), 0 last. Under the lock
+  std::atomic<uint64_t> retired;  // retired: UvHeader::epoch's value when it was retired, + 1 (0: never retired)
+  uint8_t pad[16];
 };
 static_assert(sizeof(BlockHead) == 64, "BlockHead is part of the format");
 
 inline uint64_t round64(uint64_t b) { return (b + 63) & ~uint64_t{63}; }
-inline uint64_t region_bytes_for(uint32_t retention) { return sizeof(UvHeader) + round64(uint64_t{retention} * sizeof(DaySlot)); }
+inline uint64_t announce_offset(uint32_t retention) { return sizeof(UvHeader) + round64(uint64_t{retention} * sizeof(DaySlot)); }
+inline uint64_t region_bytes_for(uint32_t retention) { return announce_offset(retention) + uint64_t{kAnnounceSlots} * sizeof(Announce); }
 inline uint64_t day_chunks_offset() { return sizeof(DayHeader); }
 inline uint64_t day_hll_offset() { return sizeof(DayHeader) + round64(kMaxChunks * 8ull); }
 inline uint64_t day_spaces_offset() { return day_hll_offset() + round64(hll::kHllWords * 8ull); }
@@ -158,6 +192,18 @@ inline uint32_t exact_final_cap(uint32_t exact_max) { return std::max<uint32_t>(
 inline constexpr uint32_t kExactGrowth = 4;
 
 inline DaySlot* day_slots(UvHeader* h) { return reinterpret_cast<DaySlot*>(h + 1); }
+inline Announce* announces(UvHeader* h) {
+  return reinterpret_cast<Announce*>(reinterpret_cast<std::byte*>(h) + announce_offset(h->retention));
+}
+// The size class of an exact table of `cap` slots: caps are 8 x 4^k below the final one.
+inline int exact_class(uint32_t cap, uint32_t exact_max) noexcept {
+  const uint32_t final_cap = exact_final_cap(exact_max);
+  if (cap == final_cap) return kExactClasses - 1;
+  int k = 0;
+  for (uint32_t c = kMinExactSlots; c < final_cap && k < static_cast<int>(kExactClasses) - 1; c *= kExactGrowth, ++k)
+    if (c == cap) return k;
+  return -1;
+}
 inline uint64_t* day_chunks(DayHeader* d) { return reinterpret_cast<uint64_t*>(reinterpret_cast<std::byte*>(d) + day_chunks_offset()); }
 inline uint64_t* day_hll(DayHeader* d) { return reinterpret_cast<uint64_t*>(reinterpret_cast<std::byte*>(d) + day_hll_offset()); }
 inline SpaceSlot* day_spaces(DayHeader* d) { return reinterpret_cast<SpaceSlot*>(reinterpret_cast<std::byte*>(d) + day_spaces_offset()); }
@@ -269,6 +315,20 @@ inline void hash_into_regs(uint64_t h, uint8_t* acc) noexcept {
   hll::hll_index_rank(h, idx, rank);
   if (rank > acc[idx]) acc[idx] = rank;
 }
+
+// The announcement of this attachment around a call that reads or writes blocks (see
+// Announce): a no-op for a read-only attachment or a forked handle (token 0), whose reads
+// then re-validate what they follow and retry once a descriptor moved. uv.cpp.
+class Pin {
+ public:
+  Pin(const Segment& seg, UvHeader* h) noexcept;
+  ~Pin();
+  Pin(const Pin&) = delete;
+  Pin& operator=(const Pin&) = delete;
+
+ private:
+  std::atomic<uint64_t>* word_ = nullptr;
+};
 
 // "" when the options are valid, else what is wrong (uv.cpp).
 std::string options_problem(const UvOptions& o);

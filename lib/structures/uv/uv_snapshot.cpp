@@ -191,7 +191,7 @@ void restore(Segment& seg, const std::string& name, In in) {
       d->extent_bytes = dbytes;
       std::memcpy(day_hll(d), rd.hll.data(), rd.hll.size() * 8);
       const uint64_t cb = h->chunk_bytes;
-      uint64_t bump = 0;
+      uint64_t bump = kFirstBlock;
       uint32_t nchunks = 0;
       for (const RSpace& s : rd.spaces) {
         uint32_t cap = kDenseWords;
