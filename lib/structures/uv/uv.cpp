@@ -300,6 +300,9 @@ struct UvOps {
     uint64_t pos = d->bump.load(std::memory_order_acquire);
     if (pos % cb + bytes > cb) pos = (pos / cb + 1) * cb;
     const uint64_t c = pos / cb;
+    if (c >= kMaxChunks)
+      throw Error(ErrorCode::kNoSpace, "UV family '" + f.name_ + "': a bucket holds at most " +
+                                           std::to_string(kMaxChunks) + " chunks: raise chunk_bytes");
     if (c >= d->chunk_count.load(std::memory_order_acquire)) return ~uint64_t{0};
     const uint64_t chunk = day_chunks(d)[c];
     const uint64_t size = f.seg_.size();
