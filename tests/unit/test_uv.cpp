@@ -278,6 +278,18 @@ TEST(Uv, CorruptDescriptorIsFoundByOpenReadsAndCheck) {
   EXPECT_FALSE(seg.check().consistent());
   d->magic = kDayMagic;
   EXPECT_TRUE(seg.check().consistent());
+  // An allocation state past the bucket's chunk list is refused before anything indexes it.
+  const uint32_t chunks = d->chunk_count.load();
+  const uint64_t bump = d->bump.load();
+  d->chunk_count.store(100000);
+  d->bump.store(uint64_t{1} << 50);
+  EXPECT_EQ(f.add(77, uint64_t{1}), UvStatus::kCorrupt);
+  EXPECT_EQ(code_of([&] { (void)f.count(3, 1); }), ErrorCode::kCorrupt);
+  EXPECT_FALSE(seg.check().consistent());
+  d->chunk_count.store(chunks);
+  d->bump.store(bump);
+  EXPECT_TRUE(seg.check().consistent());
+  EXPECT_EQ(f.count(3, 1), 50u);
 }
 
 TEST(Uv, ConcurrentProcessesCountEveryItemOnce) {

@@ -143,6 +143,11 @@ struct UvOps {
       return nullptr;
     // The day must not overlap the family's own region.
     if (off < f.offset_ + h->region_bytes && f.offset_ < off + bytes) return nullptr;
+    // Its allocation state: bump (acquire) first, then the chunk count, which a bump position
+    // never passes (chunks are committed before a block is carved from them).
+    const uint64_t bump = d->bump.load(std::memory_order_acquire);
+    const uint32_t chunks = d->chunk_count.load(std::memory_order_acquire);
+    if (chunks > kMaxChunks || bump > uint64_t{chunks} * d->chunk_bytes + kFirstBlock) return nullptr;
     return d;
   }
 
