@@ -354,7 +354,8 @@ TEST(Uv, ConcurrentProcessesCountEveryItemOnce) {
 // A process killed inside a promotion (after sealing, before publishing) or a rotation
 // leaves a family whose acknowledged items all count: the next writer finishes the work.
 TEST(Uv, KilledInsidePromotionOrRotationLosesNoAcknowledgedItem) {
-  for (const char* point : {"uv.promote.after_seal", "uv.promote.before_publish", "uv.rotate.after_free"}) {
+  for (const char* point :
+       {"uv.promote.after_seal", "uv.promote.before_publish", "uv.rotate.after_free", "uv.retire.after_link"}) {
     SCOPED_TRACE(point);
     SegmentGuard g(unique_name("uvkill"));
     Segment seg = Segment::create(g.name, small_options(32 << 20));
@@ -370,6 +371,13 @@ TEST(Uv, KilledInsidePromotionOrRotationLosesNoAcknowledgedItem) {
       UvFamily f = UvFamily::open(s, "uv");
       f.set_now(kDay0);
       for (uint64_t i = 0; i < 20; ++i) f.add(5, i);
+      if (std::string(point) == "uv.retire.after_link") {
+        // Two retired 8-slot tables on the list (spaces 6 and 7), so that space 5's first
+        // table comes from it and its retirement links behind the other one.
+        f.set_now(kDay0 + 2 * 86400);
+        for (uint64_t i = 0; i < 7; ++i)
+          for (uint64_t sp : {6, 7}) f.add(sp, i);  // both first tables exist before either retires
+      }
       internal::arm_kill_point(point, 1);
       f.set_now(kDay0 + 2 * 86400);  // rotation point: the slot of day 0 is replaced
       for (uint64_t i = 0; i < 900; ++i) {

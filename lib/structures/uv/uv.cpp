@@ -387,6 +387,7 @@ struct UvOps {
     BlockHead* t = tail != 0 ? block_at(f, d, tail | kEncExact, ~uint64_t{0}, h->exact_max, true) : nullptr;
     if (t != nullptr) {
       t->next.store(pos, std::memory_order_release);
+      SHMF_KILL_POINT("uv.retire.after_link");  // the list's tail not yet moved: the next retirement relinks
     } else {
       d->free_head[cls].store(pos, std::memory_order_release);
     }
