@@ -72,6 +72,7 @@ struct UvBucketStats {
   uint64_t spaces = 0;      // spaces with a sketch
   uint64_t exact_spaces = 0;
   uint64_t dense_spaces = 0;
+  uint64_t sparse_spaces = 0;  // sparse registers (unary-coded, with an append buffer): mid-size spaces
   uint64_t block_bytes = 0;   // live blocks
   uint64_t retired_bytes = 0; // blocks replaced by promotions, not yet handed out again (freed with the bucket)
   uint64_t reused = 0;        // retired blocks handed out again (no process could still read them)

@@ -172,6 +172,9 @@ struct UvOps {
     } else if (enc == kEncDense) {
       if (b->cap != kDenseWords) return nullptr;
       bytes = dense_block_bytes();
+    } else if (enc == kEncSparse) {
+      if (b->cap < 64 || b->cap % 64 != 0 || sparse_block_bytes(b->cap) > kSparseMaxBlock) return nullptr;
+      bytes = sparse_block_bytes(b->cap);
     } else {
       return nullptr;
     }
@@ -332,66 +335,136 @@ struct UvOps {
     return lo;
   }
 
-  // A retired block of class CLS (at least `bytes` long) no process can still hold, taken off
-  // its list and zeroed; ~0 when none. Under the segment lock. A list that fails validation
-  // is dropped (its blocks stay unused until the bucket goes).
-  static uint64_t take_retired(UvFamily& f, DayHeader* d, int cls, uint64_t bytes, uint64_t& safe, std::byte** out) {
+  // Bytes of a block by its header (0: not a block of a known encoding).
+  static uint64_t block_bytes(const BlockHead* b) {
+    if (b->enc == kEncExact) return exact_block_bytes(b->cap);
+    if (b->enc == kEncDense) return dense_block_bytes();
+    if (b->enc == kEncSparse) return sparse_block_bytes(b->cap);
+    return 0;
+  }
+
+  // The head of a retired list (exact class CLS, or sparse class CLS when sparse) that no
+  // process can still hold and that is at least `bytes` long, taken off its list and zeroed;
+  // ~0 when none. *got: its bytes. Under the segment lock. A list that fails validation is
+  // dropped (its blocks stay unused until the bucket goes).
+  static uint64_t take_list(UvFamily& f, DayHeader* d, bool sparse, int cls, uint64_t bytes, uint64_t& safe,
+                            std::byte** out, uint64_t* got) {
     const UvHeader* h = header(f);
-    const uint64_t pos = d->free_head[cls].load(std::memory_order_acquire);
-    if (pos == 0) return ~uint64_t{0};
-    const uint64_t desc = pos | kEncExact;
-    const uint64_t cb = d->chunk_bytes, c = pos / cb;
+    std::atomic<uint64_t>& head = sparse ? d->sparse_head[cls] : d->free_head[cls];
+    std::atomic<uint64_t>& tail = sparse ? d->sparse_tail[cls] : d->free_tail[cls];
+    // First fit among the first kScan blocks (FIFO: retirement order, so the first one some
+    // process may still hold ends the scan). Unlinking is one store (prev's next, or head);
+    // a holder killed between it and the tail's store loses blocks from the list, never links
+    // a live one.
+    constexpr int kScan = 8;
+    uint64_t pos = head.load(std::memory_order_acquire), prev_pos = 0;
+    BlockHead* prev = nullptr;
     BlockHead* b = nullptr;
-    if (pos % 64 == 0 && c < std::min<uint32_t>(d->chunk_count.load(std::memory_order_acquire), kMaxChunks)) {
-      const uint64_t chunk = day_chunks(d)[c];
-      const uint64_t size = f.seg_.size();
-      if (chunk != 0 && chunk % 64 == 0 && chunk <= size && cb <= size - chunk && pos % cb + sizeof(BlockHead) <= cb) {
-        b = reinterpret_cast<BlockHead*>(f.base_ + chunk + pos % cb);
-        if (b->magic != kBlockMagic || b->enc != kEncExact || exact_class(b->cap, h->exact_max) != cls ||
-            b->retired.load(std::memory_order_relaxed) == 0 || pos % cb + exact_block_bytes(b->cap) > cb ||
-            exact_block_bytes(b->cap) < bytes)
-          b = nullptr;
+    uint64_t old_bytes = 0;
+    for (int n = 0; pos != 0 && n < kScan; ++n) {
+      BlockHead* c = block_at(f, d, pos | (sparse ? kEncSparse : kEncExact), 0, h->exact_max, true);
+      if (c != nullptr && (c->retired.load(std::memory_order_relaxed) == 0 ||
+                           (sparse ? static_cast<int>(sparse_class(block_bytes(c))) != cls
+                                   : exact_class(c->cap, h->exact_max) != cls)))
+        c = nullptr;
+      if (c == nullptr) {
+        // A bad link: the list is dropped from here (its blocks stay unused until the bucket goes).
+        if (prev == nullptr) head.store(0, std::memory_order_release);
+        else prev->next.store(0, std::memory_order_release);
+        tail.store(prev_pos, std::memory_order_release);
+        return ~uint64_t{0};
       }
+      if (safe == 0) safe = safe_epoch(f);
+      if (c->retired.load(std::memory_order_relaxed) - 1 >= safe) return ~uint64_t{0};  // someone may still read it
+      if (block_bytes(c) >= bytes) {
+        b = c;
+        old_bytes = block_bytes(c);
+        break;
+      }
+      prev = c;
+      prev_pos = pos;
+      pos = c->next.load(std::memory_order_relaxed);
     }
-    (void)desc;
-    if (b == nullptr) {
-      d->free_head[cls].store(0, std::memory_order_release);
-      d->free_tail[cls].store(0, std::memory_order_release);
-      return ~uint64_t{0};
-    }
-    if (safe == 0) safe = safe_epoch(f) ;
-    if (b->retired.load(std::memory_order_relaxed) - 1 >= safe) return ~uint64_t{0};  // someone may still read it
+    if (b == nullptr) return ~uint64_t{0};
     const uint64_t next = b->next.load(std::memory_order_relaxed);
-    d->free_head[cls].store(next, std::memory_order_release);
-    if (next == 0) d->free_tail[cls].store(0, std::memory_order_release);
-    const uint64_t old_bytes = exact_block_bytes(b->cap);
+    if (prev == nullptr) head.store(next, std::memory_order_release);
+    else prev->next.store(next, std::memory_order_release);
+    if (next == 0) tail.store(prev_pos, std::memory_order_release);
     std::memset(static_cast<void*>(b), 0, old_bytes);
     d->retired_bytes.fetch_sub(std::min(old_bytes, d->retired_bytes.load(std::memory_order_relaxed)),
                                std::memory_order_relaxed);
     d->reused.fetch_add(1, std::memory_order_relaxed);
     *out = reinterpret_cast<std::byte*>(b);
+    *got = old_bytes;
+    return pos;
+  }
+  static uint64_t take_retired(UvFamily& f, DayHeader* d, int cls, uint64_t bytes, uint64_t& safe, std::byte** out) {
+    uint64_t got = 0;
+    return take_list(f, d, false, cls, bytes, safe, out, &got);
+  }
+  // A retired block for a sparse block of at least `bytes`: a sparse class that holds it or
+  // any bigger one, then a retired final exact table. ~0 when none.
+  // A block bigger than needed by at least the least sparse block (2,624 bytes) is split: its tail becomes a retired
+  // sparse block of its own (stamped as the block was: no process can hold either part).
+  static constexpr uint64_t kSplitMin = kSparseFixed + hllk::kHllRegisters / 8;  // the least sparse block: every register 0
+  static uint64_t take_for_sparse(UvFamily& f, DayHeader* d, uint64_t bytes, uint64_t& safe, std::byte** out,
+                                  uint64_t* got) {
+    uint64_t pos = ~uint64_t{0};
+    // From the class that may hold a block this big (its head is checked for the size) upward.
+    for (uint32_t c = sparse_class(bytes); c < kSparseClasses && pos == ~uint64_t{0}; ++c)
+      pos = take_list(f, d, true, static_cast<int>(c), bytes, safe, out, got);
+    if (pos == ~uint64_t{0}) pos = take_list(f, d, false, kExactClasses - 1, bytes, safe, out, got);
+    if (pos == ~uint64_t{0}) return pos;
+    if (*got > bytes && *got - bytes >= kSplitMin) {
+      const uint64_t tail = *got - bytes;
+      auto* t = reinterpret_cast<BlockHead*>(*out + bytes);
+      t->magic = kBlockMagic;
+      t->enc = kEncSparse;
+      t->space = ~uint64_t{0};
+      t->cap = static_cast<uint32_t>(tail - kSparseFixed);
+      t->retired.store(1, std::memory_order_relaxed);  // epoch 0: free for any process that announced since
+      link_retired(f, d, t, pos + bytes);
+      d->retired_bytes.fetch_add(tail, std::memory_order_relaxed);
+      *got = bytes;
+    } else if (*got > kSparseMaxBlock) {
+      *got = bytes;  // a final exact table of a big exact_max: the rest stays unused until the bucket goes
+    }
     return pos;
   }
 
-  // Puts the exact block OLD (at position POS, its descriptor already replaced) on its class's
-  // list, stamped with the epoch before this retirement's increment. Under the segment lock.
+  // Puts the exact or sparse block OLD (at position POS, its descriptor already replaced) on
+  // its class's list, stamped with the epoch before this retirement's increment. Under the
+  // segment lock.
   static void retire(UvFamily& f, DayHeader* d, BlockHead* old, uint64_t pos) {
     UvHeader* h = header(f);
-    const int cls = exact_class(old->cap, h->exact_max);
+    const bool sparse = old->enc == kEncSparse;
+    const uint64_t bytes = block_bytes(old);
+    const int cls = sparse ? static_cast<int>(sparse_class(bytes)) : exact_class(old->cap, h->exact_max);
     const uint64_t r = h->epoch.fetch_add(1, std::memory_order_seq_cst);  // after the descriptor's store
-    d->retired_bytes.fetch_add(exact_block_bytes(old->cap), std::memory_order_relaxed);
+    d->retired_bytes.fetch_add(bytes, std::memory_order_relaxed);
     if (cls < 0) return;
-    old->next.store(0, std::memory_order_relaxed);
     old->retired.store(r + 1, std::memory_order_relaxed);
-    const uint64_t tail = d->free_tail[cls].load(std::memory_order_acquire);
-    BlockHead* t = tail != 0 ? block_at(f, d, tail | kEncExact, ~uint64_t{0}, h->exact_max, true) : nullptr;
+    link_retired(f, d, old, pos);
+  }
+  // Appends the retired block B at POS to its class's list (B->retired already stamped).
+  static void link_retired(UvFamily& f, DayHeader* d, BlockHead* old, uint64_t pos) {
+    UvHeader* h = header(f);
+    const bool sparse = old->enc == kEncSparse;
+    const int cls = sparse ? static_cast<int>(sparse_class(block_bytes(old))) : exact_class(old->cap, h->exact_max);
+    if (cls < 0) return;
+    std::atomic<uint64_t>& head = sparse ? d->sparse_head[cls] : d->free_head[cls];
+    std::atomic<uint64_t>& tail_ref = sparse ? d->sparse_tail[cls] : d->free_tail[cls];
+    old->next.store(0, std::memory_order_relaxed);
+    const uint64_t tail = tail_ref.load(std::memory_order_acquire);
+    BlockHead* t = tail != 0 ? block_at(f, d, tail | (sparse ? kEncSparse : kEncExact), ~uint64_t{0}, h->exact_max, true)
+                             : nullptr;
     if (t != nullptr) {
       t->next.store(pos, std::memory_order_release);
       SHMF_KILL_POINT("uv.retire.after_link");  // the list's tail not yet moved: the next retirement relinks
     } else {
-      d->free_head[cls].store(pos, std::memory_order_release);
+      head.store(pos, std::memory_order_release);
     }
-    d->free_tail[cls].store(pos, std::memory_order_release);
+    tail_ref.store(pos, std::memory_order_release);
   }
 
   // Gives SPACE's slot a first block (desc 0) or replaces the block `seen` (sealed, or over its
@@ -405,54 +478,83 @@ struct UvOps {
         const uint64_t cur = ss->desc.load(std::memory_order_acquire);
         if (cur != seen) return;  // someone else promoted it
         std::vector<uint64_t> hashes;
+        std::vector<uint8_t> regs;  // registers when the new block is sparse or dense
         BlockHead* old = nullptr;
         uint32_t new_enc = kEncExact, new_cap = kMinExactSlots;
         if (cur != 0) {
           old = block_at(f, d, cur, space, h->exact_max);
           if (old == nullptr) throw internal::corrupt_error(Kind::kUv, f.name_, "a space's block descriptor is invalid");
           if (old->enc == kEncDense) return;  // dense is final
-          exact_seal(body(old), old->cap);
-          SHMF_KILL_POINT("uv.promote.after_seal");
-          for (uint32_t i = 0; i < old->cap; ++i) {
-            const uint64_t v = exact_load(body(old), i);
-            if (v >= 2) hashes.push_back(v);
-          }
-          const uint32_t final_cap = exact_final_cap(h->exact_max);
-          if (hashes.size() + 1 > h->exact_max) {
-            new_enc = kEncDense;
+          if (old->enc == kEncSparse) {
+            sparse_seal(sparse_buf(body(old)));
+            SHMF_KILL_POINT("uv.promote.after_seal");
+            regs.assign(hllk::kHllRegisters, 0);
+            if (!sparse_read_max(body(old), old->cap, regs.data()))
+              throw internal::corrupt_error(Kind::kUv, f.name_, "a space's sparse block is malformed");
           } else {
-            new_cap = std::min<uint32_t>(final_cap, old->cap * kExactGrowth);
-            if ((hashes.size() + 1) * 4 > uint64_t{new_cap} * 3) new_cap = final_cap;
+            exact_seal(body(old), old->cap);
+            SHMF_KILL_POINT("uv.promote.after_seal");
+            for (uint32_t i = 0; i < old->cap; ++i) {
+              const uint64_t v = exact_load(body(old), i);
+              if (v >= 2) hashes.push_back(v);
+            }
+            const uint32_t final_cap = exact_final_cap(h->exact_max);
+            if (hashes.size() + 1 > h->exact_max) {
+              regs.assign(hllk::kHllRegisters, 0);
+              for (uint64_t v : hashes) hash_into_regs(v, regs.data());
+            } else {
+              new_cap = std::min<uint32_t>(final_cap, old->cap * kExactGrowth);
+              if ((hashes.size() + 1) * 4 > uint64_t{new_cap} * 3) new_cap = final_cap;
+            }
           }
         }
-        const uint64_t bytes = new_enc == kEncDense ? dense_block_bytes() : exact_block_bytes(new_cap);
+        // Registers: sparse while the code (with the buffer and offsets) is smaller than a dense block.
+        uint64_t bytes = exact_block_bytes(new_cap);
+        if (!regs.empty()) {
+          const uint64_t code = round64(sparse_code_bytes(regs.data()));
+          if (kSparseFixed + code < dense_block_bytes()) {
+            new_enc = kEncSparse;
+            bytes = kSparseFixed + code;
+          } else {
+            new_enc = kEncDense;
+            bytes = dense_block_bytes();
+          }
+        }
         std::byte* p = nullptr;
-        uint64_t safe = 0;
-        // A retired block of the same class, or for a dense block a retired final exact table
-        // (9,024 >= 8,832 bytes at exact_max 1,000), before fresh chunk space.
-        const int cls = new_enc == kEncDense ? static_cast<int>(kExactClasses) - 1 : exact_class(new_cap, h->exact_max);
+        uint64_t safe = 0, got = bytes;
         uint64_t pos = ~uint64_t{0};
-        if (cls >= 0) pos = take_retired(f, d, cls, bytes, safe, &p);
-        if (pos == ~uint64_t{0}) pos = carve(f, d, bytes, &p);
+        if (new_enc == kEncSparse) {
+          // A retired sparse block of this size or bigger, or a retired final exact table; else
+          // fresh bytes rounded up to the class size (room for the next merges).
+          pos = take_for_sparse(f, d, bytes, safe, &p, &got);
+          if (pos == ~uint64_t{0}) {
+            got = bytes;
+            pos = carve(f, d, got, &p);
+          }
+        } else {
+          // A retired block of the same class, or for a dense block a retired final exact table
+          // (9,024 >= 8,832 bytes at exact_max 1,000), before fresh chunk space.
+          const int cls = new_enc == kEncDense ? static_cast<int>(kExactClasses) - 1 : exact_class(new_cap, h->exact_max);
+          if (cls >= 0) pos = take_retired(f, d, cls, bytes, safe, &p);
+          if (pos == ~uint64_t{0}) pos = carve(f, d, bytes, &p);
+        }
         if (pos == ~uint64_t{0}) {
           need_chunk = true;
-          need_bytes = bytes;
+          need_bytes = got;
           return;
         }
         auto* nb = reinterpret_cast<BlockHead*>(p);
         nb->magic = kBlockMagic;
         nb->enc = new_enc;
         nb->space = space;
-        nb->cap = new_enc == kEncDense ? kDenseWords : new_cap;
         if (new_enc == kEncDense) {
-          uint64_t* words = body(nb);
-          for (uint64_t v : hashes) {
-            uint32_t idx;
-            uint8_t rank;
-            hllk::hll_index_rank(v, idx, rank);
-            dense_update(words, idx, rank);
-          }
+          nb->cap = kDenseWords;
+          if (!regs.empty()) dense_from_regs(regs.data(), body(nb));
+        } else if (new_enc == kEncSparse) {
+          nb->cap = static_cast<uint32_t>(got - kSparseFixed);
+          sparse_encode(regs.data(), sparse_groups(body(nb)), sparse_code(body(nb)));
         } else {
+          nb->cap = new_cap;
           for (uint64_t v : hashes) (void)exact_insert(body(nb), nb->cap, v);
           nb->entries.store(hashes.size(), std::memory_order_relaxed);
         }
@@ -503,6 +605,28 @@ struct UvOps {
         UvStatus out;
         if (b->enc == kEncDense) {
           out = dense_update(body(b), idx, rank) ? UvStatus::kChanged : UvStatus::kUnchanged;
+        } else if (b->enc == kEncSparse) {
+          const uint32_t value = std::min<uint32_t>(rank, kDenseMaxValue);
+          const int in_code = sparse_code_get(body(b), b->cap, idx);
+          if (in_code < 0) return UvStatus::kCorrupt;
+          out = UvStatus::kUnchanged;
+          if (static_cast<uint32_t>(in_code) < value) {
+            const ExactResult r = sparse_buf_insert(sparse_buf(body(b)), idx, value);
+            if (r == ExactResult::kSealedBlock || r == ExactResult::kFull) {
+              promote(f, d, ss, space, desc);
+              continue;
+            }
+            if (r == ExactResult::kInserted) {
+              out = UvStatus::kChanged;
+              const uint64_t n = b->entries.fetch_add(1, std::memory_order_relaxed) + 1;
+              if (n * 4 >= uint64_t{kSparseBuf} * 3) {
+                try {
+                  promote(f, d, ss, space, desc);  // the register is in (acknowledged): a failed merge is retried later
+                } catch (const Error&) {
+                }
+              }
+            }
+          }
         } else {
           const ExactResult r = exact_insert(body(b), b->cap, v);
           if (r == ExactResult::kSealedBlock || r == ExactResult::kFull) {
@@ -586,6 +710,10 @@ struct UvOps {
           } else if (blk->enc == kEncDense) {
             std::fill(day_regs.begin(), day_regs.end(), 0);
             dense_read_max(body(blk), day_regs.data());
+            dense = true;
+          } else if (blk->enc == kEncSparse) {
+            std::fill(day_regs.begin(), day_regs.end(), 0);
+            ok = sparse_read_max(body(blk), blk->cap, day_regs.data());
             dense = true;
           } else {
             for (uint32_t i = 0; i < blk->cap; ++i) {
@@ -857,6 +985,9 @@ UvStats UvFamily::stats() const {
       if (blk->enc == kEncDense) {
         ++bs.dense_spaces;
         bs.block_bytes += dense_block_bytes();
+      } else if (blk->enc == kEncSparse) {
+        ++bs.sparse_spaces;
+        bs.block_bytes += sparse_block_bytes(blk->cap);
       } else {
         ++bs.exact_spaces;
         bs.block_bytes += exact_block_bytes(blk->cap);
@@ -887,7 +1018,7 @@ void check_uv(Segment& seg, const RegionInfo& info, bool, CheckReport& report) {
   const uint64_t size = seg.size();
   std::vector<std::pair<uint64_t, uint64_t>> extents;  // [off, end) of every day and chunk
   extents.emplace_back(info.offset, info.offset + h->region_bytes);
-  uint64_t bad_blocks = 0, bad_words = 0;
+  uint64_t bad_blocks = 0, bad_words = 0, bad_sparse = 0;
   for (uint32_t s = 0; s < h->retention; ++s) {
     DaySlot& slot = day_slots(h)[s];
     const uint64_t tag = slot.tag.load(std::memory_order_acquire);
@@ -931,6 +1062,19 @@ void check_uv(Segment& seg, const RegionInfo& info, bool, CheckReport& report) {
         pos = blk->next.load(std::memory_order_acquire);
       }
     }
+    for (uint32_t cls = 0; cls < kSparseClasses; ++cls) {
+      uint64_t pos = d->sparse_head[cls].load(std::memory_order_acquire);
+      const uint64_t limit = d->bump.load(std::memory_order_acquire) / 64 + 1;
+      for (uint64_t n = 0; pos != 0; ++n) {
+        BlockHead* blk = UvOps::block_at(f, d, pos | kEncSparse, 0, h->exact_max, true);
+        if (blk == nullptr || n > limit || sparse_class(sparse_block_bytes(blk->cap)) != cls) {
+          scope.add("bucket " + std::to_string(b) + ": the list of retired sparse blocks of class " +
+                    std::to_string(cls) + " names an invalid block or loops (the next promotion drops the list)");
+          break;
+        }
+        pos = blk->next.load(std::memory_order_acquire);
+      }
+    }
     SpaceSlot* t = day_spaces(d);
     for (uint32_t i = 0; i < h->space_table; ++i) {
       const uint64_t k = t[i].key.load(std::memory_order_acquire);
@@ -949,6 +1093,9 @@ void check_uv(Segment& seg, const RegionInfo& info, bool, CheckReport& report) {
         const uint64_t* words = reinterpret_cast<const uint64_t*>(blk + 1);
         for (uint32_t wi = 0; wi < kDenseWords; ++wi)
           bad_words += !dense_word_ok(std::atomic_ref<const uint64_t>(words[wi]).load(std::memory_order_relaxed), wi);
+      } else if (blk->enc == kEncSparse) {
+        std::vector<uint8_t> regs(hllk::kHllRegisters, 0);
+        if (!sparse_read_max(blk + 1, blk->cap, regs.data())) ++bad_sparse;
       }
     }
   }
@@ -960,6 +1107,7 @@ void check_uv(Segment& seg, const RegionInfo& info, bool, CheckReport& report) {
     }
   if (bad_blocks != 0) scope.add(std::to_string(bad_blocks) + " space descriptors name an invalid block");
   if (bad_words != 0) scope.add(std::to_string(bad_words) + " dense register words hold stray bits");
+  if (bad_sparse != 0) scope.add(std::to_string(bad_sparse) + " sparse blocks hold a malformed code");
 }
 
 }  // namespace internal::uv

@@ -20,6 +20,15 @@
 //                     one CAS updates a register); a value still > base + 15 is clamped to
 //                     base + 15, which for p = 14 happens only to a register 16 above the
 //                     least of its 14 neighbours (docs/uv.md gives the bound).
+//              sparse body = kSparseBuf uint32 append slots (0 empty, 1 sealed, else 2 + (index << 5 |
+//                     value): lock-free like an exact table), kSparseGroups uint16 byte offsets
+//                     into the code, then `cap` bytes of code: every register of the group
+//                     (kSparseGroupRegs of them, byte-aligned groups) as `value` one bits and a
+//                     zero bit (a unary code: 1 bit for an empty register). Code and offsets are
+//                     written before desc names the block and never change; a register is the
+//                     max of its code and its buffer entries. Promoted (merged into a new sparse
+//                     block, or dense when the code would not fit in a dense block's bytes) when
+//                     the buffer is 3/4 full.
 //   A space's block is named by its SpaceSlot::desc = (bump position of the block) | enc.
 //   Promotion (exact -> bigger exact -> dense) runs under the segment lock: it seals every
 //   empty slot of the old block (CAS 0 -> 1), so no writer can add to it any more, copies
@@ -55,7 +64,7 @@ inline constexpr uint64_t kMinChunkBytes = 64ull << 10;
 inline constexpr uint64_t kMaxChunkBytes = 256ull << 20;
 inline constexpr uint32_t kMinExactSlots = 8;
 inline constexpr uint32_t kMaxExactMax = 1u << 16;  // the exact threshold may be at most this
-enum : uint32_t { kEncNone = 0, kEncExact = 1, kEncDense = 2 };
+enum : uint32_t { kEncNone = 0, kEncExact = 1, kEncDense = 2, kEncSparse = 3 };
 inline constexpr uint64_t kEncMask = 3;
 inline constexpr uint64_t kEmpty = 0, kSealed = 1;
 
@@ -154,18 +163,24 @@ struct alignas(64) DayHeader {
   // can only lose blocks from a list, never put a live one in it). Positions as desc's, 0 none.
   alignas(64) std::atomic<uint64_t> free_head[8];
   std::atomic<uint64_t> free_tail[8];
+  // Lines 5-10: retired sparse blocks per size class (block bytes / kSparseClassBytes, the
+  // last class also holds bigger ones), same protocol as free_head/free_tail.
+  alignas(64) std::atomic<uint64_t> sparse_head[24];
+  std::atomic<uint64_t> sparse_tail[24];
 };
-static_assert(sizeof(DayHeader) == 320, "DayHeader is part of the format");
+static_assert(sizeof(DayHeader) == 704, "DayHeader is part of the format");
 inline constexpr uint32_t kExactClasses = 8;
+inline constexpr uint32_t kSparseClasses = 24;
+inline constexpr uint64_t kSparseClassBytes = 512;
 inline constexpr uint64_t kFirstBlock = 64;  // a day's bump position starts here: no block is at position 0
 
 struct alignas(64) BlockHead {
   uint32_t magic;       // kBlockMagic: written before desc names the block, immutable
   uint32_t enc;         // kEncExact / kEncDense: idem
   uint64_t space;       // the space it belongs to: idem
-  uint32_t cap;         // exact: slots; dense: kDenseWords: idem
+  uint32_t cap;         // exact: slots; dense: kDenseWords; sparse: code bytes (a multiple of 64): idem
   uint32_t reserved;
-  std::atomic<uint64_t> entries;  // exact: inserts that took a slot (relaxed fetch_add, a trigger only: counts scan)
+  std::atomic<uint64_t> entries;  // exact / sparse: inserts that took a (buffer) slot (relaxed fetch_add, a trigger only: counts scan)
   std::atomic<uint64_t> next;     // retired: the next block of its free list (position), 0 last. Under the lock
   std::atomic<uint64_t> retired;  // retired: UvHeader::epoch's value when it was retired, + 1 (0: never retired)
   uint8_t pad[16];
@@ -181,6 +196,13 @@ inline uint64_t day_spaces_offset() { return day_hll_offset() + round64(hll::kHl
 inline uint64_t day_extent_bytes(uint32_t space_table) { return day_spaces_offset() + uint64_t{space_table} * sizeof(SpaceSlot); }
 inline uint64_t exact_block_bytes(uint32_t cap) { return sizeof(BlockHead) + round64(uint64_t{cap} * 8); }
 inline uint64_t dense_block_bytes() { return sizeof(BlockHead) + round64(uint64_t{kDenseWords} * 8); }
+inline constexpr uint32_t kSparseBuf = 64;
+inline constexpr uint32_t kSparseGroups = 128;
+inline constexpr uint32_t kSparseGroupRegs = 128;  // kSparseGroups x kSparseGroupRegs = 16,384 registers
+inline constexpr uint64_t kSparseFixed = 64 + kSparseBuf * 4 + kSparseGroups * 2;  // head + buffer + offsets: 576
+inline constexpr uint64_t kSparseMaxBlock = uint64_t{kSparseClasses} * kSparseClassBytes;  // 12 KiB
+inline uint64_t sparse_block_bytes(uint32_t cap) { return kSparseFixed + cap; }
+inline uint32_t sparse_class(uint64_t bytes) { return static_cast<uint32_t>(std::min<uint64_t>(bytes / kSparseClassBytes, kSparseClasses - 1)); }
 inline uint32_t space_table_for(uint32_t max_spaces) {
   uint32_t t = 16;
   while (t < 2ull * max_spaces) t <<= 1;
@@ -308,6 +330,114 @@ inline void dense_read_max(const uint64_t* words, uint8_t* acc) noexcept {
 inline bool dense_word_ok(uint64_t w, uint32_t wi) noexcept {
   const uint32_t nf = dense_fields(wi);
   return nf == kDensePerWord || ((w & ((1ull << 60) - 1)) >> (4 * nf)) == 0;
+}
+// ---- sparse blocks ----------------------------------------------------------------------
+inline uint32_t* sparse_buf(void* body) noexcept { return static_cast<uint32_t*>(body); }
+inline uint16_t* sparse_groups(void* body) noexcept { return reinterpret_cast<uint16_t*>(static_cast<std::byte*>(body) + kSparseBuf * 4); }
+inline uint8_t* sparse_code(void* body) noexcept { return reinterpret_cast<uint8_t*>(static_cast<std::byte*>(body) + kSparseBuf * 4 + kSparseGroups * 2); }
+inline uint32_t sparse_entry(uint32_t index, uint32_t value) noexcept { return ((index << 5) | value) + 2; }
+// Lock-free insert of register `index` >= `value` (1..30) into the append buffer. kPresent when
+// the buffer already holds the index at >= value (entries of one index share a probe path and
+// slots are never emptied, so the path up to the first empty slot holds them all).
+inline ExactResult sparse_buf_insert(uint32_t* buf, uint32_t index, uint32_t value) noexcept {
+  const uint32_t v = sparse_entry(index, value);
+  uint32_t i = static_cast<uint32_t>((index * 0x9e3779b1u) >> 26) % kSparseBuf;
+  for (uint32_t n = 0; n < kSparseBuf; ++n) {
+    std::atomic_ref<uint32_t> s(buf[i]);
+    uint32_t cur = s.load(std::memory_order_acquire);
+    for (;;) {
+      if (cur == kSealed) return ExactResult::kSealedBlock;
+      if (cur != kEmpty) {
+        if (((cur - 2) >> 5) == index && ((cur - 2) & 31) >= value) return ExactResult::kPresent;
+        break;
+      }
+      // acq_rel: pairs with the promoter's sealing CAS (it sees the entry or seals first).
+      if (s.compare_exchange_strong(cur, v, std::memory_order_acq_rel, std::memory_order_acquire)) return ExactResult::kInserted;
+    }
+    if (++i == kSparseBuf) i = 0;
+  }
+  return ExactResult::kFull;
+}
+inline void sparse_seal(uint32_t* buf) noexcept {
+  for (uint32_t i = 0; i < kSparseBuf; ++i) {
+    uint32_t expect = kEmpty;
+    std::atomic_ref<uint32_t>(buf[i]).compare_exchange_strong(expect, kSealed, std::memory_order_acq_rel);
+  }
+}
+// Bits of the unary code of registers regs[lo, hi).
+inline uint64_t sparse_group_bits(const uint8_t* regs) noexcept {
+  uint64_t bits = 0;
+  for (uint32_t i = 0; i < kSparseGroupRegs; ++i) bits += 1u + std::min<uint32_t>(regs[i], kDenseMaxValue);
+  return bits;
+}
+// Code bytes for the registers (each group byte-aligned).
+inline uint64_t sparse_code_bytes(const uint8_t* regs) noexcept {
+  uint64_t bytes = 0;
+  for (uint32_t g = 0; g < kSparseGroups; ++g) bytes += (sparse_group_bits(regs + g * kSparseGroupRegs) + 7) / 8;
+  return bytes;
+}
+// Writes the code (cap bytes, zeroed by the caller, >= sparse_code_bytes) and the group offsets.
+inline void sparse_encode(const uint8_t* regs, uint16_t* groups, uint8_t* code) noexcept {
+  uint64_t byte = 0;
+  for (uint32_t g = 0; g < kSparseGroups; ++g) {
+    groups[g] = static_cast<uint16_t>(byte);
+    uint64_t bit = byte * 8;
+    for (uint32_t i = 0; i < kSparseGroupRegs; ++i) {
+      const uint32_t v = std::min<uint32_t>(regs[g * kSparseGroupRegs + i], kDenseMaxValue);
+      for (uint32_t k = 0; k < v; ++k, ++bit) code[bit >> 3] |= static_cast<uint8_t>(1u << (bit & 7));
+      ++bit;  // the terminating zero
+    }
+    byte = (bit + 7) / 8;
+  }
+}
+// Decodes group g into out[0, kSparseGroupRegs) (max-merged); false when the code is malformed
+// (an offset or a register past cap, a value above kDenseMaxValue): the block is not trusted.
+inline bool sparse_decode_group(const uint16_t* groups, const uint8_t* code, uint32_t cap, uint32_t g, uint8_t* out,
+                                uint32_t upto = kSparseGroupRegs) noexcept {
+  const uint64_t start = groups[g];
+  if (start >= cap || (g > 0 && start < groups[g - 1])) return false;
+  uint64_t bit = start * 8;
+  const uint64_t end = uint64_t{cap} * 8;
+  for (uint32_t i = 0; i < upto; ++i) {
+    uint32_t v = 0;
+    for (;;) {
+      if (bit >= end) return false;
+      const bool one = (code[bit >> 3] >> (bit & 7)) & 1;
+      ++bit;
+      if (!one) break;
+      if (++v > kDenseMaxValue) return false;
+    }
+    if (v > out[i]) out[i] = static_cast<uint8_t>(v);
+  }
+  return true;
+}
+// Every register of a sparse block (code and buffer) max-merged into regs[16384].
+inline bool sparse_read_max(void* body, uint32_t cap, uint8_t* regs) noexcept {
+  const uint16_t* groups = sparse_groups(body);
+  const uint8_t* code = sparse_code(body);
+  for (uint32_t g = 0; g < kSparseGroups; ++g)
+    if (!sparse_decode_group(groups, code, cap, g, regs + g * kSparseGroupRegs)) return false;
+  const uint32_t* buf = sparse_buf(body);
+  for (uint32_t i = 0; i < kSparseBuf; ++i) {
+    const uint32_t e = std::atomic_ref<const uint32_t>(buf[i]).load(std::memory_order_acquire);
+    if (e < 2) continue;
+    const uint32_t idx = (e - 2) >> 5, v = (e - 2) & 31;
+    if (idx >= hll::kHllRegisters || v > kDenseMaxValue) return false;
+    if (v > regs[idx]) regs[idx] = static_cast<uint8_t>(v);
+  }
+  return true;
+}
+// Register `index` as the code holds it (-1: malformed).
+inline int sparse_code_get(void* body, uint32_t cap, uint32_t index) noexcept {
+  uint8_t out[kSparseGroupRegs] = {};
+  const uint32_t g = index / kSparseGroupRegs, i = index % kSparseGroupRegs;
+  if (!sparse_decode_group(sparse_groups(body), sparse_code(body), cap, g, out, i + 1)) return -1;
+  return out[i];
+}
+// Dense words holding the registers regs[16384] (clamped to kDenseMaxValue); words zeroed by the caller.
+inline void dense_from_regs(const uint8_t* regs, uint64_t* words) noexcept {
+  for (uint32_t i = 0; i < hll::kHllRegisters; ++i)
+    if (regs[i] != 0) dense_update(words, i, regs[i]);
 }
 inline void hash_into_regs(uint64_t h, uint8_t* acc) noexcept {
   uint32_t idx;

@@ -70,12 +70,29 @@ std::string save(Segment& seg, const RegionInfo& r) {
         fail(ErrorCode::kCorrupt, "UV family '" + r.name + "': a chunk lies outside the segment: run 'shmtool check'");
       auto* b = reinterpret_cast<BlockHead*>(seg.base() + ch + pos % cb);
       const uint32_t enc = static_cast<uint32_t>(desc & kEncMask);
-      const uint64_t bytes = enc == kEncDense ? dense_block_bytes() : exact_block_bytes(b->cap);
+      const uint64_t bytes = enc == kEncDense    ? dense_block_bytes()
+                             : enc == kEncSparse ? sparse_block_bytes(b->cap)
+                                                 : exact_block_bytes(b->cap);
       if (b->magic != kBlockMagic || b->enc != enc || b->space != k - 1 || pos % cb + bytes > cb ||
-          (enc == kEncDense ? b->cap != kDenseWords : (b->cap < kMinExactSlots || b->cap > exact_final_cap(h->exact_max))))
+          (enc == kEncDense    ? b->cap != kDenseWords
+           : enc == kEncSparse ? (b->cap < 64 || b->cap % 64 != 0 || bytes > kSparseMaxBlock)
+                               : (b->cap < kMinExactSlots || b->cap > exact_final_cap(h->exact_max))))
         fail(ErrorCode::kCorrupt, "UV family '" + r.name + "': a space's block fails validation: run 'shmtool check'");
       const uint64_t* w = reinterpret_cast<const uint64_t*>(b + 1);
       body.u64(k - 1);
+      if (enc == kEncSparse) {
+        // Saved as dense words (the file format knows exact and dense): the same registers.
+        std::vector<uint8_t> regs(hllk::kHllRegisters, 0);
+        if (!sparse_read_max(b + 1, b->cap, regs.data()))
+          fail(ErrorCode::kCorrupt, "UV family '" + r.name + "': a space's sparse block is malformed: run 'shmtool check'");
+        std::vector<uint64_t> words(kDenseWords, 0);
+        dense_from_regs(regs.data(), words.data());
+        body.u32(kEncDense);
+        body.u32(kDenseWords);
+        for (uint64_t x : words) body.u64(x);
+        ++n;
+        continue;
+      }
       body.u32(enc);
       if (enc == kEncDense) {
         body.u32(kDenseWords);
