@@ -37,6 +37,20 @@
 #define NGX_HTTP_SHMFILTER_HLL_PROBES     16
 #define NGX_HTTP_SHMFILTER_MAX_PARTS      8
 #define NGX_HTTP_SHMFILTER_NAME_MAX       63
+/* names from request data: per variable, created at most (names=N) */
+#define NGX_HTTP_SHMFILTER_NAMES_DEFAULT  64
+#define NGX_HTTP_SHMFILTER_NAMES_MAX      65536
+/* variables with per-request names that the shared zone counts */
+#define NGX_HTTP_SHMFILTER_NAME_VARS      32
+/* the log's rate limit: a line per (structure, cause), then a count a minute */
+#define NGX_HTTP_SHMFILTER_LOG_SLOTS      64
+#define NGX_HTTP_SHMFILTER_LOG_PERIOD     60
+/* each worker checks its segment's name, flushes the log's counts this often */
+#define NGX_HTTP_SHMFILTER_CHECK_MSEC     1000
+/* a master whose old workers are rescuing a removed segment waits this long */
+#define NGX_HTTP_SHMFILTER_RESCUE_WAIT    10
+/* marks a worker keeps for replay while a rescue runs (bytes of records) */
+#define NGX_HTTP_SHMFILTER_REPLAY_MAX     (16 * 1024 * 1024)
 
 /* operations: the offset of each variable directive in the commands table */
 #define NGX_HTTP_SHMFILTER_MARK           0
@@ -60,8 +74,32 @@
 #define NGX_HTTP_SHMFILTER_NKINDS                                            \
     (sizeof(ngx_http_shmfilter_kinds) / sizeof(ngx_uint_t))
 
+/*
+ * Why a variable could not answer (shmfilter_failures_total{cause=...} and
+ * $shmfilter_error), from the library's code or the module's own bounds.
+ */
+#define NGX_HTTP_SHMFILTER_CAUSE_NONE           0
+#define NGX_HTTP_SHMFILTER_CAUSE_NO_SPACE       1
+#define NGX_HTTP_SHMFILTER_CAUSE_DROPPED        2
+#define NGX_HTTP_SHMFILTER_CAUSE_CORRUPT        3
+#define NGX_HTTP_SHMFILTER_CAUSE_FULL           4
+#define NGX_HTTP_SHMFILTER_CAUSE_BUSY           5
+#define NGX_HTTP_SHMFILTER_CAUSE_NOT_ATTACHED   6
+#define NGX_HTTP_SHMFILTER_CAUSE_NOT_FOUND      7
+#define NGX_HTTP_SHMFILTER_CAUSE_PERMISSION     8
+#define NGX_HTTP_SHMFILTER_CAUSE_BAD_NAME       9
+#define NGX_HTTP_SHMFILTER_CAUSE_NAMES_FULL     10
+#define NGX_HTTP_SHMFILTER_CAUSE_DIRECTORY_FULL 11
+#define NGX_HTTP_SHMFILTER_CAUSE_OTHER          12
+#define NGX_HTTP_SHMFILTER_NCAUSES              13
+
+/* the log limiter's keys besides a structure's index */
+#define NGX_HTTP_SHMFILTER_WHO_SEGMENT    0x10000
+#define NGX_HTTP_SHMFILTER_WHO_NAMES      0x20000
+
 #define NGX_HTTP_SHMFILTER_NCOUNTERS                                         \
-    (NGX_HTTP_SHMFILTER_NOPS + NGX_HTTP_SHMFILTER_NANSWERS + 1)
+    (NGX_HTTP_SHMFILTER_NOPS + NGX_HTTP_SHMFILTER_NANSWERS + 1               \
+     + NGX_HTTP_SHMFILTER_NCAUSES + 3)
 
 
 /*
@@ -72,14 +110,41 @@ typedef struct {
     ngx_atomic_t                     requests[NGX_HTTP_SHMFILTER_NOPS];
     ngx_atomic_t                     answers[NGX_HTTP_SHMFILTER_NANSWERS];
     ngx_atomic_t                     errors;
-    ngx_atomic_t                     pad[16 - NGX_HTTP_SHMFILTER_NCOUNTERS > 0
-                                         ? 16 - NGX_HTTP_SHMFILTER_NCOUNTERS
+    ngx_atomic_t                     failures[NGX_HTTP_SHMFILTER_NCAUSES];
+    /* gauges of this worker: attached to the segment; its name still ours */
+    ngx_atomic_t                     pid;
+    ngx_atomic_t                     attached;
+    ngx_atomic_t                     linked;
+    ngx_atomic_t                     pad[32 - NGX_HTTP_SHMFILTER_NCOUNTERS > 0
+                                         ? 32 - NGX_HTTP_SHMFILTER_NCOUNTERS
                                          : 1];
 } ngx_http_shmfilter_worker_t;
 
 
+/*
+ * The nginx shared zone "shmfilter_counters": kept across reloads (the master
+ * reads it in init_module), reset by a binary upgrade.
+ */
 typedef struct {
     ngx_http_shmfilter_worker_t      worker[NGX_HTTP_SHMFILTER_MAX_WORKERS];
+    /*
+     * A removed segment (docs/nginx.md): rescuer is the pid of the one worker
+     * saving it (0: none; a CAS takes it); rescues counts the published
+     * rescues. Whether a worker maps a removed one: its gauges above.
+     */
+    ngx_atomic_t                     rescuer;
+    ngx_atomic_t                     rescues;
+    /*
+     * incremented by a rescuer before its save: a worker whose mark completes
+     * after it (it reads a value other than the one of its attach) keeps
+     * the mark and replays it into the rescued file once it attached it
+     */
+    ngx_atomic_t                     rescue_epoch;
+    /* after a failed rescue: none before rescue_at (backoff 1 s to 60 s) */
+    ngx_atomic_t                     rescue_at;
+    ngx_atomic_t                     rescue_backoff;
+    /* per variable with a per-request name: names it may still count */
+    ngx_atomic_t                     names[NGX_HTTP_SHMFILTER_NAME_VARS];
 } ngx_http_shmfilter_counters_t;
 
 
@@ -108,7 +173,9 @@ typedef struct {
     /* per worker (set in init_process; the master's copies stay NULL) */
     void                            *handle;
     time_t                           retry_at;
-    ngx_flag_t                       logged;
+    /* the last reopen after -SHMF_EDROPPED (at most one a second) */
+    time_t                           reopened_at;
+    int                              open_rc;   /* the last open's failure */
 } ngx_http_shmfilter_struct_t;
 
 
@@ -128,6 +195,18 @@ typedef struct {
     ngx_str_t                        var_name;
     ngx_str_t                        conf_file;
     ngx_uint_t                       conf_line;
+    /*
+     * a per-request name: names=N it may create, its slot in the shared
+     * zone's names[] (into vars), its literal prefix (before the first
+     * variable: what init_module counts in the segment); per worker: no
+     * create before create_at (a full directory or bound: backoff)
+     */
+    ngx_uint_t                       names_max;
+    ngx_uint_t                       name_slot;
+    ngx_str_t                        name_prefix;
+    time_t                           create_at;
+    time_t                           create_backoff;
+    ngx_uint_t                       create_cause;
 } ngx_http_shmfilter_var_t;
 
 
@@ -146,6 +225,7 @@ typedef struct {
                                                    POSIX shm */
     ngx_flag_t                       create;
     size_t                           size;
+    uint32_t                         directory; /* 0: the library's default */
     ngx_int_t                        mode;      /* -1: default */
     ngx_int_t                        group;     /* -1: default */
     ngx_str_t                        conf_file;
@@ -157,13 +237,40 @@ typedef struct {
     ngx_array_t                      vars;      /* of variables' pointers */
     ngx_shm_zone_t                  *zone;
 
+    /* the workers' uid a root master trusts as a segment's owner; -1 */
+    int64_t                          trusted_owner;
+    ngx_uint_t                       name_vars; /* of vars with a name_cv */
+
     /* per worker */
     shmf_segment                    *seg;
     time_t                           seg_retry_at;
-    ngx_flag_t                       seg_logged;
+    ngx_uint_t                       seg_rescues; /* zone's rescues at attach */
+    ngx_atomic_uint_t                seg_epoch;   /* zone's rescue_epoch */
+    ngx_flag_t                       seg_unlinked; /* this worker saw it */
+    /* marks made on a mapping being rescued: records to replay */
+    u_char                          *replay;
+    size_t                           replay_len;
+    size_t                           replay_cap;
+    ngx_uint_t                       replay_lost;
     ngx_http_shmfilter_hll_slot_t   *hll_cache;
-    ngx_flag_t                       hll_logged;
 } ngx_http_shmfilter_main_conf_t;
+
+
+/* one (structure, cause) of the log's rate limit (per worker) */
+typedef struct {
+    ngx_uint_t                       who;       /* structure index, or a
+                                                   NGX_HTTP_SHMFILTER_WHO_* */
+    int                              rc;        /* the cause: a shmf code */
+    time_t                           since;     /* this period's start */
+    ngx_uint_t                       more;      /* not logged since */
+    u_char                           what[128]; /* for the count line */
+} ngx_http_shmfilter_logrl_t;
+
+
+/* this request's last failure, for $shmfilter_error */
+typedef struct {
+    ngx_uint_t                       cause;
+} ngx_http_shmfilter_ctx_t;
 
 
 typedef struct {
@@ -236,6 +343,9 @@ static char *ngx_http_shmfilter_variable(ngx_conf_t *cf, ngx_command_t *cmd,
 static ngx_int_t ngx_http_shmfilter_variable_name(ngx_conf_t *cf,
     ngx_http_shmfilter_main_conf_t *smcf, ngx_http_shmfilter_var_t *sv,
     ngx_str_t *name);
+static ngx_int_t ngx_http_shmfilter_name_template(ngx_conf_t *cf,
+    ngx_http_shmfilter_main_conf_t *smcf, ngx_http_shmfilter_var_t *sv,
+    ngx_str_t *name);
 static char *ngx_http_shmfilter_variable_args(ngx_conf_t *cf,
     ngx_http_shmfilter_var_t *sv);
 static char *ngx_http_shmfilter_variable_window(ngx_conf_t *cf,
@@ -248,6 +358,8 @@ static char *ngx_http_shmfilter_answer(ngx_conf_t *cf, ngx_command_t *cmd,
     void *conf);
 
 static ngx_int_t ngx_http_shmfilter_init_module(ngx_cycle_t *cycle);
+static int ngx_http_shmfilter_open(ngx_http_shmfilter_main_conf_t *smcf,
+    shmf_segment **seg);
 static ngx_int_t ngx_http_shmfilter_open_segment(ngx_cycle_t *cycle,
     ngx_http_shmfilter_main_conf_t *smcf, ngx_core_conf_t *ccf,
     shmf_segment **seg, ngx_flag_t *absent);
@@ -296,9 +408,9 @@ static void ngx_http_shmfilter_start_maintain(ngx_cycle_t *cycle,
     ngx_http_shmfilter_main_conf_t *smcf);
 static void ngx_http_shmfilter_maintain_handler(ngx_event_t *ev);
 static shmf_hll *ngx_http_shmfilter_dynamic_hll(
-    ngx_http_shmfilter_main_conf_t *smcf, ngx_str_t *name, ngx_flag_t create,
-    ngx_log_t *log, int *rc, ngx_flag_t *temp,
-    ngx_http_shmfilter_hll_slot_t **slot);
+    ngx_http_shmfilter_main_conf_t *smcf, ngx_http_shmfilter_var_t *sv,
+    ngx_str_t *name, ngx_log_t *log, int *rc, ngx_uint_t *cause,
+    ngx_flag_t *temp, ngx_http_shmfilter_hll_slot_t **slot);
 static ngx_http_shmfilter_hll_slot_t *ngx_http_shmfilter_hll_lookup(
     ngx_http_shmfilter_main_conf_t *smcf, ngx_str_t *name, ngx_uint_t *free);
 
@@ -327,8 +439,11 @@ static ngx_int_t ngx_http_shmfilter_hll_variable(ngx_http_request_t *r,
 static ngx_int_t ngx_http_shmfilter_value(ngx_http_request_t *r,
     ngx_http_shmfilter_main_conf_t *smcf, ngx_http_shmfilter_var_t *sv,
     ngx_http_variable_value_t *v, int rc, uint64_t n);
-static ngx_int_t ngx_http_shmfilter_fail(ngx_http_shmfilter_main_conf_t *smcf,
-    ngx_http_shmfilter_var_t *sv, ngx_http_variable_value_t *v);
+static ngx_int_t ngx_http_shmfilter_fail(ngx_http_request_t *r,
+    ngx_http_shmfilter_main_conf_t *smcf, ngx_http_shmfilter_var_t *sv,
+    ngx_http_variable_value_t *v, ngx_uint_t cause);
+static int ngx_http_shmfilter_seen_anyway(ngx_http_shmfilter_var_t *sv,
+    ngx_http_shmfilter_struct_t *st, void *h, ngx_str_t *key, uint64_t space);
 static void ngx_http_shmfilter_set(ngx_http_variable_value_t *v, char *s);
 static ngx_int_t ngx_http_shmfilter_set_number(ngx_http_request_t *r,
     ngx_http_variable_value_t *v, uint64_t n);
@@ -338,7 +453,11 @@ static ngx_int_t ngx_http_shmfilter_status_handler(ngx_http_request_t *r);
 static ngx_int_t ngx_http_shmfilter_library_text(ngx_http_request_t *r,
     ngx_http_shmfilter_main_conf_t *smcf, ngx_str_t *text);
 static void ngx_http_shmfilter_status_structs(ngx_http_request_t *r,
-    ngx_http_shmfilter_main_conf_t *smcf, ngx_http_shmfilter_text_t *t);
+    ngx_http_shmfilter_main_conf_t *smcf, ngx_http_shmfilter_text_t *t,
+    ngx_uint_t nworkers);
+static void ngx_http_shmfilter_status_segment(
+    ngx_http_shmfilter_main_conf_t *smcf, ngx_http_shmfilter_text_t *t,
+    ngx_uint_t nworkers);
 static void ngx_http_shmfilter_status_counters(ngx_http_shmfilter_text_t *t,
     ngx_http_shmfilter_counters_t *ctr, ngx_uint_t nworkers);
 static void ngx_http_shmfilter_family(ngx_http_shmfilter_text_t *t,
@@ -347,6 +466,41 @@ static void ngx_cdecl ngx_http_shmfilter_printf(ngx_http_shmfilter_text_t *t,
     const char *fmt, ...);
 static ngx_int_t ngx_http_shmfilter_send_text(ngx_http_request_t *r,
     ngx_http_shmfilter_text_t *t);
+
+static ngx_uint_t ngx_http_shmfilter_cause(int rc);
+static void ngx_cdecl ngx_http_shmfilter_log(ngx_log_t *log, ngx_uint_t level,
+    ngx_uint_t who, int rc, const char *fmt, ...);
+static void ngx_http_shmfilter_log_flush(ngx_log_t *log, ngx_flag_t all);
+static void ngx_http_shmfilter_failure(ngx_http_request_t *r,
+    ngx_http_shmfilter_main_conf_t *smcf, ngx_uint_t cause);
+static ngx_int_t ngx_http_shmfilter_add_variables(ngx_conf_t *cf);
+static ngx_int_t ngx_http_shmfilter_error_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data);
+static void ngx_http_shmfilter_set_gauges(
+    ngx_http_shmfilter_main_conf_t *smcf, ngx_flag_t linked);
+static ngx_flag_t ngx_http_shmfilter_state_unlinked(
+    ngx_http_shmfilter_counters_t *ctr, ngx_flag_t attached);
+static void ngx_http_shmfilter_detach(ngx_http_shmfilter_main_conf_t *smcf);
+static u_char *ngx_http_shmfilter_path(ngx_http_shmfilter_main_conf_t *smcf,
+    u_char *buf, size_t size);
+static void ngx_http_shmfilter_start_check(ngx_cycle_t *cycle,
+    ngx_http_shmfilter_main_conf_t *smcf);
+static void ngx_http_shmfilter_check_handler(ngx_event_t *ev);
+static void ngx_http_shmfilter_rescue(ngx_http_shmfilter_main_conf_t *smcf,
+    ngx_log_t *log);
+static ngx_int_t ngx_http_shmfilter_wait_rescue(ngx_cycle_t *cycle,
+    ngx_http_shmfilter_main_conf_t *smcf);
+static ngx_flag_t ngx_http_shmfilter_name_ok(ngx_str_t *name);
+static void ngx_http_shmfilter_keep_mark(ngx_http_shmfilter_main_conf_t *smcf,
+    ngx_http_shmfilter_var_t *sv, ngx_str_t *key, uint64_t space,
+    ngx_log_t *log);
+static void ngx_http_shmfilter_switch(ngx_http_shmfilter_main_conf_t *smcf,
+    ngx_log_t *log);
+static void ngx_http_shmfilter_count_names(ngx_cycle_t *cycle,
+    ngx_http_shmfilter_main_conf_t *smcf, shmf_segment *seg);
+static int ngx_http_shmfilter_create_name(ngx_http_shmfilter_main_conf_t *smcf,
+    ngx_http_shmfilter_var_t *sv, const char *name, shmf_hll **h,
+    ngx_uint_t *cause);
 
 
 /* the C kinds this module serves, in the order its messages list them */
@@ -382,6 +536,24 @@ static char  *ngx_http_shmfilter_answer_names[] = {
 };
 
 
+/* indexed by cause: shmfilter_failures_total{cause=...}, $shmfilter_error */
+static char  *ngx_http_shmfilter_cause_names[] = {
+    "",
+    "no_space",
+    "dropped",
+    "corrupt",
+    "full",
+    "busy",
+    "not_attached",
+    "not_found",
+    "permission",
+    "bad_name",
+    "names_full",
+    "directory_full",
+    "error"
+};
+
+
 static ngx_conf_enum_t  ngx_http_shmfilter_fail_modes[] = {
     { ngx_string("open"), 0 },
     { ngx_string("closed"), 1 },
@@ -390,6 +562,11 @@ static ngx_conf_enum_t  ngx_http_shmfilter_fail_modes[] = {
 
 
 static ngx_event_t  ngx_http_shmfilter_maintain_ev;
+static ngx_event_t  ngx_http_shmfilter_check_ev;
+
+/* the log's rate limit, per worker */
+static ngx_http_shmfilter_logrl_t
+    ngx_http_shmfilter_logrl[NGX_HTTP_SHMFILTER_LOG_SLOTS];
 
 
 static ngx_command_t  ngx_http_shmfilter_commands[] = {
@@ -476,7 +653,7 @@ static ngx_command_t  ngx_http_shmfilter_commands[] = {
 
 
 static ngx_http_module_t  ngx_http_shmfilter_module_ctx = {
-    NULL,                                  /* preconfiguration */
+    ngx_http_shmfilter_add_variables,      /* preconfiguration */
     NULL,                                  /* postconfiguration */
 
     ngx_http_shmfilter_create_main_conf,   /* create main configuration */
@@ -886,6 +1063,7 @@ ngx_http_shmfilter_create_main_conf(ngx_conf_t *cf)
 
     smcf->mode = -1;
     smcf->group = -1;
+    smcf->trusted_owner = -1;
     smcf->fail_closed = NGX_CONF_UNSET;
     smcf->maintain = NGX_CONF_UNSET_MSEC;
 
@@ -1046,6 +1224,21 @@ ngx_http_shmfilter_segment_param(ngx_conf_t *cf,
         return NGX_OK;
     }
 
+    if (ngx_http_shmfilter_param(arg, "directory=", &v)) {
+        m = ngx_atoi(v.data, v.len);
+
+        if (m < 1 || m > (1 << 22)) {
+            ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                               "invalid %V: named structures the segment "
+                               "holds, 1 to 4194304, set when it is created "
+                               "(default 4096)", arg);
+            return NGX_ERROR;
+        }
+
+        smcf->directory = (uint32_t) m;
+        return NGX_OK;
+    }
+
     if (ngx_http_shmfilter_param(arg, "mode=", &v)) {
         end = NULL;
         m = strtol((const char *) v.data, &end, 8);
@@ -1076,7 +1269,8 @@ ngx_http_shmfilter_segment_param(ngx_conf_t *cf,
 
     ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                        "unknown parameter \"%V\" (expected create, "
-                       "file=PATH, size=SIZE, mode=OCTAL, group=NAME)", arg);
+                       "file=PATH, size=SIZE, directory=N, mode=OCTAL, "
+                       "group=NAME)", arg);
 
     return NGX_ERROR;
 }
@@ -1565,7 +1759,53 @@ ngx_http_shmfilter_variable_name(ngx_conf_t *cf,
         return NGX_ERROR;
     }
 
+    if (ngx_http_shmfilter_name_template(cf, smcf, sv, name) != NGX_OK) {
+        return NGX_ERROR;
+    }
+
     return ngx_http_shmfilter_compile(cf, name, sv->name_cv);
+}
+
+
+/*
+ * A name built from request data (docs/SECURITY.md, "nginx: request data"):
+ * its literal prefix (before the first variable) must be of the safe set, and
+ * it takes a slot of the shared zone's name counts (names=N, default 64).
+ */
+static ngx_int_t
+ngx_http_shmfilter_name_template(ngx_conf_t *cf,
+    ngx_http_shmfilter_main_conf_t *smcf, ngx_http_shmfilter_var_t *sv,
+    ngx_str_t *name)
+{
+    u_char     *dollar;
+    ngx_str_t   prefix;
+
+    dollar = ngx_strlchr(name->data, name->data + name->len, '$');
+
+    prefix.data = name->data;
+    prefix.len = dollar ? (size_t) (dollar - name->data) : name->len;
+
+    if (prefix.len > 0 && !ngx_http_shmfilter_name_ok(&prefix)) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "structure name \"%V\": a name built from "
+                           "variables is 1-63 bytes of A-Z a-z 0-9 . _ : - "
+                           "(its literal part \"%V\" is not)", name, &prefix);
+        return NGX_ERROR;
+    }
+
+    if (smcf->name_vars == NGX_HTTP_SHMFILTER_NAME_VARS) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "at most %d variables with per-request structure "
+                           "names in one http block",
+                           NGX_HTTP_SHMFILTER_NAME_VARS);
+        return NGX_ERROR;
+    }
+
+    sv->name_prefix = prefix;
+    sv->name_slot = smcf->name_vars++;
+    sv->names_max = NGX_HTTP_SHMFILTER_NAMES_DEFAULT;
+
+    return NGX_OK;
 }
 
 
@@ -1577,6 +1817,7 @@ static char *
 ngx_http_shmfilter_variable_args(ngx_conf_t *cf, ngx_http_shmfilter_var_t *sv)
 {
     char                     *rv;
+    ngx_int_t                 x;
     ngx_str_t                *value, v;
     ngx_uint_t                i, nparts;
     ngx_http_complex_value_t  parts[NGX_HTTP_SHMFILTER_MAX_PARTS];
@@ -1604,9 +1845,29 @@ ngx_http_shmfilter_variable_args(ngx_conf_t *cf, ngx_http_shmfilter_var_t *sv)
             continue;
         }
 
+        if (ngx_http_shmfilter_param(&value[i], "names=", &v)) {
+            x = ngx_atoi(v.data, v.len);
+
+            if (sv->name_cv == NULL) {
+                return "takes names= only with a structure name that holds "
+                       "variables";
+            }
+
+            if (x < 1 || x > NGX_HTTP_SHMFILTER_NAMES_MAX) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid %V: the structures this variable "
+                                   "may create from request data, 1 to "
+                                   "65536 (default 64)", &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            sv->names_max = (ngx_uint_t) x;
+            continue;
+        }
+
         if (sv->op == NGX_HTTP_SHMFILTER_COUNT) {
             return "takes a variable, a structure name and, for a window, "
-                   "space= and window=";
+                   "space= and window= (names=N with a per-request name)";
         }
 
         if (nparts == NGX_HTTP_SHMFILTER_MAX_PARTS) {
@@ -1789,6 +2050,16 @@ ngx_http_shmfilter_init_module(ngx_cycle_t *cycle)
 
     ccf = (ngx_core_conf_t *) ngx_get_conf(cycle->conf_ctx, ngx_core_module);
 
+    /*
+     * A root master trusts the workers' user as a segment's owner: a rescue
+     * (a worker's) re-creates a removed segment as that user.
+     */
+    if (geteuid() == 0 && ccf->user != (uid_t) NGX_CONF_UNSET_UINT
+        && ccf->user != 0)
+    {
+        smcf->trusted_owner = ccf->user;
+    }
+
     if (ngx_http_shmfilter_open_segment(cycle, smcf, ccf, &seg, &absent)
         != NGX_OK)
     {
@@ -1801,6 +2072,10 @@ ngx_http_shmfilter_init_module(ngx_cycle_t *cycle)
 
     rc = ngx_http_shmfilter_check_structs(cycle, smcf, seg, absent);
 
+    if (rc == NGX_OK && seg != NULL && !ngx_test_config) {
+        ngx_http_shmfilter_count_names(cycle, smcf, seg);
+    }
+
     /* the master keeps nothing: workers attach themselves */
     shmf_segment_close(seg);
 
@@ -1809,6 +2084,21 @@ ngx_http_shmfilter_init_module(ngx_cycle_t *cycle)
     }
 
     return ngx_http_shmfilter_check_vars(cycle, smcf);
+}
+
+
+/* attaches the segment (trusting the workers' user as its owner: a rescue) */
+static int
+ngx_http_shmfilter_open(ngx_http_shmfilter_main_conf_t *smcf,
+    shmf_segment **seg)
+{
+    shmf_open_options  o;
+
+    shmf_open_options_init(&o);
+    o.file = ngx_http_shmfilter_file(smcf);
+    o.trusted_owner = smcf->trusted_owner;
+
+    return shmf_segment_open_ex((const char *) smcf->segment.data, &o, seg);
 }
 
 
@@ -1826,8 +2116,20 @@ ngx_http_shmfilter_open_segment(ngx_cycle_t *cycle,
     *seg = NULL;
     *absent = 0;
 
-    rc = shmf_segment_open((const char *) smcf->segment.data,
-                           ngx_http_shmfilter_file(smcf), seg);
+    rc = ngx_http_shmfilter_open(smcf, seg);
+
+    if (rc == -SHMF_ENOTFOUND && !ngx_test_config) {
+        /* removed under running workers: their rescue, or no reload */
+        switch (ngx_http_shmfilter_wait_rescue(cycle, smcf)) {
+        case NGX_OK:
+            rc = ngx_http_shmfilter_open(smcf, seg);
+            break;
+        case NGX_ERROR:
+            return NGX_ERROR;
+        default:
+            break;
+        }
+    }
 
     if (rc == -SHMF_ENOTFOUND && smcf->create) {
 
@@ -1866,6 +2168,10 @@ ngx_http_shmfilter_create_segment(ngx_cycle_t *cycle,
 
     if (smcf->size) {
         o.size = smcf->size;
+    }
+
+    if (smcf->directory) {
+        o.directory_capacity = smcf->directory;
     }
 
     o.file = ngx_http_shmfilter_file(smcf);
@@ -2403,6 +2709,8 @@ ngx_http_shmfilter_init_process(ngx_cycle_t *cycle)
     smcf->hll_cache = ngx_calloc(sizeof(ngx_http_shmfilter_hll_slot_t)
                                  * NGX_HTTP_SHMFILTER_HLL_CACHE, cycle->log);
 
+    ngx_memzero(ngx_http_shmfilter_logrl, sizeof(ngx_http_shmfilter_logrl));
+
     st = smcf->structs.elts;
 
     for (i = 0; i < smcf->structs.nelts; i++) {
@@ -2418,6 +2726,12 @@ ngx_http_shmfilter_init_process(ngx_cycle_t *cycle)
         ngx_http_shmfilter_start_maintain(cycle, smcf);
     }
 
+    (void) ngx_http_shmfilter_attach_segment(smcf, cycle->log);
+    ngx_http_shmfilter_set_gauges(smcf,
+                                  smcf->seg != NULL
+                                  && shmf_segment_linked(smcf->seg) == 1);
+    ngx_http_shmfilter_start_check(cycle, smcf);
+
     /* a failure is logged and answered per shmfilter_fail: no dead worker */
 
     return NGX_OK;
@@ -2427,8 +2741,6 @@ ngx_http_shmfilter_init_process(ngx_cycle_t *cycle)
 static void
 ngx_http_shmfilter_exit_process(ngx_cycle_t *cycle)
 {
-    ngx_uint_t                       i;
-    ngx_http_shmfilter_struct_t     *st;
     ngx_http_shmfilter_main_conf_t  *smcf;
 
     if (ngx_process != NGX_PROCESS_WORKER
@@ -2443,24 +2755,39 @@ ngx_http_shmfilter_exit_process(ngx_cycle_t *cycle)
         return;
     }
 
-    st = smcf->structs.elts;
+    /*
+     * The last chance of a removed segment's state this worker maps: rescue
+     * it, or (rescued by another) replay the marks kept since into it.
+     */
+    if (smcf->seg != NULL && shmf_segment_linked(smcf->seg) == 0) {
+        u_char       path[512];
+        struct stat  sb;
 
-    for (i = 0; i < smcf->structs.nelts; i++) {
-        ngx_http_shmfilter_close_handle(st[i].kind, st[i].handle);
-        st[i].handle = NULL;
+        if (stat((const char *) ngx_http_shmfilter_path(smcf, path,
+                                                        sizeof(path)), &sb)
+            != 0)
+        {
+            ngx_http_shmfilter_rescue(smcf, cycle->log);
+
+        } else if (smcf->replay_len > 0) {
+            ngx_http_shmfilter_switch(smcf, cycle->log);
+        }
     }
 
-    if (smcf->hll_cache) {
-        for (i = 0; i < NGX_HTTP_SHMFILTER_HLL_CACHE; i++) {
-            shmf_hll_close(smcf->hll_cache[i].h);
-        }
+    if (smcf->replay != NULL) {
+        ngx_free(smcf->replay);
+        smcf->replay = NULL;
+    }
 
+    ngx_http_shmfilter_log_flush(cycle->log, 1);
+
+    ngx_http_shmfilter_detach(smcf);
+    ngx_http_shmfilter_set_gauges(smcf, 0);
+
+    if (smcf->hll_cache) {
         ngx_free(smcf->hll_cache);
         smcf->hll_cache = NULL;
     }
-
-    shmf_segment_close(smcf->seg);
-    smcf->seg = NULL;
 }
 
 
@@ -2475,7 +2802,8 @@ static ngx_int_t
 ngx_http_shmfilter_attach_segment(ngx_http_shmfilter_main_conf_t *smcf,
     ngx_log_t *log)
 {
-    int  rc;
+    int                             rc;
+    ngx_http_shmfilter_counters_t  *ctr;
 
     if (smcf->seg != NULL) {
         return NGX_OK;
@@ -2485,33 +2813,31 @@ ngx_http_shmfilter_attach_segment(ngx_http_shmfilter_main_conf_t *smcf,
         return NGX_ERROR;
     }
 
-    rc = shmf_segment_open((const char *) smcf->segment.data,
-                           ngx_http_shmfilter_file(smcf), &smcf->seg);
+    ctr = (smcf->zone != NULL) ? smcf->zone->data : NULL;
+    smcf->seg_rescues = ctr ? (ngx_uint_t) ctr->rescues : 0;
+    smcf->seg_epoch = ctr ? ctr->rescue_epoch : 0;
+
+    rc = ngx_http_shmfilter_open(smcf, &smcf->seg);
 
     if (rc < 0) {
         smcf->seg = NULL;
         smcf->seg_retry_at = ngx_time() + 1;
 
-        if (!smcf->seg_logged) {
-            ngx_log_error(NGX_LOG_ALERT, log, 0,
-                          "shmfilter: worker cannot attach segment \"%V\": "
-                          "%s: %s; answering per shmfilter_fail %s, retrying "
-                          "every second (logged once per worker)",
-                          &smcf->segment, shmf_strerror(rc),
-                          shmf_last_error_message(),
-                          ngx_http_shmfilter_fail_name(smcf));
-            smcf->seg_logged = 1;
-        }
+        ngx_http_shmfilter_log(log, NGX_LOG_ALERT,
+                               NGX_HTTP_SHMFILTER_WHO_SEGMENT, rc,
+                               "shmfilter: worker cannot attach segment "
+                               "\"%V\": %s: %s; answering per shmfilter_fail "
+                               "%s, retrying every second "
+                               "(shmfilter_worker_attached 0)",
+                               &smcf->segment, shmf_strerror(rc),
+                               shmf_last_error_message(),
+                               ngx_http_shmfilter_fail_name(smcf));
+        ngx_http_shmfilter_set_gauges(smcf, 0);
 
         return NGX_ERROR;
     }
 
-    if (smcf->seg_logged) {
-        ngx_log_error(NGX_LOG_NOTICE, log, 0,
-                      "shmfilter: segment \"%V\" attached", &smcf->segment);
-    }
-
-    smcf->seg_logged = 0;
+    ngx_http_shmfilter_set_gauges(smcf, 1);
 
     return NGX_OK;
 }
@@ -2543,29 +2869,20 @@ ngx_http_shmfilter_handle(ngx_http_shmfilter_main_conf_t *smcf,
     if (rc < 0) {
         st->handle = NULL;
         st->retry_at = ngx_time() + 1;
+        st->open_rc = rc;
 
-        if (!st->logged) {
-            ngx_log_error(NGX_LOG_ALERT, log, 0,
-                          "shmfilter: cannot open %s \"%V\" in segment "
-                          "\"%V\": %s: %s; answering per shmfilter_fail %s, "
-                          "retrying every second (logged once per worker)",
-                          shmf_kind_name(st->kind), &st->name,
-                          &smcf->segment, shmf_strerror(rc),
-                          shmf_last_error_message(),
-                          ngx_http_shmfilter_fail_name(smcf));
-            st->logged = 1;
-        }
-
+        ngx_http_shmfilter_log(log, NGX_LOG_ALERT,
+                               st - (ngx_http_shmfilter_struct_t *)
+                                    smcf->structs.elts, rc,
+                               "shmfilter: cannot open %s \"%V\" in segment "
+                               "\"%V\": %s: %s; answering per shmfilter_fail "
+                               "%s, retrying every second",
+                               shmf_kind_name(st->kind), &st->name,
+                               &smcf->segment, shmf_strerror(rc),
+                               shmf_last_error_message(),
+                               ngx_http_shmfilter_fail_name(smcf));
         return NULL;
     }
-
-    if (st->logged) {
-        ngx_log_error(NGX_LOG_NOTICE, log, 0,
-                      "shmfilter: %s \"%V\" open again",
-                      shmf_kind_name(st->kind), &st->name);
-    }
-
-    st->logged = 0;
 
     return st->handle;
 }
@@ -2579,22 +2896,34 @@ static void
 ngx_http_shmfilter_struct_failed(ngx_http_shmfilter_main_conf_t *smcf,
     ngx_http_shmfilter_struct_t *st, int rc, ngx_log_t *log)
 {
-    if (!st->logged) {
-        ngx_log_error(NGX_LOG_ALERT, log, 0,
-                      "shmfilter: %s \"%V\" in segment \"%V\" failed: %s: %s; "
-                      "answering per shmfilter_fail %s "
-                      "(logged once per worker)",
-                      shmf_kind_name(st->kind), &st->name, &smcf->segment,
-                      shmf_strerror(rc), shmf_last_error_message(),
-                      ngx_http_shmfilter_fail_name(smcf));
-        st->logged = 1;
-    }
+    time_t  now;
 
-    if (rc == -SHMF_EDROPPED) {
-        /* the caller reopens by name at once */
+    ngx_http_shmfilter_log(log, NGX_LOG_ALERT,
+                           st - (ngx_http_shmfilter_struct_t *)
+                                smcf->structs.elts, rc,
+                           "shmfilter: %s \"%V\" in segment \"%V\" failed: "
+                           "%s: %s; answering per shmfilter_fail %s "
+                           "(shmfilter_failures_total{cause=\"%s\"})",
+                           shmf_kind_name(st->kind), &st->name,
+                           &smcf->segment, shmf_strerror(rc),
+                           shmf_last_error_message(),
+                           ngx_http_shmfilter_fail_name(smcf),
+                           ngx_http_shmfilter_cause_names[
+                               ngx_http_shmfilter_cause(rc)]);
+
+    if (rc == -SHMF_EDROPPED && st->handle != NULL) {
+        /*
+         * Reopened by name (an operator may have recreated it): at once the
+         * first time, then at most once a second, so that a structure that
+         * keeps answering "dropped" costs no reopen per request.
+         */
+        now = ngx_time();
+
         ngx_http_shmfilter_close_handle(st->kind, st->handle);
         st->handle = NULL;
-        st->retry_at = 0;
+        st->retry_at = (now - st->reopened_at < 1) ? now + 1 : 0;
+        st->reopened_at = now;
+        st->open_rc = rc;
     }
 }
 
@@ -2686,12 +3015,15 @@ ngx_http_shmfilter_maintain_handler(ngx_event_t *ev)
 
 /*
  * A per-request named HLL, its handle cached per worker. TEMP set: the cache
- * had no room, close it after use. RC: the shmf code when it returns NULL.
+ * had no room, close it after use. RC: the shmf code when it returns NULL,
+ * CAUSE its NGX_HTTP_SHMFILTER_CAUSE_*. A name outside the safe set is
+ * refused (bad_name); a new name is created only within the variable's
+ * names=N and not while a full directory backs off (create_name).
  */
 static shmf_hll *
 ngx_http_shmfilter_dynamic_hll(ngx_http_shmfilter_main_conf_t *smcf,
-    ngx_str_t *name, ngx_flag_t create, ngx_log_t *log, int *rc,
-    ngx_flag_t *temp, ngx_http_shmfilter_hll_slot_t **slot)
+    ngx_http_shmfilter_var_t *sv, ngx_str_t *name, ngx_log_t *log, int *rc,
+    ngx_uint_t *cause, ngx_flag_t *temp, ngx_http_shmfilter_hll_slot_t **slot)
 {
     u_char                          cname[NGX_HTTP_SHMFILTER_NAME_MAX + 1];
     shmf_hll                       *h;
@@ -2701,9 +3033,11 @@ ngx_http_shmfilter_dynamic_hll(ngx_http_shmfilter_main_conf_t *smcf,
     *temp = 0;
     *slot = NULL;
     *rc = 0;
+    *cause = NGX_HTTP_SHMFILTER_CAUSE_NONE;
 
-    if (name->len == 0 || name->len > NGX_HTTP_SHMFILTER_NAME_MAX) {
-        *rc = -SHMF_ENAMETOOLONG;
+    if (!ngx_http_shmfilter_name_ok(name)) {
+        *rc = -SHMF_EINVAL;
+        *cause = NGX_HTTP_SHMFILTER_CAUSE_BAD_NAME;
         return NULL;
     }
 
@@ -2715,6 +3049,7 @@ ngx_http_shmfilter_dynamic_hll(ngx_http_shmfilter_main_conf_t *smcf,
 
     if (ngx_http_shmfilter_attach_segment(smcf, log) != NGX_OK) {
         *rc = -SHMF_ENOTFOUND;
+        *cause = NGX_HTTP_SHMFILTER_CAUSE_NOT_ATTACHED;
         return NULL;
     }
 
@@ -2723,14 +3058,19 @@ ngx_http_shmfilter_dynamic_hll(ngx_http_shmfilter_main_conf_t *smcf,
 
     h = NULL;
 
-    if (create) {
-        *rc = shmf_hll_open_or_create(smcf->seg, (const char *) cname, &h);
+    /* a lock-free lookup first: an existing name costs no create */
+    *rc = shmf_hll_open(smcf->seg, (const char *) cname, &h);
 
-    } else {
-        *rc = shmf_hll_open(smcf->seg, (const char *) cname, &h);
+    if (*rc == -SHMF_ENOTFOUND && sv->op == NGX_HTTP_SHMFILTER_HLL_ADD) {
+        *rc = ngx_http_shmfilter_create_name(smcf, sv, (const char *) cname,
+                                             &h, cause);
     }
 
     if (*rc < 0) {
+        if (*cause == NGX_HTTP_SHMFILTER_CAUSE_NONE) {
+            *cause = ngx_http_shmfilter_cause(*rc);
+        }
+
         return NULL;
     }
 
@@ -2750,6 +3090,77 @@ ngx_http_shmfilter_dynamic_hll(ngx_http_shmfilter_main_conf_t *smcf,
     *slot = s;
 
     return h;
+}
+
+
+/*
+ * Creates the HLL NAME for variable SV: at most names=N of its names exist
+ * (counted in the shared zone, started by init_module from the segment); a
+ * full bound or directory, or a segment out of space, makes this worker's
+ * creates of SV fail at once for a backoff (1 s, doubling to 60 s) instead
+ * of taking the segment lock per request. 0 or a negative shmf code; CAUSE.
+ */
+static int
+ngx_http_shmfilter_create_name(ngx_http_shmfilter_main_conf_t *smcf,
+    ngx_http_shmfilter_var_t *sv, const char *name, shmf_hll **h,
+    ngx_uint_t *cause)
+{
+    int                             rc;
+    time_t                          now;
+    ngx_atomic_t                   *names;
+    ngx_http_shmfilter_counters_t  *ctr;
+
+    now = ngx_time();
+
+    if (now < sv->create_at) {
+        *cause = sv->create_cause;
+        return -SHMF_EFULL;
+    }
+
+    ctr = (smcf->zone != NULL) ? smcf->zone->data : NULL;
+    names = ctr ? &ctr->names[sv->name_slot] : NULL;
+
+    if (names != NULL
+        && ngx_atomic_fetch_add(names, 1) >= (ngx_atomic_uint_t) sv->names_max)
+    {
+        ngx_atomic_fetch_add(names, (ngx_atomic_int_t) -1);
+        rc = -SHMF_EFULL;
+        *cause = NGX_HTTP_SHMFILTER_CAUSE_NAMES_FULL;
+        goto backoff;
+    }
+
+    rc = shmf_hll_create(smcf->seg, name, h);
+
+    if (rc >= 0) {
+        sv->create_backoff = 0;
+        return 0;
+    }
+
+    if (names != NULL) {
+        ngx_atomic_fetch_add(names, (ngx_atomic_int_t) -1);
+    }
+
+    if (rc == -SHMF_EEXISTS) {
+        /* a racer made it */
+        return shmf_hll_open(smcf->seg, name, h);
+    }
+
+    if (rc != -SHMF_EFULL && rc != -SHMF_ENOSPACE) {
+        *cause = ngx_http_shmfilter_cause(rc);
+        return rc;
+    }
+
+    *cause = (rc == -SHMF_EFULL) ? NGX_HTTP_SHMFILTER_CAUSE_DIRECTORY_FULL
+                                 : NGX_HTTP_SHMFILTER_CAUSE_NO_SPACE;
+
+backoff:
+
+    sv->create_backoff = sv->create_backoff
+                         ? ngx_min(2 * sv->create_backoff, 60) : 1;
+    sv->create_at = now + sv->create_backoff;
+    sv->create_cause = *cause;
+
+    return rc;
 }
 
 
@@ -2795,6 +3206,800 @@ ngx_http_shmfilter_hll_lookup(ngx_http_shmfilter_main_conf_t *smcf,
 }
 
 
+/*
+ * Loud, once: a failure is logged once per (structure, cause), then counted
+ * and summed in one line a minute while it lasts (the log limiter); counted
+ * per cause in the shared zone (shmfilter_failures_total) and named to the
+ * request ($shmfilter_error). Each worker checks every second that its
+ * segment's name still refers to the file it maps (a removed segment), and
+ * one of them rescues a removed segment's state into a new file of that name
+ * (save and restore), which every worker then attaches (docs/nginx.md).
+ */
+
+/* the cause of a failure with shmf code RC */
+static ngx_uint_t
+ngx_http_shmfilter_cause(int rc)
+{
+    switch (-rc) {
+
+    case SHMF_ENOSPACE:
+        return NGX_HTTP_SHMFILTER_CAUSE_NO_SPACE;
+
+    case SHMF_EDROPPED:
+        return NGX_HTTP_SHMFILTER_CAUSE_DROPPED;
+
+    case SHMF_ECORRUPT:
+    case SHMF_ETRUNCATED:
+    case SHMF_ENOTSEGMENT:
+    case SHMF_EVERSION:
+    case SHMF_EABI:
+    case SHMF_EBYTEORDER:
+        return NGX_HTTP_SHMFILTER_CAUSE_CORRUPT;
+
+    case SHMF_EFULL:
+        return NGX_HTTP_SHMFILTER_CAUSE_FULL;
+
+    case SHMF_EBUSY:
+        return NGX_HTTP_SHMFILTER_CAUSE_BUSY;
+
+    case SHMF_ENOTFOUND:
+        return NGX_HTTP_SHMFILTER_CAUSE_NOT_FOUND;
+
+    case SHMF_EPERM:
+        return NGX_HTTP_SHMFILTER_CAUSE_PERMISSION;
+    }
+
+    return NGX_HTTP_SHMFILTER_CAUSE_OTHER;
+}
+
+
+/*
+ * Logs the line FMT at LEVEL for the (WHO, RC) pair unless it was logged less
+ * than a minute ago: then it is counted, and the count is logged once the
+ * minute is over (ngx_http_shmfilter_log_flush, or the next occurrence).
+ */
+static void ngx_cdecl
+ngx_http_shmfilter_log(ngx_log_t *log, ngx_uint_t level, ngx_uint_t who,
+    int rc, const char *fmt, ...)
+{
+    u_char                      *p, msg[NGX_MAX_ERROR_STR];
+    time_t                       now;
+    va_list                      args;
+    ngx_uint_t                   i;
+    ngx_http_shmfilter_logrl_t  *e, *oldest;
+
+    now = ngx_time();
+    e = NULL;
+    oldest = &ngx_http_shmfilter_logrl[0];
+
+    for (i = 0; i < NGX_HTTP_SHMFILTER_LOG_SLOTS; i++) {
+        if (ngx_http_shmfilter_logrl[i].since != 0
+            && ngx_http_shmfilter_logrl[i].who == who
+            && ngx_http_shmfilter_logrl[i].rc == rc)
+        {
+            e = &ngx_http_shmfilter_logrl[i];
+            break;
+        }
+
+        if (ngx_http_shmfilter_logrl[i].since < oldest->since) {
+            oldest = &ngx_http_shmfilter_logrl[i];
+        }
+    }
+
+    if (e != NULL) {
+        e->more++;
+
+        if (now - e->since >= NGX_HTTP_SHMFILTER_LOG_PERIOD) {
+            ngx_http_shmfilter_log_flush(log, 0);
+        }
+
+        return;
+    }
+
+    /* a new (structure, cause): a free slot or the oldest one's */
+    if (oldest->since != 0 && oldest->more > 0) {
+        ngx_log_error(NGX_LOG_ALERT, log, 0,
+                      "shmfilter: %ui more of \"%s\" (counts of this cause "
+                      "end here: the limiter needed its slot)",
+                      oldest->more, oldest->what);
+    }
+
+    va_start(args, fmt);
+    p = ngx_vslprintf(msg, msg + sizeof(msg) - 1, fmt, args);
+    va_end(args);
+    *p = '\0';
+
+    ngx_log_error(level, log, 0, "%s (logged once; repeats are counted in "
+                  "one line a minute)", msg);
+
+    oldest->who = who;
+    oldest->rc = rc;
+    oldest->since = now;
+    oldest->more = 0;
+    ngx_cpystrn(oldest->what, msg, sizeof(oldest->what));
+}
+
+
+/*
+ * The count lines of the (structure, cause) pairs whose minute is over;
+ * a pair that did not repeat in its minute is forgotten (its next occurrence
+ * is logged whole again). ALL: flush every pending count (a worker's exit).
+ */
+static void
+ngx_http_shmfilter_log_flush(ngx_log_t *log, ngx_flag_t all)
+{
+    time_t                       now;
+    ngx_uint_t                   i;
+    ngx_http_shmfilter_logrl_t  *e;
+
+    now = ngx_time();
+
+    for (i = 0; i < NGX_HTTP_SHMFILTER_LOG_SLOTS; i++) {
+        e = &ngx_http_shmfilter_logrl[i];
+
+        if (e->since == 0
+            || (!all && now - e->since < NGX_HTTP_SHMFILTER_LOG_PERIOD))
+        {
+            continue;
+        }
+
+        if (e->more == 0) {
+            e->since = 0;
+            continue;
+        }
+
+        ngx_log_error(NGX_LOG_ALERT, log, 0,
+                      "shmfilter: %ui more of \"%s\" in the last %T s",
+                      e->more, e->what, now - e->since);
+
+        e->more = 0;
+        e->since = now;
+    }
+}
+
+
+/*
+ * A variable of request R could not answer: count CAUSE (the shared zone's
+ * failures) and name it to the request ($shmfilter_error).
+ */
+static void
+ngx_http_shmfilter_failure(ngx_http_request_t *r,
+    ngx_http_shmfilter_main_conf_t *smcf, ngx_uint_t cause)
+{
+    ngx_http_shmfilter_ctx_t     *ctx;
+    ngx_http_shmfilter_worker_t  *w;
+
+    w = ngx_http_shmfilter_my_counters(smcf);
+    if (w != NULL) {
+        ngx_atomic_fetch_add(&w->failures[cause], 1);
+    }
+
+    if (r == NULL) {
+        return;
+    }
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_shmfilter_module);
+
+    if (ctx == NULL) {
+        ctx = ngx_pcalloc(r->pool, sizeof(ngx_http_shmfilter_ctx_t));
+        if (ctx == NULL) {
+            return;
+        }
+
+        ngx_http_set_ctx(r, ctx, ngx_http_shmfilter_module);
+    }
+
+    ctx->cause = cause;
+}
+
+
+static ngx_int_t
+ngx_http_shmfilter_add_variables(ngx_conf_t *cf)
+{
+    ngx_str_t             name;
+    ngx_http_variable_t  *var;
+
+    ngx_str_set(&name, "shmfilter_error");
+
+    var = ngx_http_add_variable(cf, &name, NGX_HTTP_VAR_NOCACHEABLE);
+    if (var == NULL) {
+        return NGX_ERROR;
+    }
+
+    var->get_handler = ngx_http_shmfilter_error_variable;
+
+    return NGX_OK;
+}
+
+
+/* $shmfilter_error: the cause of this request's last failure, or empty */
+static ngx_int_t
+ngx_http_shmfilter_error_variable(ngx_http_request_t *r,
+    ngx_http_variable_value_t *v, uintptr_t data)
+{
+    ngx_http_shmfilter_ctx_t  *ctx;
+
+    ctx = ngx_http_get_module_ctx(r, ngx_http_shmfilter_module);
+
+    ngx_http_shmfilter_set(v, (ctx == NULL) ? ""
+                           : ngx_http_shmfilter_cause_names[ctx->cause]);
+    v->no_cacheable = 1;
+
+    return NGX_OK;
+}
+
+
+/* this worker's attachment gauges in the shared zone */
+static void
+ngx_http_shmfilter_set_gauges(ngx_http_shmfilter_main_conf_t *smcf,
+    ngx_flag_t linked)
+{
+    ngx_http_shmfilter_worker_t  *w;
+
+    w = ngx_http_shmfilter_my_counters(smcf);
+    if (w == NULL || (ngx_exiting && w->pid != (ngx_atomic_uint_t) ngx_pid)) {
+        /* an old worker leaves its slot to the new one of its number */
+        return;
+    }
+
+    w->pid = (ngx_atomic_uint_t) ngx_pid;
+    w->attached = (smcf->seg != NULL);
+    w->linked = (smcf->seg != NULL && linked);
+}
+
+
+/*
+ * Whether a live worker maps a segment whose name is gone (its state lives
+ * on only there): from the workers' gauges in the shared zone. ATTACHED: any
+ * live attached worker counts (the master, which finds the name absent: a
+ * worker attached to it maps a removed one, noticed or not yet).
+ */
+static ngx_flag_t
+ngx_http_shmfilter_state_unlinked(ngx_http_shmfilter_counters_t *ctr,
+    ngx_flag_t attached)
+{
+    ngx_uint_t                    i;
+    ngx_http_shmfilter_worker_t  *w;
+
+    for (i = 0; i < NGX_HTTP_SHMFILTER_MAX_WORKERS; i++) {
+        w = &ctr->worker[i];
+
+        if (w->pid != 0 && w->attached && (attached || !w->linked)
+            && (kill((pid_t) w->pid, 0) == 0 || ngx_errno == NGX_EPERM))
+        {
+            return 1;
+        }
+    }
+
+    return 0;
+}
+
+
+/* closes every handle of this worker and its segment */
+static void
+ngx_http_shmfilter_detach(ngx_http_shmfilter_main_conf_t *smcf)
+{
+    ngx_uint_t                    i;
+    ngx_http_shmfilter_struct_t  *st;
+
+    st = smcf->structs.elts;
+
+    for (i = 0; i < smcf->structs.nelts; i++) {
+        ngx_http_shmfilter_close_handle(st[i].kind, st[i].handle);
+        st[i].handle = NULL;
+        st[i].retry_at = 0;
+    }
+
+    if (smcf->hll_cache) {
+        for (i = 0; i < NGX_HTTP_SHMFILTER_HLL_CACHE; i++) {
+            shmf_hll_close(smcf->hll_cache[i].h);
+            smcf->hll_cache[i].h = NULL;
+        }
+    }
+
+    shmf_segment_close(smcf->seg);
+    smcf->seg = NULL;
+    smcf->seg_retry_at = 0;
+    smcf->seg_unlinked = 0;
+}
+
+
+/* the backing path of the segment: /dev/shm/NAME or file= (NUL-terminated) */
+static u_char *
+ngx_http_shmfilter_path(ngx_http_shmfilter_main_conf_t *smcf, u_char *buf,
+    size_t size)
+{
+    if (smcf->file.len) {
+        ngx_cpystrn(buf, smcf->file.data, size);
+
+    } else {
+        ngx_snprintf(buf, size - 1, "/dev/shm/%V%Z", &smcf->segment);
+        buf[size - 1] = '\0';
+    }
+
+    return buf;
+}
+
+
+static void
+ngx_http_shmfilter_start_check(ngx_cycle_t *cycle,
+    ngx_http_shmfilter_main_conf_t *smcf)
+{
+    ngx_event_t  *ev;
+
+    ev = &ngx_http_shmfilter_check_ev;
+
+    ngx_memzero(ev, sizeof(ngx_event_t));
+
+    ev->handler = ngx_http_shmfilter_check_handler;
+    ev->data = smcf;
+    ev->log = cycle->log;
+    ev->cancelable = 1;
+
+    ngx_add_timer(ev, NGX_HTTP_SHMFILTER_CHECK_MSEC);
+}
+
+
+/*
+ * Every second in every worker: the log's counts; whether the segment's name
+ * still refers to the file this worker maps. Removed: logged, counted in the
+ * zone (shmfilter_segment_unlinked), and one worker rescues it; replaced (by
+ * the rescue or by someone else): every worker attaches the new file.
+ */
+static void
+ngx_http_shmfilter_check_handler(ngx_event_t *ev)
+{
+    int                              rc;
+    u_char                           path[512];
+    ngx_uint_t                       rescues;
+    struct stat                      sb;
+    ngx_http_shmfilter_counters_t   *ctr;
+    ngx_http_shmfilter_main_conf_t  *smcf;
+
+    smcf = ev->data;
+    ctr = (smcf->zone != NULL) ? smcf->zone->data : NULL;
+
+    ngx_http_shmfilter_log_flush(ev->log, 0);
+
+    if (smcf->seg == NULL) {
+        if (smcf->replay_len > 0) {
+            /* a switch whose attach failed: attach and replay */
+            ngx_http_shmfilter_switch(smcf, ev->log);
+
+        } else {
+            (void) ngx_http_shmfilter_attach_segment(smcf, ev->log);
+        }
+
+        rc = 1;
+
+    } else {
+        rc = shmf_segment_linked(smcf->seg);
+    }
+
+    if (rc == 0) {
+        ngx_http_shmfilter_path(smcf, path, sizeof(path));
+
+        if (stat((const char *) path, &sb) == 0) {
+            /* the name holds another file now: attach it */
+            rescues = ctr ? (ngx_uint_t) ctr->rescues : 0;
+
+            ngx_http_shmfilter_log(ev->log,
+                        (rescues != smcf->seg_rescues) ? NGX_LOG_NOTICE
+                                                       : NGX_LOG_ALERT,
+                        NGX_HTTP_SHMFILTER_WHO_SEGMENT, 1,
+                        "shmfilter: segment \"%V\": %s now holds another "
+                        "file (%s); this worker attaches it",
+                        &smcf->segment, path,
+                        (rescues != smcf->seg_rescues)
+                        ? "the rescue of the removed segment's state"
+                        : "replaced by someone else: the old file's state "
+                          "is not in it");
+
+            ngx_http_shmfilter_switch(smcf, ev->log);
+            rc = 1;
+
+        } else {
+            ngx_http_shmfilter_log(ev->log, NGX_LOG_ALERT,
+                        NGX_HTTP_SHMFILTER_WHO_SEGMENT, 0,
+                        "shmfilter: segment \"%V\": %s was removed under "
+                        "the running workers; they keep answering from "
+                        "their mapping, and one of them saves it to "
+                        "re-create the name (shmfilter_segment_unlinked)",
+                        &smcf->segment, path);
+
+            /* keep marks from now on: a rescue by another process (a
+               second nginx on the segment) does not move our epoch */
+            smcf->seg_unlinked = 1;
+            ngx_http_shmfilter_set_gauges(smcf, 0);
+            ngx_http_shmfilter_rescue(smcf, ev->log);
+        }
+    }
+
+    if (rc > 0) {
+        ngx_http_shmfilter_set_gauges(smcf, 1);
+    }
+
+    if (!ngx_exiting && !ngx_quit) {
+        ngx_add_timer(ev, NGX_HTTP_SHMFILTER_CHECK_MSEC);
+    }
+}
+
+
+/*
+ * The rescue of a removed segment: the one worker that takes the zone's
+ * rescuer word (from 0, or from a dead rescuer) saves its mapping
+ * (shmf_segment_save: consistent per structure while the others write) and
+ * restores it as a new file of the segment's name (shmf_segment_restore: never
+ * replacing one that appeared meanwhile). Marks made between the save and
+ * each worker's switch to the new file (about a second) are not in it.
+ */
+static void
+ngx_http_shmfilter_rescue(ngx_http_shmfilter_main_conf_t *smcf,
+    ngx_log_t *log)
+{
+    int                             rc;
+    u_char                          path[512], save[600];
+    ngx_atomic_uint_t               who;
+    shmf_segment_options            o;
+    ngx_http_shmfilter_counters_t  *ctr;
+
+    ctr = (smcf->zone != NULL) ? smcf->zone->data : NULL;
+
+    if (ctr == NULL || smcf->seg == NULL) {
+        return;
+    }
+
+    if ((time_t) ctr->rescue_at > ngx_time() && !ngx_exiting) {
+        /* the last one failed: a save costs the whole segment, back off */
+        return;
+    }
+
+    who = ctr->rescuer;
+
+    if (who != 0 && (pid_t) who != ngx_pid && kill((pid_t) who, 0) == 0) {
+        /* a live worker is at it */
+        return;
+    }
+
+    if (!ngx_atomic_cmp_set(&ctr->rescuer, who, (ngx_atomic_uint_t) ngx_pid)) {
+        return;
+    }
+
+    ngx_http_shmfilter_path(smcf, path, sizeof(path));
+    ngx_snprintf(save, sizeof(save), "%s.rescue-%P.save%Z", path, ngx_pid);
+
+    /* from here on, every worker keeps its new marks for replay (a full
+       barrier: a mark that reads the old epoch completed before the save) */
+    ngx_atomic_fetch_add(&ctr->rescue_epoch, 1);
+
+    rc = shmf_segment_save(smcf->seg, (const char *) save);
+
+    if (rc == 0) {
+        shmf_segment_options_init(&o);
+        o.file = ngx_http_shmfilter_file(smcf);
+        o.mode = (smcf->mode >= 0) ? (uint32_t) smcf->mode : 0660;
+        o.group = smcf->group;
+
+        rc = shmf_segment_restore((const char *) save,
+                                  (const char *) smcf->segment.data, &o);
+    }
+
+    (void) unlink((const char *) save);
+
+    if (rc == 0) {
+        ngx_atomic_fetch_add(&ctr->rescues, 1);
+        ctr->rescue_backoff = 0;
+        ctr->rescue_at = 0;
+
+        ngx_log_error(NGX_LOG_NOTICE, log, 0,
+                      "shmfilter: segment \"%V\": its state was saved from "
+                      "this worker's mapping and restored as %s; the workers "
+                      "attach it within a second", &smcf->segment, path);
+
+    } else {
+        ngx_http_shmfilter_log(log, NGX_LOG_ALERT,
+                               NGX_HTTP_SHMFILTER_WHO_SEGMENT, rc,
+                               "shmfilter: segment \"%V\": the rescue of the "
+                               "removed %s failed: %s: %s; retrying after a "
+                               "backoff (1 s doubling to 60 s; a reload "
+                               "refuses to create an empty segment meanwhile)",
+                               &smcf->segment, path, shmf_strerror(rc),
+                               shmf_last_error_message());
+
+        ctr->rescue_backoff = ctr->rescue_backoff
+                              ? ngx_min(2 * ctr->rescue_backoff, 60) : 1;
+        ctr->rescue_at = (ngx_atomic_uint_t) ngx_time() + ctr->rescue_backoff;
+    }
+
+    ctr->rescuer = 0;
+}
+
+
+/*
+ * The master, init_module: the segment's name is absent. When live workers
+ * still map the removed segment, wait (bounded) for their rescue to publish
+ * it: NGX_OK (it did: open it), NGX_DECLINED (no worker holds one: create),
+ * NGX_ERROR (logged: refuse to start from an empty segment).
+ */
+static ngx_int_t
+ngx_http_shmfilter_wait_rescue(ngx_cycle_t *cycle,
+    ngx_http_shmfilter_main_conf_t *smcf)
+{
+    u_char                          path[512];
+    ngx_uint_t                      i;
+    struct stat                     sb;
+    ngx_http_shmfilter_counters_t  *ctr;
+
+    ctr = (smcf->zone != NULL) ? smcf->zone->data : NULL;
+
+    if (ctr == NULL || !ngx_http_shmfilter_state_unlinked(ctr, 1)) {
+        return NGX_DECLINED;
+    }
+
+    ngx_http_shmfilter_path(smcf, path, sizeof(path));
+
+    ngx_log_error(NGX_LOG_NOTICE, cycle->log, 0,
+                  "shmfilter: segment \"%V\": %s is absent while running "
+                  "workers map its state: waiting up to %d s for their "
+                  "rescue", &smcf->segment, path,
+                  NGX_HTTP_SHMFILTER_RESCUE_WAIT);
+
+    for (i = 0; i < NGX_HTTP_SHMFILTER_RESCUE_WAIT * 20; i++) {
+        if (stat((const char *) path, &sb) == 0) {
+            return NGX_OK;
+        }
+
+        ngx_msleep(50);
+    }
+
+    ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                  "shmfilter_segment \"%V\" in %V:%ui: %s was removed while "
+                  "the running workers still map its state, and their rescue "
+                  "did not re-create it within %d s (see their alerts): "
+                  "refusing to start from an empty segment (the old workers "
+                  "keep serving); fix the cause and reload again",
+                  &smcf->segment, &smcf->conf_file, smcf->conf_line, path,
+                  NGX_HTTP_SHMFILTER_RESCUE_WAIT);
+
+    return NGX_ERROR;
+}
+
+
+/* one mark kept for replay: its variable, space, key length, then the key */
+typedef struct {
+    ngx_http_shmfilter_var_t        *sv;
+    uint64_t                         space;
+    size_t                           len;
+} ngx_http_shmfilter_kept_t;
+
+
+/*
+ * A mark answered "new" on this worker's mapping: when a rescue began since
+ * this worker attached (the zone's rescue_epoch moved), the mark may not be
+ * in the save: keep it to replay into the rescued file (switch). Bounded:
+ * past NGX_HTTP_SHMFILTER_REPLAY_MAX bytes a mark is counted as lost.
+ */
+static void
+ngx_http_shmfilter_keep_mark(ngx_http_shmfilter_main_conf_t *smcf,
+    ngx_http_shmfilter_var_t *sv, ngx_str_t *key, uint64_t space,
+    ngx_log_t *log)
+{
+    u_char                         *p;
+    size_t                          need, cap;
+    ngx_http_shmfilter_kept_t       k;
+    ngx_http_shmfilter_counters_t  *ctr;
+
+    ctr = (smcf->zone != NULL) ? smcf->zone->data : NULL;
+
+    if (ctr == NULL) {
+        return;
+    }
+
+    /* after the mark's stores: a rescuer increments, then saves */
+    ngx_memory_barrier();
+
+    if (ctr->rescue_epoch == smcf->seg_epoch && !smcf->seg_unlinked) {
+        return;
+    }
+
+    need = sizeof(ngx_http_shmfilter_kept_t) + ngx_align(key->len, 8);
+
+    if (smcf->replay_len + need > smcf->replay_cap) {
+        cap = ngx_max(smcf->replay_cap * 2, 65536);
+
+        if (cap > NGX_HTTP_SHMFILTER_REPLAY_MAX) {
+            smcf->replay_lost++;
+            return;
+        }
+
+        p = ngx_alloc(cap, log);
+        if (p == NULL) {
+            smcf->replay_lost++;
+            return;
+        }
+
+        if (smcf->replay != NULL) {
+            ngx_memcpy(p, smcf->replay, smcf->replay_len);
+            ngx_free(smcf->replay);
+        }
+
+        smcf->replay = p;
+        smcf->replay_cap = cap;
+    }
+
+    k.sv = sv;
+    k.space = space;
+    k.len = key->len;
+
+    p = smcf->replay + smcf->replay_len;
+    ngx_memcpy(p, &k, sizeof(k));
+    ngx_memcpy(p + sizeof(k), key->data, key->len);
+    smcf->replay_len += need;
+}
+
+
+/*
+ * The segment's name holds another file (a rescue, or a replacement): close
+ * everything, attach it, and replay the marks kept since a rescue began.
+ */
+static void
+ngx_http_shmfilter_switch(ngx_http_shmfilter_main_conf_t *smcf,
+    ngx_log_t *log)
+{
+    int                           rc;
+    void                         *h;
+    u_char                       *p, *end;
+    uint64_t                      n;
+    ngx_str_t                     key;
+    ngx_uint_t                    done, failed, level;
+    ngx_http_shmfilter_kept_t     k;
+    ngx_http_shmfilter_struct_t  *st;
+
+    ngx_http_shmfilter_detach(smcf);
+
+    if (ngx_http_shmfilter_attach_segment(smcf, log) != NGX_OK) {
+        /* kept: replayed by the next switch (the next check) */
+        return;
+    }
+
+    done = 0;
+    failed = 0;
+    p = smcf->replay;
+    end = p + smcf->replay_len;
+
+    while (p != NULL && p < end) {
+        ngx_memcpy(&k, p, sizeof(k));
+        key.data = p + sizeof(k);
+        key.len = k.len;
+        p += sizeof(k) + ngx_align(k.len, 8);
+
+        st = &((ngx_http_shmfilter_struct_t *) smcf->structs.elts)
+                                                          [k.sv->index];
+        h = ngx_http_shmfilter_handle(smcf, st, log);
+
+        rc = (h == NULL) ? -SHMF_ENOTFOUND
+                         : ngx_http_shmfilter_call(k.sv, st, h, &key, k.space,
+                                                   &n);
+        if (rc < 0) {
+            failed++;
+
+        } else {
+            done++;
+        }
+    }
+
+    level = (failed + smcf->replay_lost) ? NGX_LOG_ALERT : NGX_LOG_NOTICE;
+
+    if (done + failed + smcf->replay_lost > 0) {
+        ngx_log_error(level, log, 0,
+                      "shmfilter: segment \"%V\": replayed %ui marks made "
+                      "while it was being rescued into the new file (%ui "
+                      "failed, %ui not kept: past %uz bytes)",
+                      &smcf->segment, done, failed, smcf->replay_lost,
+                      (size_t) NGX_HTTP_SHMFILTER_REPLAY_MAX);
+    }
+
+    smcf->replay_len = 0;
+    smcf->replay_lost = 0;
+}
+
+
+/*
+ * A name built from request data: 1 to 63 bytes of A-Z a-z 0-9 . _ : -
+ * (docs/SECURITY.md, "nginx: request data").
+ */
+static ngx_flag_t
+ngx_http_shmfilter_name_ok(ngx_str_t *name)
+{
+    u_char  *c;
+
+    if (name->len == 0 || name->len > NGX_HTTP_SHMFILTER_NAME_MAX) {
+        return 0;
+    }
+
+    for (c = name->data; c < name->data + name->len; c++) {
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z')
+              || (*c >= '0' && *c <= '9') || *c == '.' || *c == '_'
+              || *c == ':' || *c == '-'))
+        {
+            return 0;
+        }
+    }
+
+    return 1;
+}
+
+
+/*
+ * The master, init_module: each variable with a per-request name starts its
+ * count of names from the segment's structures whose names begin with its
+ * literal prefix (kept in the shared zone, read by every worker).
+ */
+static void
+ngx_http_shmfilter_count_names(ngx_cycle_t *cycle,
+    ngx_http_shmfilter_main_conf_t *smcf, shmf_segment *seg)
+{
+    size_t                          n, k, count;
+    ngx_uint_t                      i, j;
+    shmf_structure_info            *list;
+    ngx_http_shmfilter_var_t      **vars;
+    ngx_http_shmfilter_counters_t  *ctr;
+
+    ctr = (smcf->zone != NULL) ? smcf->zone->data : NULL;
+
+    if (ctr == NULL || smcf->name_vars == 0) {
+        return;
+    }
+
+    list = NULL;
+    n = 0;
+
+    for (i = 0; i < 4; i++) {
+        if (shmf_segment_list(seg, list, n, &count) >= 0) {
+            n = count;
+            break;
+        }
+
+        if (list) {
+            ngx_free(list);
+        }
+
+        list = ngx_alloc((count + 16) * sizeof(shmf_structure_info),
+                         cycle->log);
+        if (list == NULL) {
+            return;
+        }
+
+        n = count + 16;
+        count = 0;
+    }
+
+    vars = smcf->vars.elts;
+
+    for (j = 0; j < smcf->vars.nelts; j++) {
+        if (vars[j]->name_cv == NULL) {
+            continue;
+        }
+
+        count = 0;
+
+        for (k = 0; list != NULL && k < n; k++) {
+            if (ngx_strncmp(list[k].name, vars[j]->name_prefix.data,
+                            vars[j]->name_prefix.len) == 0)
+            {
+                count++;
+            }
+        }
+
+        ctr->names[vars[j]->name_slot] = (ngx_atomic_uint_t) count;
+    }
+
+    if (list) {
+        ngx_free(list);
+    }
+}
+
+
 /* the variables */
 
 static ngx_int_t
@@ -2833,7 +4038,9 @@ ngx_http_shmfilter_variable_get(ngx_http_request_t *r,
 
     h = ngx_http_shmfilter_handle(smcf, st, r->connection->log);
     if (h == NULL) {
-        return ngx_http_shmfilter_fail(smcf, sv, v);
+        return ngx_http_shmfilter_fail(r, smcf, sv, v,
+                   (smcf->seg == NULL) ? NGX_HTTP_SHMFILTER_CAUSE_NOT_ATTACHED
+                                       : ngx_http_shmfilter_cause(st->open_rc));
     }
 
     n = 0;
@@ -2861,10 +4068,46 @@ ngx_http_shmfilter_variable_get(ngx_http_request_t *r,
 
     if (rc < 0) {
         ngx_http_shmfilter_struct_failed(smcf, st, rc, r->connection->log);
-        return ngx_http_shmfilter_fail(smcf, sv, v);
+
+        if (sv->op == NGX_HTTP_SHMFILTER_MARK && st->handle != NULL
+            && ngx_http_shmfilter_seen_anyway(sv, st, h, &key, space) == 1)
+        {
+            /* it could not mark, but what exists says seen: a true answer */
+            ngx_http_shmfilter_failure(r, smcf,
+                                       ngx_http_shmfilter_cause(rc));
+            return ngx_http_shmfilter_value(r, smcf, sv, v, 0, 0);
+        }
+
+        return ngx_http_shmfilter_fail(r, smcf, sv, v,
+                                       ngx_http_shmfilter_cause(rc));
+    }
+
+    if (sv->op == NGX_HTTP_SHMFILTER_MARK && rc == 1) {
+        ngx_http_shmfilter_keep_mark(smcf, sv, &key, space, r->connection->log);
     }
 
     return ngx_http_shmfilter_value(r, smcf, sv, v, rc, n);
+}
+
+
+/*
+ * A mark failed (no space for today's table, a full set): whether what
+ * exists already holds the key (a window: in its last W buckets), so that
+ * the worker keeps answering "seen" from it. 1, 0, or a negative shmf code.
+ */
+static int
+ngx_http_shmfilter_seen_anyway(ngx_http_shmfilter_var_t *sv,
+    ngx_http_shmfilter_struct_t *st, void *h, ngx_str_t *key, uint64_t space)
+{
+    uint64_t  n;
+
+    if (st->kind == SHMF_KIND_WINDOW) {
+        return ngx_http_shmfilter_apply_window(NGX_HTTP_SHMFILTER_SEEN, h, key,
+                                               1, space, sv->window, &n);
+    }
+
+    return ngx_http_shmfilter_apply(NGX_HTTP_SHMFILTER_SEEN, st->kind, h, key,
+                                    &n);
 }
 
 
@@ -3212,15 +4455,15 @@ ngx_http_shmfilter_hll_variable(ngx_http_request_t *r,
     shmf_hll                       *h;
     ngx_str_t                       name;
     ngx_flag_t                      temp;
+    ngx_uint_t                      cause;
     ngx_http_shmfilter_hll_slot_t  *slot;
 
     if (ngx_http_complex_value(r, sv->name_cv, &name) != NGX_OK) {
         return NGX_ERROR;
     }
 
-    h = ngx_http_shmfilter_dynamic_hll(smcf, &name,
-                                       sv->op == NGX_HTTP_SHMFILTER_HLL_ADD,
-                                       r->connection->log, &rc, &temp, &slot);
+    h = ngx_http_shmfilter_dynamic_hll(smcf, sv, &name, r->connection->log,
+                                       &rc, &cause, &temp, &slot);
 
     if (h == NULL) {
 
@@ -3257,6 +4500,7 @@ ngx_http_shmfilter_hll_variable(ngx_http_request_t *r,
     }
 
     if (rc < 0) {
+        cause = ngx_http_shmfilter_cause(rc);
         goto failed;
     }
 
@@ -3264,17 +4508,39 @@ ngx_http_shmfilter_hll_variable(ngx_http_request_t *r,
 
 failed:
 
-    if (!smcf->hll_logged) {
-        ngx_log_error(NGX_LOG_ALERT, r->connection->log, 0,
-                      "shmfilter: shmfilter_%s %V: hll \"%V\" in segment "
-                      "\"%V\": %s: %s (logged once per worker)",
-                      ngx_http_shmfilter_op_names[sv->op], &sv->var_name,
-                      &name, &smcf->segment, shmf_strerror(rc),
-                      shmf_last_error_message());
-        smcf->hll_logged = 1;
+    if (cause == NGX_HTTP_SHMFILTER_CAUSE_BAD_NAME) {
+        ngx_http_shmfilter_log(r->connection->log, NGX_LOG_ERR,
+                               NGX_HTTP_SHMFILTER_WHO_NAMES + sv->name_slot,
+                               (int) cause,
+                               "shmfilter: shmfilter_%s %V (%V:%ui): a name "
+                               "from the request is not 1-63 bytes of "
+                               "A-Z a-z 0-9 . _ : - (refused: bad_name)",
+                               ngx_http_shmfilter_op_names[sv->op],
+                               &sv->var_name, &sv->conf_file, sv->conf_line);
+
+    } else {
+        ngx_http_shmfilter_log(r->connection->log, NGX_LOG_ALERT,
+                               NGX_HTTP_SHMFILTER_WHO_NAMES + sv->name_slot,
+                               (int) cause,
+                               "shmfilter: shmfilter_%s %V (%V:%ui): hll "
+                               "\"%V\" in segment \"%V\": %s (%s)%s",
+                               ngx_http_shmfilter_op_names[sv->op],
+                               &sv->var_name, &sv->conf_file, sv->conf_line,
+                               &name, &smcf->segment,
+                               ngx_http_shmfilter_cause_names[cause],
+                               (cause == NGX_HTTP_SHMFILTER_CAUSE_NAMES_FULL)
+                               ? "names=N of this variable reached: new "
+                                 "names are refused, existing ones answer"
+                               : shmf_last_error_message(),
+                               (cause == NGX_HTTP_SHMFILTER_CAUSE_NAMES_FULL
+                                || cause
+                                   == NGX_HTTP_SHMFILTER_CAUSE_DIRECTORY_FULL
+                                || cause == NGX_HTTP_SHMFILTER_CAUSE_NO_SPACE)
+                               ? "; new names are retried after a backoff "
+                                 "(1 s doubling to 60 s)" : "");
     }
 
-    return ngx_http_shmfilter_fail(smcf, sv, v);
+    return ngx_http_shmfilter_fail(r, smcf, sv, v, cause);
 }
 
 
@@ -3320,12 +4586,14 @@ ngx_http_shmfilter_value(ngx_http_request_t *r,
 }
 
 
-/* the answer when the structure cannot answer (shmfilter_fail) */
+/* the answer when the structure cannot answer (shmfilter_fail), for CAUSE */
 static ngx_int_t
-ngx_http_shmfilter_fail(ngx_http_shmfilter_main_conf_t *smcf,
-    ngx_http_shmfilter_var_t *sv, ngx_http_variable_value_t *v)
+ngx_http_shmfilter_fail(ngx_http_request_t *r,
+    ngx_http_shmfilter_main_conf_t *smcf, ngx_http_shmfilter_var_t *sv,
+    ngx_http_variable_value_t *v, ngx_uint_t cause)
 {
     ngx_http_shmfilter_tally(smcf, sv->op, NGX_HTTP_SHMFILTER_ANS_FAILED, 1);
+    ngx_http_shmfilter_failure(r, smcf, cause);
 
     switch (sv->op) {
 
@@ -3461,7 +4729,8 @@ ngx_http_shmfilter_status_handler(ngx_http_request_t *r)
                ? (ngx_uint_t) ccf->worker_processes : 1;
     nworkers = ngx_min(nworkers, NGX_HTTP_SHMFILTER_MAX_WORKERS);
 
-    cap = 4096 + smcf->structs.nelts * 512 + nworkers * 2048 + lib.len;
+    cap = 8192 + smcf->structs.nelts * 512 + nworkers * 4096
+          + smcf->name_vars * 512 + lib.len;
 
     t.start = ngx_pnalloc(r->pool, cap);
     if (t.start == NULL) {
@@ -3471,7 +4740,7 @@ ngx_http_shmfilter_status_handler(ngx_http_request_t *r)
     t.pos = t.start;
     t.end = t.start + cap;
 
-    ngx_http_shmfilter_status_structs(r, smcf, &t);
+    ngx_http_shmfilter_status_structs(r, smcf, &t, nworkers);
 
     if (lib.len > 0 && (size_t) (t.end - t.pos) > lib.len) {
         t.pos = ngx_cpymem(t.pos, lib.data, lib.len);
@@ -3541,21 +4810,105 @@ ngx_http_shmfilter_library_text(ngx_http_request_t *r,
 }
 
 
-/* shmfilter_segment_attached and shmfilter_structure_up */
+/*
+ * The segment's attachment over all workers (the shared zone's gauges):
+ * attached (every worker), per worker, unlinked, rescues; the name counts of
+ * the variables with per-request names.
+ */
+static void
+ngx_http_shmfilter_status_segment(ngx_http_shmfilter_main_conf_t *smcf,
+    ngx_http_shmfilter_text_t *t, ngx_uint_t nworkers)
+{
+    ngx_uint_t                      w, all, i;
+    ngx_http_shmfilter_var_t      **vars;
+    ngx_http_shmfilter_counters_t  *ctr;
+
+    ctr = (smcf->zone != NULL) ? smcf->zone->data : NULL;
+
+    all = (smcf->seg != NULL);
+
+    for (w = 0; ctr != NULL && w < nworkers; w++) {
+        all = all && ctr->worker[w].attached;
+    }
+
+    ngx_http_shmfilter_family(t, "shmfilter_segment_attached", "gauge",
+                              "1 when every worker is attached to the "
+                              "segment (shmfilter_worker_attached: each).");
+    ngx_http_shmfilter_printf(t, "shmfilter_segment_attached{segment=\"%V\"} "
+                              "%ui\n", &smcf->segment, all);
+
+    if (ctr == NULL) {
+        return;
+    }
+
+    ngx_http_shmfilter_family(t, "shmfilter_worker_attached", "gauge",
+                              "1 when worker N is attached to the segment "
+                              "(checked every second).");
+
+    for (w = 0; w < nworkers; w++) {
+        ngx_http_shmfilter_printf(t, "shmfilter_worker_attached{segment="
+                                  "\"%V\",worker=\"%ui\"} %uA\n",
+                                  &smcf->segment, w,
+                                  (ngx_atomic_uint_t)
+                                  ctr->worker[w].attached);
+    }
+
+    ngx_http_shmfilter_family(t, "shmfilter_segment_unlinked", "gauge",
+                              "1 when running workers map a segment whose "
+                              "file was removed: its state lives only in "
+                              "them until a rescue re-creates the name.");
+    ngx_http_shmfilter_printf(t, "shmfilter_segment_unlinked{segment=\"%V\"} "
+                              "%d\n", &smcf->segment,
+                              (int) ngx_http_shmfilter_state_unlinked(ctr,
+                                                                      0));
+
+    ngx_http_shmfilter_family(t, "shmfilter_segment_rescues_total", "counter",
+                              "Removed segments whose state a worker saved "
+                              "and restored under the name.");
+    ngx_http_shmfilter_printf(t, "shmfilter_segment_rescues_total{segment="
+                              "\"%V\"} %uA\n", &smcf->segment,
+                              (ngx_atomic_uint_t) ctr->rescues);
+
+    if (smcf->name_vars == 0) {
+        return;
+    }
+
+    ngx_http_shmfilter_family(t, "shmfilter_request_names", "gauge",
+                              "Structures a variable with a per-request name "
+                              "has (names of its literal prefix), against "
+                              "its names=N (limit).");
+
+    vars = smcf->vars.elts;
+
+    for (i = 0; i < smcf->vars.nelts; i++) {
+        if (vars[i]->name_cv == NULL) {
+            continue;
+        }
+
+        ngx_http_shmfilter_printf(t, "shmfilter_request_names{segment=\"%V\","
+                                  "variable=\"%V\",bound=\"count\"} %uA\n"
+                                  "shmfilter_request_names{segment=\"%V\","
+                                  "variable=\"%V\",bound=\"limit\"} %ui\n",
+                                  &smcf->segment, &vars[i]->var_name,
+                                  (ngx_atomic_uint_t)
+                                  ctr->names[vars[i]->name_slot],
+                                  &smcf->segment, &vars[i]->var_name,
+                                  vars[i]->names_max);
+    }
+}
+
+
+/* the segment's gauges and shmfilter_structure_up */
 static void
 ngx_http_shmfilter_status_structs(ngx_http_request_t *r,
-    ngx_http_shmfilter_main_conf_t *smcf, ngx_http_shmfilter_text_t *t)
+    ngx_http_shmfilter_main_conf_t *smcf, ngx_http_shmfilter_text_t *t,
+    ngx_uint_t nworkers)
 {
     ngx_int_t                     up;
     ngx_uint_t                    i;
     ngx_http_shmfilter_struct_t  *st;
 
-    ngx_http_shmfilter_family(t, "shmfilter_segment_attached", "gauge",
-                              "1 when the answering worker is attached to "
-                              "the segment.");
-
-    ngx_http_shmfilter_printf(t, "shmfilter_segment_attached{segment=\"%V\"} "
-                              "%d\n", &smcf->segment, smcf->seg != NULL);
+    ngx_http_shmfilter_status_segment(smcf, t, nworkers);
 
     ngx_http_shmfilter_family(t, "shmfilter_structure_up", "gauge",
                               "1 when the answering worker has the "
@@ -3621,6 +4974,21 @@ ngx_http_shmfilter_status_counters(ngx_http_shmfilter_text_t *t,
         ngx_http_shmfilter_printf(t, "shmfilter_errors_total{worker=\"%ui\"} "
                                   "%uA\n", w,
                                   (ngx_atomic_uint_t) ctr->worker[w].errors);
+    }
+
+    ngx_http_shmfilter_family(t, "shmfilter_failures_total", "counter",
+                              "Evaluations that could not do what they were "
+                              "asked, per worker and cause "
+                              "($shmfilter_error).");
+
+    for (w = 0; w < nworkers; w++) {
+        for (k = 1; k < NGX_HTTP_SHMFILTER_NCAUSES; k++) {
+            ngx_http_shmfilter_printf(t, "shmfilter_failures_total"
+                                      "{worker=\"%ui\",cause=\"%s\"} %uA\n",
+                                      w, ngx_http_shmfilter_cause_names[k],
+                                      (ngx_atomic_uint_t)
+                                      ctr->worker[w].failures[k]);
+        }
     }
 }
 

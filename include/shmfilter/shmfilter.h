@@ -125,6 +125,18 @@ int shmf_segment_open_or_create(const char *name, const shmf_segment_options *op
 int shmf_segment_close(shmf_segment *seg);
 /* Control plane: removes the name; attached processes keep their mapping. 1 removed, 0 absent. */
 int shmf_segment_remove(const char *name, const char *file);
+/* Process-local, two stat calls: 1 when NAME still refers to the backing file SEG has mapped;
+ * 0 when that file was removed (shmf_segment_remove, rm /dev/shm/NAME) or the name now holds
+ * another file: SEG's data lives on only in the processes that map it (docs/nginx.md). */
+int shmf_segment_linked(shmf_segment *seg);
+/* Control plane: saves every structure SEG holds to PATH (shmfilter::save, docs/save-restore.md;
+ * written atomically, consistent per structure while others write). 0 or a negative code. */
+int shmf_segment_save(shmf_segment *seg, const char *path);
+/* Control plane: creates segment NAME from the save at PATH (shmfilter::restore: checked whole
+ * first, built under a temporary name, renamed into place, never replacing: -SHMF_EEXISTS when
+ * NAME exists). OPTS (NULL = defaults): file, mode and group are used; size, max_size and the
+ * directory capacity are the saved segment's. */
+int shmf_segment_restore(const char *path, const char *name, const shmf_segment_options *opts);
 
 /* ---- Bloom filter (lock-free; false positives, no false negatives) ------ */
 typedef struct shmf_bloom_options {

@@ -252,7 +252,7 @@ bad() { # bad WHAT EXPECTED_REGEX HTTP_BODY
   nginx_conf "$q" 1 "$3"
   local out
   if out=$(nginx_test_conf "$q"); then fail "nginx -t accepted a bad configuration ($1)"; fi
-  echo "$out" | grep -Eq "$2" || fail "nginx -t error for $1 does not match /$2/: $out"
+  grep -Eq "$2" <<<"$out" || fail "nginx -t error for $1 does not match /$2/: $out"
 }
 bad "unknown kind" 'unknown structure kind "trie"' "shmfilter_segment $seg; shmfilter_structure x trie;"
 bad "missing segment" "shmfilter_segment \"shmf-test-absent-$$\".*does not exist.*create" \
@@ -294,18 +294,46 @@ bad "window retention" 'invalid retention=65: buckets kept, 1 to 64' \
   "shmfilter_segment $seg; shmfilter_structure nw window retention=65;"
 bad "maintain period" 'invalid value "10ms": a period of at least 1s, or off' \
   "shmfilter_segment $seg; shmfilter_maintain 10ms;"
-note "a removed segment: attached workers keep it; a respawned worker cannot attach, logs once, fails open"
+note "a removed segment: attached workers keep it, notice it, one rescues it; a respawned worker attaches the rescue"
+expect_eq "marked before the removal" "$(get "$U/bloom?plan=76&device=r")" "new"
 "$SHMF_SHMTOOL" remove "$seg" >/dev/null || fail "shmtool remove failed"
+# (the second nginx started above maps it too and may rescue it first: a mark made on
+# this one before its workers noticed is then not replayed, docs/nginx.md)
 expect_eq "attached after remove" "$(get "$U/bloom?plan=77&device=r")" "new"
+rescued=0
+for _ in $(seq 200); do # bounded: 10 s (the workers check every second)
+  st=$(get "$U/status")
+  # rescued (by this nginx, or by the second one below that maps it too), and every
+  # worker switched to the new file
+  if [[ -e /dev/shm/$seg ]] && grep -q '^shmfilter_segment_unlinked{.*} 0$' <<<"$st" &&
+     grep -q 'now holds another file' "$p/error.log"; then rescued=1; break; fi
+  sleep 0.05
+done
+[[ $rescued == 1 ]] || fail "the removed segment was not rescued within 10 s"
 victim=$(nginx_workers "$p" | head -1)
 kill -KILL "$victim"
 wait_workers "$p" 4
-for i in $(seq 1 40); do
-  a=$(get -o /dev/null -w '%{http_code}' "$U/fc?plan=78&device=r$i")
-  expect_eq "answer after respawn without segment ($i)" "$a" "200"
+for i in $(seq 1 8); do
+  expect_eq "marked before the removal, after the respawn ($i)" "$(get "$U/bloom?plan=76&device=r")" "seen"
 done
-n=$(grep -c 'worker cannot attach segment' "$p/error.log" || true)
-expect_eq "'cannot attach' log lines (the respawned worker, once)" "$n" "1"
+if [[ $(id -u) -eq 0 ]]; then
+  note "a respawned worker that cannot attach: logged, shmfilter_worker_attached 0, answers per shmfilter_fail"
+  chown root:root "/dev/shm/$seg" && chmod 0600 "/dev/shm/$seg"
+  victim=$(nginx_workers "$p" | head -1)
+  kill -KILL "$victim"
+  wait_workers "$p" 4
+  for i in $(seq 1 40); do
+    a=$(get -o /dev/null -w '%{http_code}' "$U/fc?plan=78&device=r$i")
+    expect_eq "answer after respawn without access ($i)" "$a" "200"
+  done
+  n=$(grep -c 'worker cannot attach segment' "$p/error.log" || true)
+  expect_eq "'cannot attach' log lines (the respawned worker, once)" "$n" "1"
+  get "$U/status" >"$T_DIR/status3.txt"
+  grep -q "^shmfilter_segment_attached{segment=\"$seg\"} 0\$" "$T_DIR/status3.txt" ||
+    fail "shmfilter_segment_attached is not 0 with a worker that cannot attach: $(grep attached "$T_DIR/status3.txt")"
+  [[ $(grep -c '^shmfilter_worker_attached{.*} 0$' "$T_DIR/status3.txt") == 1 ]] ||
+    fail "not exactly one shmfilter_worker_attached 0: $(grep worker_attached "$T_DIR/status3.txt")"
+fi
 if [[ $(id -u) -eq 0 ]]; then
   note "root master, a root-only segment made by shmtool: warned at start-up, workers fail open"
   seg3=$(segment_name ngxperm)
