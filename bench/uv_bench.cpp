@@ -89,8 +89,9 @@ int main(int argc, char** argv) {
   std::printf("uv_bench: plans %u, devices %llu (scale %.3g), seed %llu\n", plans, (unsigned long long)sum, scale,
               (unsigned long long)seed);
   std::printf("adds: %.1f s, %.2f M adds/s, refused %llu\n", secs, sum / secs / 1e6, (unsigned long long)refused);
-  std::printf("spaces: %llu (exact %llu, dense %llu), promotions %llu\n", (unsigned long long)b.spaces,
-              (unsigned long long)b.exact_spaces, (unsigned long long)b.dense_spaces, (unsigned long long)st.promotions);
+  std::printf("spaces: %llu (exact %llu, sparse %llu, dense %llu), promotions %llu, blocks reused %llu\n",
+              (unsigned long long)b.spaces, (unsigned long long)b.exact_spaces, (unsigned long long)b.sparse_spaces,
+              (unsigned long long)b.dense_spaces, (unsigned long long)st.promotions, (unsigned long long)b.reused);
   const double MiB = 1 << 20;
   std::printf("memory of the day: %.2f MiB = bucket table %.2f + chunks %.2f (live blocks %.2f, retired %.2f, unused %.2f)\n",
               (b.table_bytes + b.chunk_bytes) / MiB, b.table_bytes / MiB, b.chunk_bytes / MiB, b.block_bytes / MiB,
