@@ -714,6 +714,22 @@ struct UvOps {
           } else if (blk->enc == kEncSparse) {
             std::fill(day_regs.begin(), day_regs.end(), 0);
             ok = sparse_read_max(body(blk), blk->cap, day_regs.data());
+            // Unpinned readers: a block reused under them may not decode; follow a moved
+            // descriptor again (a few times), as above.
+            for (int retry = 0; !ok && retry < 4; ++retry) {
+              const uint64_t again = ss->desc.load(std::memory_order_acquire);
+              if (again == desc) break;
+              desc = again;
+              BlockHead* nb = block_at(f, d, desc, space, h->exact_max);
+              if (nb == nullptr || nb->enc == kEncExact) break;
+              std::fill(day_regs.begin(), day_regs.end(), 0);
+              if (nb->enc == kEncDense) {
+                dense_read_max(body(nb), day_regs.data());
+                ok = true;
+              } else {
+                ok = sparse_read_max(body(nb), nb->cap, day_regs.data());
+              }
+            }
             dense = true;
           } else {
             for (uint32_t i = 0; i < blk->cap; ++i) {
