@@ -398,6 +398,14 @@ struct UvOps {
     *got = old_bytes;
     return pos;
   }
+  // The bytes of an exact table of class CLS (0: the class is unused for this exact_max).
+  static uint64_t exact_class_bytes(const UvFamily& f, int cls) {
+    const uint32_t final_cap = exact_final_cap(header(f)->exact_max);
+    if (cls == static_cast<int>(kExactClasses) - 1) return exact_block_bytes(final_cap);
+    uint32_t c = kMinExactSlots;
+    for (int k = 0; k < cls && c < final_cap; ++k) c *= kExactGrowth;
+    return c < final_cap ? exact_block_bytes(c) : 0;
+  }
   static uint64_t take_retired(UvFamily& f, DayHeader* d, int cls, uint64_t bytes, uint64_t& safe, std::byte** out) {
     uint64_t got = 0;
     return take_list(f, d, false, cls, bytes, safe, out, &got);
@@ -413,7 +421,11 @@ struct UvOps {
     // From the class that may hold a block this big (its head is checked for the size) upward.
     for (uint32_t c = sparse_class(bytes); c < kSparseClasses && pos == ~uint64_t{0}; ++c)
       pos = take_list(f, d, true, static_cast<int>(c), bytes, safe, out, got);
-    if (pos == ~uint64_t{0}) pos = take_list(f, d, false, kExactClasses - 1, bytes, safe, out, got);
+    // Then retired exact tables big enough, smallest class first (at the mission's day the
+    // 4,160-byte tables every plan leaves early hold most mid-size sparse blocks).
+    for (uint32_t c = 0; c < kExactClasses && pos == ~uint64_t{0}; ++c)
+      if (exact_class_bytes(f, static_cast<int>(c)) >= bytes)
+        pos = take_list(f, d, false, static_cast<int>(c), bytes, safe, out, got);
     if (pos == ~uint64_t{0}) return pos;
     if (*got > bytes && *got - bytes >= kSplitMin) {
       const uint64_t tail = *got - bytes;
@@ -536,6 +548,8 @@ struct UvOps {
           // (9,024 >= 8,832 bytes at exact_max 1,000), before fresh chunk space.
           const int cls = new_enc == kEncDense ? static_cast<int>(kExactClasses) - 1 : exact_class(new_cap, h->exact_max);
           if (cls >= 0) pos = take_retired(f, d, cls, bytes, safe, &p);
+          for (uint32_t c = sparse_class(bytes); new_enc == kEncDense && pos == ~uint64_t{0} && c < kSparseClasses; ++c)
+            pos = take_list(f, d, true, static_cast<int>(c), bytes, safe, &p, &got);  // a big retired sparse block
           if (pos == ~uint64_t{0}) pos = carve(f, d, bytes, &p);
         }
         if (pos == ~uint64_t{0}) {
