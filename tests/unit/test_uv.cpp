@@ -511,9 +511,9 @@ TEST(Uv, MidSizeSpacesAreSparseSmallAndHoldExactlyTheirRegisters) {
 
 // 200 spaces of 2,000 devices each, grown one after the other (each reuses the exact tables
 // the previous one left): the day's chunks hold 200 sparse blocks of about 3 KiB, where dense
-// blocks alone were 200 x 8,832 = 1,766,400 bytes (the code before the sparse tier used 28
-// chunks of 64 KiB = 1,835,008; this code: 15 chunks, 983,040). Bound: 200 x 4,096 (live) +
-// 4 x 64 KiB (retired blocks not yet taken again, chunk tails).
+// blocks alone were 200 x 8,832 = 1,766,400 bytes (the code before the sparse tier, same
+// adds: 29 chunks of 64 KiB = 1,900,544; this code: 14 chunks, 917,504). Bound: 200 x 4,096
+// (live) + 4 x 64 KiB (retired blocks not yet taken again, chunk tails).
 TEST(Uv, MidSizeSpacesCostAFractionOfDenseBlocks) {
   SegmentGuard g(unique_name("uvsmem"));
   Segment seg = Segment::create(g.name, small_options(32 << 20));
