@@ -6,7 +6,7 @@
 // plan by its remaining devices, so promotions of all plans happen through the day as in
 // production). Reports memory (per part), the error of every plan against its true count,
 // and the add rate. --scale S multiplies every plan's devices (S < 1 for a quick run).
-//   uv_bench [--scale 1.0] [--plans 8000] [--total 1.2e8] [--seed 1]
+//   uv_bench [--scale 1.0] [--plans 8000] [--total 1.2e8] [--seed 1] [--trace K]
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -28,11 +28,13 @@ int main(int argc, char** argv) {
   double scale = 1.0, total = 1.2e8;
   uint32_t plans = 8000;
   uint64_t seed = 1;
+  uint32_t trace = 0;  // --trace K: memory at every 1/K of the adds (where the day's high-water mark is set)
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--scale")) scale = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--plans")) plans = static_cast<uint32_t>(std::atoi(argv[i + 1]));
     else if (!std::strcmp(argv[i], "--total")) total = std::atof(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--seed")) seed = std::strtoull(argv[i + 1], nullptr, 10);
+    else if (!std::strcmp(argv[i], "--trace")) trace = static_cast<uint32_t>(std::atoi(argv[i + 1]));
   }
   double H = 0;
   for (uint32_t r = 1; r <= plans; ++r) H += 1.0 / r;
@@ -60,10 +62,19 @@ int main(int argc, char** argv) {
   std::vector<uint64_t> next(plans, 0);
   uint64_t refused = 0;
   const auto t0 = std::chrono::steady_clock::now();
+  uint64_t done = 0;
   for (uint32_t r : order) {
     const uint64_t device = (uint64_t{r} << 40) | next[r]++;
     const UvStatus s = f.add(r, device);
     refused += s != UvStatus::kChanged && s != UvStatus::kUnchanged;
+    if (trace != 0 && ++done % (sum / trace) == 0) {
+      const UvBucketStats t = f.stats().buckets.at(0);
+      std::printf("t=%.2f chunks %.1f MiB: live %.1f (exact %llu, sparse %llu, dense %llu), retired %.1f\n",
+                  static_cast<double>(done) / sum, t.chunk_bytes / 1048576.0, t.block_bytes / 1048576.0,
+                  (unsigned long long)t.exact_spaces, (unsigned long long)t.sparse_spaces,
+                  (unsigned long long)t.dense_spaces, t.retired_bytes / 1048576.0);
+      std::fflush(stdout);
+    }
   }
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const UvStats st = f.stats();
