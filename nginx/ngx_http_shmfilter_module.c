@@ -58,7 +58,8 @@
 #define NGX_HTTP_SHMFILTER_FORGET         2
 #define NGX_HTTP_SHMFILTER_HLL_ADD        3
 #define NGX_HTTP_SHMFILTER_COUNT          4
-#define NGX_HTTP_SHMFILTER_NOPS           5
+#define NGX_HTTP_SHMFILTER_UV_ADD         5
+#define NGX_HTTP_SHMFILTER_NOPS           6
 
 /* answers counted per worker (shmfilter_answers_total{answer=...}) */
 #define NGX_HTTP_SHMFILTER_ANS_NEW        0
@@ -442,6 +443,9 @@ static ngx_int_t ngx_http_shmfilter_value(ngx_http_request_t *r,
 static ngx_int_t ngx_http_shmfilter_fail(ngx_http_request_t *r,
     ngx_http_shmfilter_main_conf_t *smcf, ngx_http_shmfilter_var_t *sv,
     ngx_http_variable_value_t *v, ngx_uint_t cause);
+static int ngx_http_shmfilter_apply_uv(ngx_uint_t op, shmf_uv *h,
+    ngx_str_t *key, ngx_flag_t has_space, uint64_t space, ngx_uint_t w,
+    uint64_t *count);
 static int ngx_http_shmfilter_seen_anyway(ngx_http_shmfilter_var_t *sv,
     ngx_http_shmfilter_struct_t *st, void *h, ngx_str_t *key, uint64_t space);
 static void ngx_http_shmfilter_set(ngx_http_variable_value_t *v, char *s);
@@ -509,7 +513,8 @@ static ngx_uint_t  ngx_http_shmfilter_kinds[] = {
     SHMF_KIND_CUCKOO,
     SHMF_KIND_SET,
     SHMF_KIND_HLL,
-    SHMF_KIND_WINDOW
+    SHMF_KIND_WINDOW,
+    SHMF_KIND_UV
 };
 
 
@@ -519,7 +524,8 @@ static char  *ngx_http_shmfilter_op_names[] = {
     "seen",
     "forget",
     "hll_add",
-    "count"
+    "count",
+    "uv_add"
 };
 
 
@@ -620,6 +626,13 @@ static ngx_command_t  ngx_http_shmfilter_commands[] = {
       NGX_HTTP_SHMFILTER_COUNT,
       NULL },
 
+    { ngx_string("shmfilter_uv_add"),
+      NGX_HTTP_MAIN_CONF|NGX_CONF_2MORE,
+      ngx_http_shmfilter_variable,
+      NGX_HTTP_MAIN_CONF_OFFSET,
+      NGX_HTTP_SHMFILTER_UV_ADD,
+      NULL },
+
     { ngx_string("shmfilter_fail"),
       NGX_HTTP_MAIN_CONF|NGX_CONF_TAKE1,
       ngx_conf_set_enum_slot,
@@ -717,6 +730,9 @@ ngx_http_shmfilter_op_fits(ngx_uint_t op, ngx_uint_t kind)
 
     case NGX_HTTP_SHMFILTER_HLL_ADD:
         return kind == SHMF_KIND_HLL;
+
+    case NGX_HTTP_SHMFILTER_UV_ADD:
+        return kind == SHMF_KIND_UV;
 
     default: /* count, or NGX_HTTP_SHMFILTER_NOPS: any kind */
         return kind != 0;
@@ -946,6 +962,10 @@ ngx_http_shmfilter_close_handle(ngx_uint_t kind, void *h)
     case SHMF_KIND_WINDOW:
         shmf_window_close(h);
         break;
+
+    case SHMF_KIND_UV:
+        shmf_uv_close(h);
+        break;
     }
 }
 
@@ -973,6 +993,9 @@ ngx_http_shmfilter_open_kind(shmf_segment *seg, ngx_uint_t kind,
 
     case SHMF_KIND_WINDOW:
         return shmf_window_open(seg, name, (shmf_window **) out);
+
+    case SHMF_KIND_UV:
+        return shmf_uv_open(seg, name, (shmf_uv **) out);
     }
 
     return -SHMF_EINVAL;
@@ -985,6 +1008,7 @@ ngx_http_shmfilter_create_kind(shmf_segment *seg,
     ngx_http_shmfilter_struct_t *st, void **out)
 {
     const char          *name;
+    shmf_uv_options      uo;
     shmf_set_options     so;
     shmf_bloom_options   bo;
     shmf_cuckoo_options  co;
@@ -1017,6 +1041,20 @@ ngx_http_shmfilter_create_kind(shmf_segment *seg,
     case SHMF_KIND_WINDOW:
         return shmf_window_create(seg, name, &st->wopt,
                                   (shmf_window **) out);
+
+    case SHMF_KIND_UV:
+        /* a UV family takes the window's shape: retention=, bucket=, utc_offset= */
+        shmf_uv_options_init(&uo);
+        if (st->wopt_set[1]) {
+            uo.retention = st->wopt.retention;
+        }
+        if (st->wopt_set[2]) {
+            uo.bucket_seconds = st->wopt.bucket_seconds;
+        }
+        if (st->wopt_set[3]) {
+            uo.utc_offset = st->wopt.utc_offset;
+        }
+        return shmf_uv_open_or_create(seg, name, &uo, (shmf_uv **) out);
     }
 
     return -SHMF_EINVAL;
@@ -1349,6 +1387,23 @@ ngx_http_shmfilter_structure_param(ngx_conf_t *cf,
         }
     }
 
+    if (st->kind == SHMF_KIND_UV) {
+        if (ngx_http_shmfilter_param(arg, "variant=", &v)) {
+            rc = NGX_DECLINED;
+        } else {
+            rc = ngx_http_shmfilter_window_shape(cf, st, arg);
+        }
+        if (rc != NGX_DECLINED) {
+            return rc;
+        }
+
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "unknown parameter \"%V\" (a uv family takes "
+                           "retention=N, bucket=TIME, utc_offset=TIME, "
+                           "create)", arg);
+        return NGX_ERROR;
+    }
+
     if (ngx_http_shmfilter_param(arg, "capacity=", &v)) {
         n = ngx_atoof(v.data, v.len);
 
@@ -1429,7 +1484,8 @@ ngx_http_shmfilter_structure_check(ngx_conf_t *cf,
     }
 
     if (st->create && st->kind != SHMF_KIND_HLL
-        && st->kind != SHMF_KIND_WINDOW && st->capacity == 0)
+        && st->kind != SHMF_KIND_WINDOW && st->kind != SHMF_KIND_UV
+        && st->capacity == 0)
     {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "structure \"%V\": create needs capacity=N",
@@ -1923,6 +1979,10 @@ ngx_http_shmfilter_variable_window(ngx_conf_t *cf,
         return "takes no window= (only a window structure has buckets)";
     }
 
+    if (sv->op == NGX_HTTP_SHMFILTER_UV_ADD) {
+        return "takes no window= (an add goes to the current bucket)";
+    }
+
     if (w < 1 || w > 64) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "invalid %V: the last W buckets, 1 to the "
@@ -2343,8 +2403,9 @@ ngx_http_shmfilter_check_struct(ngx_cycle_t *cycle,
     ngx_http_shmfilter_main_conf_t *smcf, shmf_segment *seg,
     ngx_http_shmfilter_struct_t *st)
 {
-    int    rc;
-    void  *h;
+    int            rc;
+    void          *h;
+    shmf_uv_stats  us;
 
     h = NULL;
 
@@ -2373,6 +2434,14 @@ ngx_http_shmfilter_check_struct(ngx_cycle_t *cycle,
                       : "");
         ngx_http_shmfilter_close_handle(st->kind, h);
         return NGX_ERROR;
+    }
+
+    if (st->kind == SHMF_KIND_UV && h != NULL) {
+        /* the family's retention, for the checks of window= */
+        ngx_memzero(&us, sizeof(shmf_uv_stats));
+        if (shmf_uv_stats_get(h, &us) == 0 && us.retention != 0) {
+            st->wopt.retention = us.retention;
+        }
     }
 
     if (st->kind == SHMF_KIND_WINDOW && h != NULL
@@ -2594,6 +2663,34 @@ ngx_http_shmfilter_window_var(ngx_cycle_t *cycle, ngx_http_shmfilter_var_t *v,
 
     op = ngx_http_shmfilter_op_names[v->op];
 
+    if (kind == SHMF_KIND_UV) {
+        /* a UV family: space= the plan (uv_add: always), window= the last W days */
+        if (v->space == NULL && v->op == NGX_HTTP_SHMFILTER_UV_ADD) {
+            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                          "shmfilter_%s %V in %V:%ui: structure \"%V\" is a "
+                          "uv family: add space=VALUE (the plan id, e.g. "
+                          "space=$arg_plan); the key parts are the item",
+                          op, &v->var_name, &v->conf_file, v->conf_line,
+                          &st->name);
+            return NGX_ERROR;
+        }
+
+        if (v->window > st->wopt.retention) {
+            ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                          "shmfilter_%s %V in %V:%ui: window=%ui is more than "
+                          "the retention of uv family \"%V\" (%uD buckets)",
+                          op, &v->var_name, &v->conf_file, v->conf_line,
+                          v->window, &st->name, st->wopt.retention);
+            return NGX_ERROR;
+        }
+
+        if (v->window == 0 && v->op == NGX_HTTP_SHMFILTER_COUNT) {
+            v->window = 1;
+        }
+
+        return NGX_OK;
+    }
+
     if (kind != SHMF_KIND_WINDOW) {
 
         if (v->space != NULL || v->window != 0) {
@@ -2672,6 +2769,11 @@ ngx_http_shmfilter_needs(u_char *buf, size_t size, ngx_uint_t op)
 
     if (op == NGX_HTTP_SHMFILTER_HLL_ADD) {
         ngx_snprintf(buf, size, "an hll%Z");
+        return buf;
+    }
+
+    if (op == NGX_HTTP_SHMFILTER_UV_ADD) {
+        ngx_snprintf(buf, size, "a uv family%Z");
         return buf;
     }
 
@@ -4274,7 +4376,40 @@ ngx_http_shmfilter_call(ngx_http_shmfilter_var_t *sv,
                                                sv->window, count);
     }
 
+    if (st->kind == SHMF_KIND_UV) {
+        return ngx_http_shmfilter_apply_uv(sv->op, h, key, sv->space != NULL,
+                                           space, sv->window, count);
+    }
+
     return ngx_http_shmfilter_apply(sv->op, st->kind, h, key, count);
+}
+
+
+/*
+ * One UV family call: uv_add of KEY (the device) to SPACE's sketch of the
+ * current bucket (1: it changed, 0: not); count: the distinct items of SPACE
+ * over the last W buckets (HAS_SPACE 0: of every space). 0/1 or a negative
+ * shmf code.
+ */
+static int
+ngx_http_shmfilter_apply_uv(ngx_uint_t op, shmf_uv *h, ngx_str_t *key,
+    ngx_flag_t has_space, uint64_t space, ngx_uint_t w, uint64_t *count)
+{
+    *count = 0;
+
+    if (op == NGX_HTTP_SHMFILTER_UV_ADD) {
+        return shmf_uv_add(h, space, key->data, key->len);
+    }
+
+    if (op != NGX_HTTP_SHMFILTER_COUNT) {
+        return -SHMF_EINVAL;
+    }
+
+    if (has_space) {
+        return shmf_uv_count(h, space, (uint32_t) w, count);
+    }
+
+    return shmf_uv_count_all(h, (uint32_t) w, count);
 }
 
 
@@ -4570,6 +4705,7 @@ ngx_http_shmfilter_value(ngx_http_request_t *r,
         break;
 
     case NGX_HTTP_SHMFILTER_HLL_ADD:
+    case NGX_HTTP_SHMFILTER_UV_ADD:
         ngx_http_shmfilter_tally(smcf, sv->op, -1, 0);
         ngx_http_shmfilter_set(v, (rc == 1) ? "1" : "0");
         return NGX_OK;
@@ -4610,6 +4746,7 @@ ngx_http_shmfilter_fail(ngx_http_request_t *r,
         break;
 
     case NGX_HTTP_SHMFILTER_HLL_ADD:
+    case NGX_HTTP_SHMFILTER_UV_ADD:
         ngx_http_shmfilter_set(v, "0");
         break;
 

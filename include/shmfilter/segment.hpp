@@ -46,10 +46,11 @@ enum class Kind : uint32_t {
   kExactSet = 5,
   kBlob = 6,  // raw bytes (tests, the demo's bookkeeping)
   kWindow = 7,  // (space, item) pairs over time buckets (window.hpp)
+  kUv = 8,      // distinct-count sketches per (space, time bucket) (uv.hpp)
 };
 // The highest kind this build knows: a directory entry above it was written by a
 // newer build (or is corrupt). Move it when a kind is added.
-inline constexpr Kind kLastKind = Kind::kWindow;
+inline constexpr Kind kLastKind = Kind::kUv;
 std::string_view kind_name(Kind kind) noexcept;  // "bloom", "cuckoo", ...
 
 inline constexpr size_t kMaxSegmentNameLength = 200;   // bytes, without the leading '/'

@@ -373,6 +373,7 @@ int shmf_set_drop(shmf_segment *seg, const char *name);
 #define SHMF_KIND_SET 5    /* exact hash set */
 #define SHMF_KIND_BLOB 6   /* raw bytes (tests, the demo's bookkeeping) */
 #define SHMF_KIND_WINDOW 7 /* (space, item) pairs over time buckets */
+#define SHMF_KIND_UV 8     /* distinct-count sketches per (space, time bucket) */
 
 typedef struct shmf_structure_info {
   char name[64];             /* NUL-terminated (a name is 1..63 bytes without NUL) */
@@ -526,6 +527,60 @@ int shmf_window_maintain(shmf_window *w);
 int shmf_window_stats_get(const shmf_window *w, shmf_window_stats *out);
 /* Control plane, takes the segment lock: 1 dropped, 0 absent. */
 int shmf_window_drop(shmf_segment *seg, const char *name);
+
+/* ---- uv: distinct counts per (space, time bucket) (shmfilter/uv.hpp) ------
+ * One structure for every space (plan) and bucket (day): add an item for a
+ * space; count the distinct items of a space over the last W buckets (the
+ * union: a device counts once), exact up to exact_max (1,000) and a
+ * Redis-compatible HLL beyond; count over every space. docs/uv.md. */
+typedef struct shmf_uv shmf_uv;
+
+typedef struct shmf_uv_options {
+  uint32_t retention;      /* buckets kept, 1..64 (default 7) */
+  uint32_t max_spaces;     /* spaces one bucket can hold (default 16384) */
+  uint32_t exact_max;      /* exact counts up to this many items per space and bucket (default 1000) */
+  uint32_t reserved;       /* 0 */
+  uint64_t bucket_seconds; /* bucket length (default 86400) */
+  int64_t utc_offset;      /* seconds east of UTC where buckets start at local midnight (default 0) */
+  uint64_t chunk_bytes;    /* per-space storage chunk, 64 KiB..256 MiB (default 4 MiB) */
+} shmf_uv_options;
+
+typedef struct shmf_uv_stats {
+  uint32_t retention, max_spaces, exact_max, buckets;
+  int64_t current_bucket;
+  uint64_t memory_bytes, rotations, promotions;
+  uint64_t refused_spaces_full, refused_no_space, refused_stale;
+  uint64_t today_spaces, today_exact_spaces, today_dense_spaces, today_adds;
+} shmf_uv_stats;
+
+#define SHMF_UV_REDIS_BYTES 12304 /* what shmf_uv_export_redis writes */
+
+/* Pure: fills OPTS with the defaults. */
+void shmf_uv_options_init(shmf_uv_options *opts);
+/* Control plane, takes the segment lock. Bad options: -SHMF_EINVAL, segment unchanged. */
+int shmf_uv_create(shmf_segment *seg, const char *name, const shmf_uv_options *opts, shmf_uv **out);
+int shmf_uv_open(shmf_segment *seg, const char *name, shmf_uv **out);
+/* open, or create with OPTS (NULL: defaults) when absent; racing creators: one creates. */
+int shmf_uv_open_or_create(shmf_segment *seg, const char *name, const shmf_uv_options *opts, shmf_uv **out);
+int shmf_uv_close(shmf_uv *u);
+/* Process-local: this handle's clock. UNIX_SECONDS = INT64_MIN: the system clock (default). */
+int shmf_uv_set_now(shmf_uv *u, int64_t unix_seconds);
+/* Any process: 1 the space's sketch changed, 0 unchanged; -SHMF_EFULL (the bucket's
+ * max_spaces are taken), -SHMF_ENOSPACE, -SHMF_EBUSY (retry; also a clock a bucket behind
+ * another process's), -SHMF_EDROPPED, -SHMF_EFORKED, -SHMF_EREADONLY, -SHMF_ECORRUPT. */
+int shmf_uv_add(shmf_uv *u, uint64_t space, const void *item, size_t len);
+int shmf_uv_add_u64(shmf_uv *u, uint64_t space, uint64_t item);
+/* Lock-free: distinct items of SPACE over the last WINDOW buckets (1..retention) into *OUT. */
+int shmf_uv_count(const shmf_uv *u, uint64_t space, uint32_t window, uint64_t *out);
+/* The HLL estimate of the same union: what Redis's PFCOUNT gives for the export. */
+int shmf_uv_count_hll(const shmf_uv *u, uint64_t space, uint32_t window, uint64_t *out);
+/* Every space's items over the last WINDOW buckets (an estimate). */
+int shmf_uv_count_all(const shmf_uv *u, uint32_t window, uint64_t *out);
+/* Redis's dense HLL string of SPACE's union over WINDOW buckets into BUF (CAP >=
+ * SHMF_UV_REDIS_BYTES); *NEEDED gets the length; -SHMF_EFULL when CAP is short. */
+int shmf_uv_export_redis(const shmf_uv *u, uint64_t space, uint32_t window, void *buf, size_t cap, size_t *needed);
+int shmf_uv_stats_get(const shmf_uv *u, shmf_uv_stats *out);
+int shmf_uv_drop(shmf_segment *seg, const char *name);
 
 #ifdef __cplusplus
 } /* extern "C" */

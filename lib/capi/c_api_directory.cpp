@@ -21,7 +21,7 @@ static_assert(SHMF_KIND_HLL == static_cast<int>(Kind::kHll), "C kind numbers are
 static_assert(SHMF_KIND_SET == static_cast<int>(Kind::kExactSet), "C kind numbers are the on-disk Kind values");
 static_assert(SHMF_KIND_BLOB == static_cast<int>(Kind::kBlob), "C kind numbers are the on-disk Kind values");
 static_assert(SHMF_KIND_WINDOW == static_cast<int>(Kind::kWindow), "C kind numbers are the on-disk Kind values");
-static_assert(SHMF_KIND_WINDOW == static_cast<int>(kLastKind), "a new Kind needs its SHMF_KIND_* in shmfilter.h");
+static_assert(SHMF_KIND_WINDOW == static_cast<int>(Kind::kWindow) && SHMF_KIND_UV == static_cast<int>(kLastKind), "a new Kind needs its SHMF_KIND_* in shmfilter.h");
 static_assert(sizeof(shmf_structure_info::name) == kMaxStructureNameLength + 1,
               "shmf_structure_info.name holds the longest structure name and its NUL");
 

@@ -26,12 +26,13 @@ namespace hll { extern const KindRow kRow; }
 namespace exact_set { extern const KindRow kRow; }
 namespace blob { extern const KindRow kRow; }
 namespace window { extern const KindRow kRow; }
+namespace uv { extern const KindRow kRow; }
 
 namespace {
 
 // Index i holds the row of Kind value i + 1 (test_kinds checks it).
-constexpr std::array<const KindRow*, 7> kRows = {
-    &bloom::kRow, &cuckoo::kRow, &roaring::kRow, &hll::kRow, &exact_set::kRow, &blob::kRow, &window::kRow,
+constexpr std::array<const KindRow*, 8> kRows = {
+    &bloom::kRow, &cuckoo::kRow, &roaring::kRow, &hll::kRow, &exact_set::kRow, &blob::kRow, &window::kRow, &uv::kRow,
 };
 static_assert(kRows.size() == static_cast<size_t>(kLastKind), "one row for every Kind value (segment.hpp)");
 

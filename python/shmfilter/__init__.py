@@ -35,7 +35,7 @@ import os
 from typing import Iterable, Optional, Sequence, Union
 
 __all__ = ["Error", "DroppedError", "NoSpaceError", "BusyError", "FullError", "ForkedHandleError",
-           "InvalidArgumentError", "Segment", "Bloom", "Cuckoo", "ExactSet", "Hll", "RoaringSet", "Window",
+           "InvalidArgumentError", "Segment", "Bloom", "Cuckoo", "ExactSet", "Hll", "RoaringSet", "Window", "UvFamily",
            "StructureInfo", "hll_count_redis", "library_path", "version"]
 
 Key = Union[bytes, bytearray, memoryview, str, int]
@@ -235,6 +235,17 @@ class _WindowStats(C.Structure):
 class _MetricsOpts(_Opts):
     _fields_ = [("max_structures", C.c_uint32), ("max_spaces", C.c_uint32), ("max_bytes", C.c_uint64),
                 ("reserved", C.c_uint64 * 2)]
+class _UvOpts(C.Structure):
+    _fields_ = ([(n, C.c_uint32) for n in ("retention", "max_spaces", "exact_max", "reserved")]
+                + [("bucket_seconds", C.c_uint64), ("utc_offset", C.c_int64), ("chunk_bytes", C.c_uint64)])
+
+
+class _UvStats(C.Structure):
+    _fields_ = ([(n, C.c_uint32) for n in ("retention", "max_spaces", "exact_max", "buckets")]
+                + [("current_bucket", C.c_int64)]
+                + [(n, C.c_uint64) for n in ("memory_bytes", "rotations", "promotions", "refused_spaces_full",
+                                             "refused_no_space", "refused_stale", "today_spaces",
+                                             "today_exact_spaces", "today_dense_spaces", "today_adds")])
 
 
 class _StructInfo(C.Structure):
@@ -272,6 +283,7 @@ _KINDS = {
     "hll": (None, _HllStats),
     "roaring": (_RoaringOpts, _RoaringStats),
     "window": (_WindowOpts, _WindowStats),
+    "uv": (_UvOpts, _UvStats),
 }
 for _k, (_o, _s) in _KINDS.items():
     if _o is not None:
@@ -335,6 +347,14 @@ for _n in ("shmf_window_seen_many_u64", "shmf_window_mark_if_unseen_many_u64"):
     _proto(_n, C.c_int, _vp, C.POINTER(_u64), C.POINTER(_u64), _sz, C.c_uint32, _u8p)
 _proto("shmf_window_new_count", C.c_int, _vp, _u64, C.c_uint32, C.POINTER(_u64))
 _proto("shmf_window_maintain", C.c_int, _vp)
+# uv
+_proto("shmf_uv_set_now", C.c_int, _vp, C.c_int64)
+_proto("shmf_uv_add", C.c_int, _vp, _u64, C.c_char_p, _sz)
+_proto("shmf_uv_add_u64", C.c_int, _vp, _u64, _u64)
+for _n in ("shmf_uv_count", "shmf_uv_count_hll"):
+    _proto(_n, C.c_int, _vp, _u64, C.c_uint32, C.POINTER(_u64))
+_proto("shmf_uv_count_all", C.c_int, _vp, C.c_uint32, C.POINTER(_u64))
+_proto("shmf_uv_export_redis", C.c_int, _vp, _u64, C.c_uint32, C.c_void_p, _sz, C.POINTER(_sz))
 
 _HLL_REDIS_DENSE_BYTES = 12304
 
@@ -754,6 +774,69 @@ class Window(_Handle):
         return d
 
 
+class UvFamily(_Handle):
+    """Distinct counts for every space (plan) and time bucket (day) in one structure
+    (docs/uv.md): add(space, item); count(space, w) is the number of distinct items of the
+    space in the UNION of the last w buckets (exact up to exact_max, 1,000 by default; a
+    Redis-compatible HLL beyond); count_all(w) over every space."""
+    _kind = "uv"
+
+    @staticmethod
+    def _space(space: int) -> int:
+        if isinstance(space, bool) or not isinstance(space, int) or not 0 <= space < 1 << 64:
+            raise TypeError(f"space {space!r}: a uint64 (the plan id)")
+        return space
+
+    @property
+    def retention(self) -> int:
+        r = getattr(self, "_retention", None)
+        if r is None:
+            r = self._retention = self.stats()["retention"]
+        return r
+
+    def _w(self, w: Optional[int]) -> int:
+        w = 1 if w is None else w
+        if isinstance(w, bool) or not isinstance(w, int) or not 1 <= w < 1 << 32:
+            raise InvalidArgumentError(EINVAL, f"window {w!r}: an int in 1..retention", "uv")
+        return w
+
+    def set_now(self, unix_seconds: Optional[int]) -> None:
+        """This handle's clock (tests, replays); None: the system clock again."""
+        _check(_lib.shmf_uv_set_now(self._p(), -(1 << 63) if unix_seconds is None else unix_seconds), "uv.set_now")
+
+    def add(self, space: int, item: Key) -> bool:
+        """Counts ITEM for SPACE in the current bucket: True when the sketch changed."""
+        is_u64, v = _key(item)
+        if is_u64:
+            return _check(_lib.shmf_uv_add_u64(self._p(), self._space(space), v), "uv.add") == 1
+        return _check(_lib.shmf_uv_add(self._p(), self._space(space), v, len(v)), "uv.add") == 1
+
+    def count(self, space: int, w: Optional[int] = None) -> int:
+        """Distinct items of SPACE over the last w buckets (default 1: the current one)."""
+        n = C.c_uint64()
+        _check(_lib.shmf_uv_count(self._p(), self._space(space), self._w(w), C.byref(n)), "uv.count")
+        return n.value
+
+    def count_hll(self, space: int, w: Optional[int] = None) -> int:
+        """The HLL estimate of the same union: what Redis's PFCOUNT gives for export_redis()."""
+        n = C.c_uint64()
+        _check(_lib.shmf_uv_count_hll(self._p(), self._space(space), self._w(w), C.byref(n)), "uv.count_hll")
+        return n.value
+
+    def count_all(self, w: Optional[int] = None) -> int:
+        n = C.c_uint64()
+        _check(_lib.shmf_uv_count_all(self._p(), self._w(w), C.byref(n)), "uv.count_all")
+        return n.value
+
+    def export_redis(self, space: int, w: Optional[int] = None) -> bytes:
+        """Redis's dense HLL string (12,304 bytes) of the union: SET it, PFCOUNT/PFMERGE it."""
+        buf = C.create_string_buffer(_HLL_REDIS_DENSE_BYTES)
+        n = C.c_size_t()
+        _check(_lib.shmf_uv_export_redis(self._p(), self._space(space), self._w(w), buf, len(buf), C.byref(n)),
+               "uv.export_redis")
+        return buf.raw[:n.value]
+
+
 class StructureInfo:
     """One named structure of a segment (Segment.structures()); what shmtool list shows."""
     __slots__ = ("name", "name_bytes", "kind", "readable", "over_capacity", "slot", "generation", "offset", "region_bytes",
@@ -931,6 +1014,18 @@ class Segment:
             if v is not None:
                 setattr(o, f, v)
         return self._get("window", Window, name, create, o)
+
+    def uv(self, name: str, *, create: bool = False, retention: Optional[int] = None,
+           bucket_seconds: Optional[int] = None, utc_offset: Optional[int] = None, max_spaces: Optional[int] = None,
+           exact_max: Optional[int] = None, chunk_bytes: Optional[int] = None) -> UvFamily:
+        """Opens UV family NAME (create=True: creates it with these options when absent)."""
+        o = _UvOpts()
+        _lib.shmf_uv_options_init(C.byref(o))
+        for f, v in (("retention", retention), ("bucket_seconds", bucket_seconds), ("utc_offset", utc_offset),
+                     ("max_spaces", max_spaces), ("exact_max", exact_max), ("chunk_bytes", chunk_bytes)):
+            if v is not None:
+                setattr(o, f, v)
+        return self._get("uv", UvFamily, name, create, o)
 
     def structures(self) -> list:
         """Lock-free: every named structure (name order), as StructureInfo."""

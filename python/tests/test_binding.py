@@ -501,3 +501,31 @@ def test_prometheus_text_with_hostile_names_decodes_and_is_bounded(seg):
         seg.prometheus_text(max_bytes=100)                   # below the 16384 floor
     with pytest.raises(shmfilter.InvalidArgumentError):
         seg.prometheus_text(max_structures=-1)
+
+
+def test_uv_family_counts_union_over_days_and_exports_redis(seg):
+    """The UV family (docs/uv.md): exact below exact_max, the union over w days, count_all,
+    the Redis export's count equal to count_hll, named errors for bad arguments."""
+    uv = seg.uv("uv", create=True, retention=3, max_spaces=64, chunk_bytes=1 << 20)
+    t0 = 1764547200
+    for d in range(2):
+        uv.set_now(t0 + d * 86400 + 5)
+        for i in range(100):
+            assert uv.add(42, i + 50 * d) is True
+        assert uv.add(42, 50 * d) is False
+        uv.add(7, f"device-{d}")
+    assert uv.count(42) == 100
+    assert uv.count(42, 2) == 150  # [0, 100) and [50, 150): a union, not a sum
+    assert uv.count(7, 3) == 2
+    assert abs(uv.count_all(2) - 152) <= 3
+    assert shmfilter.hll_count_redis(uv.export_redis(42, 2)) == uv.count_hll(42, 2)
+    with pytest.raises(shmfilter.InvalidArgumentError):
+        uv.count(42, 4)
+    with pytest.raises(TypeError):
+        uv.add(-1, "x")
+    again = seg.uv("uv")
+    assert again.count(42, 2) == 0  # its own clock: the system's, years after these days
+    again.set_now(t0 + 86400 + 5)
+    assert again.count(42, 2) == 150
+    assert uv.stats()["today_spaces"] == 2
+    assert uv.retention == 3

@@ -51,10 +51,11 @@ TEST(CApiDirectory, KindNamesAreTheCxxNames) {
   EXPECT_STREQ(shmf_kind_name(SHMF_KIND_HLL), "hll");
   EXPECT_STREQ(shmf_kind_name(SHMF_KIND_SET), "set");
   EXPECT_STREQ(shmf_kind_name(SHMF_KIND_WINDOW), "window");
-  for (uint32_t k = 1; k <= SHMF_KIND_WINDOW; ++k)
+  EXPECT_STREQ(shmf_kind_name(SHMF_KIND_UV), "uv");
+  for (uint32_t k = 1; k <= SHMF_KIND_UV; ++k)
     EXPECT_EQ(shmf_kind_name(k), shmfilter::kind_name(static_cast<shmfilter::Kind>(k))) << k;
   EXPECT_STREQ(shmf_kind_name(0), "unknown");
-  EXPECT_STREQ(shmf_kind_name(SHMF_KIND_WINDOW + 1), "unknown");
+  EXPECT_STREQ(shmf_kind_name(SHMF_KIND_UV + 1), "unknown");
 }
 
 TEST(CApiDirectory, KindFromNameIsTheInverseOfKindName) {
