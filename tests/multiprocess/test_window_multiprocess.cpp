@@ -506,6 +506,79 @@ TEST_P(WindowMP, KilledAtEveryKillPointLeavesAConsistentWindow) {
   }
 }
 
+// Lock-free validation (open, stats) racing a housekeeper that allocates tables: a table the
+// lock holder allocated from the top of the data area after the validator read top is not
+// corrupt. An earlier build read top once per validation and so answered kCorrupt ("table at
+// X is not an allocated extent of this window") for a table allocated meanwhile (torture_ci,
+// seed 20261130: a worker's open() died). Counts, not time: the housekeeper rotates kBuckets
+// buckets (each a new spare, most from top, expired ones freed); two readers open and read
+// stats until it is done; none may see kCorrupt.
+struct ValidateRaceOracle {
+  std::atomic<int> ready;
+  std::atomic<int> stop;
+  std::atomic<uint64_t> opens;
+};
+
+TEST_P(WindowMP, ValidationRacingTableAllocationsReportsNoCorruption) {
+  shmf_test::SegmentGuard guard(shmf_test::unique_name("wvalrace"));
+  Segment seg = Segment::create(guard.name, shmf_test::small_options(8ull << 20));
+  WindowOptions o = opts(GetParam(), 32);
+  o.bucket_seconds = 1;
+  o.utc_offset = 0;
+  o.retention = 64;
+  o.error = 0.05;
+  o.now = 0;
+  Window::create(seg, "w", o);
+  auto* orc = shared_oracle<ValidateRaceOracle>();
+  ASSERT_NE(orc, nullptr);
+  const std::string name = guard.name;
+  constexpr int kReaders = 2;
+  constexpr int64_t kBuckets = 400;
+  std::vector<pid_t> kids;
+  for (int p = 0; p < kReaders; ++p) {
+    kids.push_back(shmf_test::fork_child([&] {
+      Segment s = Segment::open(name);
+      orc->ready.fetch_add(1);
+      int corrupt = 0;
+      while (orc->stop.load() == 0) {
+        try {
+          Window w = Window::open(s, "w");
+          (void)w.stats();
+        } catch (const Error& e) {
+          if (e.code() != ErrorCode::kCorrupt) throw;
+          if (corrupt++ < 3) std::fprintf(stderr, "reader %d: %s\n", getpid(), e.what());
+        }
+        orc->opens.fetch_add(1, std::memory_order_relaxed);
+      }
+      return corrupt == 0 ? 0 : 20;  // 20: a validation answered kCorrupt for a sound window
+    }));
+  }
+  shmf_test::LoadClock clock;
+  const uint64_t limit = uint64_t(60 * shmf_test::time_scale() * 1e9);
+  while (orc->ready.load() < kReaders && clock.now() < limit) {
+  }
+  ASSERT_EQ(orc->ready.load(), kReaders) << "the readers did not start in 60 uncontended seconds";
+  {
+    Window w = Window::open(seg, "w");
+    for (int64_t e = 0; e < kBuckets; ++e) {
+      w.set_now(e);
+      // Busy buckets (past `expected`): overflow layers and resized spares allocate too.
+      for (uint64_t i = 0; i < 40 + uint64_t(e % 7) * 20; ++i) ASSERT_TRUE(answered(w.mark_if_unseen(1, shmf_bench::mix64(uint64_t(e) << 20 | i), 1)));
+      w.maintain();
+    }
+  }
+  orc->stop.store(1);
+  for (pid_t k : kids) {
+    int status = 0;
+    ASSERT_TRUE(shmf_test::wait_child_bounded(k, 60, status, [&] { return orc->opens.load(); }));
+    EXPECT_TRUE(shmf_test::exited_ok(status)) << "reader status " << (WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+  std::printf("validation racing %lld buckets' allocations: %llu opens\n", (long long)kBuckets,
+              (unsigned long long)orc->opens.load());
+  expect_check_clean(seg);
+  munmap(orc, sizeof(ValidateRaceOracle));
+}
+
 INSTANTIATE_TEST_SUITE_P(Variants, WindowMP, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo),
                          [](const auto& pi) { return std::string(window_variant_name(pi.param)); });
 

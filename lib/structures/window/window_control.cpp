@@ -447,8 +447,8 @@ void validate_window(const Segment& seg, const RegionInfo& r, std::vector<std::s
   if (h->variant == wi::kVariantCuckoo && h->k_main != 8 && h->k_main != 12 && h->k_main != 16)
     problems.push_back("fingerprint bits " + std::to_string(h->k_main));
   if (!problems.empty()) return;
-  const WindowExtents x = extents_of(seg, r);
   const BucketSlot* s = reinterpret_cast<const BucketSlot*>(h + 1);
+  const uint64_t* top = &seg.impl()->hdr()->top;
   std::vector<Span> spans;  // every extent the window's tables name: none may overlap another
   for (uint32_t i = 0; i < h->slots; ++i) {
     std::string at = "slot " + std::to_string(i) + ": ";
@@ -456,13 +456,21 @@ void validate_window(const Segment& seg, const RegionInfo& r, std::vector<std::s
     bool retired = false;
     std::string p;
     std::vector<uint64_t> layers;  // the table's overflow layers / sub-filters (published or pending)
+    WindowExtents x;
     // A slot's verdict counts when the slot did not change while its table was read: a lock
     // holder retiring or replacing a table stores the slot (table 0 or the new one) before it
     // frees the old extents, so a validation racing it sees the slot move and reads it again
     // (bounded: a slot changes under the lock, once per transaction).
+    // The data area's top is read after the slot, per attempt: a table (or a layer) allocated
+    // from top after an earlier read of top is past it, and a top read once per validation
+    // called a table that a lock holder allocated meanwhile "not an allocated extent"
+    // (torture_ci, seed 20261130). A problem counts only if top did not move while the table
+    // was read either (a layer allocated meanwhile: read again with the new top).
     for (int attempt = 0; attempt < 8; ++attempt) {
       tag = s[i].tag.load(std::memory_order_acquire);  // acquire: the table it names
       off = std::atomic_ref<const uint64_t>(s[i].table).load(std::memory_order_relaxed);  // relaxed: re-checked below
+      std::atomic_thread_fence(std::memory_order_acquire);  // the slot before top (its table below top)
+      x = extents_of(seg, r);
       retired = tag == wi::kRetired;
       p.clear();
       layers.clear();
@@ -477,7 +485,8 @@ void validate_window(const Segment& seg, const RegionInfo& r, std::vector<std::s
         p = table_problem(x, h, off, /*in_preparation=*/retired, &layers);
       std::atomic_thread_fence(std::memory_order_acquire);  // the reads above before the re-check
       if (s[i].tag.load(std::memory_order_relaxed) == tag &&  // relaxed: after the fence
-          std::atomic_ref<const uint64_t>(s[i].table).load(std::memory_order_relaxed) == off)
+          std::atomic_ref<const uint64_t>(s[i].table).load(std::memory_order_relaxed) == off &&
+          (p.empty() || std::min(internal::load_acquire(top), seg.size()) == x.top))  // acquire: as extents_of
         break;
     }
     if (off == 0 && p.empty()) continue;

@@ -117,7 +117,7 @@ struct WindowExtents;
 void free_table(ControlTxn& txn, const WindowExtents& x, const WindowHeader* h, uint64_t off, bool in_preparation);
 
 // ---- the trust rule (window_control.cpp; docs/window.md "Validation") ----------
-// What a window may own, read once per validation: the segment's data area [data_lo, top),
+// What a window may own, read per slot (validate_window: after the slot, so top covers its table): the segment's data area [data_lo, top),
 // the owner word of the window's extents (its directory slot and generation), and its own
 // region's extent, which no table may overlap.
 struct WindowExtents {
