@@ -82,7 +82,7 @@ void build_seed(const std::string& path) {
   o.file = path;
   o.size = 0;                  // the minimum: the tables plus 64 KiB
   o.max_size = 4ull << 20;     // small reservation: offsets past the file are reachable
-  o.directory_capacity = 16;
+  o.directory_capacity = 32;  // room for every row's image in every state (16 was full once the UV family joined)
   Segment seg = Segment::create("fuzz", o);
   // Every kind's fuzz image (its row in the kinds table): each kind in every state it can be in,
   // the window's included (#23: its open and check validate every table any path follows). The
