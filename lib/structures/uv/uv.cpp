@@ -777,17 +777,7 @@ UvFamily UvFamily::create(Segment& seg, std::string_view name, const UvOptions& 
   const uint64_t bytes = region_bytes_for(o.retention);
   seg.create_region(name, Kind::kUv, bytes, [&](std::byte* region, uint64_t, ControlTxn& txn) {
     auto* h = reinterpret_cast<UvHeader*>(region);
-    h->magic = kMagic;
-    h->version = kVersion;
-    h->retention = o.retention;
-    h->max_spaces = o.max_spaces;
-    h->space_table = space_table_for(o.max_spaces);
-    h->exact_max = o.exact_max;
-    h->bucket_seconds = o.bucket_seconds;
-    h->utc_offset = o.utc_offset;
-    h->chunk_bytes = o.chunk_bytes;
-    h->region_offset = static_cast<uint64_t>(region - txn.base());
-    h->region_bytes = bytes;
+    init_header(h, o, static_cast<uint64_t>(region - txn.base()), bytes);
   });
   return open(seg, name);
 }

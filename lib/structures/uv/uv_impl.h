@@ -208,6 +208,23 @@ inline uint32_t space_table_for(uint32_t max_spaces) {
   while (t < 2ull * max_spaces) t <<= 1;
   return t;
 }
+
+// Writes a fresh (zeroed, unpublished) region's header from validated options: create and
+// restore both build a region this way. Plain stores: nobody sees the region yet.
+template <class Options>
+inline void init_header(UvHeader* h, const Options& o, uint64_t region_offset, uint64_t region_bytes) {
+  h->magic = kMagic;
+  h->version = kVersion;
+  h->retention = o.retention;
+  h->max_spaces = o.max_spaces;
+  h->space_table = space_table_for(o.max_spaces);
+  h->exact_max = o.exact_max;
+  h->bucket_seconds = o.bucket_seconds;
+  h->utc_offset = o.utc_offset;
+  h->chunk_bytes = o.chunk_bytes;
+  h->region_offset = region_offset;
+  h->region_bytes = region_bytes;
+}
 // Final exact capacity: exact_max items at a load of at most 9/10 (linear probing stays
 // bounded by cap; the smaller steps grow at 3/4 load, 4x at a time, to leave less behind).
 inline uint32_t exact_final_cap(uint32_t exact_max) { return std::max<uint32_t>(kMinExactSlots, (exact_max * 10 + 8) / 9 + 1); }
