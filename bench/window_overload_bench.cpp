@@ -34,13 +34,16 @@ double pct(std::vector<double>& v, double q) {
   return v[i];
 }
 
-void run(WindowVariant variant, uint64_t n, uint64_t n_absent, double error, uint32_t error_window) {
-  const std::string name = "shmf_ovlbench_" + std::to_string(getpid());
+// One segment of its own per run (removed first), and the window both runs measure.
+Segment fresh_segment(const std::string& name) {
   CreateOptions co;
   co.size = 64ull << 20;
   co.max_size = 32ull << 30;
   Segment::remove(name);
-  Segment seg = Segment::create(name, co);
+  return Segment::create(name, co);
+}
+
+WindowOptions bench_options(WindowVariant variant, uint64_t n, double error, uint32_t error_window) {
   WindowOptions o;
   o.variant = variant;
   o.expected_per_bucket = n;
@@ -49,7 +52,13 @@ void run(WindowVariant variant, uint64_t n, uint64_t n_absent, double error, uin
   o.retention = 7;
   o.max_spaces = 8192;
   o.seed = 5;
-  Window w = Window::create(seg, "w", o);
+  return o;
+}
+
+void run(WindowVariant variant, uint64_t n, uint64_t n_absent, double error, uint32_t error_window) {
+  const std::string name = "shmf_ovlbench_" + std::to_string(getpid());
+  Segment seg = fresh_segment(name);
+  Window w = Window::create(seg, "w", bench_options(variant, n, error, error_window));
   w.set_now(kT0);
   w.maintain();
   const double p1 = w.stats().one_bucket_error;
@@ -100,20 +109,8 @@ void run(WindowVariant variant, uint64_t n, uint64_t n_absent, double error, uin
 // The common case: a bucket at its expected load, 7 such days; single calls out of cache.
 void common(WindowVariant variant, uint64_t n, uint64_t q, double error, uint32_t error_window) {
   const std::string name = "shmf_ovlbench_c_" + std::to_string(getpid());
-  CreateOptions co;
-  co.size = 64ull << 20;
-  co.max_size = 32ull << 30;
-  Segment::remove(name);
-  Segment seg = Segment::create(name, co);
-  WindowOptions o;
-  o.variant = variant;
-  o.expected_per_bucket = n;
-  o.error = error;
-  o.error_window = error_window;
-  o.retention = 7;
-  o.max_spaces = 8192;
-  o.seed = 5;
-  Window w = Window::create(seg, "w", o);
+  Segment seg = fresh_segment(name);
+  Window w = Window::create(seg, "w", bench_options(variant, n, error, error_window));
   std::vector<uint64_t> last;
   for (int d = 0; d < 7; ++d) {
     w.set_now(kT0 + d * kDay);
