@@ -137,6 +137,34 @@ class LoadClock {
 // changed for bound_s uncontended seconds (LoadClock) x time_scale(); without
 // a progress counter, when it runs that long in all. On a hang: SIGCONT,
 // SIGKILL, reap, false. True (status set) when the child ended by itself.
+// Prints what a child that is about to be killed as hung is doing: its state and
+// kernel wait channel from /proc, and, where gdb is installed, every thread's
+// stack (bounded by timeout(1): a wedged gdb must not hang the test). A hang that
+// a loaded CI machine shows once is then diagnosable from the log alone.
+inline void dump_hung_child(pid_t pid) {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/%d/stat", int(pid));
+  if (FILE* f = std::fopen(path, "r")) {
+    char line[512] = {0};
+    if (std::fgets(line, sizeof line, f) != nullptr) std::fprintf(stderr, "hung child %d: stat: %s", int(pid), line);
+    std::fclose(f);
+  }
+  std::snprintf(path, sizeof path, "/proc/%d/wchan", int(pid));
+  if (FILE* f = std::fopen(path, "r")) {
+    char line[128] = {0};
+    if (std::fgets(line, sizeof line, f) != nullptr) std::fprintf(stderr, "hung child %d: wchan: %s\n", int(pid), line);
+    std::fclose(f);
+  }
+  if (std::system("command -v gdb >/dev/null 2>&1") != 0) return;
+  char cmd[256];
+  std::snprintf(cmd, sizeof cmd,
+                "timeout 30 gdb -batch -nx -p %d -ex 'thread apply all bt' </dev/null 2>&1 | "
+                "grep -E '^(#|Thread)' 1>&2",
+                int(pid));
+  std::fflush(nullptr);
+  if (std::system(cmd) != 0) std::fprintf(stderr, "hung child %d: no stack (gdb could not attach)\n", int(pid));
+}
+
 inline bool wait_child_bounded(pid_t pid, double bound_s, int& status,
                                const std::function<uint64_t()>& progress = nullptr) {
   LoadClock clock;
@@ -157,6 +185,7 @@ inline bool wait_child_bounded(pid_t pid, double bound_s, int& status,
     }
     if (now - since > bound) {
       kill(pid, SIGCONT);
+      dump_hung_child(pid);
       kill(pid, SIGKILL);
       while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }

@@ -346,6 +346,7 @@ void run_round(const Config& cfg, SharedState* sh, uint64_t kill_quota, double d
         ++tot.hangs;
         tot.fail("worker " + std::to_string(wid) + " made no progress for " + std::to_string(double(now - last) / 1e9) +
                  " s (" + std::to_string(double(fgap) / 1e9) + " s uncontended; bound " + bound_text + ")");
+        shmf_test::dump_hung_child(p.pid);
         kill(p.pid, SIGKILL);
         waitpid(p.pid, &st, 0);
         start(wid);
