@@ -325,3 +325,42 @@ TEST(RoaringCrash, KilledWhileLinkingADelta) {
     EXPECT_EQ(seg.stats().used_bytes, used0) << "no extent leaked by the killed link";
   }
 }
+
+// The torture found a dead linker's claim with its table still staged that `check --repair`
+// reported but left (the next linker would have taken it over), so the check after the repair
+// still failed. --repair now takes it over itself (as maintain() does): frees or keeps the table.
+TEST(RoaringCrash, CheckRepairTakesOverADeadLinkClaim) {
+  for (const char* point : {"roaring.link.after_alloc", "roaring.link.after_link"}) {
+    SCOPED_TRACE(point);
+    SegmentGuard g(unique_name("rcr"));
+    Segment seg = Segment::create(g.name, seg_options());
+    uint64_t used0 = seg.stats().used_bytes;
+    RoaringSet::create(seg, "set", RoaringOptions{});
+    auto log = run_killed_child(g.name, point, 2, 400, true, [](RoaringSet&) {});
+    ASSERT_GE(log.size(), 96u);
+    {
+      RoaringSet rs = RoaringSet::open(seg, "set");
+      ASSERT_NE(rs.stats().link_claim_owner, 0u) << "the killed link left its (dead) link claim";
+    }
+    shmfilter::CheckReport fix = seg.check(true);
+    bool saw = false;
+    for (const auto& f : fix.findings)
+      if (f.problem.find("delta link claim held by a dead process") != std::string::npos) {
+        saw = true;
+        EXPECT_TRUE(f.repaired) << f.problem;
+      }
+    EXPECT_TRUE(saw) << "check reports the dead link claim";
+    EXPECT_TRUE(seg.check(false).consistent()) << "nothing left after the repair";
+    RoaringSet rs = RoaringSet::open(seg, "set");
+    EXPECT_EQ(rs.stats().link_claim_owner, 0u);
+    expect_acknowledged(rs, log);
+    for (uint32_t v = 100000; v < 100300; ++v) ASSERT_EQ(rs.add(v), RoaringStatus::kOk) << v;
+    expect_acknowledged(rs, log);
+    rs.reclaim();
+    EXPECT_TRUE(consistent(seg));
+    rs = RoaringSet();
+    EXPECT_TRUE(RoaringSet::drop(seg, "set"));
+    seg.quiesce();
+    EXPECT_EQ(seg.stats().used_bytes, used0) << "no extent leaked by the killed link or the repair";
+  }
+}

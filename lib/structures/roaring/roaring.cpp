@@ -752,9 +752,20 @@ void check_roaring(Segment& seg, const RegionInfo& region, bool repair, CheckRep
   }
   uint64_t lc = h->link_claim.load();
   if (lc != 0 && !seg.token_alive(lc)) {
-    // Not cleared by --repair while a table is staged: the next linker's
-    // takeover frees or keeps it (clearing the claim alone would not).
-    bool fixed = repair && h->staged_link == 0 && h->link_claim.compare_exchange_strong(lc, 0);
+    // With a table staged, clearing the claim alone would leak or lose it: --repair does what
+    // the next linker would, through maintain() (its takeover frees or keeps the staged table,
+    // then releases the claim). Without one, the claim is simply cleared.
+    bool fixed = false;
+    if (repair && h->staged_link == 0) {
+      fixed = h->link_claim.compare_exchange_strong(lc, 0);
+    } else if (repair) {
+      try {
+        RoaringSet::open(seg, region.name).maintain();
+      } catch (const Error&) {
+        // reported below as not repaired
+      }
+      fixed = h->link_claim.load() != lc;
+    }
     finding("delta link claim held by a dead process (token " + std::to_string(lc) +
                 "); the next writer that links a table takes it over and frees or keeps the staged table",
             fixed);
