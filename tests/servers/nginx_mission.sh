@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# tests/servers/nginx_mission.sh MODE: the mission's shape through nginx (issue #22,
+# "Done means"), scaled down to run in seconds on a 2-CPU machine; mission.py sends
+# the requests (pipelined, 4 connections, 2 workers), keeps the exact oracle and
+# states each bound:
+#   uv        8,000 plans, daily and 7-bucket distinct devices (a UV family,
+#             shmfilter_uv_add + shmfilter_count space=$plan window=7), ~33,000 adds
+#             a day over 3 buckets of 4 s (the day, shortened: the module runs on the
+#             system clock); per-plan counts against the oracle (exact below 1,000,
+#             4 sigma above); /status and shmtool stats --prometheus <= 100 KB
+#   overload  a cuckoo and a bloom window driven to 8x their expected day (40,000
+#             pairs for expected=5,000) over 8,000 plans: 0 pairs served twice,
+#             false positives within the asked rate (p1 + 4 sigma), no fail-open
+# Exhaustion with a bounded log and a removed segment + reload are nginx_edges.sh.
+source "$(dirname "$0")/lib.sh"
+MODE=${1:?uv or overload}
+require nginx nginx; require curl curl
+require_built
+
+seg=$(segment_name mission)
+port=$(free_port)
+p=$(nginx_prefix mission)
+BUCKET=4
+case $MODE in
+uv)
+  nginx_conf "$p" 2 "
+    shmfilter_segment $seg create size=128m;
+    shmfilter_structure uv uv retention=7 bucket=${BUCKET}s create;
+    shmfilter_uv_add \$uv_add   uv space=\$arg_plan \$arg_device;
+    shmfilter_count  \$uv_today uv space=\$arg_plan;
+    shmfilter_count  \$uv_week  uv space=\$arg_plan window=7;
+    # the frequency cap beside it, so that the scrape holds a window of 8,000 plans too
+    shmfilter_structure freq window expected=50000 create;
+    shmfilter_mark   \$fc freq \$arg_device space=\$arg_plan window=7;
+    server {
+        listen 127.0.0.1:$port backlog=1024;
+        location = /    { return 200 \"up\n\"; }
+        location = /add { return 200 \"\$uv_add \$fc\n\"; }
+        location = /uv  { return 200 \"\$uv_today \$uv_week\n\"; }
+        location = /status { shmfilter_status; }
+    }"
+  ;;
+overload)
+  # error=0.01 over the 7 buckets: p1 = 0.1435% a bucket (docs/window.md)
+  nginx_conf "$p" 2 "
+    shmfilter_segment $seg create size=64m;
+    shmfilter_structure w_cuckoo window variant=cuckoo expected=5000 error=0.01 create;
+    shmfilter_structure w_bloom  window variant=bloom  expected=5000 error=0.01 create;
+    shmfilter_mark \$mc w_cuckoo \$arg_device space=\$arg_plan window=7;
+    shmfilter_mark \$mb w_bloom  \$arg_device space=\$arg_plan window=7;
+    shmfilter_seen \$sc w_cuckoo \$arg_device space=\$arg_plan window=7;
+    shmfilter_seen \$sb w_bloom  \$arg_device space=\$arg_plan window=7;
+    server {
+        listen 127.0.0.1:$port backlog=1024;
+        location = /  { return 200 \"up\n\"; }
+        location = /m { return 200 \"\$mc \$mb \$shmfilter_error\n\"; }
+        location = /s { return 200 \"\$sc \$sb \$shmfilter_error\n\"; }
+        location = /status { shmfilter_status; }
+    }"
+  ;;
+*) fail "unknown mode $MODE" ;;
+esac
+out=$(nginx_test_conf "$p") || fail "nginx -t: $out"
+nginx_start "$p" "$port"
+wait_workers "$p" 2
+case $MODE in
+uv) "$PY" "$SHMF_SOURCE_DIR/tests/servers/mission.py" uv "$port" "$BUCKET" "$seg" "$SHMF_SHMTOOL" || fail "mission.py uv" ;;
+overload) "$PY" "$SHMF_SOURCE_DIR/tests/servers/mission.py" overload "$port" "$seg" || fail "mission.py overload" ;;
+esac
+"$SHMF_SHMTOOL" check "$seg" >/dev/null || fail "shmtool check: $("$SHMF_SHMTOOL" check "$seg" 2>&1)"
+n=$(grep -c shmfilter "$p/error.log" || true)
+note "error.log: $n shmfilter lines"
+grep -E '\[(alert|crit|emerg)\]' "$p/error.log" && fail "alerts in error.log"
+echo "PASS nginx_mission_$MODE"
