@@ -23,19 +23,19 @@ uv PORT BUCKET_SECONDS SEGMENT SHMTOOL
     plans (and a window holding 8,000 plans' pairs) must be at most 100 KB.
 
 overload PORT SEGMENT
-    Two windows (cuckoo and bloom variants, expected=5,000 a bucket, error=0.01
+    Two windows (cuckoo and bloom variants, expected=20,000 a bucket, error=0.01
     over 7 buckets: p1 = 1 - 0.99^(1/7) = 0.1435% a bucket) driven to 8x their
-    expected day through nginx: 40,000 distinct (plan, device) pairs over 8,000
-    plans (5 a plan), each sent once, in shuffled order, over 4 connections (both
-    workers). Then every pair is sent again. Served twice = a pair answered
+    expected day through nginx: 160,000 distinct (plan, device) pairs over 8,000
+    plans (20 a plan), each sent once, in shuffled order, over 4 connections (both
+    workers), in eighths (1x .. 8x). Then every pair is sent again. Served twice = a pair answered
     "new" more than once: must be 0 for both variants (no pair is ever in flight
     twice at once, so a Bloom window's racing marks cannot happen either).
     False positives: pairs answered "seen" on first sight (never served), and
-    8,000 fresh pairs probed read-only at 8x: each at most n x p1 + 4 sigma
+    40,000 fresh pairs probed read-only at 8x: each at most n x p1 + 4 sigma
     (sigma = sqrt(n p1)) + 2. Every answer is new or seen (no fail-open: no
     "failed", no $shmfilter_error), and /status shows overflow layers in use.
 """
-import math, os, random, subprocess, sys, time
+import collections, math, os, random, subprocess, sys, time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pipeline import get_many  # noqa: E402
 
@@ -126,6 +126,7 @@ def uv(port, bucket_s, segment, shmtool):
 
     checked = {"exact": 0, "hll": 0}
     worst = 0.0
+    week_above_today = [0]
 
     def check_counts(label):
         nonlocal worst
@@ -145,6 +146,7 @@ def uv(port, bucket_s, segment, shmtool):
             q = bucket(t1)
             for p, a in zip(part, got):
                 today, week = (int(x) for x in a.split())
+                week_above_today[0] += week > today
                 for what, n, w in (("today", today, 1), ("7-bucket", week, 7)):
                     lo, hi, top = expected(p, q - w + 1, q)
                     if top <= 1000:  # every bucket's sketch is exact: so is the union
@@ -161,9 +163,14 @@ def uv(port, bucket_s, segment, shmtool):
     t_start = time.time()
     n0 = add_day(0)
     check_counts("day 1")
+    if week_above_today[0]:
+        fail(f"day 1: {week_above_today[0]} plans count more devices over 7 buckets than today")
     n1 = add_day(1)
     n2 = add_day(2)
     check_counts("day 3")
+    # every plan has devices of days 1 and 2 that it did not see on day 3: the union shows them
+    if week_above_today[0] != len(size):
+        fail(f"day 3: {week_above_today[0]} of {len(size)} plans count more over 7 buckets than today")
     big = sum(1 for n in size.values() if n > 1000)
     print(f"uv: {len(size)} plans, {n0 + n1 + n2} adds over 3 buckets of {bucket_s} s "
           f"(buckets {day_buckets}), answers {answers}, {big} plans past the exact tier a day; "
@@ -185,10 +192,57 @@ def uv(port, bucket_s, segment, shmtool):
         fail(f"shmtool stats --prometheus is {len(text)} bytes with 8,000 plans (bound 100,000)")
 
 
+# ---------------------------------------------------------------- rescue (nginx_edges.sh removed)
+def stream(port, stopfile, outfile, limit=60000):
+    """Fresh (plan, device) pairs over 8,000 plans, 250 a batch over 4 connections
+    (reconnecting when a reload's old worker closes one), a batch every 40 ms or
+    slower (so that the stream lasts through the whole sequence: at most ~6,000
+    pairs a second, 60,000 in all), until STOPFILE exists: what the edges test
+    runs while the segment is removed, rescued and reloaded."""
+    answers, i = [], 0
+    while not os.path.exists(stopfile) and i < limit:
+        batch = [(1 + (k * 7919) % 8000, f"r{k}") for k in range(i, i + 250)]
+        got = get_many(port, [f"/m?plan={p}&device={d}" for p, d in batch], conns=CONNS, retry=True)
+        answers += [(p, d, a.strip()) for (p, d), a in zip(batch, got)]
+        i += 250
+        time.sleep(0.04)
+    with open(outfile, "w") as f:
+        for p, d, a in answers:
+            f.write(f"{p} {d} {a}\n")
+    print(f"stream: {len(answers)} pairs over 8,000 plans marked while the segment was removed and reloaded"
+          f"{' (stopped at its limit before the end)' if not os.path.exists(stopfile) else ''}")
+
+
+def recheck(port, infile):
+    """Every pair the stream sent, sent again: all must answer 'seen seen' (set and
+    window). A pair answered 'new' by either structure more than once over both
+    passes was served twice: the bound is 0."""
+    rows = [line.rstrip("\n").split(" ", 2) for line in open(infile)]
+    first = collections.Counter(r[2] for r in rows)
+    got = get_many(port, [f"/m?plan={p}&device={d}" for p, d, _ in rows], conns=CONNS, retry=True)
+    twice = [(p, d, a, b.strip()) for (p, d, a), b in zip(rows, got) if b.strip() != "seen seen"]
+    print(f"recheck: {len(rows)} pairs, first answers {dict(first)}, {len(twice)} answered other than "
+          f"'seen seen' on the second pass")
+    if twice:
+        fail(f"{len(twice)} pairs served twice or failing after remove + rescue + reload, e.g. {twice[:5]}")
+    # First answers: 'new new'; 'seen seen' where a closed connection lost the answer of a
+    # request that was then sent again (its 'new' went to nobody); 'new seen' a false
+    # positive of the window (error=0.01 over 7 buckets: at most p1 = 0.1435% a query;
+    # bound n p1 + 4 sigma + 2). Never a failure answer, never 'seen new' (the exact set
+    # has no false positives: that would be a lost mark).
+    fp = sum(1 for r in rows if r[2] == "new seen")
+    p1 = 1 - 0.99 ** (1 / 7)
+    bound = int(len(rows) * p1 + 4 * math.sqrt(len(rows) * p1) + 2)
+    bad = [r for r in rows if r[2] not in ("new new", "seen seen", "new seen")]
+    if bad or fp > bound:
+        fail(f"{len(bad)} first answers not new|seen for both, e.g. {bad[:5]}; {fp} window false positives "
+             f"(bound {bound})")
+
+
 # ---------------------------------------------------------------- overload
 def overload(port, segment):
     rng = random.Random(8)
-    expected, plans, per_plan = 5000, 8000, 5
+    expected, plans, per_plan = 20000, 8000, 20
     p1 = 1 - 0.99 ** (1 / 7)
     pairs = [(1 + (p * 7919) % 1000003, f"dev{p}-{k}") for p in range(plans) for k in range(per_plan)]
     assert len(pairs) == 8 * expected
@@ -215,7 +269,7 @@ def overload(port, segment):
     again = pairs[:]
     rng.shuffle(again)
     mark(again, "again")
-    probes = [(1 + (p * 7919) % 1000003, f"fresh{p}") for p in range(plans)]
+    probes = [(1 + (p * 7919) % 1000003, f"fresh{p}-{k}") for p in range(plans) for k in range(5)]
     got = get_many(port, [f"/s?plan={p}&device={d}" for p, d in probes], conns=CONNS)
     probe_fp = {"cuckoo": 0, "bloom": 0}
     for (p, d), a in zip(probes, got):
@@ -265,6 +319,10 @@ if __name__ == "__main__":
     mode = sys.argv[1]
     if mode == "uv":
         uv(int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5])
+    elif mode == "stream":
+        stream(int(sys.argv[2]), sys.argv[3], sys.argv[4])
+    elif mode == "recheck":
+        recheck(int(sys.argv[2]), sys.argv[3])
     elif mode == "overload":
         overload(int(sys.argv[2]), sys.argv[3])
     else:

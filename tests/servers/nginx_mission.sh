@@ -8,8 +8,8 @@
 #             a day over 3 buckets of 4 s (the day, shortened: the module runs on the
 #             system clock); per-plan counts against the oracle (exact below 1,000,
 #             4 sigma above); /status and shmtool stats --prometheus <= 100 KB
-#   overload  a cuckoo and a bloom window driven to 8x their expected day (40,000
-#             pairs for expected=5,000) over 8,000 plans: 0 pairs served twice,
+#   overload  a cuckoo and a bloom window driven to 8x their expected day (160,000
+#             pairs for expected=20,000) over 8,000 plans: 0 pairs served twice,
 #             false positives within the asked rate (p1 + 4 sigma), no fail-open
 # Exhaustion with a bounded log and a removed segment + reload are nginx_edges.sh.
 source "$(dirname "$0")/lib.sh"
@@ -44,8 +44,8 @@ overload)
   # error=0.01 over the 7 buckets: p1 = 0.1435% a bucket (docs/window.md)
   nginx_conf "$p" 2 "
     shmfilter_segment $seg create size=64m;
-    shmfilter_structure w_cuckoo window variant=cuckoo expected=5000 error=0.01 create;
-    shmfilter_structure w_bloom  window variant=bloom  expected=5000 error=0.01 create;
+    shmfilter_structure w_cuckoo window variant=cuckoo expected=20000 error=0.01 create;
+    shmfilter_structure w_bloom  window variant=bloom  expected=20000 error=0.01 create;
     shmfilter_mark \$mc w_cuckoo \$arg_device space=\$arg_plan window=7;
     shmfilter_mark \$mb w_bloom  \$arg_device space=\$arg_plan window=7;
     shmfilter_seen \$sc w_cuckoo \$arg_device space=\$arg_plan window=7;
