@@ -156,8 +156,12 @@ TEST(ExactSetKillClean, DeathHoldingEveryStripeLoseNothing) {
       ++acked;
       ASSERT_TRUE(has) << "acknowledged insert of key #" << i << " lost";
     }
-    if (ack[i] == kEraseAcked) ASSERT_FALSE(has) << "acknowledged erase of key #" << i << " undone";
-    if (ack[i] == kNone) ASSERT_FALSE(has) << "key #" << i << " was never inserted";
+    if (ack[i] == kEraseAcked) {
+      ASSERT_FALSE(has) << "acknowledged erase of key #" << i << " undone";
+    }
+    if (ack[i] == kNone) {
+      ASSERT_FALSE(has) << "key #" << i << " was never inserted";
+    }
   }
   EXPECT_GE(acked, live - 1) << "the child died before its churn filled the set";
   EXPECT_EQ(set.size(), present) << "size() drifted";
@@ -166,7 +170,9 @@ TEST(ExactSetKillClean, DeathHoldingEveryStripeLoseNothing) {
   const auto more = shmf_bench::distinct_keys(pool + 4000, 11);
   for (uint64_t i = pool; i < pool + 4000; ++i) {
     ASSERT_EQ(set.insert(more[i]), InsertResult::kInserted) << "insert after the kill, key #" << i;
-    if (i >= pool + live) ASSERT_TRUE(set.erase(more[i - live]));
+    if (i >= pool + live) {
+      ASSERT_TRUE(set.erase(more[i - live]));
+    }
   }
   EXPECT_EQ(set.size(), present + live);
   CheckReport r = seg.check(false);
