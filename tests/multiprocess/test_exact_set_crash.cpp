@@ -119,7 +119,7 @@ TEST_P(ExactSetKill, AcknowledgedOperationsSurvive) {
 // tombstones pile up until an insert past the used limit cleans them, and dies there.
 // Then: no acknowledged insert or erase undone, size() exact, and every stripe the dead
 // child held is taken over: new inserts (and another clean-up, from the parent) finish.
-TEST(ExactSetKillClean, DeathHoldingEveryStripeLoseNothing) {
+TEST(ExactSetKillClean, DeathHoldingEveryStripeLosesNothing) {
   SegmentGuard g(unique_name("setclean"));
   Segment seg = Segment::create(g.name);
   const uint64_t pool = 40000, live = 100;
