@@ -20,7 +20,7 @@ foreach(_l IN LISTS _lines)
   list(APPEND _points ${_p})
 endforeach()
 
-# the sweep's skip list: {"prefix", "tests/.../file.cpp"}
+# the sweep's skip list: {"prefix", "the test file that kills there"}
 file(READ ${SOURCE_DIR}/tests/torture/main.cpp _main)
 string(REGEX MATCH "kCoveredElsewhere\\[\\] = {[^;]*};" _skip "${_main}")
 string(REGEX MATCHALL "{\"[^\"]+\", \"[^\"]+\"}" _skips "${_skip}")
