@@ -20,7 +20,7 @@ require_built
 seg=$(segment_name mission)
 port=$(free_port)
 p=$(nginx_prefix mission)
-BUCKET=4
+BUCKET=${SHMF_MISSION_BUCKET:-4}  # seconds; a shorter one exercises the oracle's boundary handling
 case $MODE in
 uv)
   nginx_conf "$p" 2 "
