@@ -240,6 +240,43 @@ def recheck(port, infile):
              f"(bound {bound})")
 
 
+# ---------------------------------------------------------------- exhaustion
+def exhaust(port):
+    """A window (expected=20,000, day buckets) in a segment that cannot grow and has no
+    room left for an overflow layer, driven to 8x through nginx: 160,000 fresh pairs
+    over 8,000 plans. Pairs answered 'new' with no $shmfilter_error are acknowledged
+    marks; past the table the window cannot add a layer and new pairs answer per
+    shmfilter_fail (open: 'new', with the cause in $shmfilter_error). Then every pair is
+    sent again: every acknowledged one must answer 'seen' (the workers keep answering
+    from what exists: none served twice); the log bound is nginx_mission.sh's."""
+    rng = random.Random(22)
+    pairs = [(1 + (p * 7919) % 1000003, f"x{p}-{k}") for p in range(8000) for k in range(20)]
+    rng.shuffle(pairs)
+    first = get_many(port, [f"/m?plan={p}&device={d}" for p, d in pairs], conns=CONNS)
+    acked, failed, causes = set(), 0, collections.Counter()
+    for (p, d), a in zip(pairs, first):
+        x = a.split()
+        if not x or x[0] not in ("new", "seen") or len(x) > 2:
+            fail(f"pair ({p}, {d}) answered {a!r}")
+        if len(x) == 2:
+            causes[x[1]] += 1
+        if x == ["new"]:
+            acked.add((p, d))
+        elif x[0] == "new":
+            failed += 1
+    again = get_many(port, [f"/m?plan={p}&device={d}" for p, d in pairs], conns=CONNS)
+    twice = [(p, d, a.strip()) for (p, d), a in zip(pairs, again) if (p, d) in acked and a.split()[0] != "seen"]
+    print(f"exhaustion: {len(pairs)} pairs (8x expected 20,000): {len(acked)} acknowledged 'new', {failed} "
+          f"answered 'new' per shmfilter_fail open, causes {dict(causes)}; {len(twice)} acknowledged pairs "
+          f"not 'seen' when sent again")
+    if twice:
+        fail(f"{len(twice)} acknowledged pairs served twice after the segment ran out, e.g. {twice[:5]}")
+    if failed < len(pairs) // 2 or not acked:
+        fail("the segment did not run out where the test expects (past the first table)")
+    if set(causes) - {"full", "no_space"}:
+        fail(f"causes {dict(causes)}: expected full or no_space")
+
+
 # ---------------------------------------------------------------- overload
 def overload(port, segment):
     rng = random.Random(8)
@@ -324,6 +361,8 @@ if __name__ == "__main__":
         stream(int(sys.argv[2]), sys.argv[3], sys.argv[4])
     elif mode == "recheck":
         recheck(int(sys.argv[2]), sys.argv[3])
+    elif mode == "exhaustion":
+        exhaust(int(sys.argv[2]))
     elif mode == "overload":
         overload(int(sys.argv[2]), sys.argv[3])
     else:

@@ -11,9 +11,14 @@
 #   overload  a cuckoo and a bloom window driven to 8x their expected day (160,000
 #             pairs for expected=20,000) over 8,000 plans: 0 pairs served twice,
 #             false positives within the asked rate (p1 + 4 sigma), no fail-open
-# Exhaustion with a bounded log and a removed segment + reload are nginx_edges.sh.
+#   exhaustion  the same window shape (expected=20,000, day buckets) in a segment
+#             that cannot grow and has no room for an overflow layer, driven to 8x:
+#             every acknowledged 'new' answers 'seen' when sent again (the workers
+#             keep answering from what exists), the rest answer per shmfilter_fail
+#             with the cause, and error.log gains at most 8 lines
+# nginx_edges.sh has the 1-second-bucket exhaustion under wrk and the removed segment.
 source "$(dirname "$0")/lib.sh"
-MODE=${1:?uv or overload}
+MODE=${1:?uv, overload or exhaustion}
 require nginx nginx; require curl curl
 require_built
 
@@ -40,6 +45,33 @@ uv)
         location = /status { shmfilter_status; }
     }"
   ;;
+exhaustion)
+  # 24 MiB that cannot grow: the window's first day table, then filled up by blooms,
+  # so that no overflow layer fits
+  SEG_ACCESS=""
+  if [[ $(id -u) -eq 0 ]]; then SEG_ACCESS="mode=0o660, group=$(getent group "$(id -gn nobody)" | cut -d: -f3)"; fi
+  "$PY" - "$seg" <<PYEOF || fail "could not create and fill the segment"
+import sys, shmfilter
+s = shmfilter.Segment.create(sys.argv[1], size=24 << 20, max_size=24 << 20${SEG_ACCESS:+, $SEG_ACCESS})
+s.window("w", create=True, expected_per_bucket=20000, variant="cuckoo").close()
+cap, k = 8_000_000, 0
+while cap > 500:
+    try:
+        s.bloom("fill%d" % k, create=True, capacity=cap, error=0.01).close(); k += 1
+    except shmfilter.Error:
+        cap //= 2
+s.close()
+PYEOF
+  nginx_conf "$p" 2 "
+    shmfilter_segment $seg;
+    shmfilter_mark \$fw w \$arg_device space=\$arg_plan;
+    server {
+        listen 127.0.0.1:$port backlog=1024;
+        location = /  { return 200 \"up\n\"; }
+        location = /m { return 200 \"\$fw \$shmfilter_error\n\"; }
+        location = /status { shmfilter_status; }
+    }"
+  ;;
 overload)
   # error=0.01 over the 7 buckets: p1 = 0.1435% a bucket (docs/window.md)
   nginx_conf "$p" 2 "
@@ -63,12 +95,22 @@ esac
 out=$(nginx_test_conf "$p") || fail "nginx -t: $out"
 nginx_start "$p" "$port"
 wait_workers "$p" 2
+lines0=$(grep -c shmfilter "$p/error.log" || true)
 case $MODE in
+exhaustion)
+  "$PY" "$SHMF_SOURCE_DIR/tests/servers/mission.py" exhaustion "$port" || fail "mission.py exhaustion"
+  # Bound: once per (structure, cause) per worker (2 workers; full and no_space), plus
+  # the count lines of a minute (none within this test's seconds): at most 8 new lines
+  lines=$(( $(grep -c shmfilter "$p/error.log" || true) - lines0 ))
+  bytes=$(wc -c <"$p/error.log")
+  note "error.log: $lines new shmfilter lines, $bytes bytes in all"
+  [[ $lines -le 8 && $bytes -le 16384 ]] || fail "error.log gained $lines shmfilter lines ($bytes bytes): not rate-limited"
+  ;;
 uv) "$PY" "$SHMF_SOURCE_DIR/tests/servers/mission.py" uv "$port" "$BUCKET" "$seg" "$SHMF_SHMTOOL" || fail "mission.py uv" ;;
 overload) "$PY" "$SHMF_SOURCE_DIR/tests/servers/mission.py" overload "$port" "$seg" || fail "mission.py overload" ;;
 esac
 "$SHMF_SHMTOOL" check "$seg" >/dev/null || fail "shmtool check: $("$SHMF_SHMTOOL" check "$seg" 2>&1)"
 n=$(grep -c shmfilter "$p/error.log" || true)
 note "error.log: $n shmfilter lines"
-grep -E '\[(alert|crit|emerg)\]' "$p/error.log" && fail "alerts in error.log"
+[[ $MODE == exhaustion ]] || ! grep -E '\[(alert|crit|emerg)\]' "$p/error.log" || fail "alerts in error.log"
 echo "PASS nginx_mission_$MODE"
