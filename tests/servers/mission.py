@@ -328,6 +328,11 @@ def overload(port, segment):
             for v in ("cuckoo", "bloom"):
                 if f'name="w_{v}"' in line:
                     layers[v] = float(line.split()[-1])
+    per_worker = collections.Counter()
+    for line in scrape.splitlines():
+        if line.startswith("shmfilter_requests_total{") and 'op="mark"' in line:
+            per_worker[line.split('worker="')[1].split('"')[0]] += float(line.split()[-1])
+    print(f"overload: mark evaluations per worker: {dict(per_worker)}")
     ok = True
     for v in ("cuckoo", "bloom"):
         twice = sum(1 for c in new[v].values() if c > 1)
