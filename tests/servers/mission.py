@@ -19,8 +19,10 @@ uv PORT BUCKET_SECONDS SEGMENT SHMTOOL
     (a stalled machine) makes its adds ambiguous between the buckets it spans,
     and the check for a plan holding such adds is the range of both readings
     (reported; none on an idle machine). A count chunk that crossed a boundary is
-    read again. Then /status (and shmtool stats --prometheus) with the 8,000
-    plans (and a window holding 8,000 plans' pairs) must be at most 100 KB.
+    read again. Then 8,000 per-plan HLLs uv:PLAN are created through nginx (the
+    pattern the family replaces), and /status (and shmtool stats --prometheus)
+    with the 8,000 plans in the family, a window holding 8,000 plans' pairs and the
+    8,000 HLLs must be at most 100 KB.
 
 overload PORT SEGMENT
     Two windows (cuckoo and bloom variants, expected=20,000 a bucket, error=0.01
@@ -180,8 +182,15 @@ def uv(port, bucket_s, segment, shmtool):
           f"{time.time() - t_start:.1f} s")
     if answers["1"] == 0 or answers["0"] == 0:
         fail(f"answers {answers}: expected both 1 (new device) and 0 (repeat)")
+    t = time.time()
+    got = get_many(port, [f"/hll?plan={p}&device=d{p}" for p in sorted(size)], conns=CONNS)
+    made = sum(1 for a in got if a == "1 \n")
+    print(f"uv: {made} per-plan HLLs uv:PLAN created through nginx in {time.time() - t:.1f} s")
+    if made != len(size):
+        fail(f"{made} of {len(size)} per-plan HLLs created: {collections.Counter(got).most_common(3)}")
     scrape = fetch(port, "/status")
-    print(f"uv: /status with 8,000 plans: {len(scrape)} bytes, {scrape.count(chr(10))} lines")
+    print(f"uv: /status with 8,000 plans (a UV family, a window, 8,000 HLLs): {len(scrape)} bytes, "
+          f"{scrape.count(chr(10))} lines")
     if len(scrape.encode()) > 100_000:
         fail(f"/status is {len(scrape.encode())} bytes with 8,000 plans (bound 100,000)")
     for fam in ("shmfilter_uv_spaces", "shmfilter_window_", "shmfilter_requests_total"):

@@ -7,7 +7,8 @@
 #             shmfilter_uv_add + shmfilter_count space=$plan window=7), ~33,000 adds
 #             a day over 3 buckets of 4 s (the day, shortened: the module runs on the
 #             system clock); per-plan counts against the oracle (exact below 1,000,
-#             4 sigma above); /status and shmtool stats --prometheus <= 100 KB
+#             4 sigma above); with 8,000 per-plan HLLs added through nginx too,
+#             /status and shmtool stats --prometheus <= 100 KB
 #   overload  a cuckoo and a bloom window driven to 8x their expected day (160,000
 #             pairs for expected=20,000) over 8,000 plans: 0 pairs served twice,
 #             false positives within the asked rate (p1 + 4 sigma), no fail-open
@@ -29,8 +30,11 @@ BUCKET=${SHMF_MISSION_BUCKET:-4}  # seconds; a shorter one exercises the oracle'
 case $MODE in
 uv)
   nginx_conf "$p" 2 "
-    shmfilter_segment $seg create size=128m;
+    shmfilter_segment $seg create size=256m directory=9000;
     shmfilter_structure uv uv retention=7 bucket=${BUCKET}s create;
+    # the per-plan HLL pattern the UV family replaces (8,000 names from requests): the
+    # scrape must stay bounded with 8,000 structures in the directory too
+    shmfilter_hll_add \$hll \"uv:\$arg_plan\" \$arg_device names=8000;
     shmfilter_uv_add \$uv_add   uv space=\$arg_plan \$arg_device;
     shmfilter_count  \$uv_today uv space=\$arg_plan;
     shmfilter_count  \$uv_week  uv space=\$arg_plan window=7;
@@ -42,6 +46,7 @@ uv)
         location = /    { return 200 \"up\n\"; }
         location = /add { return 200 \"\$uv_add \$fc\n\"; }
         location = /uv  { return 200 \"\$uv_today \$uv_week\n\"; }
+        location = /hll { return 200 \"\$hll \$shmfilter_error\n\"; }
         location = /status { shmfilter_status; }
     }"
   ;;
