@@ -113,6 +113,74 @@ TEST_P(ExactSetKill, AcknowledgedOperationsSurvive) {
   EXPECT_EQ(set.size(), 0u);
 }
 
+// The tombstone clean-up holds EVERY stripe lock at once (exact_set.clean.locked), which
+// no other point does; the torture sweep's workers never run a set long enough to reach
+// it. A child churns keys through a small set (insert one, erase the one 100 before), so
+// tombstones pile up until an insert past the used limit cleans them, and dies there.
+// Then: no acknowledged insert or erase undone, size() exact, and every stripe the dead
+// child held is taken over: new inserts (and another clean-up, from the parent) finish.
+TEST(ExactSetKillClean, DeathHoldingEveryStripeLosesNothing) {
+  SegmentGuard g(unique_name("setclean"));
+  Segment seg = Segment::create(g.name);
+  const uint64_t pool = 40000, live = 100;
+  ExactSet::create(seg, "s", {.capacity = 1000, .max_load = 0.9});
+  RegionInfo oracle = seg.create_region("oracle", Kind::kBlob, pool, {});
+  const auto keys = shmf_bench::distinct_keys(pool, 11);
+  pid_t pid = fork_child([&] {
+    Segment s2 = Segment::open(g.name);
+    ExactSet set = ExactSet::open(s2, "s");
+    auto* ack = reinterpret_cast<uint8_t*>(s2.base() + oracle.offset);
+    shmfilter::internal::arm_kill_point("exact_set.clean.locked", 1);
+    for (uint64_t i = 0; i < pool; ++i) {
+      std::atomic_ref<uint8_t>(ack[i]).store(kInFlight);
+      InsertResult r = set.insert(keys[i]);
+      if (r != InsertResult::kInserted) return 4;  // each key is new: anything else is a bug
+      std::atomic_ref<uint8_t>(ack[i]).store(kInsertAcked);
+      if (i >= live) {
+        std::atomic_ref<uint8_t>(ack[i - live]).store(kInFlight);
+        if (set.erase(keys[i - live])) std::atomic_ref<uint8_t>(ack[i - live]).store(kEraseAcked);
+      }
+    }
+    return 3;  // the clean-up never ran: a test bug
+  });
+  int status = wait_status(pid);
+  ASSERT_TRUE(killed_by(status, SIGKILL)) << "child was not killed at exact_set.clean.locked (status " << status
+                                          << ")";
+  ExactSet set = ExactSet::open(seg, "s");
+  auto* ack = reinterpret_cast<uint8_t*>(seg.base() + oracle.offset);
+  uint64_t present = 0, acked = 0;
+  for (uint64_t i = 0; i < pool; ++i) {
+    const bool has = set.contains(keys[i]);
+    present += has;
+    if (ack[i] == kInsertAcked) {
+      ++acked;
+      ASSERT_TRUE(has) << "acknowledged insert of key #" << i << " lost";
+    }
+    if (ack[i] == kEraseAcked) {
+      ASSERT_FALSE(has) << "acknowledged erase of key #" << i << " undone";
+    }
+    if (ack[i] == kNone) {
+      ASSERT_FALSE(has) << "key #" << i << " was never inserted";
+    }
+  }
+  EXPECT_GE(acked, live - 1) << "the child died before its churn filled the set";
+  EXPECT_EQ(set.size(), present) << "size() drifted";
+  // Every stripe was held by the dead child: the same churn from the parent (which
+  // cleans again, taking every stripe lock) must finish with exact answers.
+  const auto more = shmf_bench::distinct_keys(pool + 4000, 11);
+  for (uint64_t i = pool; i < pool + 4000; ++i) {
+    ASSERT_EQ(set.insert(more[i]), InsertResult::kInserted) << "insert after the kill, key #" << i;
+    if (i >= pool + live) {
+      ASSERT_TRUE(set.erase(more[i - live]));
+    }
+  }
+  EXPECT_EQ(set.size(), present + live);
+  CheckReport r = seg.check(false);
+  for (const auto& f : r.findings)
+    if (f.where.rfind("registry", 0) != 0 && f.problem.find("dead process") == std::string::npos)
+      ADD_FAILURE() << f.where << ": " << f.problem;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Points, ExactSetKill,
     ::testing::Values(Case{"exact_set.insert.locked", false, 700}, Case{"exact_set.insert.after_intent", false, 900},

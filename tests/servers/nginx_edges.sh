@@ -8,7 +8,9 @@
 #               and cause per worker), not one per request
 #   removed     /dev/shm/NAME removed under running workers: noticed within
 #               seconds (shmfilter_segment_unlinked, one log line), rescued by
-#               a worker (save + restore), then reloads: no pair served twice
+#               a worker (save + restore), then reloads: no pair served twice,
+#               also of a stream of fresh pairs over 8,000 plans (pipelined, 4
+#               connections) that runs through both removals and reloads
 #   names       names built from request data: bounded in count (names=N),
 #               in characters (bad_name), a full directory (directory=) backs
 #               off; shmtool list shows the bound held
@@ -161,6 +163,11 @@ removed)
   }
   expect_marks "pairs A marked" a 200
   expect_eq "unlinked before" "$(status_value 'shmfilter_segment_unlinked')" 0
+  # the mission's shape beside the batches below: fresh pairs over 8,000 plans, pipelined
+  # over 4 connections, through both removals, rescues and reloads (tests/servers/mission.py)
+  "$PY" "$SHMF_SOURCE_DIR/tests/servers/mission.py" stream "$port" "$T_DIR/stream.stop" "$T_DIR/stream.out" &
+  STREAM=$!
+  T_PIDS+=("$STREAM")
   ino=$(stat -c %i "/dev/shm/$seg")
   t0=$(date +%s.%N)
   rm "/dev/shm/$seg"
@@ -212,6 +219,10 @@ removed)
   # the old workers replay what they marked during the rescue as they leave
   for w in $before; do wait_exit "$w" "old worker"; done
   wait "$MARKER" || fail "the marking loop failed"
+  touch "$T_DIR/stream.stop"
+  wait "$STREAM" || fail "the 8,000-plan stream failed"
+  "$PY" "$SHMF_SOURCE_DIR/tests/servers/mission.py" recheck "$port" "$T_DIR/stream.out" ||
+    fail "pairs of the 8,000-plan stream served twice after remove + rescue + reload"
   for k in $(seq 0 11); do
     [[ $(grep -c '^new new$' "$T_DIR/e$k.out") == 20 ]] ||
       fail "batch e$k during the rescue and reload: $(sort "$T_DIR/e$k.out" | uniq -c | tr '\n' ' ')"
