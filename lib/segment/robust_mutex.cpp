@@ -18,16 +18,42 @@ int robust_mutex_init(pthread_mutex_t* m) noexcept {
   return rc;
 }
 
-LockResult robust_mutex_lock(pthread_mutex_t* m, uint32_t timeout_ms, int* err) noexcept {
-  timespec deadline{};
-  clock_gettime(CLOCK_REALTIME, &deadline);
-  deadline.tv_sec += timeout_ms / 1000;
-  deadline.tv_nsec += static_cast<long>(timeout_ms % 1000) * 1000000L;
-  if (deadline.tv_nsec >= 1000000000L) {
-    deadline.tv_sec += 1;
-    deadline.tv_nsec -= 1000000000L;
+// One futex sleep is never trusted to end by a wake: a wake can be lost when the waiter it
+// went to is SIGKILLed before it takes the lock while a third process takes it first (the
+// kernel's exit path wakes a successor only while the word is free; the third process's
+// uncontended CAS drops FUTEX_WAITERS, so its unlock wakes nobody) and every other waiter
+// would then sleep its whole bound. So the wait is a series of short timed sleeps: a lost
+// wake costs at most kSliceMs. The torture found it (a worker waited 19-31 s for a free lock).
+// CLOCK_MONOTONIC: a wall-clock step neither shortens nor stretches the bound.
+namespace {
+constexpr uint32_t kSliceMs = 20;
+timespec plus_ms(timespec t, uint64_t ms) noexcept {
+  t.tv_sec += static_cast<time_t>(ms / 1000);
+  t.tv_nsec += static_cast<long>(ms % 1000) * 1000000L;
+  if (t.tv_nsec >= 1000000000L) {
+    t.tv_sec += 1;
+    t.tv_nsec -= 1000000000L;
   }
-  int rc = pthread_mutex_timedlock(m, &deadline);
+  return t;
+}
+bool before(const timespec& a, const timespec& b) noexcept {
+  return a.tv_sec < b.tv_sec || (a.tv_sec == b.tv_sec && a.tv_nsec < b.tv_nsec);
+}
+}  // namespace
+
+LockResult robust_mutex_lock(pthread_mutex_t* m, uint32_t timeout_ms, int* err) noexcept {
+  timespec now{};
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  const timespec deadline = plus_ms(now, timeout_ms);
+  int rc = 0;
+  for (;;) {
+    timespec slice = plus_ms(now, kSliceMs);
+    if (before(deadline, slice)) slice = deadline;
+    rc = pthread_mutex_clocklock(m, CLOCK_MONOTONIC, &slice);
+    if (rc != ETIMEDOUT) break;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if (!before(now, deadline)) break;
+  }
   if (err != nullptr) *err = rc;
   switch (rc) {
     case 0: return LockResult::kAcquired;

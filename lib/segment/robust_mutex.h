@@ -22,7 +22,8 @@ enum class LockResult {
 
 // Initialises a robust, process-shared, errorcheck mutex in place. Returns 0 or an errno value.
 int robust_mutex_init(pthread_mutex_t* m) noexcept;
-// Locks with a bound of timeout_ms (a live holder that keeps it longer yields kTimedOut).
+// Locks with a bound of timeout_ms (a live holder that keeps it longer yields kTimedOut), in
+// short timed sleeps so that a lost futex wake costs milliseconds, not the bound (see the .cpp).
 LockResult robust_mutex_lock(pthread_mutex_t* m, uint32_t timeout_ms, int* err) noexcept;
 // The mutex's bytes read from the segment are untrusted: glibc aborts on some
 // kind bits (priority inheritance) and waits forever for an owner thread id

@@ -153,6 +153,51 @@ TEST(SegmentMultiProcess, PidReuseCannotFoolLiveness) {
   EXPECT_FALSE(s.token_alive(token));
 }
 
+// A futex wake of the control lock can be lost: the waiter it woke is SIGKILLed before it
+// takes the lock while a third process takes the free lock first (an uncontended CAS drops
+// FUTEX_WAITERS, so that process's unlock wakes nobody). The torture found workers asleep
+// 19-31 s on a free lock. The holder here makes the same state by hand: it frees the word
+// without a wake while a waiter sleeps, and exits. The waiter must take the lock (its
+// create_region succeeds); a single sleep to the 30 s bound failed it with kBusy.
+TEST(SegmentMultiProcess, ALostWakeOfTheControlLockDoesNotStrandItsWaiters) {
+  SegmentGuard g(unique_name("wake"));
+  Segment s = Segment::create(g.name, small_options());
+  auto* mutex = &reinterpret_cast<internal::Header*>(s.base())->mutex;
+  Channel holding;
+  pid_t holder = fork_child([&] {
+    Segment c = Segment::open(g.name);
+    c.transact([&](ControlTxn&) {
+      holding.send(1);
+      // Until the waiter sleeps on the futex (it sets FUTEX_WAITERS first); bounded.
+      for (int i = 0; i < 20000 && (__atomic_load_n(&mutex->__data.__lock, __ATOMIC_ACQUIRE) & 0x80000000u) == 0; ++i)
+        usleep(1000);
+      // The unlock whose wake went to a waiter that then died: the word freed, nobody woken.
+      __atomic_store_n(&mutex->__data.__owner, 0, __ATOMIC_RELAXED);
+      __atomic_exchange_n(&mutex->__data.__lock, 0, __ATOMIC_RELEASE);
+      _exit(0);
+    });
+    return 1;
+  });
+  ASSERT_EQ(holding.recv(), 1u);
+  pid_t waiter = fork_child([&] {
+    Segment c = Segment::open(g.name);
+    try {
+      c.create_region("after", Kind::kBlob, 4096, {});
+    } catch (const Error& e) {
+      std::fprintf(stderr, "waiter: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  });
+  int st = 0;
+  ASSERT_TRUE(shmf_test::wait_child_bounded(holder, 20, st)) << "the holder never saw the waiter sleep";
+  EXPECT_TRUE(exited_ok(st));
+  ASSERT_TRUE(shmf_test::wait_child_bounded(waiter, 60, st));
+  EXPECT_TRUE(exited_ok(st)) << "the waiter did not get the free lock within the control lock's bound";
+  EXPECT_TRUE(s.find("after").has_value());
+  expect_clean_after_repair(s);
+}
+
 // Reader announcements (docs/CONCURRENCY.md): freed memory is not reused while a live
 // process is inside a call that began before the free; a process that is attached but
 // outside any call (idle: it never calls, never quiesces) does not hold it back, nor does

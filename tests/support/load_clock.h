@@ -165,8 +165,11 @@ inline void dump_hung_child(pid_t pid) {
   if (std::system(cmd) != 0) std::fprintf(stderr, "hung child %d: no stack (gdb could not attach)\n", int(pid));
 }
 
+// on_hang (optional) runs before a hung child is killed: to print what the
+// processes it may be waiting for are doing.
 inline bool wait_child_bounded(pid_t pid, double bound_s, int& status,
-                               const std::function<uint64_t()>& progress = nullptr) {
+                               const std::function<uint64_t()>& progress = nullptr,
+                               const std::function<void()>& on_hang = nullptr) {
   LoadClock clock;
   const uint64_t bound = uint64_t(bound_s * time_scale() * 1e9);
   uint64_t seen = progress ? progress() : 0;
@@ -186,6 +189,7 @@ inline bool wait_child_bounded(pid_t pid, double bound_s, int& status,
     if (now - since > bound) {
       kill(pid, SIGCONT);
       dump_hung_child(pid);
+      if (on_hang) on_hang();
       kill(pid, SIGKILL);
       while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
       }
