@@ -1341,6 +1341,7 @@ class Segment:
 
 
 # ---- the compiled binding's data plane ----------------------------------------
+_CTYPES_METHODS: Dict[Tuple[str, str], Any] = {}
 # With shmfilter._native, the per-key calls are the C methods of _native.Handle
 # themselves (no Python frame between the caller and the C API): same arguments,
 # answers and errors as the ctypes methods above, which stay the fallback.
@@ -1360,6 +1361,7 @@ if _native is not None:
     }
     for _cls, _methods in _COMPILED_METHODS.items():
         for _pub, _c in _methods.items():
+            _CTYPES_METHODS[(_cls.__name__, _pub)] = _cls.__dict__[_pub]  # kept: bench/python_bench.py
             setattr(_cls, _pub, getattr(_H, _c))
     _native._set_errors(dict(_ERROR_CLASSES), Error, InvalidArgumentError)
     # The ctypes structs (control plane) against the sizes the compiler gave the header's.
