@@ -9,6 +9,7 @@ GET /forget?plan=P&device=D  "forgotten" / "absent" (the operator's un-serve)
 GET /redis?plan=P&device=D   the same question answered by Redis (SET NX) on
                           SHMF_REDIS_PORT: the per-request cost beside it
 GET /noop                 nothing: the baseline of the framework itself
+GET /which                the shmfilter package file and binding this worker imported
 GET /metrics              Prometheus text: the set's numbers (shared by all
                           workers) and the answering worker's counters
 
@@ -22,8 +23,11 @@ import os
 import sys
 from urllib.parse import parse_qs
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-import shmfilter  # noqa: E402
+try:
+    import shmfilter  # the installed package (pip install ./python)
+except ImportError:  # run from the repository without installing: the source tree (ctypes)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    import shmfilter  # noqa: E402
 
 _state = {"pid": None}
 _counts = {"new": 0, "seen": 0, "forgotten": 0, "absent": 0, "failed": 0}
@@ -73,6 +77,8 @@ def app(environ, start_response):
     path = environ.get("PATH_INFO", "")
     if path == "/noop":
         return _reply(start_response, "200 OK", "ok\n")
+    if path == "/which":  # which package and binding this worker imported
+        return _reply(start_response, "200 OK", f"{shmfilter.__file__} {shmfilter.BINDING}\n")
     if path == "/metrics":
         return _reply(start_response, "200 OK", _metrics())
     q = parse_qs(environ.get("QUERY_STRING", ""))

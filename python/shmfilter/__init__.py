@@ -990,6 +990,7 @@ class UvFamily(_Handle):
 
     @property
     def retention(self) -> int:
+        """Buckets kept (fixed at creation; read once per handle)."""
         r = getattr(self, "_retention", None)
         if r is None:
             r = self._retention = self.stats()["retention"]
@@ -1025,6 +1026,7 @@ class UvFamily(_Handle):
         return n.value
 
     def count_all(self, w: Optional[int] = None) -> int:
+        """Distinct items of every space together over the last w buckets (an estimate)."""
         n = C.c_uint64()
         _check(_lib.shmf_uv_count_all(self._p(), self._w(w), C.byref(n)), "uv.count_all")
         return n.value
@@ -1067,7 +1069,8 @@ class Segment:
 
     # -- opening --
     @staticmethod
-    def _opts(size, max_size, mode, group, file) -> _SegOpts:
+    def _opts(size: Optional[int], max_size: Optional[int], mode: Optional[int], group: Optional[int],
+              file: Optional[str]) -> _SegOpts:
         o = _SegOpts()
         _lib.shmf_segment_options_init(C.byref(o))
         if size is not None:
@@ -1109,7 +1112,8 @@ class Segment:
         return _check(_lib.shmf_segment_is_read_only(self._p()), "Segment.read_only") == 1
 
     @classmethod
-    def create(cls, name: str, *, size=None, max_size=None, mode=None, group=None, file=None) -> "Segment":
+    def create(cls, name: str, *, size: Optional[int] = None, max_size: Optional[int] = None,
+               mode: Optional[int] = None, group: Optional[int] = None, file: Optional[str] = None) -> "Segment":
         """Control plane: creates a new segment; Error(EEXISTS) when it exists."""
         p = _vp()
         o = cls._opts(size, max_size, mode, group, file)
@@ -1117,7 +1121,9 @@ class Segment:
         return cls(p.value, name)
 
     @classmethod
-    def open_or_create(cls, name: str, *, size=None, max_size=None, mode=None, group=None, file=None) -> "Segment":
+    def open_or_create(cls, name: str, *, size: Optional[int] = None, max_size: Optional[int] = None,
+                       mode: Optional[int] = None, group: Optional[int] = None,
+                       file: Optional[str] = None) -> "Segment":
         """Control plane: opens or creates; of racing callers exactly one creates."""
         p = _vp()
         o = cls._opts(size, max_size, mode, group, file)
@@ -1143,13 +1149,13 @@ class Segment:
             _lib.shmf_segment_close(self._ptr)
         self._ptr = None
 
-    def __enter__(self):
+    def __enter__(self) -> "Segment":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
@@ -1278,7 +1284,7 @@ class Segment:
              if v is not None}
         return self._get("uv", UvFamily, name, create, o, d)
 
-    def structures(self) -> list:
+    def structures(self) -> List[StructureInfo]:
         """Lock-free: every named structure (name order), as StructureInfo."""
         for _ in range(8):  # a structure created between the two calls: ask again
             n = C.c_size_t()

@@ -59,6 +59,12 @@ def gunicorn(segname, tmp_path):
     deadline = time.time() + 60
     while len(_children(proc.pid)) < WORKERS and time.time() < deadline:
         time.sleep(0.1)
+    if os.environ.get("SHMF_TEST_INSTALLED") == "1":  # the workers run the installed package
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        c.request("GET", "/which")
+        where, binding = c.getresponse().read().decode().split()
+        assert where == shmfilter.__file__, f"the workers imported {where}, the test {shmfilter.__file__}"
+        assert binding == shmfilter.BINDING
     try:
         yield proc, port
     finally:
