@@ -8,7 +8,7 @@ build_wheel:
      CMake builds the target shmfilter_shared from the repository this folder
      is in, into $SHMFILTER_BUILD_DIR (default <repo>/build/python-pip, kept
      between installs so a second install rebuilds nothing).
-  2. The compiled binding shmfilter/_native (src/_native.c, the CPython C API)
+  2. The compiled binding shmfilter/_native (shmfilter/_native.c, the CPython C API)
      with the C compiler Python was built with, linked against that library
      (RPATH $ORIGIN). Without Python's headers (Debian python3-dev) or a
      compiler, the wheel has no _native and `import shmfilter` uses ctypes
@@ -117,7 +117,7 @@ def _compile_native(lib_copy, out_dir):
         out = os.path.join(out_dir, "_native" + suffix)
         cmd = cc + ["-O2", "-fPIC", "-shared", "-std=c11", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
                     "-Wno-cast-function-type", "-I", inc, "-I", os.path.join(REPO, "include"),
-                    os.path.join(HERE, "src", "_native.c"), "-o", out, lib_copy, "-Wl,-rpath,$ORIGIN", "-pthread"]
+                    os.path.join(HERE, NAME, "_native.c"), "-o", out, lib_copy, "-Wl,-rpath,$ORIGIN", "-pthread"]
         _log("$ " + " ".join(shlex.quote(c) for c in cmd))
         r = subprocess.run(cmd)
         if r.returncode == 0:

@@ -64,8 +64,8 @@ BINDING: str = "compiled" if _native is not None else "ctypes"
 """Which binding this import chose: "compiled" (shmfilter._native) or "ctypes"."""
 
 # Error codes (the C header's SHMF_E*): from the compiled module when there is one
-# (the compiler read them from shmfilter.h); tests/python check the ctypes copy below
-# against the header (python/tests/test_header.py).
+# (the compiler read them from shmfilter.h); python/tests/test_header.py checks the copy below
+# against the header.
 EINVAL, ENAMETOOLONG, ENOTFOUND, EEXISTS, EWRONGKIND = 1, 2, 3, 4, 5
 ENOTSEGMENT, EBYTEORDER, EVERSION, EABI, ETRUNCATED, ECORRUPT = 6, 7, 8, 9, 10, 11
 ENOSPACE, EFULL, EDROPPED, EIO, EPERM, EBUSY, EBADINPUT, EREADONLY = 12, 13, 14, 15, 16, 17, 18, 19
@@ -1236,14 +1236,13 @@ class Segment:
         return self._get("hll", Hll, name, create, None)
 
     def roaring(self, name: str, *, create: bool = False, delta_capacity: Optional[int] = None) -> RoaringSet:
-        """Opens Roaring set NAME (create=True: creates it when absent). DELTA_CAPACITY, when
-        given, must match an existing set's."""
+        """Opens Roaring set NAME (create=True: creates it when absent). DELTA_CAPACITY is a
+        creation option only (the stats hold the delta table's size in other units)."""
         o = _RoaringOpts()
         _lib.shmf_roaring_options_init(C.byref(o))
         if delta_capacity is not None:
             o.delta_capacity = delta_capacity
-        d = {"delta_capacity": ("delta_capacity", delta_capacity)} if delta_capacity is not None else None
-        return self._get("roaring", RoaringSet, name, create, o, d)
+        return self._get("roaring", RoaringSet, name, create, o)
 
     def window(self, name: str, *, create: bool = False, expected_per_bucket: int = 0,
                variant: Optional[str] = None, error: Optional[float] = None, retention: Optional[int] = None,

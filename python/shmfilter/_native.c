@@ -1,4 +1,4 @@
-/* python/src/_native.c: shmfilter's compiled binding (the CPython C API over the
+/* python/shmfilter/_native.c: shmfilter's compiled binding (the CPython C API over the
  * C API of include/shmfilter/shmfilter.h). docs/python.md, "The compiled binding".
  *
  * One type, shmfilter._native.Handle, holds a C handle of any kind; the Python
