@@ -178,7 +178,8 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
             for arc, data in files.items():
                 info = zipfile.ZipInfo(arc, date_time=(2020, 1, 1, 0, 0, 0))
                 info.external_attr = (0o755 if arc.endswith(".so") or ".so." in arc else 0o644) << 16
-                info.compress_type = zipfile.ZIP_DEFLATED
+                # shared objects stored, not deflated: a RelWithDebInfo library is ~9 MB
+                info.compress_type = zipfile.ZIP_STORED if ".so" in arc else zipfile.ZIP_DEFLATED
                 z.writestr(info, data)
             z.writestr(zipfile.ZipInfo(f"{dist}/RECORD", date_time=(2020, 1, 1, 0, 0, 0)),
                        ("\n".join(record) + "\n").encode())

@@ -26,16 +26,19 @@ rm -rf "$DIR"
 mkdir -p "$DIR"
 cd "$DIR"  # outside the repository: nothing imports from the source tree
 for v in clean site; do
+  # the site venv uses Debian's pip (python3-pip, visible through the system site): one
+  # ensurepip less
   opts=()
-  [[ $v == site ]] && opts=(--system-site-packages)
+  [[ $v == site ]] && opts=(--system-site-packages --without-pip)
   "$PY" -m venv "${opts[@]}" "$DIR/$v" || fail "python3 -m venv failed: install Debian package python3-venv"
-  "$DIR/$v/bin/pip" install --no-index "$SRC/python" >"$DIR/$v-pip.log" 2>&1 ||
+  "$DIR/$v/bin/python" -m pip install --no-index "$SRC/python" >"$DIR/$v-pip.log" 2>&1 ||
     { cat "$DIR/$v-pip.log"; fail "pip install --no-index ./python failed in the $v venv (log above)"; }
   echo "--- $v: $(grep -E 'Successfully installed|Created wheel' "$DIR/$v-pip.log" | tr '\n' ' ')"
 done
 "$DIR/clean/bin/python" - "$DIR/clean" "$SRC" "$SEG" <<'PYEOF'
 import os, subprocess, sys
 venv, src, seg_name = sys.argv[1:4]
+src = os.path.join(src, "python")
 import shmfilter
 where = os.path.realpath(shmfilter.__file__)
 assert where.startswith(os.path.realpath(venv) + os.sep), f"imported {where}, not the venv's package"
