@@ -1,25 +1,33 @@
-"""shmfilter for Python: ctypes over the C API (include/shmfilter/shmfilter.h).
+"""shmfilter for Python: deduplication structures in one shared-memory segment, over
+the C API (include/shmfilter/shmfilter.h). docs/python.md.
 
-No compiler at install time: the package loads libshmfilter.so, found as
-  1. $SHMFILTER_LIBRARY (a path to the .so),
-  2. a build tree next to this package: ../../build/*/shared/libshmfilter.so,
-  3. the system loader (ldconfig: an installed libshmfilter.so.0).
+Install: python3 -m venv v && v/bin/pip install ./python (no package index needed).
 
     import shmfilter
     with shmfilter.Segment.open_or_create("ads", size=64 << 20) as seg:
-        pairs = seg.set("pairs", capacity=1_000_000, create=True)
-        if pairs.mark("p42:0123456789abcdef"):     # True: new, False: seen
+        freq = seg.window("freq", create=True, expected_per_bucket=1_000_000)
+        if freq.mark_if_unseen(42, "0123456789abcdef"):   # True: new (not served in 7 days)
             serve_ad()
 
-Keys are bytes, str (UTF-8) or int (a uint64, hashed as its 8 little-endian
-bytes: the same key as the C/C++ APIs' u64 calls). Batched calls take
-sequences. Errors raise shmfilter.Error carrying .code (the C API's SHMF_E*
-number) and the library's message.
+BINDING says which binding the import chose: "compiled" (shmfilter._native, the
+CPython C API, carries every per-key call and batch) or "ctypes" (the fallback: no
+compiled module, or SHMFILTER_BINDING=ctypes). The control plane (open, create,
+stats) is ctypes over the same loaded library (library_path). Without the compiled
+module the library is found as $SHMFILTER_LIBRARY, the package's own
+libshmfilter.so.0, a build tree of the repository (build/*/shared/), or the system
+loader's.
 
-Each failure of the C API's vocabulary has its own code and Error subclass:
-DroppedError (EDROPPED), NoSpaceError (ENOSPACE), BusyError (EBUSY: retry),
-FullError (EFULL), ForkedHandleError (EFORKED), InvalidArgumentError (EINVAL:
-an argument out of range, never clamped).
+Keys are bytes, str (UTF-8) or int (a uint64, hashed as its 8 little-endian
+bytes: the same key as the C/C++ APIs' u64 calls); the empty key is refused
+everywhere (InvalidArgumentError), as nginx treats it as no key. Batched calls
+take buffers of uint64 (numpy arrays, array('Q'): read in place) or sequences,
+and an optional out= buffer. Options passed when opening a structure that exists
+must match it (OptionsMismatchError). Errors raise shmfilter.Error carrying .code
+(the C API's SHMF_E* number) and the library's message; each failure of the C
+API's vocabulary has its own subclass: DroppedError (EDROPPED), NoSpaceError
+(ENOSPACE), BusyError (EBUSY: retry), FullError (EFULL), ForkedHandleError
+(EFORKED), OptionsMismatchError (EEXISTS), InvalidArgumentError (EINVAL: an
+argument out of range, never clamped).
 
 fork(): an attachment belongs to the process that made it (docs/c_api.md).
 Open segments after fork (gunicorn: in post_fork or lazily per worker);
@@ -607,6 +615,8 @@ class _Handle(_HandleBase):  # type: ignore[valid-type, misc]
 
     def _many_contains(self, keys: Any, out: Any = None) -> Union[List[bool], int]:
         call = f"{self._kind}.contains_many"
+        if isinstance(keys, (bytes, bytearray, str)):
+            raise _bad(f"keys of type {type(keys).__name__}: a buffer of uint64 or a sequence of keys", call)
         if isinstance(keys, (list, tuple)) and keys and not all(
                 isinstance(k, int) and not isinstance(k, bool) for k in keys):
             kinds = [_key(k) for k in keys]
@@ -1139,7 +1149,7 @@ class Segment:
         if self._ptr is None:
             raise InvalidArgumentError(EINVAL, f"segment {self.name!r} is closed", "Segment")
         if self._pid != os.getpid():
-            raise ForkedHandleError(EBUSY, f"segment {self.name!r} was opened in process {self._pid}, before a "
+            raise ForkedHandleError(EFORKED, f"segment {self.name!r} was opened in process {self._pid}, before a "
                                     f"fork: call Segment.open again in process {os.getpid()}", "Segment")
         return self._ptr
 

@@ -52,7 +52,9 @@ static PyObject *raise_code(int code, const char *message, const char *call) {
     PyErr_Format(PyExc_RuntimeError, "%s: %s (shmfilter error %d)", call, message, code);
     return NULL;
   }
-  PyObject *exc = PyObject_CallFunction(cls, "iss", code, message, call);
+  PyObject *msg = PyUnicode_DecodeUTF8(message, (Py_ssize_t)strlen(message), "replace");
+  if (!msg) return NULL;
+  PyObject *exc = PyObject_CallFunction(cls, "iNs", code, msg, call);
   if (exc) {
     PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
     Py_DECREF(exc);
@@ -84,6 +86,8 @@ typedef struct {
   unsigned long generation;  /* g_fork_generation when opened */
   uint32_t kind;             /* SHMF_KIND_* */
   uint32_t retention;        /* windows: read once, on the first w=None */
+  uint32_t busy;             /* batches running without the GIL (close() waits for them) */
+  uint32_t close_pending;    /* close() came while busy: the last batch closes */
 } Handle;
 
 static const char *kind_name(uint32_t kind) {
@@ -115,7 +119,7 @@ static int close_handle(uint32_t kind, void *h) {
 /* The live handle of SELF, or NULL with InvalidArgumentError (closed) or
  * ForkedHandleError (opened before a fork) set. */
 static inline void *live(Handle *self, const char *call) {
-  if (self->h == NULL) {
+  if (self->h == NULL || self->close_pending) {
     raise_invalid(call, "this %s handle is closed", kind_name(self->kind));
     return NULL;
   }
@@ -157,9 +161,27 @@ static void Handle_dealloc(Handle *self) {
 }
 
 static PyObject *Handle_close(Handle *self, PyObject *Py_UNUSED(ignored)) {
+  if (self->busy) { /* a batch of another thread runs on it without the GIL: it closes after */
+    self->close_pending = 1;
+    Py_RETURN_NONE;
+  }
   if (self->h && self->generation == g_fork_generation) close_handle(self->kind, self->h);
   self->h = NULL;
   Py_RETURN_NONE;
+}
+
+/* Around a C call made without the GIL: close() meanwhile is deferred to the end. */
+static inline void batch_begin(Handle *self) { self->busy++; }
+static inline void batch_end(Handle *self) {
+  if (--self->busy == 0 && self->close_pending) {
+    self->close_pending = 0;
+    if (self->h && self->generation == g_fork_generation) close_handle(self->kind, self->h);
+    self->h = NULL;
+  }
+}
+
+static PyObject *Handle_busy(Handle *self, PyObject *Py_UNUSED(ignored)) {
+  return PyLong_FromUnsignedLong(self->busy);
 }
 
 static PyObject *Handle_ptr(Handle *self, PyObject *Py_UNUSED(ignored)) {
@@ -169,8 +191,8 @@ static PyObject *Handle_ptr(Handle *self, PyObject *Py_UNUSED(ignored)) {
 }
 
 /* ---- argument conversion -------------------------------------------------- */
-/* A key: *is_u64 and *u64, or *data/*len (valid while OBJ lives; VIEW, released
- * by the caller when view->obj is set). 0 ok, -1 error set. */
+/* A key: is_u64 and u64, or data and len (valid while the key object lives; the
+ * view, when view.obj is set, released by the caller: key_release). */
 typedef struct {
   int is_u64;
   uint64_t u64;
@@ -472,7 +494,11 @@ static int u64s_from(PyObject *o, U64s *a, Py_ssize_t broadcast_n, const char *w
     a->n = broadcast_n;
     return 0;
   }
-  if (PyObject_CheckBuffer(o) && !PyBytes_Check(o) && !PyByteArray_Check(o)) {
+  if (PyBytes_Check(o) || PyByteArray_Check(o) || PyUnicode_Check(o)) {
+    raise_invalid(call, "%s of type %s: a buffer of uint64 or a sequence of ints", what, Py_TYPE(o)->tp_name);
+    return -1;
+  }
+  if (PyObject_CheckBuffer(o)) {
     if (PyObject_GetBuffer(o, &a->view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) {
       PyErr_Clear();
       raise_invalid(call, "%s: a C-contiguous buffer is needed (numpy: np.ascontiguousarray(a, np.uint64))", what);
@@ -642,10 +668,12 @@ static PyObject *window_many(Handle *self, PyObject *const *args, Py_ssize_t nar
   } else if (out_from(oo, items.n, &out, call) == 0) {
     int rc = 0;
     if (items.n > 0) {
+      batch_begin(self);
       Py_BEGIN_ALLOW_THREADS
       rc = mark ? shmf_window_mark_if_unseen_many_u64(h, spaces.v, items.v, (size_t)items.n, w, out.p)
                 : shmf_window_seen_many_u64(h, spaces.v, items.v, (size_t)items.n, w, out.p);
       Py_END_ALLOW_THREADS
+      batch_end(self);
     }
     if (rc < 0) {
       Out tmp = out;
@@ -692,7 +720,9 @@ static PyObject *keyed_many(Handle *self, PyObject *const *args, Py_ssize_t narg
   Py_ssize_t nks = 0;
   PyObject *seq = NULL;
   int u64 = 1;
-  if (!(PyObject_CheckBuffer(keys) && !PyBytes_Check(keys) && !PyByteArray_Check(keys))) {
+  if (PyBytes_Check(keys) || PyByteArray_Check(keys) || PyUnicode_Check(keys))
+    return raise_invalid(call, "keys of type %s: a buffer of uint64 or a sequence of keys", Py_TYPE(keys)->tp_name);
+  if (!PyObject_CheckBuffer(keys)) {
     seq = PySequence_Fast(keys, "");
     if (!seq) {
       PyErr_Clear();
@@ -713,6 +743,7 @@ static PyObject *keyed_many(Handle *self, PyObject *const *args, Py_ssize_t narg
     n = a.n;
     if (out_from(oo, n, &out, call) < 0) goto done;
     if (n > 0) {
+      batch_begin(self);
       Py_BEGIN_ALLOW_THREADS
       switch (self->kind) {
         case SHMF_KIND_BLOOM:
@@ -723,6 +754,7 @@ static PyObject *keyed_many(Handle *self, PyObject *const *args, Py_ssize_t narg
         case SHMF_KIND_HLL: rc = shmf_hll_add_many_u64(h, a.v, (size_t)n); break;
       }
       Py_END_ALLOW_THREADS
+      batch_end(self);
     }
     if (rc >= 0 && self->kind == SHMF_KIND_HLL) {
       /* Hll.add_many: True when some register grew (the C call's count > 0) */
@@ -792,6 +824,7 @@ static PyObject *Handle_add_many(Handle *self, PyObject *const *a, Py_ssize_t n,
 static PyMethodDef Handle_methods[] = {
     {"close", (PyCFunction)Handle_close, METH_NOARGS, "Process-local: frees this handle (the structure stays)."},
     {"_p", (PyCFunction)Handle_ptr, METH_NOARGS, "The C handle as an int (the control plane's ctypes calls)."},
+    {"_busy", (PyCFunction)Handle_busy, METH_NOARGS, "Batches running on this handle without the GIL (tests)."},
     {"_add", (PyCFunction)(void (*)(void))Handle_add, FAST, "add(key) / UV add(space, item)."},
     {"_contains", (PyCFunction)(void (*)(void))Handle_contains, FAST, "contains(key)."},
     {"_insert_unique", (PyCFunction)(void (*)(void))Handle_insert_unique, FAST, "insert_unique(key)."},
@@ -835,7 +868,13 @@ static PyObject *mod_set_errors(PyObject *Py_UNUSED(m), PyObject *args) {
 
 static PyObject *mod_library_path(PyObject *Py_UNUSED(m), PyObject *Py_UNUSED(a)) {
   Dl_info info;
-  if (dladdr((void *)&shmf_version, &info) == 0 || info.dli_fname == NULL) {
+  /* any data symbol of the library would do; a function's address through a union
+   * (ISO C has no function-to-object pointer conversion) */
+  union {
+    const char *(*fn)(void);
+    void *p;
+  } sym = {.fn = shmf_version};
+  if (dladdr(sym.p, &info) == 0 || info.dli_fname == NULL) {
     PyErr_SetString(PyExc_OSError, "dladdr could not name the loaded libshmfilter");
     return NULL;
   }

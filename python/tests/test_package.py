@@ -205,3 +205,16 @@ def test_str_item_with_surrogate_refused(seg):
     w = seg.window("w", create=True, expected_per_bucket=1000)
     with pytest.raises(shmfilter.InvalidArgumentError):
         w.mark_if_unseen(1, "\udc80")
+
+
+def test_bytes_and_str_are_not_batches_of_ints(seg):
+    w = seg.window("w", create=True, expected_per_bucket=1000)
+    b = seg.bloom("b", capacity=1000, create=True)
+    for bad in (b"abcdefgh", bytearray(8), "abc"):
+        with pytest.raises(shmfilter.InvalidArgumentError):
+            w.seen_many(1, bad)
+        with pytest.raises(shmfilter.InvalidArgumentError):
+            b.contains_many(bad)
+        with pytest.raises(shmfilter.InvalidArgumentError):
+            b.add_many(bad)
+

@@ -3,7 +3,8 @@
 # /usr/bin/python3 with python3-pytest, python3-gunicorn, python3-redis,
 # python3-numpy, python3-venv. docs/python.md, "Tests".
 #   python_binding          the suite against the compiled module CMake staged in
-#                           <build>/python (shmfilter.BINDING == "compiled")
+#                           <build>/python (shmfilter.BINDING == "compiled"), and
+#                           test_compiled.py (what only the compiled binding does)
 #   python_binding_ctypes   the same suite through the ctypes fallback (the source tree)
 #   python_venv             a clean venv: pip install --no-index ./python, import from
 #                           outside the repository; then the venv the gunicorn tests use
@@ -13,7 +14,7 @@
 set(_py ${PROJECT_SOURCE_DIR}/python/tests)
 set(_suite ${_py}/test_binding.py ${_py}/test_package.py ${_py}/test_header.py)
 if(SHMFILTER_PYTHON_STAGE)
-  shmf_server_test(python_binding 300 bash ${_d}/pytest.sh ${_suite})
+  shmf_server_test(python_binding 300 bash ${_d}/pytest.sh ${_suite} ${_py}/test_compiled.py)
   set_property(TEST python_binding APPEND PROPERTY ENVIRONMENT
                SHMF_PYTHON_PATH=${SHMFILTER_PYTHON_STAGE} SHMF_TEST_BINDING=compiled)
 else()
