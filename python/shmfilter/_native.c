@@ -821,25 +821,55 @@ static PyObject *Handle_add_many(Handle *self, PyObject *const *a, Py_ssize_t n,
 
 #define FAST (METH_FASTCALL)
 #define FASTKW (METH_FASTCALL | METH_KEYWORDS)
+#define SIG(name, args) "_" name "($self, " args ")\n--\n\n" /* the C name: __text_signature__ */
 static PyMethodDef Handle_methods[] = {
-    {"close", (PyCFunction)Handle_close, METH_NOARGS, "Process-local: frees this handle (the structure stays)."},
+    {"close", (PyCFunction)Handle_close, METH_NOARGS,
+     "close($self, /)\n--\n\nProcess-local: frees this handle (the structure stays). During a batch of another "
+     "thread, the batch's end frees it."},
     {"_p", (PyCFunction)Handle_ptr, METH_NOARGS, "The C handle as an int (the control plane's ctypes calls)."},
     {"_busy", (PyCFunction)Handle_busy, METH_NOARGS, "Batches running on this handle without the GIL (tests)."},
-    {"_add", (PyCFunction)(void (*)(void))Handle_add, FAST, "add(key) / UV add(space, item)."},
-    {"_contains", (PyCFunction)(void (*)(void))Handle_contains, FAST, "contains(key)."},
-    {"_insert_unique", (PyCFunction)(void (*)(void))Handle_insert_unique, FAST, "insert_unique(key)."},
-    {"_erase", (PyCFunction)(void (*)(void))Handle_erase, FAST, "erase(key)."},
-    {"_mark", (PyCFunction)(void (*)(void))Handle_mark, FASTKW, "window mark(space, item)."},
-    {"_seen", (PyCFunction)(void (*)(void))Handle_seen, FASTKW, "window seen(space, item, w=None)."},
+    {"_add", (PyCFunction)(void (*)(void))Handle_add, FAST,
+     SIG("add", "key, /") "Bloom: True if the key was new (a bit was set). Cuckoo: stores a copy (FullError when "
+                          "full), returns None. Hll: True if a register grew. UvFamily: add(space, item), True when "
+                          "the sketch changed. KEY: bytes, str (UTF-8) or int (a uint64); never empty."},
+    {"_contains", (PyCFunction)(void (*)(void))Handle_contains, FAST,
+     SIG("contains", "key, /") "Lock-free: True if the key is (Bloom, Cuckoo: may be) present."},
+    {"_insert_unique", (PyCFunction)(void (*)(void))Handle_insert_unique, FAST,
+     SIG("insert_unique", "key, /") "True stored now, False already present; of racing callers exactly one gets "
+                                    "True (ExactSet)."},
+    {"_erase", (PyCFunction)(void (*)(void))Handle_erase, FAST,
+     SIG("erase", "key, /") "Removes the key (Cuckoo: one copy): True removed, False absent."},
+    {"_mark", (PyCFunction)(void (*)(void))Handle_mark, FASTKW,
+     SIG("mark", "space, item") "Adds the pair to the current bucket: True new there, False already in it."},
+    {"_seen", (PyCFunction)(void (*)(void))Handle_seen, FASTKW,
+     SIG("seen", "space, item, w=None") "Lock-free: is the pair in the last w buckets (None: the retention)?"},
     {"_mark_if_unseen", (PyCFunction)(void (*)(void))Handle_mark_if_unseen, FASTKW,
-     "window mark_if_unseen(space, item, w=None)."},
-    {"_forget", (PyCFunction)(void (*)(void))Handle_forget, FASTKW, "window forget(space, item)."},
-    {"_seen_many", (PyCFunction)(void (*)(void))Handle_seen_many, FASTKW, "window seen_many(spaces, items, w, out)."},
+     SIG("mark_if_unseen", "space, item, w=None")
+     "True (new: marked now) if the pair is in none of the last w buckets (None: the retention), else False. "
+     "SPACE: a uint64 (the plan); ITEM: bytes, str or int, never empty. Cuckoo variant: exactly one of racing "
+     "callers gets True (except across a rotation, counted in stats()['rotation_races'])."},
+    {"_forget", (PyCFunction)(void (*)(void))Handle_forget, FASTKW,
+     SIG("forget", "space, item") "Cuckoo variant: removes the pair from every bucket (True removed, False absent). "
+                                  "Bloom variant: InvalidArgumentError."},
+    {"_seen_many", (PyCFunction)(void (*)(void))Handle_seen_many, FASTKW,
+     SIG("seen_many", "spaces, items, w=None, *, out=None")
+     "Lock-free, prefetched: per (space, item) pair of uint64, seen in the last w buckets. SPACES, ITEMS: buffers "
+     "of uint64 (read in place) or sequences of ints; SPACES may be one int. A list of bools, or with OUT (a "
+     "writable buffer of len(items) bytes) written there and counted."},
     {"_mark_if_unseen_many", (PyCFunction)(void (*)(void))Handle_mark_if_unseen_many, FASTKW,
-     "window mark_if_unseen_many(spaces, items, w, out)."},
-    {"_contains_many", (PyCFunction)(void (*)(void))Handle_contains_many, FASTKW, "contains_many(keys, out)."},
-    {"_add_many", (PyCFunction)(void (*)(void))Handle_add_many, FASTKW, "add_many(keys, out)."},
+     SIG("mark_if_unseen_many", "spaces, items, w=None, *, out=None")
+     "Per (space, item) pair of uint64: True new (marked now), False seen; arguments and answers as seen_many "
+     "(with OUT: the number of new pairs)."},
+    {"_contains_many", (PyCFunction)(void (*)(void))Handle_contains_many, FASTKW,
+     SIG("contains_many", "keys, out=None")
+     "Per key, contains(): KEYS a buffer of uint64 (read in place) or a sequence of keys. A list of bools, or with "
+     "OUT (a writable buffer of len(keys) bytes) written there and counted."},
+    {"_add_many", (PyCFunction)(void (*)(void))Handle_add_many, FASTKW,
+     SIG("add_many", "keys, out=None")
+     "Bloom: adds uint64 keys (a buffer of uint64, read in place, or a sequence of ints): per key True when new, "
+     "a list or, with OUT, written there and counted. Hll: True if some register grew."},
     {NULL, NULL, 0, NULL}};
+#undef SIG
 
 static PyTypeObject HandleType = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "shmfilter._native.Handle",
