@@ -168,7 +168,7 @@ def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
         dist = f"{NAME}-{version}.dist-info"
         files[f"{dist}/METADATA"] = (f"Metadata-Version: 2.1\nName: {NAME}\nVersion: {version}\n"
                                      "Summary: Deduplication structures in one crash-safe shared-memory segment\n"
-                                     "Requires-Python: >=3.9\n").encode()
+                                     "Requires-Python: >=3.9\nLicense: Apache-2.0\n").encode()
         files[f"{dist}/WHEEL"] = (f"Wheel-Version: 1.0\nGenerator: shmfilter_build\nRoot-Is-Purelib: false\n"
                                   f"Tag: {tag}\n").encode()
         wheel_name = f"{NAME}-{version}-{tag}.whl"

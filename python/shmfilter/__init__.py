@@ -41,6 +41,7 @@ import ctypes as C
 import glob
 import importlib
 import math
+import operator
 import os
 import array
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, overload
@@ -540,6 +541,8 @@ def _key(k: Key):
         b = _encode(k, "key")
     elif isinstance(k, (bytes, bytearray, memoryview)):
         b = bytes(k)
+    elif hasattr(type(k), "__index__"):  # an integer type of another library (numpy.uint64): its int
+        return _key(operator.index(k))
     else:
         raise _bad(f"key of type {type(k).__name__}: use bytes, str or int")
     if not b:

@@ -239,7 +239,7 @@ static inline int to_key(PyObject *o, Key *k, const char *call) {
   } else if (PyLong_Check(o) && !PyBool_Check(o)) {
     k->is_u64 = 1;
     return to_u64(o, &k->u64, "int key", call);
-  } else if (PyObject_CheckBuffer(o) && !PyBool_Check(o)) {
+  } else if (PyByteArray_Check(o) || PyMemoryView_Check(o)) { /* as the ctypes binding: no other buffers */
     if (PyObject_GetBuffer(o, &k->view, PyBUF_SIMPLE) < 0) {
       PyErr_Clear();
       raise_invalid(call, "key of type %s: a C-contiguous buffer of bytes is needed", Py_TYPE(o)->tp_name);
@@ -248,6 +248,13 @@ static inline int to_key(PyObject *o, Key *k, const char *call) {
     k->is_u64 = 0;
     k->data = (const char *)k->view.buf;
     k->len = k->view.len;
+  } else if (PyIndex_Check(o) && !PyBool_Check(o)) { /* an integer type of another library (numpy.uint64): its int */
+    PyObject *i = PyNumber_Index(o);
+    if (!i) return -1;
+    k->is_u64 = 1;
+    int rc = to_u64(i, &k->u64, "int key", call);
+    Py_DECREF(i);
+    return rc;
   } else {
     raise_invalid(call, "key of type %s: use bytes, str or int", Py_TYPE(o)->tp_name);
     return -1;

@@ -124,7 +124,8 @@ def test_batches_take_numpy_arrays_without_copies(seg):
     assert w.seen_many(3, np.array([1, 2], dtype=np.int64)) == [True, True]
     s = seg.set("s", capacity=100000, create=True)
     for k in items[:10]:
-        s.insert_unique(int(k))
+        s.insert_unique(k)  # a numpy.uint64 is its int (operator.index), the same key
+    assert s.contains(int(items[0])) and s.contains(items[9])
     assert s.contains_many(items[:20]) == [True] * 10 + [False] * 10
 
 
