@@ -13,9 +13,10 @@ It installs the package as a user would (a venv under build/python-bench, pip in
 --no-index ./python: the library is built by the package's own CMake build, Release,
 unless --library names one) and measures there. Each repetition uses a fresh window
 (retention 7, expected_per_bucket = 4 x N): pass "new" marks N new pairs, pass "seen"
-asks the same N again. Numbers are the best of the repetitions (as timeit reports: on a
-shared machine the other processes only ever add time), the median beside it; ratios
-are best to best.
+asks the same N again. Each of the --reps rounds runs every Python variant in a fresh
+process, then the C loop, so all are measured at the same times. Numbers are the best of
+the rounds (as timeit reports: on a shared machine the other processes only ever add
+time), the median beside it; ratios are best to best.
 """
 import argparse
 import json
@@ -88,7 +89,7 @@ def inner(args):
                 r = redis.Redis(port=REDIS_PORT)
                 rdevs = devs[:args.redis_n]
                 out = []
-                for rep in range(min(args.reps, 3)):
+                for rep in range(args.reps):
                     r.flushall()
                     passes = []
                     for _ in range(2):
@@ -135,18 +136,33 @@ def outer(args):
         redis_proc = subprocess.Popen(["redis-server", "--port", str(REDIS_PORT), "--bind", "127.0.0.1", "--save", "",
                                        "--appendonly", "no", "--dir", rdir], stdout=subprocess.DEVNULL)
         time.sleep(0.5)
+    # Rounds: each runs the Python variants once (a fresh process) and then the C loop once,
+    # so that every variant is measured at the same times as the others (a shared machine's
+    # load moves within minutes).
+    res = None
+    res_capi = []
     try:
-        out = run([py, os.path.abspath(__file__), "--inner", "--n", str(args.n), "--reps", str(args.reps),
-                   "--redis-n", str(args.redis_n if redis_proc else 0)], env=env, cwd=work,
-                  capture_output=True, text=True).stdout
+        for rnd in range(args.reps):
+            out = run([py, os.path.abspath(__file__), "--inner", "--n", str(args.n), "--reps", "1",
+                       "--redis-n", str(args.redis_n if redis_proc and rnd < 3 else 0)], env=env, cwd=work,
+                      capture_output=True, text=True).stdout
+            r = json.loads(out)
+            if res is None:
+                res = r
+                res["redis"] = r.get("redis")
+            else:
+                res["runs"] += r["runs"]
+                if isinstance(r.get("redis"), list):
+                    res["redis"] += r["redis"]
+            capi_out = run([capi, f"shmf-pybench-capi-{os.getpid()}", str(args.n), "1", str(4 * args.n)],
+                           capture_output=True, text=True).stdout
+            res_capi += [[float(x) for x in line.split()] for line in capi_out.splitlines() if line.strip()]
     finally:
         if redis_proc:
             redis_proc.terminate()
             redis_proc.wait(timeout=30)
-    res = json.loads(out)
-    capi_out = run([capi, f"shmf-pybench-capi-{os.getpid()}", str(args.n), str(args.reps), str(4 * args.n)],
-                   capture_output=True, text=True).stdout
-    res["capi"] = [[float(x) for x in line.split()] for line in capi_out.splitlines() if line.strip()]
+            shutil.rmtree(rdir, ignore_errors=True)
+    res["capi"] = res_capi
     load_end = open("/proc/loadavg").read().split()[:3]
     write(args, res, load, load_end)
 
