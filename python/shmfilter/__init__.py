@@ -89,6 +89,13 @@ if _native is not None:
             raise ImportError(f"shmfilter: {_n} is {globals()[_n]} here but {getattr(_native, 'SHMF_' + _n)} in "
                               "the compiled module's shmfilter.h: the package and its module disagree (reinstall)")
 _KIND_IDS = {"bloom": 1, "cuckoo": 2, "roaring": 3, "hll": 4, "set": 5, "window": 7, "uv": 8}
+_WINDOW_VARIANTS = {"bloom": 0, "cuckoo": 1}  # SHMF_WINDOW_BLOOM, SHMF_WINDOW_CUCKOO
+if _native is not None:
+    for _n, _v in [("KIND_" + k.upper(), v) for k, v in _KIND_IDS.items()] + \
+            [("WINDOW_" + k.upper(), v) for k, v in _WINDOW_VARIANTS.items()]:
+        if getattr(_native, "SHMF_" + _n) != _v:
+            raise ImportError(f"shmfilter: SHMF_{_n} is {_v} here but {getattr(_native, 'SHMF_' + _n)} in the "
+                              "compiled module's shmfilter.h: the package and its module disagree (reinstall)")
 
 
 def _find_library() -> str:
@@ -984,7 +991,7 @@ class Window(_Handle):
     def stats(self) -> Dict[str, Any]:
         """Lock-free snapshot (the C API's shmf_window_stats; variant as "bloom"/"cuckoo")."""
         d = super().stats()
-        d["variant"] = "cuckoo" if d["variant"] == 1 else "bloom"
+        d["variant"] = "cuckoo" if d["variant"] == _WINDOW_VARIANTS["cuckoo"] else "bloom"
         return d
 
 
@@ -1270,7 +1277,7 @@ class Segment:
         _lib.shmf_window_options_init(C.byref(o))
         if variant not in (None, "bloom", "cuckoo"):
             raise _bad(f"variant {variant!r}: 'bloom' (insert-only) or 'cuckoo' (deletable)", "Segment.window")
-        o.variant = 1 if variant == "cuckoo" else 0
+        o.variant = _WINDOW_VARIANTS[variant or "bloom"]
         o.expected_per_bucket = expected_per_bucket
         for f, v in (("error", error), ("retention", retention), ("bucket_seconds", bucket_seconds),
                      ("utc_offset", utc_offset), ("max_spaces", max_spaces), ("error_window", error_window),

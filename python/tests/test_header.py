@@ -81,6 +81,8 @@ def test_error_codes_and_kinds_match_the_header():
     kinds = {m[0].lower(): int(m[1]) for m in re.findall(r"#define SHMF_KIND_([A-Z]+) (\d+)", text)}
     for kind, value in shmfilter._KIND_IDS.items():
         assert kinds[kind] == value, kind
+    variants = {m[0].lower(): int(m[1]) for m in re.findall(r"#define SHMF_WINDOW_([A-Z]+) (\d+)", text)}
+    assert variants == shmfilter._WINDOW_VARIANTS
     assert int(re.search(r"#define SHMF_HLL_REDIS_DENSE_BYTES (\d+)", text).group(1)) == \
         shmfilter._HLL_REDIS_DENSE_BYTES
 
