@@ -24,6 +24,7 @@ PACKAGES=(
   curl wrk procps             # functional and load clients; pgrep
   prometheus                  # promtool check metrics on the status endpoint
   python3 python3-pytest python3-gunicorn python3-redis
+  python3-dev python3-venv python3-pip python3-numpy  # the Python package: its compiled module, pip install ./python, batches over numpy arrays
   help2man                    # shmtool's man page, generated from its --help (also: promtool above checks stats --prometheus)
   chromium                    # tests render shmtool advise's SVG headless (python3 above parses it)
 )

@@ -1,25 +1,33 @@
-"""shmfilter for Python: ctypes over the C API (include/shmfilter/shmfilter.h).
+"""shmfilter for Python: deduplication structures in one shared-memory segment, over
+the C API (include/shmfilter/shmfilter.h). docs/python.md.
 
-No compiler at install time: the package loads libshmfilter.so, found as
-  1. $SHMFILTER_LIBRARY (a path to the .so),
-  2. a build tree next to this package: ../../build/*/shared/libshmfilter.so,
-  3. the system loader (ldconfig: an installed libshmfilter.so.0).
+Install: python3 -m venv v && v/bin/pip install ./python (no package index needed).
 
     import shmfilter
     with shmfilter.Segment.open_or_create("ads", size=64 << 20) as seg:
-        pairs = seg.set("pairs", capacity=1_000_000, create=True)
-        if pairs.mark("p42:0123456789abcdef"):     # True: new, False: seen
+        freq = seg.window("freq", create=True, expected_per_bucket=1_000_000)
+        if freq.mark_if_unseen(42, "0123456789abcdef"):   # True: new (not served in 7 days)
             serve_ad()
 
-Keys are bytes, str (UTF-8) or int (a uint64, hashed as its 8 little-endian
-bytes: the same key as the C/C++ APIs' u64 calls). Batched calls take
-sequences. Errors raise shmfilter.Error carrying .code (the C API's SHMF_E*
-number) and the library's message.
+BINDING says which binding the import chose: "compiled" (shmfilter._native, the
+CPython C API, carries every per-key call and batch) or "ctypes" (the fallback: no
+compiled module, or SHMFILTER_BINDING=ctypes). The control plane (open, create,
+stats) is ctypes over the same loaded library (library_path). Without the compiled
+module the library is found as $SHMFILTER_LIBRARY, the package's own
+libshmfilter.so.0, a build tree of the repository (build/*/shared/), or the system
+loader's.
 
-Each failure of the C API's vocabulary has its own code and Error subclass:
-DroppedError (EDROPPED), NoSpaceError (ENOSPACE), BusyError (EBUSY: retry),
-FullError (EFULL), ForkedHandleError (EFORKED), InvalidArgumentError (EINVAL:
-an argument out of range, never clamped).
+Keys are bytes, str (UTF-8) or int (a uint64, hashed as its 8 little-endian
+bytes: the same key as the C/C++ APIs' u64 calls); the empty key is refused
+everywhere (InvalidArgumentError), as nginx treats it as no key. Batched calls
+take buffers of uint64 (numpy arrays, array('Q'): read in place) or sequences,
+and an optional out= buffer. Options passed when opening a structure that exists
+must match it (OptionsMismatchError). Errors raise shmfilter.Error carrying .code
+(the C API's SHMF_E* number) and the library's message; each failure of the C
+API's vocabulary has its own subclass: DroppedError (EDROPPED), NoSpaceError
+(ENOSPACE), BusyError (EBUSY: retry), FullError (EFULL), ForkedHandleError
+(EFORKED), OptionsMismatchError (EEXISTS), InvalidArgumentError (EINVAL: an
+argument out of range, never clamped).
 
 fork(): an attachment belongs to the process that made it (docs/c_api.md).
 Open segments after fork (gunicorn: in post_fork or lazily per worker);
@@ -31,30 +39,77 @@ from __future__ import annotations
 
 import ctypes as C
 import glob
+import importlib
+import math
+import operator
 import os
-from typing import Iterable, Optional, Sequence, Union
+import array
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union, overload
 
 __all__ = ["Error", "DroppedError", "NoSpaceError", "BusyError", "FullError", "ForkedHandleError",
-           "InvalidArgumentError", "Segment", "Bloom", "Cuckoo", "ExactSet", "Hll", "RoaringSet", "Window", "UvFamily",
-           "StructureInfo", "hll_count_redis", "library_path", "version"]
+           "InvalidArgumentError", "OptionsMismatchError", "Segment", "Bloom", "Cuckoo", "ExactSet", "Hll",
+           "RoaringSet", "Window", "UvFamily", "StructureInfo", "hll_count_redis", "library_path", "version",
+           "BINDING", "__version__", "Key", "U64s"]
 
 Key = Union[bytes, bytearray, memoryview, str, int]
+"""A key or item: bytes (or any bytes buffer), str (UTF-8) or int (a uint64); never empty."""
 
-# Error codes (the C header's SHMF_E*).
+# Which binding the import chose: "compiled" (shmfilter._native, the CPython C API:
+# the data plane without ctypes) or "ctypes" (no compiled module: a package built
+# without a compiler, the source tree, or SHMFILTER_BINDING=ctypes).
+_native: Any = None
+_NATIVE_WHY = ""
+if os.environ.get("SHMFILTER_BINDING", "") not in ("", "compiled", "ctypes"):
+    raise ImportError(f"SHMFILTER_BINDING={os.environ['SHMFILTER_BINDING']!r}: 'compiled', 'ctypes' or unset")
+if os.environ.get("SHMFILTER_BINDING") != "ctypes":
+    try:
+        # (not "from . import _native": the global above would satisfy it without importing)
+        _native = importlib.import_module("._native", __name__)
+    except ImportError as _e:
+        if os.environ.get("SHMFILTER_BINDING") == "compiled":
+            raise ImportError(f"SHMFILTER_BINDING=compiled but shmfilter._native does not import: {_e}") from None
+        _NATIVE_WHY = str(_e)
+BINDING: str = "compiled" if _native is not None else "ctypes"
+"""Which binding this import chose: "compiled" (shmfilter._native) or "ctypes"."""
+
+# Error codes (the C header's SHMF_E*): from the compiled module when there is one
+# (the compiler read them from shmfilter.h); python/tests/test_header.py checks the copy below
+# against the header.
 EINVAL, ENAMETOOLONG, ENOTFOUND, EEXISTS, EWRONGKIND = 1, 2, 3, 4, 5
 ENOTSEGMENT, EBYTEORDER, EVERSION, EABI, ETRUNCATED, ECORRUPT = 6, 7, 8, 9, 10, 11
 ENOSPACE, EFULL, EDROPPED, EIO, EPERM, EBUSY, EBADINPUT, EREADONLY = 12, 13, 14, 15, 16, 17, 18, 19
 EFORKED = 20
 ENOMEM, EINTERNAL = 30, 31
+_ERROR_NAMES = ("EINVAL", "ENAMETOOLONG", "ENOTFOUND", "EEXISTS", "EWRONGKIND", "ENOTSEGMENT", "EBYTEORDER",
+                "EVERSION", "EABI", "ETRUNCATED", "ECORRUPT", "ENOSPACE", "EFULL", "EDROPPED", "EIO", "EPERM",
+                "EBUSY", "EBADINPUT", "EREADONLY", "EFORKED", "ENOMEM", "EINTERNAL")
+if _native is not None:
+    for _n in _ERROR_NAMES:
+        if globals()[_n] != getattr(_native, "SHMF_" + _n):
+            raise ImportError(f"shmfilter: {_n} is {globals()[_n]} here but {getattr(_native, 'SHMF_' + _n)} in "
+                              "the compiled module's shmfilter.h: the package and its module disagree (reinstall)")
+_KIND_IDS = {"bloom": 1, "cuckoo": 2, "roaring": 3, "hll": 4, "set": 5, "window": 7, "uv": 8}
+_WINDOW_VARIANTS = {"bloom": 0, "cuckoo": 1}  # SHMF_WINDOW_BLOOM, SHMF_WINDOW_CUCKOO
+if _native is not None:
+    for _n, _v in [("KIND_" + k.upper(), v) for k, v in _KIND_IDS.items()] + \
+            [("WINDOW_" + k.upper(), v) for k, v in _WINDOW_VARIANTS.items()]:
+        if getattr(_native, "SHMF_" + _n) != _v:
+            raise ImportError(f"shmfilter: SHMF_{_n} is {_v} here but {getattr(_native, 'SHMF_' + _n)} in the "
+                              "compiled module's shmfilter.h: the package and its module disagree (reinstall)")
 
 
 def _find_library() -> str:
+    if _native is not None:  # the library the compiled module is linked against (one instance)
+        return _native.library_path()
     env = os.environ.get("SHMFILTER_LIBRARY")
     if env:
         if not os.path.exists(env):
             raise OSError(f"SHMFILTER_LIBRARY={env} does not exist: point it at a built libshmfilter.so")
         return env
     here = os.path.dirname(os.path.abspath(__file__))
+    bundled = os.path.join(here, "libshmfilter.so.0")  # an installed package without its compiled module
+    if os.path.exists(bundled):
+        return bundled
     repo = os.path.dirname(os.path.dirname(here))
     found = sorted(glob.glob(os.path.join(repo, "build", "*", "shared", "libshmfilter.so")),
                    key=os.path.getmtime, reverse=True)
@@ -64,12 +119,13 @@ def _find_library() -> str:
     name = ctypes.util.find_library("shmfilter")
     if name:
         return name
-    raise OSError("libshmfilter.so not found: set SHMFILTER_LIBRARY=/path/to/libshmfilter.so, or build "
-                  "the CMake target shmfilter_shared (build/<dir>/shared/libshmfilter.so), or install the "
-                  "library")
+    raise OSError("libshmfilter.so not found: install the package (pip install ./python), or set "
+                  "SHMFILTER_LIBRARY=/path/to/libshmfilter.so, or build the CMake target shmfilter_shared "
+                  "(build/<dir>/shared/libshmfilter.so)")
 
 
-library_path = _find_library()
+library_path: str = _find_library()
+"""The path of the libshmfilter.so this import loaded."""
 _lib = C.CDLL(library_path)
 
 
@@ -105,6 +161,12 @@ class DroppedError(Error):
 class BusyError(Error):
     """EBUSY: other processes kept the call from finishing within its bound (e.g. a window's buckets
     rotated in faster than the call could write): retry."""
+
+
+class OptionsMismatchError(Error, ValueError):
+    """EEXISTS: a structure of that name exists with other options than the ones passed
+    (Segment.window(..., variant=, retention=) and the like): open it without them, or drop
+    and recreate it. Also a ValueError."""
 
 
 class ForkedHandleError(Error):
@@ -415,9 +477,63 @@ def _blob(data, what: str, call: str) -> bytes:
     return bytes(data)
 
 
-def _u64_array(values, what: str, call: str):
-    vals = [_int(v, "uint64", what, call) for v in values]
+U64s = Union[Sequence[int], memoryview, bytearray, "array.array[int]", Any]
+"""A batch of uint64 values: a buffer of 8-byte unsigned items (numpy uint64 array,
+array('Q'), memoryview: read in place, never copied by the compiled binding) or a
+sequence of ints."""
+
+
+def _u64_array(values: Any, what: str, call: str, broadcast: Optional[int] = None) -> Tuple[Any, int]:
+    """(a ctypes uint64 array, n) of VALUES (see U64s); an int with BROADCAST=n: n copies."""
+    if broadcast is not None and isinstance(values, int) and not isinstance(values, bool):
+        v = _int(values, "uint64", what, call)
+        return (C.c_uint64 * max(broadcast, 1))(*([v] * broadcast)), broadcast
+    if isinstance(values, (bytes, bytearray, str)):
+        raise _bad(f"{what} of type {type(values).__name__}: a buffer of uint64 or a sequence of ints", call)
+    try:
+        mv = memoryview(values)
+    except TypeError:
+        mv = None
+    if mv is not None:
+        if mv.itemsize != 8 or mv.format.lstrip("@=<") not in ("Q", "L", "q", "l"):
+            raise _bad(f"{what}: a buffer of uint64 is needed (format 'Q'), not format {mv.format!r} "
+                       "(numpy: astype(np.uint64))", call)
+        if not mv.c_contiguous:
+            raise _bad(f"{what}: a C-contiguous buffer is needed (numpy: np.ascontiguousarray(a, np.uint64))", call)
+        n = mv.nbytes // 8
+        if mv.format.lstrip("@=<") in ("q", "l"):
+            for i, x in enumerate(mv.cast("B").cast("q")):
+                if x < 0:
+                    raise _bad(f"{what}[{i}] = {x} is outside [0, 2**64) (a uint64)", call)
+        return (C.c_uint64 * max(n, 1)).from_buffer_copy(mv.cast("B")) if n else (C.c_uint64 * 1)(), n
+    try:
+        vals = [_int(v, "uint64", what, call) for v in values]
+    except TypeError:
+        raise _bad(f"{what} of type {type(values).__name__}: a buffer of uint64 or a sequence of ints", call) from None
     return (C.c_uint64 * max(len(vals), 1))(*vals), len(vals)
+
+
+def _out_array(out: Any, n: int, call: str) -> Any:
+    """A ctypes uint8 array over OUT (a writable buffer of N bytes), or a fresh one for None."""
+    if out is None:
+        return (C.c_uint8 * max(n, 1))()
+    try:
+        mv = memoryview(out)
+    except TypeError:
+        raise _bad(f"out of type {type(out).__name__}: a writable C-contiguous buffer of {n} bytes "
+                   "(bytearray, numpy uint8/bool)", call) from None
+    if mv.readonly or not mv.c_contiguous or mv.itemsize != 1:
+        raise _bad(f"out of type {type(out).__name__}: a writable C-contiguous buffer of {n} bytes "
+                   "(bytearray, numpy uint8/bool)", call)
+    if mv.nbytes != n:
+        raise _bad(f"out holds {mv.nbytes} bytes: it must hold exactly one byte per key ({n})", call)
+    return (C.c_uint8 * max(n, 1)).from_buffer(mv.cast("B")) if n else (C.c_uint8 * 1)()
+
+
+def _out_result(arr: Any, n: int, given: bool) -> Union[List[bool], int]:
+    if given:
+        return sum(1 for i in range(n) if arr[i])
+    return [bool(arr[i]) for i in range(n)]
 
 
 def _key(k: Key):
@@ -429,18 +545,30 @@ def _key(k: Key):
             raise _bad(f"int key {k} is outside uint64 [0, 2**64)")
         return True, k
     if isinstance(k, str):
-        return False, _encode(k, "key")
-    if isinstance(k, (bytes, bytearray, memoryview)):
-        return False, bytes(k)
-    raise _bad(f"key of type {type(k).__name__}: use bytes, str or int")
+        b = _encode(k, "key")
+    elif isinstance(k, (bytes, bytearray, memoryview)):
+        b = bytes(k)
+    elif hasattr(type(k), "__index__"):  # an integer type of another library (numpy.uint64): its int
+        return _key(operator.index(k))
+    else:
+        raise _bad(f"key of type {type(k).__name__}: use bytes, str or int")
+    if not b:
+        raise _bad(_EMPTY_KEY)
+    return False, b
 
 
-class _Handle:
-    """An open C handle owned by the process that opened it; closed once."""
+# The one rule for empty keys, in both bindings and every call that takes a key or an
+# item (docs/python.md, "Keys"): refused, as nginx treats an empty key as no key.
+_EMPTY_KEY = ("an empty key: empty keys are refused everywhere (nginx treats an empty key as no key); "
+              "pass at least one byte")
+
+
+class _CtypesHandle:
+    """An open C handle owned by the process that opened it; closed once (the ctypes binding)."""
     _kind = ""
 
-    def __init__(self, ptr: int, owner):
-        self._ptr = ptr
+    def __init__(self, ptr: int, owner: "Segment"):
+        self._ptr: Optional[int] = ptr
         self._pid = os.getpid()
         self._owner = owner  # keeps the segment alive while the handle is
 
@@ -459,17 +587,35 @@ class _Handle:
             getattr(_lib, f"shmf_{self._kind}_close")(self._ptr)
         self._ptr = None
 
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
+
+
+if _native is not None:
+    class _CompiledHandle(_native.Handle):  # type: ignore[name-defined, misc]
+        """An open C handle held by the compiled module (closed once; fork-checked per call)."""
+        _kind = ""
+
+        def __init__(self, ptr: int, owner: "Segment"):
+            super().__init__(ptr, owner, _KIND_IDS[self._kind])
+
+    _HandleBase: type = _CompiledHandle
+else:
+    _HandleBase = _CtypesHandle
+
+
+class _Handle(_HandleBase):  # type: ignore[valid-type, misc]
+    """The common part of every structure handle (either binding)."""
+    _kind = ""
+
+    def __enter__(self) -> "_Handle":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def _one(self, op: str, k: Key) -> int:
         is_u64, v = _key(k)
@@ -477,29 +623,32 @@ class _Handle:
             return _check(getattr(_lib, f"shmf_{self._kind}_{op}_u64")(self._p(), v), f"{self._kind}.{op}")
         return _check(getattr(_lib, f"shmf_{self._kind}_{op}")(self._p(), v, len(v)), f"{self._kind}.{op}")
 
-    def _many_contains(self, keys: Sequence[Key]) -> list:
-        keys = list(keys)
-        n = len(keys)
-        out = (C.c_uint8 * max(n, 1))()
-        if n == 0:
-            return []
-        kinds = [_key(k) for k in keys]
-        if all(u for u, _ in kinds):
-            arr = (C.c_uint64 * n)(*[v for _, v in kinds])
-            _check(getattr(_lib, f"shmf_{self._kind}_contains_many_u64")(self._p(), arr, n, out),
-                   f"{self._kind}.contains_many")
-        elif not any(u for u, _ in kinds):
-            vals = [v for _, v in kinds]
-            ptrs = (C.c_char_p * n)(*vals)
-            lens = (C.c_size_t * n)(*[len(v) for v in vals])
-            _check(getattr(_lib, f"shmf_{self._kind}_contains_many")(self._p(), ptrs, lens, n, out),
-                   f"{self._kind}.contains_many")
-        else:
-            return [self.contains(k) for k in keys]
-        return [bool(out[i]) for i in range(n)]
+    def _many_contains(self, keys: Any, out: Any = None) -> Union[List[bool], int]:
+        call = f"{self._kind}.contains_many"
+        if isinstance(keys, (bytes, bytearray, str)):
+            raise _bad(f"keys of type {type(keys).__name__}: a buffer of uint64 or a sequence of keys", call)
+        if isinstance(keys, (list, tuple)) and keys and not all(
+                isinstance(k, int) and not isinstance(k, bool) for k in keys):
+            kinds = [_key(k) for k in keys]
+            n = len(kinds)
+            arr = _out_array(out, n, call)
+            if not any(u for u, _ in kinds):
+                vals = [v for _, v in kinds]
+                ptrs = (C.c_char_p * n)(*vals)
+                lens = (C.c_size_t * n)(*[len(v) for v in vals])
+                _check(getattr(_lib, f"shmf_{self._kind}_contains_many")(self._p(), ptrs, lens, n, arr), call)
+            else:
+                for i, k in enumerate(keys):
+                    arr[i] = 1 if self._one("contains", k) == 1 else 0
+            return _out_result(arr, n, out is not None)
+        u, n = _u64_array(keys, "keys", call)
+        arr = _out_array(out, n, call)
+        if n:
+            _check(getattr(_lib, f"shmf_{self._kind}_contains_many_u64")(self._p(), u, n, arr), call)
+        return _out_result(arr, n, out is not None)
 
-    def stats(self) -> dict:
-        """Lock-free snapshot of the structure's numbers, as a dict."""
+    def stats(self) -> Dict[str, Any]:
+        """Lock-free snapshot of the structure's numbers, as a dict (the C API's shmf_<kind>_stats fields)."""
         st = _KINDS[self._kind][1]()
         _check(getattr(_lib, f"shmf_{self._kind}_stats_get")(self._p(), C.byref(st)), f"{self._kind}.stats")
         return {name: getattr(st, name) for name, _ in st._fields_ if name != "reserved"}
@@ -513,24 +662,42 @@ class Bloom(_Handle):
         """Lock-free: True if this call set a bit (the key was new)."""
         return self._one("add", key) == 1
 
-    mark = add  # "mark if unseen": True = new
+    def mark(self, key: Key) -> bool:
+        """"Mark if unseen": add(); True = new."""
+        return self.add(key)
 
     def contains(self, key: Key) -> bool:
+        """Lock-free: True if the key may have been added (false positives at the filter's rate)."""
         return self._one("contains", key) == 1
 
-    __contains__ = contains
+    def __contains__(self, key: Key) -> bool:
+        return self.contains(key)
 
-    def add_many(self, keys: Sequence[int]) -> list:
-        """Lock-free: adds uint64 keys; per key True when new."""
-        arr, n = _u64_array(keys, "key", "bloom.add_many")
-        if n == 0:
-            return []
-        out = (C.c_uint8 * n)()
-        _check(_lib.shmf_bloom_add_many_u64(self._p(), arr, n, out), "bloom.add_many")
-        return [bool(out[i]) for i in range(n)]
+    @overload
+    def add_many(self, keys: U64s) -> List[bool]: ...
+    @overload
+    def add_many(self, keys: U64s, out: Any) -> int: ...
 
-    def contains_many(self, keys: Sequence[Key]) -> list:
-        return self._many_contains(keys)
+    def add_many(self, keys: U64s, out: Any = None) -> Union[List[bool], int]:
+        """Lock-free: adds uint64 keys (a buffer of uint64, read in place, or a sequence of
+        ints). Per key True when new: a list, or, with OUT (a writable buffer of len(keys)
+        bytes, e.g. numpy.empty(n, numpy.uint8)), written into OUT and the number of new keys
+        returned."""
+        call = "bloom.add_many"
+        u, n = _u64_array(keys, "keys", call)
+        arr = _out_array(out, n, call)
+        if n:
+            _check(_lib.shmf_bloom_add_many_u64(self._p(), u, n, arr), call)
+        return _out_result(arr, n, out is not None)
+
+    @overload
+    def contains_many(self, keys: Union[U64s, Sequence[Key]]) -> List[bool]: ...
+    @overload
+    def contains_many(self, keys: Union[U64s, Sequence[Key]], out: Any) -> int: ...
+
+    def contains_many(self, keys: Union[U64s, Sequence[Key]], out: Any = None) -> Union[List[bool], int]:
+        """Lock-free, prefetched: per key, contains(); KEYS and OUT as for add_many."""
+        return self._many_contains(keys, out)
 
 
 class Cuckoo(_Handle):
@@ -538,28 +705,40 @@ class Cuckoo(_Handle):
     _kind = "cuckoo"
 
     def add(self, key: Key) -> None:
-        """Stores a copy (duplicates kept); raises Error(EFULL) when full."""
+        """Stores a copy (duplicates kept); raises FullError (EFULL) when full."""
         self._one("add", key)
 
     def insert_unique(self, key: Key) -> bool:
         """True stored, False already present (or a false-positive match)."""
         return self._one("insert_unique", key) == 1
 
-    mark = insert_unique
+    def mark(self, key: Key) -> bool:
+        """"Mark if unseen": insert_unique(); True = new."""
+        return self.insert_unique(key)
 
     def contains(self, key: Key) -> bool:
+        """Lock-free: True if a copy of the key may be stored."""
         return self._one("contains", key) == 1
 
-    __contains__ = contains
+    def __contains__(self, key: Key) -> bool:
+        return self.contains(key)
 
     def erase(self, key: Key) -> bool:
         """Removes one copy: True removed, False absent. Erase only added keys."""
         return self._one("erase", key) == 1
 
-    forget = erase
+    def forget(self, key: Key) -> bool:
+        """erase()."""
+        return self.erase(key)
 
-    def contains_many(self, keys: Sequence[Key]) -> list:
-        return self._many_contains(keys)
+    @overload
+    def contains_many(self, keys: Union[U64s, Sequence[Key]]) -> List[bool]: ...
+    @overload
+    def contains_many(self, keys: Union[U64s, Sequence[Key]], out: Any) -> int: ...
+
+    def contains_many(self, keys: Union[U64s, Sequence[Key]], out: Any = None) -> Union[List[bool], int]:
+        """Per key, contains(); KEYS and OUT as for Bloom.add_many."""
+        return self._many_contains(keys, out)
 
     def __len__(self) -> int:
         n = C.c_uint64()
@@ -575,20 +754,33 @@ class ExactSet(_Handle):
         """True inserted, False present; exactly one of racing inserters of a key gets True."""
         return self._one("insert_unique", key) == 1
 
-    mark = insert_unique
+    def mark(self, key: Key) -> bool:
+        """"Mark if unseen": insert_unique(); True = new."""
+        return self.insert_unique(key)
 
     def contains(self, key: Key) -> bool:
+        """Lock-free: True if the key is in the set."""
         return self._one("contains", key) == 1
 
-    __contains__ = contains
+    def __contains__(self, key: Key) -> bool:
+        return self.contains(key)
 
     def erase(self, key: Key) -> bool:
+        """True removed, False absent."""
         return self._one("erase", key) == 1
 
-    forget = erase
+    def forget(self, key: Key) -> bool:
+        """erase()."""
+        return self.erase(key)
 
-    def contains_many(self, keys: Sequence[Key]) -> list:
-        return self._many_contains(keys)
+    @overload
+    def contains_many(self, keys: Union[U64s, Sequence[Key]]) -> List[bool]: ...
+    @overload
+    def contains_many(self, keys: Union[U64s, Sequence[Key]], out: Any) -> int: ...
+
+    def contains_many(self, keys: Union[U64s, Sequence[Key]], out: Any = None) -> Union[List[bool], int]:
+        """Per key, contains(); KEYS and OUT as for Bloom.add_many."""
+        return self._many_contains(keys, out)
 
     def __len__(self) -> int:
         n = C.c_uint64()
@@ -604,18 +796,22 @@ class Hll(_Handle):
         """True if a register grew (Redis PFADD's 1)."""
         return self._one("add", key) == 1
 
-    def add_many(self, keys: Sequence[int]) -> bool:
-        arr, n = _u64_array(keys, "key", "hll.add_many")
+    def add_many(self, keys: U64s) -> bool:
+        """Adds uint64 keys (a buffer of uint64, read in place, or a sequence of ints):
+        True if some register grew."""
+        arr, n = _u64_array(keys, "keys", "hll.add_many")
         if n == 0:
             return False
         return _check(_lib.shmf_hll_add_many_u64(self._p(), arr, n), "hll.add_many") > 0
 
     def count(self) -> int:
+        """The estimate of distinct keys added (Redis PFCOUNT's)."""
         n = C.c_uint64()
         _check(_lib.shmf_hll_count(self._p(), C.byref(n)), "hll.count")
         return n.value
 
-    __len__ = count
+    def __len__(self) -> int:
+        return self.count()
 
     def export_redis(self) -> bytes:
         """Lock-free snapshot as Redis's dense HLL string (12,304 bytes): SET it in Redis,
@@ -641,24 +837,29 @@ class RoaringSet(_Handle):
         return _int(v, "uint32", "a RoaringSet id", "roaring")
 
     def add(self, value: int) -> None:
-        """Visible to all processes on return; Error(EFULL) means retry later (delta full)."""
+        """Visible to all processes on return; FullError (EFULL) means retry later (delta full)."""
         _check(_lib.shmf_roaring_add(self._p(), self._id(value)), "roaring.add")
 
     def add_many(self, values: Sequence[int]) -> None:
+        """add() of each uint32 id, in one call."""
         vals = [self._id(v) for v in values]
         if vals:
             _check(_lib.shmf_roaring_add_many(self._p(), (C.c_uint32 * len(vals))(*vals), len(vals)),
                    "roaring.add_many")
 
     def remove(self, value: int) -> None:
+        """Removes the id (absent: nothing happens)."""
         _check(_lib.shmf_roaring_remove(self._p(), self._id(value)), "roaring.remove")
 
     def contains(self, value: int) -> bool:
+        """Lock-free: True if the id is in the set."""
         return _check(_lib.shmf_roaring_contains(self._p(), self._id(value)), "roaring.contains") == 1
 
-    __contains__ = contains
+    def __contains__(self, value: int) -> bool:
+        return self.contains(value)
 
-    def contains_many(self, values: Sequence[int]) -> list:
+    def contains_many(self, values: Sequence[int]) -> List[bool]:
+        """Per uint32 id, contains()."""
         vals = [self._id(v) for v in values]
         if not vals:
             return []
@@ -689,11 +890,11 @@ class Window(_Handle):
     """(space, item) pairs over time buckets (docs/window.md): the frequency cap "has
     device D been served by plan P in the last w days? if not, it is now".
 
-    space is a uint64 (the plan id); item is bytes, str or int (a device id). w is a
-    number of buckets, 1..retention (None: the whole retention)."""
+    space is a uint64 (the plan id); item is bytes, str or int (a device id; never
+    empty). w is a number of buckets, 1..retention (None: the whole retention)."""
     _kind = "window"
 
-    def _pair(self, op: str, space: int, item: Key, *extra) -> int:
+    def _pair(self, op: str, space: int, item: Key, *extra: int) -> int:
         _int(space, "uint64", "space (the plan id)", f"window.{op}")
         is_u64, v = _key(item)
         call = f"window.{op}"
@@ -707,9 +908,9 @@ class Window(_Handle):
     @property
     def retention(self) -> int:
         """Buckets kept (fixed at creation; read once per handle)."""
-        r = getattr(self, "_retention", None)
+        r = self.__dict__.get("_retention")
         if r is None:
-            r = self._retention = self.stats()["retention"]
+            r = self.__dict__["_retention"] = self.stats()["retention"]
         return r
 
     def set_now(self, unix_seconds: Optional[int]) -> None:
@@ -734,27 +935,46 @@ class Window(_Handle):
 
     def forget(self, space: int, item: Key) -> bool:
         """Cuckoo variant: removes the pair from every bucket (True removed, False absent).
-        Forget only pairs that were marked. Bloom variant: Error(EINVAL)."""
+        Forget only pairs that were marked. Bloom variant: InvalidArgumentError (EINVAL)."""
         return self._pair("forget", space, item) == 1
 
-    def _many(self, fn: str, spaces: Sequence[int], items: Sequence[int], w: Optional[int]) -> list:
-        sarr, ns = _u64_array(spaces, "space", fn)
-        iarr, n = _u64_array(items, "item", fn)
+    def _many(self, fn: str, spaces: Union[int, U64s], items: U64s, w: Optional[int],
+              out: Any) -> Union[List[bool], int]:
+        iarr, n = _u64_array(items, "items", fn)
+        sarr, ns = _u64_array(spaces, "spaces", fn, broadcast=n)
         if ns != n:
-            raise _bad(f"{ns} spaces and {n} items: pass one space per item", fn)
-        if n == 0:
-            return []
-        out = (C.c_uint8 * n)()
-        _check(getattr(_lib, fn)(self._p(), sarr, iarr, n, self._w(w), out), fn)
-        return [bool(x) for x in out]
+            raise _bad(f"{ns} spaces and {n} items: pass one space per item (or one int for all)", fn)
+        ww = self._w(w)
+        arr = _out_array(out, n, fn)
+        if n:
+            _check(getattr(_lib, fn)(self._p(), sarr, iarr, n, ww, arr), fn)
+        return _out_result(arr, n, out is not None)
 
-    def seen_many(self, spaces: Sequence[int], items: Sequence[int], w: Optional[int] = None) -> list:
-        """Lock-free, prefetched: per pair of uint64 (space, item), seen in the last w buckets."""
-        return self._many("shmf_window_seen_many_u64", spaces, items, w)
+    @overload
+    def seen_many(self, spaces: Union[int, U64s], items: U64s, w: Optional[int] = None) -> List[bool]: ...
+    @overload
+    def seen_many(self, spaces: Union[int, U64s], items: U64s, w: Optional[int] = None, *, out: Any) -> int: ...
 
-    def mark_if_unseen_many(self, spaces: Sequence[int], items: Sequence[int], w: Optional[int] = None) -> list:
-        """Per pair of uint64 (space, item): True new (marked now), False seen."""
-        return self._many("shmf_window_mark_if_unseen_many_u64", spaces, items, w)
+    def seen_many(self, spaces: Union[int, U64s], items: U64s, w: Optional[int] = None, *,
+                  out: Any = None) -> Union[List[bool], int]:
+        """Lock-free, prefetched: per pair of uint64 (space, item), seen in the last w buckets.
+        SPACES and ITEMS: buffers of uint64 (numpy uint64 arrays, array('Q'): read in place)
+        or sequences of ints; SPACES may be one int for every item. Answers: a list of bools,
+        or, with OUT (a writable buffer of len(items) bytes), written there and counted."""
+        return self._many("shmf_window_seen_many_u64", spaces, items, w, out)
+
+    @overload
+    def mark_if_unseen_many(self, spaces: Union[int, U64s], items: U64s,
+                            w: Optional[int] = None) -> List[bool]: ...
+    @overload
+    def mark_if_unseen_many(self, spaces: Union[int, U64s], items: U64s, w: Optional[int] = None, *,
+                            out: Any) -> int: ...
+
+    def mark_if_unseen_many(self, spaces: Union[int, U64s], items: U64s, w: Optional[int] = None, *,
+                            out: Any = None) -> Union[List[bool], int]:
+        """Per pair of uint64 (space, item): True new (marked now), False seen. Arguments and
+        answers as for seen_many (with OUT: the number of new pairs)."""
+        return self._many("shmf_window_mark_if_unseen_many_u64", spaces, items, w, out)
 
     def new_count(self, space: int, age: int = 0) -> int:
         """"New" answers for SPACE in the bucket AGE buckets ago (0: the current one)."""
@@ -768,9 +988,10 @@ class Window(_Handle):
         """Control plane: rotate if due, free expired buckets, prepare the next table."""
         _check(_lib.shmf_window_maintain(self._p()), "window.maintain")
 
-    def stats(self) -> dict:
+    def stats(self) -> Dict[str, Any]:
+        """Lock-free snapshot (the C API's shmf_window_stats; variant as "bloom"/"cuckoo")."""
         d = super().stats()
-        d["variant"] = "cuckoo" if d["variant"] == 1 else "bloom"
+        d["variant"] = "cuckoo" if d["variant"] == _WINDOW_VARIANTS["cuckoo"] else "bloom"
         return d
 
 
@@ -789,6 +1010,7 @@ class UvFamily(_Handle):
 
     @property
     def retention(self) -> int:
+        """Buckets kept (fixed at creation; read once per handle)."""
         r = getattr(self, "_retention", None)
         if r is None:
             r = self._retention = self.stats()["retention"]
@@ -824,6 +1046,7 @@ class UvFamily(_Handle):
         return n.value
 
     def count_all(self, w: Optional[int] = None) -> int:
+        """Distinct items of every space together over the last w buckets (an estimate)."""
         n = C.c_uint64()
         _check(_lib.shmf_uv_count_all(self._p(), self._w(w), C.byref(n)), "uv.count_all")
         return n.value
@@ -866,7 +1089,8 @@ class Segment:
 
     # -- opening --
     @staticmethod
-    def _opts(size, max_size, mode, group, file) -> _SegOpts:
+    def _opts(size: Optional[int], max_size: Optional[int], mode: Optional[int], group: Optional[int],
+              file: Optional[str]) -> _SegOpts:
         o = _SegOpts()
         _lib.shmf_segment_options_init(C.byref(o))
         if size is not None:
@@ -908,7 +1132,8 @@ class Segment:
         return _check(_lib.shmf_segment_is_read_only(self._p()), "Segment.read_only") == 1
 
     @classmethod
-    def create(cls, name: str, *, size=None, max_size=None, mode=None, group=None, file=None) -> "Segment":
+    def create(cls, name: str, *, size: Optional[int] = None, max_size: Optional[int] = None,
+               mode: Optional[int] = None, group: Optional[int] = None, file: Optional[str] = None) -> "Segment":
         """Control plane: creates a new segment; Error(EEXISTS) when it exists."""
         p = _vp()
         o = cls._opts(size, max_size, mode, group, file)
@@ -916,7 +1141,9 @@ class Segment:
         return cls(p.value, name)
 
     @classmethod
-    def open_or_create(cls, name: str, *, size=None, max_size=None, mode=None, group=None, file=None) -> "Segment":
+    def open_or_create(cls, name: str, *, size: Optional[int] = None, max_size: Optional[int] = None,
+                       mode: Optional[int] = None, group: Optional[int] = None,
+                       file: Optional[str] = None) -> "Segment":
         """Control plane: opens or creates; of racing callers exactly one creates."""
         p = _vp()
         o = cls._opts(size, max_size, mode, group, file)
@@ -932,7 +1159,7 @@ class Segment:
         if self._ptr is None:
             raise InvalidArgumentError(EINVAL, f"segment {self.name!r} is closed", "Segment")
         if self._pid != os.getpid():
-            raise ForkedHandleError(EBUSY, f"segment {self.name!r} was opened in process {self._pid}, before a "
+            raise ForkedHandleError(EFORKED, f"segment {self.name!r} was opened in process {self._pid}, before a "
                                     f"fork: call Segment.open again in process {os.getpid()}", "Segment")
         return self._ptr
 
@@ -942,21 +1169,23 @@ class Segment:
             _lib.shmf_segment_close(self._ptr)
         self._ptr = None
 
-    def __enter__(self):
+    def __enter__(self) -> "Segment":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
 
     # -- structures --
-    def _get(self, kind: str, cls, name: str, create: bool, opts):
+    def _get(self, kind: str, cls: Any, name: str, create: bool, opts: Any,
+             declared: Optional[Dict[str, Any]] = None) -> Any:
         p = _vp()
+        call = f"Segment.{kind}({name!r})"
         rc = getattr(_lib, f"shmf_{kind}_open")(self._p(), _name(name), C.byref(p))
         if rc == -ENOTFOUND and create:
             if kind == "hll":
@@ -965,69 +1194,116 @@ class Segment:
                 rc = getattr(_lib, f"shmf_{kind}_create")(self._p(), _name(name), C.byref(opts), C.byref(p))
                 if rc == -EEXISTS:  # a racing process created it
                     rc = getattr(_lib, f"shmf_{kind}_open")(self._p(), _name(name), C.byref(p))
-        _check(rc, f"Segment.{kind}({name!r})")
-        return cls(p.value, self)
+        _check(rc, call)
+        h = cls(p.value, self)
+        if declared:
+            self._check_declared(h, kind, name, declared, call)
+        return h
 
-    def bloom(self, name: str, *, capacity: int = 0, error: float = 0.01, create: bool = False) -> Bloom:
-        """Opens Bloom NAME (create=True: creates it with CAPACITY and ERROR when absent)."""
+    def _check_declared(self, h: "_Handle", kind: str, name: str, declared: Dict[str, Any], call: str) -> None:
+        """Options checked on open (docs/python.md, "Options"): each option the caller passed
+        that the structure's stats hold must equal what exists, as nginx refuses a declared
+        variant or retention that differs. A mismatch raises OptionsMismatchError."""
+        held = h.stats()
+        diff = []
+        for opt, (field, want) in declared.items():
+            have = held[field]
+            same = math.isclose(have, want, rel_tol=1e-12) if isinstance(want, float) else have == want
+            if not same:
+                diff.append((opt, want, have))
+        if diff:
+            h.close()
+            asked = ", ".join(f"{o}={w!r}" for o, w, _ in diff)
+            has = ", ".join(f"{o}={hv!r}" for o, _, hv in diff)
+            raise OptionsMismatchError(
+                EEXISTS, f"{kind} {name!r} exists with {has}; asked for {asked}: open it without those options "
+                f"(or with the ones it has), or drop it (shmtool drop {self.name} {name}) to recreate it", call)
+
+    def bloom(self, name: str, *, capacity: Optional[int] = None, error: Optional[float] = None,
+              create: bool = False) -> Bloom:
+        """Opens Bloom NAME (create=True: creates it with CAPACITY and ERROR, default 0.01, when
+        absent). CAPACITY and ERROR, when given, must match an existing filter's."""
         o = _BloomOpts()
         _lib.shmf_bloom_options_init(C.byref(o))
-        o.capacity, o.error = capacity, error
-        return self._get("bloom", Bloom, name, create, o)
+        o.capacity = 0 if capacity is None else capacity
+        o.error = 0.01 if error is None else error
+        d = {k: v for k, v in (("capacity", ("capacity", capacity)), ("error", ("error", error))) if v[1] is not None}
+        return self._get("bloom", Bloom, name, create, o, d)
 
-    def cuckoo(self, name: str, *, capacity: int = 0, error: float = 0.01, create: bool = False) -> Cuckoo:
+    def cuckoo(self, name: str, *, capacity: Optional[int] = None, error: Optional[float] = None,
+               create: bool = False) -> Cuckoo:
+        """Opens Cuckoo filter NAME (create=True: creates it with CAPACITY and ERROR, default
+        0.01, when absent). CAPACITY and ERROR, when given, must match an existing filter's."""
         o = _CuckooOpts()
         _lib.shmf_cuckoo_options_init(C.byref(o))
-        o.capacity, o.error = capacity, error
-        return self._get("cuckoo", Cuckoo, name, create, o)
+        o.capacity = 0 if capacity is None else capacity
+        o.error = 0.01 if error is None else error
+        d = {k: v for k, v in (("capacity", ("capacity", capacity)), ("error", ("target_error", error)))
+             if v[1] is not None}
+        return self._get("cuckoo", Cuckoo, name, create, o, d)
 
-    def set(self, name: str, *, capacity: int = 0, create: bool = False) -> ExactSet:
+    def set(self, name: str, *, capacity: Optional[int] = None, create: bool = False) -> ExactSet:
+        """Opens exact set NAME (create=True: creates it with CAPACITY when absent). CAPACITY,
+        when given, must match an existing set's."""
         o = _SetOpts()
         _lib.shmf_set_options_init(C.byref(o))
-        o.capacity = capacity
-        return self._get("set", ExactSet, name, create, o)
+        o.capacity = 0 if capacity is None else capacity
+        d = {"capacity": ("capacity", capacity)} if capacity is not None else None
+        return self._get("set", ExactSet, name, create, o, d)
 
     def hll(self, name: str, *, create: bool = False) -> Hll:
+        """Opens HyperLogLog NAME (create=True: creates it when absent; it has no options)."""
         return self._get("hll", Hll, name, create, None)
 
     def roaring(self, name: str, *, create: bool = False, delta_capacity: Optional[int] = None) -> RoaringSet:
+        """Opens Roaring set NAME (create=True: creates it when absent). DELTA_CAPACITY is a
+        creation option only (the stats hold the delta table's size in other units)."""
         o = _RoaringOpts()
         _lib.shmf_roaring_options_init(C.byref(o))
         if delta_capacity is not None:
             o.delta_capacity = delta_capacity
         return self._get("roaring", RoaringSet, name, create, o)
 
-    def window(self, name: str, *, create: bool = False, expected_per_bucket: int = 0, variant: str = "bloom",
-               error: Optional[float] = None, retention: Optional[int] = None, bucket_seconds: Optional[int] = None,
-               utc_offset: Optional[int] = None, max_spaces: Optional[int] = None,
-               error_window: Optional[int] = None, seed: Optional[int] = None) -> Window:
-        """Opens window NAME (create=True: creates it when absent; expected_per_bucket required)."""
+    def window(self, name: str, *, create: bool = False, expected_per_bucket: int = 0,
+               variant: Optional[str] = None, error: Optional[float] = None, retention: Optional[int] = None,
+               bucket_seconds: Optional[int] = None, utc_offset: Optional[int] = None,
+               max_spaces: Optional[int] = None, error_window: Optional[int] = None,
+               seed: Optional[int] = None) -> Window:
+        """Opens window NAME (create=True: creates it when absent; expected_per_bucket required;
+        variant "bloom", the default, or "cuckoo"). VARIANT, RETENTION and MAX_SPACES, when
+        given, must match an existing window's (OptionsMismatchError), as nginx checks; the
+        others are creation options only (the window's stats do not hold them)."""
         o = _WindowOpts()
         _lib.shmf_window_options_init(C.byref(o))
-        if variant not in ("bloom", "cuckoo"):
+        if variant not in (None, "bloom", "cuckoo"):
             raise _bad(f"variant {variant!r}: 'bloom' (insert-only) or 'cuckoo' (deletable)", "Segment.window")
-        o.variant = 1 if variant == "cuckoo" else 0
+        o.variant = _WINDOW_VARIANTS[variant or "bloom"]
         o.expected_per_bucket = expected_per_bucket
         for f, v in (("error", error), ("retention", retention), ("bucket_seconds", bucket_seconds),
                      ("utc_offset", utc_offset), ("max_spaces", max_spaces), ("error_window", error_window),
                      ("seed", seed)):
             if v is not None:
                 setattr(o, f, v)
-        return self._get("window", Window, name, create, o)
+        d = {k: v for k, v in (("variant", ("variant", variant)), ("retention", ("retention", retention)),
+                               ("max_spaces", ("max_spaces", max_spaces))) if v[1] is not None}
+        return self._get("window", Window, name, create, o, d)
 
     def uv(self, name: str, *, create: bool = False, retention: Optional[int] = None,
            bucket_seconds: Optional[int] = None, utc_offset: Optional[int] = None, max_spaces: Optional[int] = None,
            exact_max: Optional[int] = None, chunk_bytes: Optional[int] = None) -> UvFamily:
-        """Opens UV family NAME (create=True: creates it with these options when absent)."""
+        """Opens UV family NAME (create=True: creates it with these options when absent).
+        RETENTION, MAX_SPACES and EXACT_MAX, when given, must match an existing family's."""
         o = _UvOpts()
         _lib.shmf_uv_options_init(C.byref(o))
         for f, v in (("retention", retention), ("bucket_seconds", bucket_seconds), ("utc_offset", utc_offset),
                      ("max_spaces", max_spaces), ("exact_max", exact_max), ("chunk_bytes", chunk_bytes)):
             if v is not None:
                 setattr(o, f, v)
-        return self._get("uv", UvFamily, name, create, o)
+        d = {k: (k, v) for k, v in (("retention", retention), ("max_spaces", max_spaces), ("exact_max", exact_max))
+             if v is not None}
+        return self._get("uv", UvFamily, name, create, o, d)
 
-    def structures(self) -> list:
+    def structures(self) -> List[StructureInfo]:
         """Lock-free: every named structure (name order), as StructureInfo."""
         for _ in range(8):  # a structure created between the two calls: ask again
             n = C.c_size_t()
@@ -1087,3 +1363,60 @@ class Segment:
         if kind not in _KINDS:
             raise Error(EINVAL, f"unknown kind {kind!r}: expected one of {', '.join(sorted(_KINDS))}", "Segment.drop")
         return _check(getattr(_lib, f"shmf_{kind}_drop")(self._p(), _name(name)), f"Segment.drop({name!r})")
+
+
+# ---- the compiled binding's data plane ----------------------------------------
+_CTYPES_METHODS: Dict[Tuple[str, str], Any] = {}
+# With shmfilter._native, the per-key calls are the C methods of _native.Handle
+# themselves (no Python frame between the caller and the C API): same arguments,
+# answers and errors as the ctypes methods above, which stay the fallback.
+if _native is not None:
+    _H = _native.Handle
+    _COMPILED_METHODS = {
+        Bloom: {"add": "_add", "mark": "_add", "contains": "_contains", "add_many": "_add_many",
+                "contains_many": "_contains_many"},
+        Cuckoo: {"add": "_add", "insert_unique": "_insert_unique", "mark": "_insert_unique",
+                 "contains": "_contains", "erase": "_erase", "forget": "_erase", "contains_many": "_contains_many"},
+        ExactSet: {"insert_unique": "_insert_unique", "mark": "_insert_unique", "contains": "_contains",
+                   "erase": "_erase", "forget": "_erase", "contains_many": "_contains_many"},
+        Hll: {"add": "_add", "add_many": "_add_many"},
+        Window: {"mark": "_mark", "seen": "_seen", "mark_if_unseen": "_mark_if_unseen", "forget": "_forget",
+                 "seen_many": "_seen_many", "mark_if_unseen_many": "_mark_if_unseen_many"},
+        UvFamily: {"add": "_add"},
+    }
+    for _cls, _methods in _COMPILED_METHODS.items():
+        for _pub, _c in _methods.items():
+            _CTYPES_METHODS[(_cls.__name__, _pub)] = _cls.__dict__[_pub]  # kept: bench/python_bench.py
+            setattr(_cls, _pub, getattr(_H, _c))
+    _native._set_errors(dict(_ERROR_CLASSES), Error, InvalidArgumentError)
+    # The ctypes structs (control plane) against the sizes the compiler gave the header's.
+    for _s, _ct in (("shmf_segment_options", _SegOpts), ("shmf_open_options", _OpenOpts),
+                    ("shmf_bloom_options", _BloomOpts), ("shmf_bloom_stats", _BloomStats),
+                    ("shmf_cuckoo_options", _CuckooOpts), ("shmf_cuckoo_stats", _CuckooStats),
+                    ("shmf_roaring_options", _RoaringOpts), ("shmf_roaring_stats", _RoaringStats),
+                    ("shmf_hll_stats", _HllStats), ("shmf_set_options", _SetOpts), ("shmf_set_stats", _SetStats),
+                    ("shmf_structure_info", _StructInfo), ("shmf_metrics_options", _MetricsOpts),
+                    ("shmf_window_options", _WindowOpts), ("shmf_window_stats", _WindowStats),
+                    ("shmf_uv_options", _UvOpts), ("shmf_uv_stats", _UvStats)):
+        if C.sizeof(_ct) != _native.STRUCT_SIZES[_s]:
+            raise ImportError(f"shmfilter: struct {_s} is {C.sizeof(_ct)} bytes in the package but "
+                              f"{_native.STRUCT_SIZES[_s]} in shmfilter.h: the package and the header disagree")
+
+
+def _project_version() -> str:
+    try:
+        from ._version import __version__ as v  # written by the build (python/_build_backend, CMake)
+        return str(v)
+    except ImportError:  # the source tree: the project's version in CMakeLists.txt
+        import re
+        path = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                            "CMakeLists.txt")
+        try:
+            m = re.search(r"project\(\s*shmfilter\s+VERSION\s+([0-9][0-9.]*)", open(path, encoding="utf-8").read())
+        except OSError:
+            m = None
+        return m.group(1) if m else version()
+
+
+__version__: str = _project_version()
+"""The package's version: the CMake project's (CMakeLists.txt), the library's version() too."""

@@ -10,9 +10,23 @@ import uuid
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
+# SHMF_TEST_INSTALLED=1: test the package as installed (a venv's pip install ./python),
+# never the source tree; else the source tree (python/shmfilter: ctypes, or the compiled
+# module when the CMake build staged one: SHMF_PYTHON_PATH, tests/servers/CMakeLists.txt).
+if os.environ.get("SHMF_TEST_INSTALLED") == "1":
+    sys.path = [p for p in sys.path if os.path.realpath(p or ".") != os.path.realpath(os.path.dirname(HERE))]
+else:
+    sys.path.insert(0, os.environ.get("SHMF_PYTHON_PATH") or os.path.dirname(HERE))
 
 import shmfilter  # noqa: E402
+
+if os.environ.get("SHMF_TEST_INSTALLED") == "1":
+    assert not os.path.realpath(shmfilter.__file__).startswith(os.path.realpath(os.path.dirname(HERE)) + os.sep), \
+        f"SHMF_TEST_INSTALLED=1 but shmfilter comes from the source tree: {shmfilter.__file__}"
+if os.environ.get("SHMF_TEST_BINDING"):
+    assert shmfilter.BINDING == os.environ["SHMF_TEST_BINDING"], \
+        f"the tests want binding {os.environ['SHMF_TEST_BINDING']}, the import chose {shmfilter.BINDING} " \
+        f"({getattr(shmfilter, '_NATIVE_WHY', '')})"
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import shmfilter
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(os.path.dirname(HERE), "examples")
 WORKERS = 4
+NOW = 1_764_547_200  # 2025-12-01 00:00 UTC: mid-bucket at utc_offset 0 after 12 hours
 
 
 def _children(pid):
@@ -37,7 +38,10 @@ def gunicorn(segname, tmp_path):
     except ImportError:
         pytest.fail("gunicorn not importable: install Debian package python3-gunicorn")
     port = free_port()
-    env = dict(os.environ, SHMF_SEGMENT=segname, SHMF_CAPACITY="100000", PYTHONDONTWRITEBYTECODE="1")
+    # the window's clock pinned (SHMF_NOW): no day boundary during the test, so its answers
+    # are exactly-once too (the cuckoo variant: one racer wins; docs/window.md)
+    env = dict(os.environ, SHMF_SEGMENT=segname, SHMF_CAPACITY="100000", PYTHONDONTWRITEBYTECODE="1",
+               SHMF_WINDOW="freq", SHMF_NOW=str(NOW))
     log = open(tmp_path / "gunicorn.log", "w")
     proc = subprocess.Popen([sys.executable, "-m", "gunicorn", "-w", str(WORKERS), "-b", f"127.0.0.1:{port}",
                              "--chdir", EXAMPLES, "--graceful-timeout", "30", "gunicorn_app:app"],
@@ -59,6 +63,12 @@ def gunicorn(segname, tmp_path):
     deadline = time.time() + 60
     while len(_children(proc.pid)) < WORKERS and time.time() < deadline:
         time.sleep(0.1)
+    if os.environ.get("SHMF_TEST_INSTALLED") == "1":  # the workers run the installed package
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        c.request("GET", "/which")
+        where, binding = c.getresponse().read().decode().split()
+        assert where == shmfilter.__file__, f"the workers imported {where}, the test {shmfilter.__file__}"
+        assert binding == shmfilter.BINDING
     try:
         yield proc, port
     finally:
@@ -80,8 +90,10 @@ def _stream(distinct=3000, repeats=3, seed=14):
 
 
 def _run(port, stream, threads=16, during=None):
-    """Sends STREAM from THREADS threads; returns [(key, answer or None)]."""
+    """Sends STREAM from THREADS threads; returns [(key, answer or None)] and fills
+    _run.window with [(key, the window's answer or None)]."""
     results = [None] * len(stream)
+    wresults = [None] * len(stream)
     nxt = iter(range(len(stream)))
     lock = threading.Lock()
 
@@ -95,7 +107,10 @@ def _run(port, stream, threads=16, during=None):
             plan, dev = stream[i]
             try:
                 c.request("GET", f"/fc?plan={plan}&device={dev}")
-                results[i] = c.getresponse().read().decode().strip()
+                r = c.getresponse()
+                body = r.read().decode().strip()
+                wresults[i] = r.getheader("X-Window")
+                results[i] = body
             except (OSError, http.client.HTTPException):
                 c.close()  # the worker died under this request: unacknowledged
                 c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
@@ -108,6 +123,7 @@ def _run(port, stream, threads=16, during=None):
     for t in ts:
         t.join(timeout=240)
         assert not t.is_alive(), "a client thread hung (240 s)"
+    _run.window = list(zip(stream, wresults))
     return list(zip(stream, results))
 
 
@@ -127,7 +143,30 @@ def _oracle(answers, segname, slack):
         lost = [k for k, ok in zip(acked, p.contains_many(acked)) if not ok]
         assert not lost, f"acknowledged keys lost: {lost[:5]}"
         assert len(acked) <= len(p) <= len(new)
+    _window_oracle(_run.window, segname, slack)
     return sum(1 for _, a in answers if a is None)
+
+
+def _window_oracle(answers, segname, slack):
+    """The window's mark_if_unseen through the workers: no pair new twice (cuckoo, one
+    bucket), every pair answered new is seen afterwards, and pairs never new only from the
+    filter's false positives (bound from its own fp estimate) or a killed request."""
+    new = {}
+    for k, a in answers:
+        new.setdefault(k, 0)
+        assert a in ("new", "seen", None), a
+        if a == "new":
+            new[k] += 1
+    twice = [k for k, c in new.items() if c > 1]
+    assert not twice, f"window: {len(twice)} pairs answered new twice: {twice[:5]}"
+    with shmfilter.Segment.open(segname) as s, s.window("freq") as w:
+        w.set_now(NOW)
+        lost = [k for k, c in new.items() if c == 1 and not w.seen(int(k[0]), k[1])]
+        assert not lost, f"window: pairs answered new are not seen: {lost[:5]}"
+        fp = w.stats()["fp_now_all"]
+    never = [k for k, c in new.items() if c == 0]
+    bound = int(len(new) * fp + 4 * (len(new) * fp) ** 0.5 + 2) + slack
+    assert len(never) <= bound, f"window: {len(never)} pairs never new, bound {bound} (fp {fp:.3g})"
 
 
 def test_gunicorn_exact_oracle(gunicorn, segname):

@@ -43,6 +43,10 @@ if(TARGET nginx_module)
     set(_shmf_nginx ${SHMFILTER_NGINX_BINARY})
   endif()
 endif()
+if(TARGET shmfilter_python AND NOT IS_ABSOLUTE "${SHMFILTER_PYTHON_INSTALL_DIR}")
+  list(APPEND _shmf_expect ${SHMFILTER_PYTHON_INSTALL_DIR}/shmfilter/__init__.py
+       ${SHMFILTER_PYTHON_INSTALL_DIR}/shmfilter/_version.py)  # python/CMakeLists.txt
+endif()
 string(REPLACE ";" "|" _shmf_expect "${_shmf_expect}")
 add_test(NAME install_consumer
   COMMAND ${CMAKE_COMMAND}
