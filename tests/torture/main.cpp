@@ -159,10 +159,12 @@ std::string describe_status(int st) {
 // wall time divided by the CPU contention, times 3 under ASan) without progress: without
 // `beat`, in all; with it, since the last operation it completed. A hung child is SIGKILLed
 // and the answer is false. A loaded machine makes a healthy child slow, never "hung".
-bool wait_bounded(pid_t pid, double bound_s, int& status, const Beat* beat = nullptr) {
-  if (beat == nullptr) return shmf_test::wait_child_bounded(pid, bound_s, status);
-  return shmf_test::wait_child_bounded(pid, bound_s, status,
-                                       [beat] { return beat->ops.load(std::memory_order_relaxed); });  // relaxed: a counter
+bool wait_bounded(pid_t pid, double bound_s, int& status, const Beat* beat = nullptr,
+                  const std::function<void()>& on_hang = nullptr) {
+  if (beat == nullptr) return shmf_test::wait_child_bounded(pid, bound_s, status, nullptr, on_hang);
+  return shmf_test::wait_child_bounded(
+      pid, bound_s, status, [beat] { return beat->ops.load(std::memory_order_relaxed); },  // relaxed: a counter
+      on_hang);
 }
 
 // ---- verification -------------------------------------------------------------
@@ -347,6 +349,8 @@ void run_round(const Config& cfg, SharedState* sh, uint64_t kill_quota, double d
         tot.fail("worker " + std::to_string(wid) + " made no progress for " + std::to_string(double(now - last) / 1e9) +
                  " s (" + std::to_string(double(fgap) / 1e9) + " s uncontended; bound " + bound_text + ")");
         shmf_test::dump_hung_child(p.pid);
+        for (int o = 0; o < cfg.workers; ++o)
+          if (o != wid) shmf_test::dump_hung_child(procs[o].pid);
         kill(p.pid, SIGKILL);
         waitpid(p.pid, &st, 0);
         start(wid);
@@ -383,7 +387,11 @@ void run_round(const Config& cfg, SharedState* sh, uint64_t kill_quota, double d
     int st = 0;
     // It finishes the operation it is in (or its start-up: a worker spawned just now
     // replays its oracle log first) and exits; hung when no operation ends for the bound.
-    if (!wait_bounded(procs[wid].pid, cfg.stall_bound_s + 2, st, &sh->beat[wid])) {
+    // A hung worker usually waits for another one (a lock it holds): print theirs too.
+    auto dump_others = [&] {
+      for (int o = wid + 1; o < cfg.workers; ++o) shmf_test::dump_hung_child(procs[o].pid);
+    };
+    if (!wait_bounded(procs[wid].pid, cfg.stall_bound_s + 2, st, &sh->beat[wid], dump_others)) {
       ++tot.hangs;
       tot.fail("worker " + std::to_string(wid) + " did not stop: no operation ended for " +
                std::to_string((cfg.stall_bound_s + 2) * scale) + " s uncontended");
