@@ -244,8 +244,11 @@ struct UvOps {
     }
     PagedBytes pb;
     if (!data_pages(f, d, hd, pb)) return false;
-    for (uint32_t g = 0; g < kSparseGroups; ++g)
-      if (!sparse_decode_group(pb, hd->code_bits, hd->rice, g, regs + g * kSparseGroupRegs)) return false;
+    const uint64_t bytes = uint64_t{pb.n} * kPage;
+    uint8_t buf[kSparseMaxBytes + 8];
+    pb.copy_out(0, bytes, buf);
+    std::memset(buf + bytes, 0, 8);
+    if (!sparse_decode_all(buf, bytes, hd->code_bits, hd->rice, regs)) return false;
     return sparse_buf_max(sparse_buf(hd), regs);
   }
 
@@ -471,7 +474,9 @@ struct UvOps {
       PagedBytes pb;
       pb.n = np;
       for (uint32_t i = 0; i < np; ++i) pb.pages[i] = page_at(f, d, pages[1 + i]);
-      sparse_encode(regs, k, pb);
+      uint8_t buf[kSparseMaxBytes + 8] = {};
+      sparse_encode(regs, k, buf);
+      pb.copy_in(buf, bytes);
     } else {
       std::vector<uint64_t> words(kDenseWords, 0);
       dense_from_regs(regs, words.data());
@@ -549,9 +554,7 @@ struct UvOps {
     std::byte* pages[kExactRefs] = {};
     for (uint32_t pi = 0; pi * kExactPerPage < n; ++pi) {
       if ((pages[pi] = page_at(f, d, refs[pi])) == nullptr) return UvStatus::kCorrupt;
-      const uint32_t m = std::min(kExactPerPage, n - pi * kExactPerPage);
-      for (uint32_t i = 0; i < m; ++i)
-        if (get48(pages[pi] + i * kExactEntry) == v) return UvStatus::kUnchanged;
+      if (exact_page_has(pages[pi], std::min(kExactPerPage, n - pi * kExactPerPage), v)) return UvStatus::kUnchanged;
     }
     if (n + 1 > h->exact_max) {
       // Past the threshold: the entries and this item become registers (sparse or dense).
@@ -635,11 +638,10 @@ struct UvOps {
           } else {
             PagedBytes pb;
             if (!data_pages(f, d, hd, pb)) return UvStatus::kCorrupt;
-            uint8_t grp[kSparseGroupRegs] = {};
-            const uint32_t g = idx / kSparseGroupRegs, at = idx % kSparseGroupRegs;
-            if (!sparse_decode_group(pb, hd->code_bits, hd->rice, g, grp, at)) return UvStatus::kCorrupt;
+            const int in_code = sparse_code_get(pb, hd->code_bits, hd->rice, idx);
+            if (in_code < 0) return UvStatus::kCorrupt;
             out = UvStatus::kUnchanged;
-            if (grp[at] < rank) {
+            if (in_code < rank) {
               const InsertResult r = sparse_buf_insert(sparse_buf(hd), idx, rank);
               if (r == InsertResult::kSealedBlock || r == InsertResult::kFull) {
                 merge(f, d, ss, space, desc, true);

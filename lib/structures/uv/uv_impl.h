@@ -262,6 +262,18 @@ inline uint64_t get48(const std::byte* p) noexcept {
   for (int i = 0; i < 6; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
   return v;
 }
+// Whether the first m entries of an exact page hold v: one unaligned 8-byte load per entry
+// (entry i ends 2 bytes before the next or, for the last, 4 bytes before the page's end).
+inline bool exact_page_has(const std::byte* page, uint32_t m, uint64_t v) noexcept {
+  static_assert(kExactPerPage * kExactEntry + 2 <= kPage, "the last entry's 8-byte load stays inside its page");
+  bool hit = false;
+  for (uint32_t i = 0; i < m; ++i) {
+    uint64_t x;
+    std::memcpy(&x, page + i * kExactEntry, 8);
+    hit |= (x & kHash48) == v;
+  }
+  return hit;
+}
 inline uint64_t space_mix(uint64_t space) noexcept {
   uint64_t x = space + 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -375,85 +387,127 @@ struct PagedBytes {
   std::byte* pages[kSparseRefs] = {};
   uint32_t n = 0;  // pages
   uint8_t byte(uint64_t i) const noexcept { return static_cast<uint8_t>(pages[i / kPage][i % kPage]); }
-  void set_or(uint64_t i, uint8_t v) noexcept { pages[i / kPage][i % kPage] |= static_cast<std::byte>(v); }
   uint16_t u16(uint64_t i) const noexcept { return static_cast<uint16_t>(byte(i) | (byte(i + 1) << 8)); }
-};
-struct BitReader {
-  const PagedBytes* pb;
-  uint64_t bit, end;  // absolute bit positions in the string
-  // -1: past the end.
-  int next() noexcept {
-    if (bit >= end) return -1;
-    const int b = (pb->byte(bit >> 3) >> (bit & 7)) & 1;
-    ++bit;
-    return b;
+  // Copies bytes [from, to) (to <= n x kPage) into out[0 ..].
+  void copy_out(uint64_t from, uint64_t to, uint8_t* out) const noexcept {
+    while (from < to) {
+      const uint64_t in = from % kPage, m = std::min<uint64_t>(kPage - in, to - from);
+      std::memcpy(out, pages[from / kPage] + in, m);
+      out += m;
+      from += m;
+    }
+  }
+  void copy_in(const uint8_t* in, uint64_t bytes) noexcept {
+    for (uint64_t at = 0; at < bytes; at += kPage) std::memcpy(pages[at / kPage], in + at, std::min<uint64_t>(kPage, bytes - at));
   }
 };
-// Rice-coded value with parameter k; -1 when malformed (past the end or above `limit`).
-inline int64_t rice_read(BitReader& r, uint32_t k, uint32_t limit) noexcept {
-  uint64_t q = 0;
-  for (;;) {
-    const int b = r.next();
-    if (b < 0) return -1;
-    if (b == 0) break;
-    if (++q > (limit >> k)) return -1;
-  }
-  uint64_t v = q << k;
-  for (uint32_t i = 0; i < k; ++i) {
-    const int b = r.next();
-    if (b < 0) return -1;
-    v |= static_cast<uint64_t>(b) << i;
-  }
-  return v > limit ? -1 : static_cast<int64_t>(v);
+inline bool sparse_string_bytes_ok(uint64_t bytes, uint32_t code_bits) noexcept {
+  return bytes >= kSparseOffsetsBytes + (uint64_t{code_bits} + 7) / 8 && bytes <= kSparseMaxBytes;
 }
-// Decodes group g's registers into out[0 .. kSparseGroupRegs) (max-merged), stopping once
-// register `upto` (group-relative) is decoded; false when malformed.
-inline bool sparse_decode_group(const PagedBytes& pb, uint32_t code_bits, uint32_t rice, uint32_t g, uint8_t* out,
-                                uint32_t upto = kSparseGroupRegs) noexcept {
-  const uint64_t code0 = uint64_t{kSparseOffsetsBytes} * 8;
-  const uint32_t start = pb.u16(uint64_t{g} * 2);
-  if (start > code_bits) return false;
-  BitReader r{&pb, code0 + start, code0 + code_bits};
+inline constexpr uint64_t kCode0 = uint64_t{kSparseOffsetsBytes} * 8;  // the code's first bit in the string
+// Reads bits of a contiguous buffer followed by >= 8 readable bytes, LSB first, up to `end`.
+struct BitReader {
+  const uint8_t* p;
+  uint64_t bit, end;
+  uint64_t peek() const noexcept {
+    uint64_t x;
+    std::memcpy(&x, p + (bit >> 3), 8);
+    return x >> (bit & 7);  // >= 57 valid bits
+  }
+  // A run of one bits and its terminating zero: the run's length, -1 past the end or above limit.
+  int64_t unary(uint64_t limit) noexcept {
+    uint64_t n = 0;
+    for (;;) {
+      if (bit >= end) return -1;
+      const uint32_t t = static_cast<uint32_t>(__builtin_ctzll(~peek() | (uint64_t{1} << 56)));
+      if (t < 56) {
+        n += t;
+        bit += t + 1;
+        return bit > end || n > limit ? -1 : static_cast<int64_t>(n);
+      }
+      n += 56;
+      bit += 56;
+      if (n > limit) return -1;
+    }
+  }
+  int64_t bits(uint32_t k) noexcept {
+    if (k == 0) return 0;
+    const uint64_t v = peek() & ((uint64_t{1} << k) - 1);
+    bit += k;
+    return bit > end ? -1 : static_cast<int64_t>(v);
+  }
+};
+// Decodes one group's registers into out[0 .. kSparseGroupRegs) (max-merged), its code being
+// the bits [r.bit, r.end), stopping once register `upto` is decoded; false when malformed (a
+// gap past the group, a value above kDenseMaxValue, a code past its end).
+inline bool sparse_decode_group(BitReader r, uint32_t rice, uint8_t* out, uint32_t upto = kSparseGroupRegs) noexcept {
   uint32_t pos = 0;
   for (;;) {
-    const int64_t gap = rice_read(r, rice, kSparseGroupRegs - pos);
-    if (gap < 0) return false;
+    const int64_t q = r.unary((kSparseGroupRegs - pos) >> rice);
+    if (q < 0) return false;
+    const int64_t low = r.bits(rice);
+    if (low < 0) return false;
+    const uint64_t gap = (static_cast<uint64_t>(q) << rice) | static_cast<uint64_t>(low);
+    if (gap > kSparseGroupRegs - pos) return false;
     pos += static_cast<uint32_t>(gap);
-    if (pos == kSparseGroupRegs) return true;
-    if (pos > upto) return true;
-    uint32_t v = 1;
-    for (;;) {
-      const int b = r.next();
-      if (b < 0) return false;
-      if (b == 0) break;
-      if (++v > kDenseMaxValue) return false;
-    }
-    if (v > out[pos]) out[pos] = static_cast<uint8_t>(v);
+    if (pos == kSparseGroupRegs || pos > upto) return true;
+    const int64_t ones = r.unary(kDenseMaxValue - 1);
+    if (ones < 0) return false;
+    const uint8_t v = static_cast<uint8_t>(ones + 1);
+    if (v > out[pos]) out[pos] = v;
     if (pos == upto) return true;
     ++pos;
   }
 }
-// Bits of the code of regs with Rice parameter k.
-inline uint64_t sparse_code_bits(const uint8_t* regs, uint32_t k) noexcept {
-  uint64_t bits = 0;
+// Every register of a sparse string (buf: the whole string, bytes long, plus 8 readable bytes)
+// max-merged into regs[16384]; false when malformed.
+inline bool sparse_decode_all(const uint8_t* buf, uint64_t bytes, uint32_t code_bits, uint32_t rice, uint8_t* regs) noexcept {
+  if (sparse_string_bytes_ok(bytes, code_bits) == false) return false;
+  for (uint32_t g = 0; g < kSparseGroups; ++g) {
+    const uint32_t start = static_cast<uint32_t>(buf[2 * g] | (buf[2 * g + 1] << 8));
+    if (start > code_bits) return false;
+    if (!sparse_decode_group(BitReader{buf, kCode0 + start, kCode0 + code_bits}, rice, regs + g * kSparseGroupRegs)) return false;
+  }
+  return true;
+}
+// Register `idx` as the string in pb holds it (the code only, not the buffer); -1 when malformed.
+// Copies only the bytes of idx's group.
+inline int sparse_code_get(const PagedBytes& pb, uint32_t code_bits, uint32_t rice, uint32_t idx) noexcept {
+  const uint32_t g = idx / kSparseGroupRegs;
+  const uint32_t start = pb.u16(uint64_t{g} * 2);
+  uint32_t gend = g + 1 < kSparseGroups ? pb.u16(uint64_t{g} * 2 + 2) : code_bits;
+  if (start > code_bits) return -1;
+  if (gend < start || gend > code_bits) gend = code_bits;
+  const uint64_t b0 = (kCode0 + start) >> 3, b1 = (kCode0 + gend + 7) >> 3;
+  if (b1 > uint64_t{pb.n} * kPage || b1 - b0 > kSparseMaxBytes) return -1;
+  uint8_t tmp[kSparseMaxBytes + 8] = {};
+  pb.copy_out(b0, b1, tmp);
+  uint8_t out[kSparseGroupRegs] = {};
+  const uint64_t first = (kCode0 + start) & 7;
+  if (!sparse_decode_group(BitReader{tmp, first, first + (gend - start)}, rice, out, idx % kSparseGroupRegs)) return -1;
+  return out[idx % kSparseGroupRegs];
+}
+// The Rice parameter with the shortest code for regs, and its bits.
+inline uint32_t sparse_best_rice(const uint8_t* regs, uint64_t* bits) noexcept {
+  static thread_local std::vector<uint16_t> gaps;
+  gaps.clear();
+  uint64_t vbits = 0;
   for (uint32_t g = 0; g < kSparseGroups; ++g) {
     uint32_t pos = 0;
     for (uint32_t i = 0; i < kSparseGroupRegs; ++i) {
       const uint32_t v = std::min<uint32_t>(regs[g * kSparseGroupRegs + i], kDenseMaxValue);
       if (v == 0) continue;
-      bits += ((i - pos) >> k) + 1 + k + v;
+      gaps.push_back(static_cast<uint16_t>(i - pos));
+      vbits += v;
       pos = i + 1;
     }
-    bits += ((kSparseGroupRegs - pos) >> k) + 1 + k;
+    gaps.push_back(static_cast<uint16_t>(kSparseGroupRegs - pos));
   }
-  return bits;
-}
-// The Rice parameter with the shortest code, and its bits.
-inline uint32_t sparse_best_rice(const uint8_t* regs, uint64_t* bits) noexcept {
   uint32_t best = 0;
   uint64_t lo = ~uint64_t{0};
   for (uint32_t k = 0; k <= kRiceMax; ++k) {
-    const uint64_t b = sparse_code_bits(regs, k);
+    uint64_t b = vbits + uint64_t{k + 1} * gaps.size();
+    for (uint16_t x : gaps) b += x >> k;
     if (b < lo) lo = b, best = k;
   }
   *bits = lo;
@@ -461,33 +515,37 @@ inline uint32_t sparse_best_rice(const uint8_t* regs, uint64_t* bits) noexcept {
 }
 // Bytes of the string (group offsets + code) for `bits` of code.
 inline uint64_t sparse_string_bytes(uint64_t bits) noexcept { return kSparseOffsetsBytes + (bits + 7) / 8; }
-// Writes the group offsets and the code into pb (zeroed by the caller, >= sparse_string_bytes).
-inline void sparse_encode(const uint8_t* regs, uint32_t k, PagedBytes& pb) noexcept {
-  uint64_t bit = 0;
-  const uint64_t code0 = uint64_t{kSparseOffsetsBytes} * 8;
-  auto put = [&](int b) {
-    if (b) pb.set_or((code0 + bit) >> 3, static_cast<uint8_t>(1u << ((code0 + bit) & 7)));
-    ++bit;
+// Writes the group offsets and the code with Rice parameter k into out (zeroed by the caller,
+// sparse_string_bytes(bits) + 8 bytes long). Returns the code's bits.
+inline uint64_t sparse_encode(const uint8_t* regs, uint32_t k, uint8_t* out) noexcept {
+  uint64_t bit = kCode0;
+  auto put = [&](uint64_t v, uint32_t n) {  // n <= 56 bits of v at bit
+    uint64_t x;
+    std::memcpy(&x, out + (bit >> 3), 8);
+    x |= v << (bit & 7);
+    std::memcpy(out + (bit >> 3), &x, 8);
+    bit += n;
   };
-  auto rice = [&](uint32_t v) {
-    for (uint32_t q = v >> k; q > 0; --q) put(1);
-    put(0);
-    for (uint32_t i = 0; i < k; ++i) put((v >> i) & 1);
+  auto ones = [&](uint32_t n) {
+    for (; n >= 56; n -= 56) put((uint64_t{1} << 56) - 1, 56);
+    put((uint64_t{1} << n) - 1, n + 1);  // and the terminating zero
   };
   for (uint32_t g = 0; g < kSparseGroups; ++g) {
-    pb.set_or(uint64_t{g} * 2, static_cast<uint8_t>(bit & 0xff));
-    pb.set_or(uint64_t{g} * 2 + 1, static_cast<uint8_t>((bit >> 8) & 0xff));
+    const uint64_t rel = bit - kCode0;
+    out[2 * g] = static_cast<uint8_t>(rel & 0xff);
+    out[2 * g + 1] = static_cast<uint8_t>((rel >> 8) & 0xff);
     uint32_t pos = 0;
-    for (uint32_t i = 0; i < kSparseGroupRegs; ++i) {
-      const uint32_t v = std::min<uint32_t>(regs[g * kSparseGroupRegs + i], kDenseMaxValue);
+    for (uint32_t i = 0; i <= kSparseGroupRegs; ++i) {
+      const uint32_t v = i < kSparseGroupRegs ? std::min<uint32_t>(regs[g * kSparseGroupRegs + i], kDenseMaxValue) : 1;
       if (v == 0) continue;
-      rice(i - pos);
-      for (uint32_t j = 1; j < v; ++j) put(1);
-      put(0);
+      const uint32_t gap = i - pos;
+      ones(gap >> k);
+      if (k) put(gap & ((1u << k) - 1), k);
+      if (i < kSparseGroupRegs) ones(v - 1);
       pos = i + 1;
     }
-    rice(kSparseGroupRegs - pos);
   }
+  return bit - kCode0;
 }
 
 // A robust lock word in shared memory: the owner's token, 0 free. A waiter takes over a lock

@@ -132,12 +132,12 @@ void restore(Segment& seg, const std::string& name, In in) {
       uint64_t next = 1;
       uint32_t nchunks = 0;
       auto page = [&](uint64_t* num) -> std::byte* {
-        const uint64_t p = next++;
-        const uint64_t c = p / ppc;
+        const uint64_t pn = next++;
+        const uint64_t c = pn / ppc;
         if (c >= kMaxChunks) fail(ErrorCode::kNoSpace, in.what + ": a bucket needs more than " + std::to_string(kMaxChunks) + " chunks");
         while (nchunks <= c) day_chunks(d)[nchunks++] = txn.allocate(cb);
-        *num = p;
-        return base + day_chunks(d)[c] + (p % ppc) * kPage;
+        *num = pn;
+        return base + day_chunks(d)[c] + (pn % ppc) * kPage;
       };
       for (const RSpace& s : rd.spaces) {
         uint64_t hp = 0;
@@ -178,7 +178,9 @@ void restore(Segment& seg, const std::string& name, In in) {
               pb.pages[i] = page(&pn);
               head_refs(hd)[i] = static_cast<uint32_t>(pn);
             }
-            sparse_encode(regs.data(), k, pb);
+            std::vector<uint8_t> buf(bytes + 8, 0);
+            sparse_encode(regs.data(), k, buf.data());
+            pb.copy_in(buf.data(), bytes);
           } else {
             enc = kEncDense;
             hd->enc = kEncDense;
