@@ -4,6 +4,7 @@
 // RMS errors over many spaces to 1.2% (0.81% with the spread of an RMS over 30 samples).
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -654,5 +655,54 @@ TEST(Uv, RetiredBlocksAreReusedOnlyWhenNoProcessCanHoldThem) {
   // space 5 reuses a whole exact sketch's pages and more.
   EXPECT_GE(reused_after, 20u);
   for (uint64_t s = 1; s <= 5; ++s) EXPECT_LE(rel(f.count(s, 1), 1500), 4 * kSigma) << "space " << s;
+  EXPECT_TRUE(seg.check().consistent());
+}
+
+// Merges, promotions and exact appends take the space's own lock word, never the segment's
+// lock (docs/uv.md "Concurrency"): while this process holds the segment lock (inside a
+// transaction), a child's adds that merge a sparse sketch ~100 times, promote an exact one and
+// append to a new one all complete. (Layout 1 merged under the segment lock: the child blocked
+// until the transaction ended, and the 30-second hang guard below failed the test.)
+TEST(Uv, MergesAndExactAddsNeverTakeTheSegmentLock) {
+  SegmentGuard g(unique_name("uvnolock"));
+  Segment seg = Segment::create(g.name, small_options(32 << 20));
+  UvFamily f = UvFamily::create(seg, "uv", test_options());
+  f.set_now(kDay0 + 5);
+  for (uint64_t i = 0; i < 1200; ++i) {
+    const UvStatus st = f.add(1, (uint64_t{1} << 32) | i);  // sparse past 1,000
+    ASSERT_TRUE(st == UvStatus::kChanged || st == UvStatus::kUnchanged) << uv_status_name(st);
+  }
+  for (uint64_t i = 0; i < 990; ++i) ASSERT_EQ(f.add(3, i), UvStatus::kChanged);                        // exact, near the threshold
+  int go[2], done[2];
+  ASSERT_EQ(pipe(go), 0);
+  ASSERT_EQ(pipe(done), 0);
+  pid_t kid = fork_child([&] {
+    Segment s = Segment::open(g.name);
+    UvFamily c = UvFamily::open(s, "uv");
+    c.set_now(kDay0 + 5);
+    char x = 0;
+    if (read(go[0], &x, 1) != 1) return 2;
+    for (uint64_t i = 1200; i < 4000; ++i)
+      if (UvStatus st = c.add(1, (uint64_t{1} << 32) | i); st != UvStatus::kChanged && st != UvStatus::kUnchanged) return 3;
+    for (uint64_t i = 990; i < 1100; ++i)  // promoted at 1,001
+      if (UvStatus st = c.add(3, i); st != UvStatus::kChanged && (i < 1000 || st != UvStatus::kUnchanged)) return 4;
+    for (uint64_t i = 0; i < 500; ++i)
+      if (c.add(2, i) != UvStatus::kChanged) return 5;  // a first sketch and 12 appended pages
+    return write(done[1], &x, 1) == 1 ? 0 : 6;
+  });
+  bool finished = false;
+  seg.transact([&](ControlTxn&) {
+    char x = 0;
+    ASSERT_EQ(write(go[1], &x, 1), 1);
+    struct pollfd p = {done[0], POLLIN, 0};
+    finished = poll(&p, 1, 30000) == 1 && read(done[0], &x, 1) == 1;  // a hang guard, not a speed bound
+  });
+  EXPECT_TRUE(finished) << "the child's adds waited for the segment lock";
+  EXPECT_TRUE(exited_ok(wait_status(kid)));
+  EXPECT_EQ(f.count(2, 1), 500u);
+  EXPECT_LE(rel(f.count(1, 1), 4000), 4 * kSigma);
+  EXPECT_LE(rel(f.count(3, 1), 1100), 4 * kSigma);
+  const UvBucketStats b = f.stats().buckets.at(0);
+  EXPECT_EQ(b.sparse_spaces, 2u);
   EXPECT_TRUE(seg.check().consistent());
 }
