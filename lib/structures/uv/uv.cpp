@@ -364,10 +364,11 @@ struct UvOps {
   static std::atomic<uint64_t>* takeovers(const UvFamily& f) { return &header(f)->lock_takeovers; }
 
   // Hands out n zeroed pages of day D into out[] (the day's allocator lock held meanwhile):
-  // from the free list, else the limbo list once no process can read its pages (the segment's
-  // announcements: min_live_epoch >= the newest retirement's epoch), else fresh pages from the
+  // from the free list, else a limbo generation once no process can read its pages (the segment's
+  // announcements: min_live_epoch >= its newest retirement's epoch), else fresh pages from the
   // bump number (new chunks as needed). Throws kBusy (the lock stayed taken) / kNoSpace.
   static void alloc_pages(UvFamily& f, DayHeader* d, uint32_t n, uint32_t* out) {
+    if (f.seg_.owner_token() == 0) throw Error(ErrorCode::kForked, "UV family '" + f.name_ + "': a forked handle cannot take locks: open the segment in this process");
     if (!lock_word(f.seg_, d->alloc_lock, f.seg_.owner_token(), true, takeovers(f)))
       throw Error(ErrorCode::kBusy, "UV family '" + f.name_ + "': the bucket's page allocator stayed busy: retry");
     Held held(&d->alloc_lock);
@@ -388,15 +389,19 @@ struct UvOps {
         const uint64_t r = d->retired_pages.load(std::memory_order_relaxed);
         d->retired_pages.store(r > 0 ? r - 1 : 0, std::memory_order_relaxed);
         d->reused.fetch_add(1, std::memory_order_relaxed);
-      } else if (!limbo_checked && d->limbo_head.load(std::memory_order_acquire) != 0) {
+      } else if (!limbo_checked) {
         limbo_checked = true;
-        const uint64_t safe = f.seg_.impl()->min_live_epoch();
-        if (d->limbo_epoch.load(std::memory_order_acquire) <= safe) {
-          // Every process inside a call announced an epoch at or past the newest retirement in
-          // limbo, so none holds a descriptor of those pages. Limbo empties first: a holder
-          // killed between the two stores loses the list, never puts a page on both.
-          const uint32_t l = d->limbo_head.load(std::memory_order_acquire);
-          d->limbo_head.store(0, std::memory_order_release);
+        // A generation whose newest retirement every process inside a call announced an epoch
+        // at or past holds no page anyone can reach: it becomes the free list. The generation
+        // empties first: a holder killed between the two stores loses it, never puts a page on
+        // both lists.
+        uint64_t safe = 0;
+        for (uint32_t i = 0; i < kLimbo && d->free_head.load(std::memory_order_relaxed) == 0; ++i) {
+          const uint32_t l = d->limbo_head[i].load(std::memory_order_acquire);
+          if (l == 0) continue;
+          if (safe == 0) safe = f.seg_.impl()->min_live_epoch();
+          if (d->limbo_epoch[i].load(std::memory_order_acquire) > safe) continue;
+          d->limbo_head[i].store(0, std::memory_order_release);
           d->free_head.store(l, std::memory_order_release);
         }
         continue;
@@ -418,8 +423,8 @@ struct UvOps {
     }
   }
 
-  // Puts the pages of a replaced sketch on the limbo list (its desc was replaced already, by a
-  // seq_cst store). The segment's epoch is raised (seq_cst RMW, after that store) and limbo's
+  // Puts the pages of a replaced sketch on a limbo generation (its desc was replaced already, by a
+  // seq_cst store). The segment's epoch is raised (seq_cst RMW, after that store) and the generation's
   // epoch set to it BEFORE any page is linked, so a page on the list is never handed out while a
   // process that may hold the old desc is inside a call. A failure only leaves pages unused.
   static void retire_pages(UvFamily& f, DayHeader* d, const std::vector<uint32_t>& pages) {
@@ -428,14 +433,15 @@ struct UvOps {
     const uint64_t e = __atomic_add_fetch(seg_epoch, 1, __ATOMIC_SEQ_CST);
     if (!lock_word(f.seg_, d->alloc_lock, f.seg_.owner_token(), true, takeovers(f))) return;  // lost (unused) pages
     Held held(&d->alloc_lock);
-    if (d->limbo_epoch.load(std::memory_order_relaxed) < e) d->limbo_epoch.store(e, std::memory_order_release);
+    const uint32_t gen = limbo_generation(e);
+    if (d->limbo_epoch[gen].load(std::memory_order_relaxed) < e) d->limbo_epoch[gen].store(e, std::memory_order_release);
     bool first = true;
     for (uint32_t p : pages) {
       std::byte* pg = page_at(f, d, p);
       if (pg == nullptr) continue;
-      std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(pg)).store(d->limbo_head.load(std::memory_order_relaxed),
+      std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(pg)).store(d->limbo_head[gen].load(std::memory_order_relaxed),
                                                                        std::memory_order_relaxed);
-      d->limbo_head.store(p, std::memory_order_release);
+      d->limbo_head[gen].store(p, std::memory_order_release);
       d->retired_pages.fetch_add(1, std::memory_order_relaxed);
       if (first) SHMF_KILL_POINT("uv.retire.after_link");  // the rest of the sketch's pages are lost, unused
       first = false;
@@ -506,6 +512,10 @@ struct UvOps {
   static void merge(UvFamily& f, DayHeader* d, SpaceSlot* ss, uint64_t space, uint64_t seen, bool wait) {
     UvHeader* h = header(f);
     std::atomic<uint64_t>& lw = space_locks(h)[lock_stripe(space)];
+    if (f.seg_.owner_token() == 0) {
+      if (!wait) return;
+      throw Error(ErrorCode::kForked, "UV family '" + f.name_ + "': a forked handle cannot take locks: open the segment in this process");
+    }
     if (!lock_word(f.seg_, lw, f.seg_.owner_token(), wait, takeovers(f))) {
       if (!wait) return;
       throw Error(ErrorCode::kBusy, "UV family '" + f.name_ + "': a space's lock stayed busy: retry");
@@ -1066,8 +1076,8 @@ void check_uv(Segment& seg, const RegionInfo& info, bool, CheckReport& report) {
     }
     if (!chunks_ok) continue;
     const uint64_t bump = d->bump.load(std::memory_order_acquire);
-    for (int list = 0; list < 2; ++list) {
-      uint32_t p = (list == 0 ? d->free_head : d->limbo_head).load(std::memory_order_acquire);
+    for (uint32_t list = 0; list <= kLimbo; ++list) {
+      uint32_t p = (list == 0 ? d->free_head : d->limbo_head[list - 1]).load(std::memory_order_acquire);
       for (uint64_t n = 0; p != 0; ++n) {
         std::byte* pg = UvOps::page_at(f, d, p);
         if (pg == nullptr || n > bump) {

@@ -146,18 +146,27 @@ struct alignas(64) DayHeader {
   std::atomic<uint64_t> bump;                     // the next fresh page number (1 at start: page 0 is "none")
   std::atomic<uint32_t> chunk_count;              // chunks[0 .. chunk_count) are allocated (logged, own transaction)
   std::atomic<uint32_t> free_head;                // pages nobody can read any more: a list linked by each page's first u32
-  std::atomic<uint32_t> limbo_head;               // retired pages, linked the same way, not yet safe to hand out
   uint32_t reserved1;
-  std::atomic<uint64_t> limbo_epoch;              // the segment epoch of the newest retirement in limbo (raised BEFORE a page is linked)
   std::atomic<uint64_t> spaces;                   // space keys claimed (relaxed RMW, any process)
-  uint8_t pad1[16];
+  uint8_t pad1[24];
   // Line 2: statistics, relaxed RMWs by any process (allocator counts by its lock holder).
   alignas(64) std::atomic<uint64_t> adds;         // adds that reached this day
   std::atomic<uint64_t> reused;                   // pages handed out again from the free list
   std::atomic<uint64_t> retired_pages;            // pages on the limbo and free lists now
   uint8_t pad2[40];
+  // Line 3: retired pages not yet safe to hand out, in kLimbo generations (a retirement at
+  // segment epoch E goes to generation (E / kLimboEpochs) % kLimbo, so a generation stops
+  // growing and becomes safe while later ones fill, also under continuous retirements by many
+  // processes). limbo_epoch[i]: the epoch of the newest retirement in generation i, raised
+  // BEFORE a page is linked into it. Written by the alloc_lock holder only.
+  alignas(64) std::atomic<uint32_t> limbo_head[4];
+  std::atomic<uint64_t> limbo_epoch[4];
+  uint8_t pad3[16];
 };
-static_assert(sizeof(DayHeader) == 192, "DayHeader is part of the format");
+static_assert(sizeof(DayHeader) == 256, "DayHeader is part of the format");
+inline constexpr uint32_t kLimbo = 4;
+inline constexpr uint64_t kLimboEpochs = 64;
+inline uint32_t limbo_generation(uint64_t epoch) noexcept { return static_cast<uint32_t>((epoch / kLimboEpochs) % kLimbo); }
 
 // A sketch's head page (kPage bytes): this header, then the body of its encoding.
 struct PageHead {
