@@ -605,8 +605,8 @@ struct UvOps {
 
   static UvStatus add_hash(UvFamily& f, uint64_t space, uint64_t hash) noexcept {
     if (f.read_only_) return UvStatus::kReadOnly;
+    const ReadGuard guard(f.seg_);  // announced before valid(): a region live now stays readable to the end of the call
     if (!f.valid()) return UvStatus::kDropped;
-    const ReadGuard guard(f.seg_);
     static thread_local uint32_t calls = 0;
     if (++calls % 256 == 0) f.seg_.quiesce();
     UvHeader* h = header(f);
@@ -730,13 +730,13 @@ struct UvOps {
 
   // Reads SPACE (or, with all, the all-spaces HLL) over the last w buckets. Lock-free.
   static void gather(const UvFamily& f, uint64_t space, uint32_t w, bool all, Gathered& g, uint32_t age0 = 0) {
+    const ReadGuard guard(f.seg_);  // before require_valid (docs/CONCURRENCY.md "Reader announcements")
     f.require_valid();
     const UvHeader* h = header(f);
     if (w < 1 || w > h->retention)
       throw Error(ErrorCode::kInvalidArgument, "UV family '" + f.name_ + "': window w=" + std::to_string(w) +
                                                    " is outside 1.." + std::to_string(h->retention) + " (the retention)");
     const int64_t cur = f.bucket_of(f.now());
-    const ReadGuard guard(f.seg_);
     std::vector<uint64_t> day_hashes;
     std::vector<uint8_t> day_regs(hllk::kHllRegisters);
     for (uint32_t age = age0; age < age0 + w; ++age) {
@@ -955,6 +955,7 @@ std::string UvFamily::export_redis_all(uint32_t w) const {
 }
 
 std::vector<uint64_t> UvFamily::spaces(uint32_t w) const {
+  const ReadGuard guard(seg_);
   require_valid();
   const UvHeader* h = UvOps::header(*this);
   if (w < 1 || w > h->retention)
@@ -962,7 +963,6 @@ std::vector<uint64_t> UvFamily::spaces(uint32_t w) const {
                                                  " is outside 1.." + std::to_string(h->retention));
   std::set<uint64_t> out;
   const int64_t cur = bucket_of(now());
-  const ReadGuard guard(seg_);
   for (uint32_t age = 0; age < w; ++age) {
     const int64_t b = cur - static_cast<int64_t>(age);
     if (b < 0) break;
@@ -980,6 +980,7 @@ std::vector<uint64_t> UvFamily::spaces(uint32_t w) const {
 }
 
 UvStats UvFamily::stats() const {
+  const ReadGuard guard(seg_);
   require_valid();
   const UvHeader* h = UvOps::header(*this);
   UvStats s;
@@ -996,7 +997,6 @@ UvStats UvFamily::stats() const {
   s.no_space = h->no_space.load(std::memory_order_relaxed);
   s.stale = h->stale.load(std::memory_order_relaxed);
   s.memory_bytes = h->region_bytes;
-  const ReadGuard guard(seg_);
   for (uint32_t age = 0; age < h->retention; ++age) {
     const int64_t b = s.current_bucket - static_cast<int64_t>(age);
     if (b < 0) break;
