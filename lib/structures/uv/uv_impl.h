@@ -489,8 +489,9 @@ inline int sparse_code_get(const PagedBytes& pb, uint32_t code_bits, uint32_t ri
   if (gend < start || gend > code_bits) gend = code_bits;
   const uint64_t b0 = (kCode0 + start) >> 3, b1 = (kCode0 + gend + 7) >> 3;
   if (b1 > uint64_t{pb.n} * kPage || b1 - b0 > kSparseMaxBytes) return -1;
-  uint8_t tmp[kSparseMaxBytes + 8] = {};
+  uint8_t tmp[kSparseMaxBytes + 8];
   pb.copy_out(b0, b1, tmp);
+  std::memset(tmp + (b1 - b0), 0, 8);  // the reader's 8-byte loads past the group's last byte
   uint8_t out[kSparseGroupRegs] = {};
   const uint64_t first = (kCode0 + start) & 7;
   if (!sparse_decode_group(BitReader{tmp, first, first + (gend - start)}, rice, out, idx % kSparseGroupRegs)) return -1;
