@@ -126,9 +126,9 @@ void fuzz_fields(const Segment& seg, const RegionInfo& r, std::vector<FuzzField>
     fuzz_field(out, d + offsetof(DayHeader, chunk_count), 4, F::kCount);
     fuzz_field(out, d + offsetof(DayHeader, alloc_lock), 8, F::kTag);
     fuzz_field(out, d + offsetof(DayHeader, free_head), 4, F::kCount);
-    for (uint32_t i = 0; i < kLimbo; ++i) {
-      fuzz_field(out, d + offsetof(DayHeader, limbo_head) + 4 * i, 4, F::kCount);
-      fuzz_field(out, d + offsetof(DayHeader, limbo_epoch) + 8 * i, 8, F::kCount);
+    for (uint32_t g = 0; g < kLimbo; ++g) {
+      fuzz_field(out, d + offsetof(DayHeader, limbo_head) + 4 * g, 4, F::kCount);
+      fuzz_field(out, d + offsetof(DayHeader, limbo_epoch) + 8 * g, 8, F::kCount);
     }
     auto* dh = reinterpret_cast<const DayHeader*>(seg.base() + d);
     const uint32_t chunks = dh->chunk_count.load(std::memory_order_relaxed);  // relaxed: a quiescent image
