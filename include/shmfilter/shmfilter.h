@@ -538,11 +538,11 @@ typedef struct shmf_uv shmf_uv;
 typedef struct shmf_uv_options {
   uint32_t retention;      /* buckets kept, 1..64 (default 7) */
   uint32_t max_spaces;     /* spaces one bucket can hold (default 16384) */
-  uint32_t exact_max;      /* exact counts up to this many items per space and bucket (default 1000) */
+  uint32_t exact_max;      /* exact counts up to this many items per space and bucket, 1..2048 (default 1000) */
   uint32_t reserved;       /* 0 */
   uint64_t bucket_seconds; /* bucket length (default 86400) */
   int64_t utc_offset;      /* seconds east of UTC where buckets start at local midnight (default 0) */
-  uint64_t chunk_bytes;    /* per-space storage chunk, 64 KiB..256 MiB (default 4 MiB) */
+  uint64_t chunk_bytes;    /* sketch page chunk, 64 KiB..256 MiB, a multiple of 256 (default 1 MiB) */
 } shmf_uv_options;
 
 typedef struct shmf_uv_stats {

@@ -5,20 +5,25 @@
 // A family keeps `retention` day buckets (bucket_seconds long, starting at local midnight
 // `utc_offset`, rotated by the clock like a Window). In each bucket every space has its
 // own sketch, whose representation follows its size:
-//   exact   the 64-bit hashes of its items, up to `exact_max` distinct items (default
-//           1,000): count() is exact (up to 64-bit hash collisions, ~n^2/2^65);
+//   exact   the low 48 bits of its items' hashes, up to `exact_max` distinct items (default
+//           1,000): count() is exact (up to 48-bit hash collisions, ~n^2/2^49: 1.8e-9 at 1,000);
+//   sparse  the same registers as dense, Rice-coded (mid-size spaces: 1.5-6 KiB);
 //   dense   Redis-compatible HyperLogLog registers (p = 14, 16,384 registers) in 4 bits
-//           each with a per-word base: 8,832 bytes, standard error 1.04/sqrt(16384) = 0.81%.
+//           each with a per-word base: 35 pages of 256 bytes, standard error 1.04/sqrt(16384) = 0.81%.
+// Every sketch lives in 256-byte pages of its bucket, so a page a sketch leaves serves any
+// other sketch: memory follows the live sketches (docs/uv.md "Memory").
 // Hashes and registers are Redis's (MurmurHash64A, seed 0xadc83b19, p = 14), so a space's
 // sketch exports as a Redis HLL string (export_redis) whose PFCOUNT equals count_hll().
 // count(space, w) is the count of the UNION of the space's last w buckets (not a sum);
 // count_all(w) counts every item of every space over the last w buckets.
 //
-// Concurrency: add is lock-free in the common case (a CAS on one slot or register word);
-// a space's first add of a day and each promotion (exact -> bigger exact -> dense, a few per
-// space per day) take the segment's robust lock. A process killed anywhere leaves every
-// sketch valid: a promotion is published by one atomic store, the old block is sealed and
-// kept readable until its day is freed. Reads never lock and never write.
+// Concurrency: a dense or sparse add is lock-free (a CAS on one register word or buffer
+// entry); an exact add, a space's first add of a day, each promotion and each sparse merge
+// take that space's own lock word (owner token; a dead owner's lock is taken over), never the
+// segment's lock (which only a new chunk or a new bucket takes). A process killed anywhere
+// leaves every sketch valid: a promotion is published by one atomic store and the old pages
+// are handed out again only once no process can still read them (the segment's reader
+// announcements, ReadGuard). Reads never lock and never write.
 #pragma once
 
 #include <cstdint>
@@ -41,8 +46,8 @@ struct UvOptions {
   uint64_t bucket_seconds = 86400;   // bucket length (>= 1)
   int64_t utc_offset = 0;            // seconds east of UTC where a bucket starts (UTC+8: 28800)
   uint32_t max_spaces = 16384;       // spaces one bucket can hold (1..kUvMaxSpaces); past it adds answer kSpacesFull
-  uint32_t exact_max = 1000;         // a space's sketch stays exact up to this many distinct items (1..65536)
-  uint64_t chunk_bytes = 4ull << 20; // per-space storage comes from chunks of this size (64 KiB..256 MiB)
+  uint32_t exact_max = 1000;         // a space's sketch stays exact up to this many distinct items (1..2048)
+  uint64_t chunk_bytes = 1ull << 20; // sketch pages come from chunks of this size (64 KiB..256 MiB, a multiple of 256; <= 1,024 a bucket)
 };
 
 enum class UvStatus : uint8_t {
@@ -72,10 +77,10 @@ struct UvBucketStats {
   uint64_t spaces = 0;      // spaces with a sketch
   uint64_t exact_spaces = 0;
   uint64_t dense_spaces = 0;
-  uint64_t sparse_spaces = 0;  // sparse registers (unary-coded, with an append buffer): mid-size spaces
-  uint64_t block_bytes = 0;   // live blocks
-  uint64_t retired_bytes = 0; // blocks replaced by promotions, not yet handed out again (freed with the bucket)
-  uint64_t reused = 0;        // retired blocks handed out again (no process could still read them)
+  uint64_t sparse_spaces = 0;  // sparse registers (Rice-coded, with an append buffer): mid-size spaces
+  uint64_t block_bytes = 0;   // pages of live sketches (head + data pages) x 256
+  uint64_t retired_bytes = 0; // pages of replaced sketches not yet handed out again (x 256)
+  uint64_t reused = 0;        // retired pages handed out again (no process could still read them)
   uint64_t chunk_bytes = 0;   // chunks allocated
   uint64_t table_bytes = 0;   // the bucket's own extent (space table, all-spaces HLL)
   uint64_t adds = 0;

@@ -4,6 +4,7 @@
 // RMS errors over many spaces to 1.2% (0.81% with the spread of an RMS over 30 samples).
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -365,36 +366,41 @@ TEST(Uv, ConcurrentProcessesCountEveryItemOnce) {
 }
 
 #if defined(SHMFILTER_KILL_POINTS) && SHMFILTER_KILL_POINTS
-// A process killed inside a promotion (after sealing, before publishing) or a rotation
-// leaves a family whose acknowledged items all count: the next writer finishes the work.
+// A process killed inside a promotion (after collecting the exact entries, before publishing),
+// a rotation, a retirement (after linking the first old page), the page allocator (after
+// popping a free page) or an exact append (entry written, count not yet published) leaves a
+// family whose acknowledged items all count: the next writer takes over the dead process's
+// space lock or allocator lock and finishes the work. The child adds items of space 5 (exact,
+// acknowledged in a pipe) interleaved with items of spaces 6 and 7, which grow past exact_max
+// (promotions), retire their exact pages and, on the second day, take them again (pops).
 TEST(Uv, KilledInsidePromotionOrRotationLosesNoAcknowledgedItem) {
-  for (const char* point :
-       {"uv.promote.after_seal", "uv.promote.before_publish", "uv.rotate.after_free", "uv.retire.after_link"}) {
+  for (const char* point : {"uv.promote.after_seal", "uv.promote.before_publish", "uv.rotate.after_free",
+                            "uv.retire.after_link", "uv.alloc.after_pop", "uv.exact.before_count"}) {
     SCOPED_TRACE(point);
     SegmentGuard g(unique_name("uvkill"));
     Segment seg = Segment::create(g.name, small_options(32 << 20));
     UvOptions o = test_options();
     o.retention = 2;
     UvFamily::create(seg, "uv", o);
-    // The child writes item i of space 5 and reports it in a pipe once acknowledged.
     int fds[2];
     ASSERT_EQ(pipe(fds), 0);
+    const bool pop = std::string(point) == "uv.alloc.after_pop";
     pid_t kid = fork_child([&] {
       close(fds[0]);
       Segment s = Segment::open(g.name);
       UvFamily f = UvFamily::open(s, "uv");
       f.set_now(kDay0);
       for (uint64_t i = 0; i < 20; ++i) f.add(5, i);
-      if (std::string(point) == "uv.retire.after_link") {
-        // Two retired 8-slot tables on the list (spaces 6 and 7), so that space 5's first
-        // table comes from it and its retirement links behind the other one.
-        f.set_now(kDay0 + 2 * 86400);
-        for (uint64_t i = 0; i < 7; ++i)
-          for (uint64_t sp : {6, 7}) f.add(sp, i);  // both first tables exist before either retires
+      f.set_now(kDay0 + 2 * 86400);  // the rotation point: the slot of day 0 is replaced
+      if (pop) {
+        // Free pages on the new day's list: space 8 goes past exact_max (its exact pages retire),
+        // and this call's successor hands them out (the kill comes at the first such pop).
+        for (uint64_t i = 0; i < 1100; ++i) f.add(8, (uint64_t{8} << 32) | i);
       }
-      internal::arm_kill_point(point, 1);
-      f.set_now(kDay0 + 2 * 86400);  // rotation point: the slot of day 0 is replaced
+      internal::arm_kill_point(point, std::string(point) == "uv.exact.before_count" ? 300 : 1);
       for (uint64_t i = 0; i < 900; ++i) {
+        for (uint64_t sp : {6, 7})
+          for (uint64_t j = 0; j < 3; ++j) f.add(sp, (sp << 32) | (3 * i + j));
         if (f.add(5, i) != UvStatus::kChanged) return 4;
         if (write(fds[1], &i, sizeof i) != sizeof i) return 5;
       }
@@ -408,10 +414,15 @@ TEST(Uv, KilledInsidePromotionOrRotationLosesNoAcknowledgedItem) {
     EXPECT_TRUE(killed_by(wait_status(kid), SIGKILL));
     UvFamily f = UvFamily::open(seg, "uv");
     f.set_now(kDay0 + 2 * 86400);
-    // The survivor carries on; then every acknowledged item counts (exact below 1,000).
+    // The survivor carries on (taking over any lock the child held); then every acknowledged
+    // item counts (exact below 1,000), and spaces 6 and 7 go on growing.
     for (uint64_t i = 0; i < 50; ++i) {
       UvStatus st = f.add(5, 100000 + i);
       ASSERT_TRUE(st == UvStatus::kChanged) << uv_status_name(st);
+      for (uint64_t sp : {6, 7}) {
+        st = f.add(sp, (sp << 32) | (100000 + i));
+        ASSERT_TRUE(st == UvStatus::kChanged || st == UvStatus::kUnchanged) << uv_status_name(st);
+      }
     }
     // The item in flight at the kill may or may not count; every acknowledged one does.
     const uint64_t n = f.count(5, 1);
@@ -440,10 +451,11 @@ static std::vector<uint8_t> exported_regs(const UvFamily& f, uint64_t space) {
   return regs;
 }
 
-// Mid-size spaces (above exact_max) keep sparse registers: a unary code of the registers plus
-// an append buffer, far smaller than a dense block (8,832 bytes), holding exactly the registers
-// of their items (so the Redis export and PFCOUNT are the same as a dense sketch's). Fixed
-// items; the byte bounds are the code's size for these sizes plus 10% (measured: see below).
+// Mid-size spaces (above exact_max) keep sparse registers: a Rice code of the registers plus
+// an append buffer, far smaller than a dense sketch (36 pages, 9,216 bytes), holding exactly the
+// registers of their items (so the Redis export and PFCOUNT are the same as a dense sketch's).
+// Fixed items; the byte bounds are the sketch's pages for these sizes (measured, see below)
+// plus one page.
 TEST(Uv, MidSizeSpacesAreSparseSmallAndHoldExactlyTheirRegisters) {
   SegmentGuard g(unique_name("uvsparse"));
   Segment seg = Segment::create(g.name, small_options(64 << 20));
@@ -452,10 +464,11 @@ TEST(Uv, MidSizeSpacesAreSparseSmallAndHoldExactlyTheirRegisters) {
     uint64_t max_bytes;  // bound on the space's live block
     bool sparse;
   };
-  // 1,500: 3,072 B; 3,000: 3,584 B; 6,000: 4,096 B; 20,000: 6,656 B (sparse up to ~3 x 16,384
-  // devices, where the unary code reaches a dense block's size); 100,000: dense.
-  const std::vector<Case> cases = {{1500, 3584, true}, {3000, 4096, true}, {6000, 4608, true},
-                                   {20000, 7168, true}, {100000, 8832, false}};
+  // Computed for these items (head + data pages of the code of their registers): 1,500:
+  // 1,792 B; 3,000: 2,560 B; 6,000: 3,840 B; 20,000: 6,144 B (sparse while the code fits 24
+  // pages, to ~22,000 devices); 100,000: dense (9,216 B).
+  const std::vector<Case> cases = {{1500, 2048, true}, {3000, 2816, true}, {6000, 4096, true},
+                                   {20000, 6400, true}, {100000, 9216, false}};
   for (size_t c = 0; c < cases.size(); ++c) {
     SCOPED_TRACE(cases[c].n);
     UvFamily f = UvFamily::create(seg, "uv" + std::to_string(c), test_options());
@@ -473,11 +486,7 @@ TEST(Uv, MidSizeSpacesAreSparseSmallAndHoldExactlyTheirRegisters) {
     EXPECT_EQ(b.dense_spaces, cases[c].sparse ? 0u : 1u);
     std::vector<uint8_t> want;
     expected_regs(space, 0, cases[c].n, want);
-    // The block's own code (a merge may land in a bigger retired block: at most a final exact table).
-    if (cases[c].sparse)
-      EXPECT_LE(internal::uv::kSparseFixed + internal::uv::round64(internal::uv::sparse_code_bytes(want.data())),
-                cases[c].max_bytes);
-    EXPECT_LE(b.block_bytes, 9024u);
+    EXPECT_LE(b.block_bytes, cases[c].max_bytes);
     if (cases[c].sparse) {
       EXPECT_TRUE(exported_regs(f, space) == want);
     } else {
@@ -509,11 +518,12 @@ TEST(Uv, MidSizeSpacesAreSparseSmallAndHoldExactlyTheirRegisters) {
   }
 }
 
-// 200 spaces of 2,000 devices each, grown one after the other (each reuses the exact tables
-// the previous one left): the day's chunks hold 200 sparse blocks of about 3 KiB, where dense
-// blocks alone were 200 x 8,832 = 1,766,400 bytes (the code before the sparse tier, same
-// adds: 29 chunks of 64 KiB = 1,900,544; this code: 14 chunks, 917,504). Bound: 200 x 4,096
-// (live) + 4 x 64 KiB (retired blocks not yet taken again, chunk tails).
+// 200 spaces of 2,000 devices each, grown one after the other (each reuses the pages the
+// previous one left): the day's chunks hold 200 sparse sketches of about 2.3 KiB, where dense
+// sketches alone were 200 x 8,832 = 1,766,400 bytes (the code before the sparse tier, same
+// adds: 29 chunks of 64 KiB = 1,900,544; the unary sparse tier of format 1: 14 chunks, 917,504).
+// Bound: 200 x 2,560 (live: head + 9 pages) + 2 x 64 KiB (pages not yet taken again, the last
+// chunk's tail).
 TEST(Uv, MidSizeSpacesCostAFractionOfDenseBlocks) {
   SegmentGuard g(unique_name("uvsmem"));
   Segment seg = Segment::create(g.name, small_options(32 << 20));
@@ -528,7 +538,8 @@ TEST(Uv, MidSizeSpacesCostAFractionOfDenseBlocks) {
     }
   const UvBucketStats b = f.stats().buckets.at(0);
   EXPECT_EQ(b.sparse_spaces, 200u);
-  EXPECT_LE(b.chunk_bytes, 200u * 4096 + 4 * (64 << 10));
+  EXPECT_LE(b.block_bytes, 200u * 2560);
+  EXPECT_LE(b.chunk_bytes, 200u * 2560 + 2 * (64 << 10));
   double sq = 0;
   for (uint64_t s = 0; s < 200; ++s) sq += std::pow(rel(f.count(s, 1), 2000), 2);
   EXPECT_LE(std::sqrt(sq / 200), 1.2 * kSigma);  // RMS over 200 spaces: sigma x (1 + ~0.1)
@@ -584,42 +595,38 @@ TEST(Uv, KilledInsideASparseMergeLosesNoAcknowledgedRegister) {
 }
 #endif
 
-// Retired exact tables are handed out again (to the next space that grows into their class, or
-// as a dense block) once no process can hold them, and never while a process announced before
-// their retirement is still inside a call (docs/uv.md "Reuse").
+// Pages a replaced sketch leaves are handed out again (to any sketch of the bucket) once no
+// process can hold them, and never while a process that announced a call before their
+// retirement (the segment's ReadGuard, docs/CONCURRENCY.md) is still inside it.
 TEST(Uv, RetiredBlocksAreReusedOnlyWhenNoProcessCanHoldThem) {
   SegmentGuard g(unique_name("uvreuse"));
   Segment seg = Segment::create(g.name, small_options(32 << 20));
   UvOptions o = test_options();
   UvFamily f = UvFamily::create(seg, "uv", o);
   f.set_now(kDay0 + 1);
-  // Space 1 grows past exact alone: every exact table it leaves is retired (the sparse blocks
-  // its merges leave are taken again by its own later merges); later spaces take them.
+  // Space 1 grows past exact alone: its 25 exact pages retire, and its merges take them.
   for (uint64_t i = 0; i < 1500; ++i) f.add(1, i);
   const UvBucketStats a = f.stats().buckets.at(0);
-  EXPECT_GT(a.retired_bytes, 0u);
-  // Space 2 goes the same way: each of its tables comes from space 1's retired ones.
+  EXPECT_GT(a.reused, 0u);
+  // Space 2 goes the same way: its pages come from those space 1 left.
   for (uint64_t i = 0; i < 1500; ++i) f.add(2, i);
   const UvBucketStats b = f.stats().buckets.at(0);
-  EXPECT_GE(b.reused - a.reused, 5u);  // 32, 128, 512, 1,113 slots and the first sparse block
-  EXPECT_EQ(b.chunk_bytes, a.chunk_bytes);
+  EXPECT_GE(b.reused - a.reused, 20u);
+  EXPECT_LE(b.chunk_bytes - a.chunk_bytes, 0u + o.chunk_bytes);
   EXPECT_EQ(f.count(1, 1), f.count_hll(1, 1));
   EXPECT_LE(rel(f.count(2, 1), 1500), 4 * kSigma);
   EXPECT_TRUE(seg.check().consistent());
 
-  // A process inside a call (simulated: it holds an announcement) blocks the reuse of blocks
-  // retired after it announced; once it leaves, they are reused.
-  using namespace internal::uv;
-  auto* h = reinterpret_cast<UvHeader*>(seg.base() + seg.find("uv")->offset);
+  // A process inside a call (it holds a ReadGuard) blocks the reuse of pages retired after it
+  // announced; once it leaves, they are reused.
   int to_child[2], to_parent[2];
   ASSERT_EQ(pipe(to_child), 0);
   ASSERT_EQ(pipe(to_parent), 0);
   pid_t kid = fork_child([&] {
     Segment s = Segment::open(g.name);
-    auto* hh = reinterpret_cast<UvHeader*>(s.base() + s.find("uv")->offset);
     char c = 0;
     {
-      Pin pin(s, hh);
+      ReadGuard guard(s);
       if (write(to_parent[1], &c, 1) != 1) return 2;
       if (read(to_child[0], &c, 1) != 1) return 3;  // held until the parent says
     }
@@ -629,36 +636,73 @@ TEST(Uv, RetiredBlocksAreReusedOnlyWhenNoProcessCanHoldThem) {
   });
   char c = 0;
   ASSERT_EQ(read(to_parent[0], &c, 1), 1);
-  // The blocks on the retired lists now (retired before the pin) are all that may be reused
-  // while the child holds its announcement.
-  uint64_t on_lists = 0;
-  {
-    DaySlot& slot = day_slots(h)[static_cast<uint64_t>(f.bucket_of(f.now())) % h->retention];
-    auto* d = reinterpret_cast<DayHeader*>(seg.base() + slot.day);
-    auto count_list = [&](uint64_t pos) {
-      for (; pos != 0; ++on_lists) {
-        const uint64_t cb = d->chunk_bytes;
-        auto* b = reinterpret_cast<BlockHead*>(seg.base() + day_chunks(d)[pos / cb] + pos % cb);
-        pos = b->next.load();
-      }
-    };
-    for (uint32_t cls = 0; cls < kExactClasses; ++cls) count_list(d->free_head[cls].load());
-    for (uint32_t cls = 0; cls < kSparseClasses; ++cls) count_list(d->sparse_head[cls].load());
-  }
-  const uint64_t reused0 = f.stats().buckets.at(0).reused;
-  for (uint64_t i = 0; i < 1500; ++i) f.add(3, i);  // retires a ladder; reuse of space 2's? (retired earlier)
-  for (uint64_t i = 0; i < 1500; ++i) f.add(4, i);  // wants space 3's tables: retired after the pin
-  const uint64_t reused_pinned = f.stats().buckets.at(0).reused - reused0;
+  // The pages free now (retired before the guard, and no call of this process in flight) are
+  // all that may be handed out again while the child holds its guard.
+  const UvBucketStats before = f.stats().buckets.at(0);
+  for (uint64_t i = 0; i < 1500; ++i) f.add(3, i);
+  for (uint64_t i = 0; i < 1500; ++i) f.add(4, i);
+  const UvBucketStats pinned = f.stats().buckets.at(0);
+  const uint64_t reused_pinned = pinned.reused - before.reused;
+  EXPECT_LE(reused_pinned, before.retired_bytes / internal::uv::kPage);
+  EXPECT_GT(pinned.retired_bytes, 20u * internal::uv::kPage);  // spaces 3 and 4 left pages that wait
   ASSERT_EQ(write(to_child[1], &c, 1), 1);
   ASSERT_EQ(read(to_parent[0], &c, 1), 1);  // the child left its call
   for (uint64_t i = 0; i < 1500; ++i) f.add(5, i);
-  const uint64_t reused_after = f.stats().buckets.at(0).reused - reused0 - reused_pinned;
+  const uint64_t reused_after = f.stats().buckets.at(0).reused - pinned.reused;
   ASSERT_EQ(write(to_child[1], &c, 1), 1);
   EXPECT_TRUE(exited_ok(wait_status(kid)));
-  // While pinned only blocks retired before the pin could be handed out (spaces 3 and 4 retire
-  // about 2 x 30 blocks meanwhile); after it, space 5 reuses a full ladder.
-  EXPECT_LE(reused_pinned, on_lists);
-  EXPECT_GE(reused_after, 5u);
+  // While the guard was held only pages retired before it could be handed out; after it,
+  // space 5 reuses a whole exact sketch's pages and more.
+  EXPECT_GE(reused_after, 20u);
   for (uint64_t s = 1; s <= 5; ++s) EXPECT_LE(rel(f.count(s, 1), 1500), 4 * kSigma) << "space " << s;
+  EXPECT_TRUE(seg.check().consistent());
+}
+
+// Merges, promotions and exact appends take the space's own lock word, never the segment's
+// lock (docs/uv.md "Concurrency"): while this process holds the segment lock (inside a
+// transaction), a child's adds that merge a sparse sketch ~100 times, promote an exact one and
+// append to a new one all complete. (Layout 1 merged under the segment lock: the child blocked
+// until the transaction ended, and the 30-second hang guard below failed the test.)
+TEST(Uv, MergesAndExactAddsNeverTakeTheSegmentLock) {
+  SegmentGuard g(unique_name("uvnolock"));
+  Segment seg = Segment::create(g.name, small_options(32 << 20));
+  UvFamily f = UvFamily::create(seg, "uv", test_options());
+  f.set_now(kDay0 + 5);
+  for (uint64_t i = 0; i < 1200; ++i) {
+    const UvStatus st = f.add(1, (uint64_t{1} << 32) | i);  // sparse past 1,000
+    ASSERT_TRUE(st == UvStatus::kChanged || st == UvStatus::kUnchanged) << uv_status_name(st);
+  }
+  for (uint64_t i = 0; i < 990; ++i) ASSERT_EQ(f.add(3, i), UvStatus::kChanged);                        // exact, near the threshold
+  int go[2], done[2];
+  ASSERT_EQ(pipe(go), 0);
+  ASSERT_EQ(pipe(done), 0);
+  pid_t kid = fork_child([&] {
+    Segment s = Segment::open(g.name);
+    UvFamily c = UvFamily::open(s, "uv");
+    c.set_now(kDay0 + 5);
+    char x = 0;
+    if (read(go[0], &x, 1) != 1) return 2;
+    for (uint64_t i = 1200; i < 4000; ++i)
+      if (UvStatus st = c.add(1, (uint64_t{1} << 32) | i); st != UvStatus::kChanged && st != UvStatus::kUnchanged) return 3;
+    for (uint64_t i = 990; i < 1100; ++i)  // promoted at 1,001
+      if (UvStatus st = c.add(3, i); st != UvStatus::kChanged && (i < 1000 || st != UvStatus::kUnchanged)) return 4;
+    for (uint64_t i = 0; i < 500; ++i)
+      if (c.add(2, i) != UvStatus::kChanged) return 5;  // a first sketch and 12 appended pages
+    return write(done[1], &x, 1) == 1 ? 0 : 6;
+  });
+  bool finished = false;
+  seg.transact([&](ControlTxn&) {
+    char x = 0;
+    ASSERT_EQ(write(go[1], &x, 1), 1);
+    struct pollfd p = {done[0], POLLIN, 0};
+    finished = poll(&p, 1, 30000) == 1 && read(done[0], &x, 1) == 1;  // a hang guard, not a speed bound
+  });
+  EXPECT_TRUE(finished) << "the child's adds waited for the segment lock";
+  EXPECT_TRUE(exited_ok(wait_status(kid)));
+  EXPECT_EQ(f.count(2, 1), 500u);
+  EXPECT_LE(rel(f.count(1, 1), 4000), 4 * kSigma);
+  EXPECT_LE(rel(f.count(3, 1), 1100), 4 * kSigma);
+  const UvBucketStats b = f.stats().buckets.at(0);
+  EXPECT_EQ(b.sparse_spaces, 2u);
   EXPECT_TRUE(seg.check().consistent());
 }

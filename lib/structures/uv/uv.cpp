@@ -1,18 +1,20 @@
 // lib/structures/uv/uv.cpp: the UvFamily handle over uv_impl.h (include/shmfilter/uv.hpp):
-// open/validate, the clock and rotation, the data plane (add, promotion), the reads
-// (count, count_hll, count_all, export), drop, stats and the checker check_uv.
+// open/validate, the clock and rotation, the page allocator, the space locks, the data plane
+// (add, promotion, merge), the reads (count, count_hll, count_all, export), drop, stats and
+// the checker check_uv.
 #include "shmfilter/uv.hpp"
 
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
 #include <cstring>
 #include <limits>
-#include <mutex>
 #include <set>
 #include <vector>
 
 #include "base/kill_point.h"
+#include "segment/segment_impl.h"
 #include "structures/region_handle.h"
 #include "structures/uv/uv_impl.h"
 
@@ -50,6 +52,12 @@ int64_t system_now() noexcept {
   return ts.tv_sec;
 }
 
+uint64_t mono_ms() noexcept {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
+}
+
 int64_t bucket_number(int64_t unix_s, int64_t utc_offset, uint64_t bucket_seconds) noexcept {
   constexpr int64_t kLimit = int64_t{1} << 62;
   int64_t t = std::min(std::max(unix_s, -kLimit), kLimit) + utc_offset;
@@ -65,11 +73,37 @@ std::string internal::uv::options_problem(const UvOptions& o) {
   if (o.utc_offset <= -(int64_t{1} << 40) || o.utc_offset >= (int64_t{1} << 40)) return "utc_offset must be within +-2^40 seconds";
   if (o.max_spaces < 1 || o.max_spaces > kMaxSpaces) return "max_spaces must be 1.." + std::to_string(kMaxSpaces);
   if (o.exact_max < 1 || o.exact_max > kMaxExactMax) return "exact_max must be 1.." + std::to_string(kMaxExactMax);
-  if (o.chunk_bytes < kMinChunkBytes || o.chunk_bytes > kMaxChunkBytes || o.chunk_bytes % 64 != 0)
-    return "chunk_bytes must be a multiple of 64 in 64 KiB..256 MiB";
-  if (exact_block_bytes(exact_final_cap(o.exact_max)) > o.chunk_bytes || dense_block_bytes() > o.chunk_bytes)
-    return "chunk_bytes is smaller than one block (raise it or lower exact_max)";
+  if (o.chunk_bytes < kMinChunkBytes || o.chunk_bytes > kMaxChunkBytes || o.chunk_bytes % kPage != 0)
+    return "chunk_bytes must be a multiple of 256 in 64 KiB..256 MiB";
   return {};
+}
+
+// Robust lock word (uv_impl.h). Spins briefly, then yields; checks the owner's liveness every
+// 64 rounds and takes a dead owner's lock over with one CAS; gives up after ~500 ms.
+bool internal::uv::lock_word(const Segment& seg, std::atomic<uint64_t>& w, uint64_t token, bool wait,
+                             std::atomic<uint64_t>* takeovers) noexcept {
+  if (token == 0) return false;
+  uint64_t deadline = 0;
+  for (uint32_t round = 0;; ++round) {
+    uint64_t cur = 0;
+    // acquire: what the previous holder wrote under the lock is visible.
+    if (w.compare_exchange_strong(cur, token, std::memory_order_acquire, std::memory_order_relaxed)) return true;
+    if (round % 64 == 0 && cur != token && !seg.token_alive(cur)) {
+      // The owner died holding it: what it left is consistent at every point (uv_impl.h).
+      if (w.compare_exchange_strong(cur, token, std::memory_order_acquire, std::memory_order_relaxed)) {
+        if (takeovers) takeovers->fetch_add(1, std::memory_order_relaxed);
+        return true;
+      }
+    }
+    if (!wait) return false;
+    if (round < 128) {
+      __builtin_ia32_pause();
+      continue;
+    }
+    if (deadline == 0) deadline = mono_ms() + 500;
+    if (round % 64 == 0 && mono_ms() > deadline) return false;
+    sched_yield();
+  }
 }
 
 namespace {
@@ -93,39 +127,19 @@ void validate(const RegionInfo& info, std::byte* region, uint64_t segment_size) 
     throw internal::corrupt_error(info.kind, info.name, "region offset or size does not match the directory");
 }
 
+// Holds a lock word for a scope (released on every path, exceptions included).
+struct Held {
+  std::atomic<uint64_t>* w = nullptr;
+  Held() = default;
+  explicit Held(std::atomic<uint64_t>* x) : w(x) {}
+  Held(const Held&) = delete;
+  Held& operator=(const Held&) = delete;
+  ~Held() {
+    if (w) unlock_word(*w);
+  }
+};
+
 }  // namespace
-
-namespace internal::uv {
-
-Pin::Pin(const Segment& seg, UvHeader* h) noexcept {
-  if (seg.read_only()) return;
-  const uint64_t tok = seg.owner_token();
-  if (tok == 0) return;
-  Announce& a = announces(h)[(tok & 0xffff) % kAnnounceSlots];
-  if (a.token.load(std::memory_order_acquire) != tok) {
-    // First use by this attachment: a dead predecessor in this registry slot may have left
-    // calls "in flight"; reset them before claiming the entry (the process's threads wait here).
-    static std::mutex m;
-    std::lock_guard<std::mutex> g(m);
-    if (a.token.load(std::memory_order_acquire) != tok) {
-      a.word.store(0, std::memory_order_relaxed);
-      a.token.store(tok, std::memory_order_release);
-    }
-  }
-  uint64_t w = a.word.load(std::memory_order_relaxed);
-  for (;;) {
-    const uint64_t nw = (w & 0xffff) == 0 ? (h->epoch.load(std::memory_order_seq_cst) << 16) | 1 : w + 1;
-    // seq_cst: the announcement is ordered before every descriptor load of the call (see Announce).
-    if (a.word.compare_exchange_weak(w, nw, std::memory_order_seq_cst, std::memory_order_relaxed)) break;
-  }
-  word_ = &a.word;
-}
-
-Pin::~Pin() {
-  if (word_ != nullptr) word_->fetch_sub(1, std::memory_order_release);
-}
-
-}  // namespace internal::uv
 
 // Every private operation of UvFamily (lib/structures/README.md).
 struct UvOps {
@@ -143,45 +157,100 @@ struct UvOps {
       return nullptr;
     // The day must not overlap the family's own region.
     if (off < f.offset_ + h->region_bytes && f.offset_ < off + bytes) return nullptr;
-    // Its allocation state: bump (acquire) first, then the chunk count, which a bump position
-    // never passes (chunks are committed before a block is carved from them).
+    // Its allocation state: bump (acquire) first, then the chunk count, which a bump number
+    // never passes (chunks are committed before a page is handed out from them).
     const uint64_t bump = d->bump.load(std::memory_order_acquire);
     const uint32_t chunks = d->chunk_count.load(std::memory_order_acquire);
-    if (chunks > kMaxChunks || bump > uint64_t{chunks} * d->chunk_bytes + kFirstBlock) return nullptr;
+    if (chunks > kMaxChunks || bump < 1 || bump > uint64_t{chunks} * (d->chunk_bytes / kPage) + 1) return nullptr;
     return d;
   }
 
-  // The block a desc names, validated against the day's chunks; nullptr if bad.
-  static BlockHead* block_at(const UvFamily& f, DayHeader* d, uint64_t desc, uint64_t space, uint32_t exact_max,
-                             bool any_space = false) {
-    const uint64_t cb = d->chunk_bytes, pos = desc & ~uint64_t{63};
-    const uint32_t enc = static_cast<uint32_t>(desc & kEncMask);
-    const uint64_t c = pos / cb, in = pos % cb;
+  // Page P of day D, validated (handed out already, inside an allocated chunk inside the
+  // segment); nullptr if bad. Loads the allocation state after the caller's load of whatever
+  // named P (acquire), so a page handed out before that is within it.
+  static std::byte* page_at(const UvFamily& f, DayHeader* d, uint64_t p) {
+    if (p == 0 || p >= d->bump.load(std::memory_order_acquire)) return nullptr;
+    const uint64_t cb = d->chunk_bytes, ppc = cb / kPage;
+    const uint64_t c = p / ppc;
     if (c >= d->chunk_count.load(std::memory_order_acquire) || c >= kMaxChunks) return nullptr;
-    if (pos + sizeof(BlockHead) > d->bump.load(std::memory_order_acquire)) return nullptr;
     const uint64_t chunk = day_chunks(d)[c];
     const uint64_t size = f.seg_.size();
     if (chunk == 0 || chunk % 64 != 0 || chunk > size || cb > size - chunk) return nullptr;
-    if (in + sizeof(BlockHead) > cb) return nullptr;
-    auto* b = reinterpret_cast<BlockHead*>(f.base_ + chunk + in);
-    if (b->magic != kBlockMagic || b->enc != enc || (!any_space && b->space != space)) return nullptr;
-    uint64_t bytes;
+    return f.base_ + chunk + (p % ppc) * kPage;
+  }
+
+  // The head page a desc names, validated (magic, encoding, owner, page count); nullptr if bad.
+  static PageHead* head_at(const UvFamily& f, DayHeader* d, uint64_t desc, uint64_t space) {
+    std::byte* p = page_at(f, d, desc >> 2);
+    if (p == nullptr) return nullptr;
+    auto* hd = reinterpret_cast<PageHead*>(p);
+    const uint32_t enc = static_cast<uint32_t>(desc & kEncMask);
+    if (hd->magic != kHeadMagic || hd->enc != enc || hd->space != space) return nullptr;
     if (enc == kEncExact) {
-      if (b->cap < kMinExactSlots || b->cap > exact_final_cap(exact_max)) return nullptr;
-      bytes = exact_block_bytes(b->cap);
-    } else if (enc == kEncDense) {
-      if (b->cap != kDenseWords) return nullptr;
-      bytes = dense_block_bytes();
+      if (hd->npages != 0) return nullptr;
     } else if (enc == kEncSparse) {
-      if (b->cap < 64 || b->cap % 64 != 0 || sparse_block_bytes(b->cap) > kSparseMaxBlock) return nullptr;
-      bytes = sparse_block_bytes(b->cap);
+      if (hd->npages < 1 || hd->npages > kSparseRefs || hd->rice > kRiceMax ||
+          sparse_string_bytes(hd->code_bits) > uint64_t{hd->npages} * kPage)
+        return nullptr;
+    } else if (enc == kEncDense) {
+      if (hd->npages != kDenseRefs) return nullptr;
     } else {
       return nullptr;
     }
-    if (in + bytes > cb) return nullptr;
-    return b;
+    return hd;
   }
-  static uint64_t* body(BlockHead* b) { return reinterpret_cast<uint64_t*>(b + 1); }
+  // The data pages of a sparse or dense head (validated); false if one is bad.
+  static bool data_pages(const UvFamily& f, DayHeader* d, PageHead* hd, PagedBytes& pb) {
+    if (hd->enc != kEncSparse || hd->npages > kSparseRefs) return false;
+    const uint32_t* refs = head_refs(hd);
+    pb.n = hd->npages;
+    for (uint32_t i = 0; i < pb.n; ++i)
+      if ((pb.pages[i] = page_at(f, d, refs[i])) == nullptr) return false;
+    return true;
+  }
+  static uint64_t* dense_page(const UvFamily& f, DayHeader* d, PageHead* hd, uint32_t i) {
+    return reinterpret_cast<uint64_t*>(page_at(f, d, head_refs(hd)[i]));
+  }
+  // An exact head's published count (acquire: the entries below it and their pages are visible).
+  static bool exact_count(PageHead* hd, uint32_t exact_max, uint32_t* n) {
+    *n = hd->count.load(std::memory_order_acquire);
+    return *n <= exact_max && *n <= kExactRefs * kExactPerPage;
+  }
+  // Every entry of an exact head (n published) appended to out; false if a page is bad.
+  static bool exact_entries(const UvFamily& f, DayHeader* d, PageHead* hd, uint32_t n, std::vector<uint64_t>& out) {
+    const uint32_t* refs = head_refs(hd);
+    for (uint32_t pi = 0; pi * kExactPerPage < n; ++pi) {
+      const uint32_t ref = std::atomic_ref<const uint32_t>(refs[pi]).load(std::memory_order_relaxed);
+      std::byte* pg = page_at(f, d, ref);
+      if (pg == nullptr) return false;
+      const uint32_t m = std::min(kExactPerPage, n - pi * kExactPerPage);
+      for (uint32_t i = 0; i < m; ++i) out.push_back(get48(pg + i * kExactEntry));
+    }
+    return true;
+  }
+
+  // The registers of a sparse or dense head max-merged into regs; false if malformed.
+  static bool head_regs(const UvFamily& f, DayHeader* d, PageHead* hd, uint8_t* regs) {
+    if (hd->enc == kEncDense) {
+      for (uint32_t pi = 0; pi < kDenseRefs; ++pi) {
+        const uint64_t* words = dense_page(f, d, hd, pi);
+        if (words == nullptr) return false;
+        for (uint32_t j = 0; j < kDenseWordsPerPage && pi * kDenseWordsPerPage + j < kDenseWords; ++j) {
+          const uint32_t wi = pi * kDenseWordsPerPage + j;
+          dense_word_max(std::atomic_ref<const uint64_t>(words[j]).load(std::memory_order_relaxed), wi, regs);
+        }
+      }
+      return true;
+    }
+    PagedBytes pb;
+    if (!data_pages(f, d, hd, pb)) return false;
+    const uint64_t bytes = uint64_t{pb.n} * kPage;
+    uint8_t buf[kSparseMaxBytes + 8];
+    pb.copy_out(0, bytes, buf);
+    std::memset(buf + bytes, 0, 8);
+    if (!sparse_decode_all(buf, bytes, hd->code_bits, hd->rice, regs)) return false;
+    return sparse_buf_max(sparse_buf(hd), regs);
+  }
 
   // The slot of SPACE in the day's table; claims a free one when `claim` (nullptr: absent / full).
   static SpaceSlot* find_space(const UvHeader* h, DayHeader* d, uint64_t space, bool claim, bool* full) {
@@ -198,7 +267,7 @@ struct UvOps {
         if (full) *full = true;
         return nullptr;
       }
-      // acq_rel: the key is the whole claim; its desc is published later by release stores.
+      // acq_rel: the key is the whole claim; its desc is published later.
       if (t[i].key.compare_exchange_strong(cur, key, std::memory_order_acq_rel)) {
         d->spaces.fetch_add(1, std::memory_order_relaxed);
         return &t[i];
@@ -264,30 +333,22 @@ struct UvOps {
       }
       SHMF_KILL_POINT("uv.rotate.after_free");
       const uint64_t off = txn.allocate(bytes);
-      auto* d = reinterpret_cast<DayHeader*>(txn.base() + off);
-      d->magic = kDayMagic;
-      d->space_table = h->space_table;
-      d->bucket = b;
-      d->chunk_bytes = h->chunk_bytes;
-      d->extent_bytes = bytes;
-      d->bump.store(kFirstBlock, std::memory_order_relaxed);  // position 0 is "none" in the retired lists
+      init_day(txn.base() + off, h->space_table, b, h->chunk_bytes);
       txn.store_u64(&slot.day, off);
       txn.store_u64(as_u64(&slot.tag), want);  // release (ControlTxn's stores are release)
       h->rotations.fetch_add(1, std::memory_order_relaxed);
     });
   }
 
-  // Ensures the day's chunks can hand out `bytes` at its bump position (own transaction, committed
-  // before any block is carved from a new chunk, so no rollback can free a chunk a block lives in).
-  static void ensure_chunk(UvFamily& f, DayHeader* d, uint64_t bytes) {
+  // Ensures chunks [0, need) exist (own transaction, committed before any page of a new chunk is
+  // handed out, so no rollback can free a chunk a page lives in). Called by the allocator's
+  // holder: the segment lock is held only for these few logged stores, never across a merge.
+  static void ensure_chunks(UvFamily& f, DayHeader* d, uint64_t need) {
+    if (need > kMaxChunks)
+      throw Error(ErrorCode::kNoSpace, "UV family '" + f.name_ + "': a bucket holds at most " +
+                                           std::to_string(kMaxChunks) + " chunks: raise chunk_bytes");
     f.seg_.transact([&](ControlTxn& txn) {
       const uint64_t cb = d->chunk_bytes;
-      uint64_t pos = d->bump.load(std::memory_order_acquire);
-      if (pos % cb + bytes > cb) pos = (pos / cb + 1) * cb;
-      const uint64_t need = pos / cb + 1;
-      if (need > kMaxChunks)
-        throw Error(ErrorCode::kNoSpace, "UV family '" + f.name_ + "': a bucket holds at most " +
-                                             std::to_string(kMaxChunks) + " chunks: raise chunk_bytes");
       txn.charge_to(f.identity());
       uint32_t have = d->chunk_count.load(std::memory_order_acquire);
       while (have < need) {
@@ -300,300 +361,256 @@ struct UvOps {
     });
   }
 
-  // Carves a block of `bytes` (zeroed here) from the day, under the segment lock; 0 when the
-  // current chunk has no room (the caller runs ensure_chunk and retries). Unlogged: the bump
-  // position only grows; a holder killed after it leaves unused bytes, never a shared block.
-  static uint64_t carve(UvFamily& f, DayHeader* d, uint64_t bytes, std::byte** out) {
-    const uint64_t cb = d->chunk_bytes;
-    uint64_t pos = d->bump.load(std::memory_order_acquire);
-    if (pos % cb + bytes > cb) pos = (pos / cb + 1) * cb;
-    const uint64_t c = pos / cb;
-    if (c >= kMaxChunks)
-      throw Error(ErrorCode::kNoSpace, "UV family '" + f.name_ + "': a bucket holds at most " +
-                                           std::to_string(kMaxChunks) + " chunks: raise chunk_bytes");
-    if (c >= d->chunk_count.load(std::memory_order_acquire)) return ~uint64_t{0};
-    const uint64_t chunk = day_chunks(d)[c];
-    const uint64_t size = f.seg_.size();
-    if (chunk == 0 || chunk % 64 != 0 || chunk > size || cb > size - chunk)
-      throw internal::corrupt_error(Kind::kUv, f.name_, "a chunk offset lies outside the segment");
-    std::byte* p = f.base_ + chunk + pos % cb;
-    std::memset(p, 0, bytes);  // chunks are allocated unzeroed
-    d->bump.store(pos + bytes, std::memory_order_release);
-    *out = p;
-    return pos;
-  }
+  static std::atomic<uint64_t>* takeovers(const UvFamily& f) { return &header(f)->lock_takeovers; }
 
-  // The least epoch any live process announced with calls in flight (UINT64_MAX: none).
-  static uint64_t safe_epoch(const UvFamily& f) {
-    Announce* a = announces(header(f));
-    uint64_t lo = ~uint64_t{0};
-    for (uint32_t i = 0; i < kAnnounceSlots; ++i) {
-      const uint64_t w = a[i].word.load(std::memory_order_seq_cst);
-      if ((w & 0xffff) == 0 || (w >> 16) >= lo) continue;
-      if (f.seg_.token_alive(a[i].token.load(std::memory_order_acquire))) lo = w >> 16;
-    }
-    return lo;
-  }
-
-  // Bytes of a block by its header (0: not a block of a known encoding).
-  static uint64_t block_bytes(const BlockHead* b) {
-    if (b->enc == kEncExact) return exact_block_bytes(b->cap);
-    if (b->enc == kEncDense) return dense_block_bytes();
-    if (b->enc == kEncSparse) return sparse_block_bytes(b->cap);
-    return 0;
-  }
-
-  // The head of a retired list (exact class CLS, or sparse class CLS when sparse) that no
-  // process can still hold and that is at least `bytes` long, taken off its list and zeroed;
-  // ~0 when none. *got: its bytes. Under the segment lock. A list that fails validation is
-  // dropped (its blocks stay unused until the bucket goes).
-  static uint64_t take_list(UvFamily& f, DayHeader* d, bool sparse, int cls, uint64_t bytes, uint64_t& safe,
-                            std::byte** out, uint64_t* got) {
-    const UvHeader* h = header(f);
-    std::atomic<uint64_t>& head = sparse ? d->sparse_head[cls] : d->free_head[cls];
-    std::atomic<uint64_t>& tail = sparse ? d->sparse_tail[cls] : d->free_tail[cls];
-    // First fit among the first kScan blocks (FIFO: retirement order, so the first one some
-    // process may still hold ends the scan). Unlinking is one store (prev's next, or head);
-    // a holder killed between it and the tail's store loses blocks from the list, never links
-    // a live one.
-    constexpr int kScan = 8;
-    uint64_t pos = head.load(std::memory_order_acquire), prev_pos = 0;
-    BlockHead* prev = nullptr;
-    BlockHead* b = nullptr;
-    uint64_t old_bytes = 0;
-    for (int n = 0; pos != 0 && n < kScan; ++n) {
-      BlockHead* c = block_at(f, d, pos | (sparse ? kEncSparse : kEncExact), 0, h->exact_max, true);
-      if (c != nullptr && (c->retired.load(std::memory_order_relaxed) == 0 ||
-                           (sparse ? static_cast<int>(sparse_class(block_bytes(c))) != cls
-                                   : exact_class(c->cap, h->exact_max) != cls)))
-        c = nullptr;
-      if (c == nullptr) {
-        // A bad link: the list is dropped from here (its blocks stay unused until the bucket goes).
-        if (prev == nullptr) head.store(0, std::memory_order_release);
-        else prev->next.store(0, std::memory_order_release);
-        tail.store(prev_pos, std::memory_order_release);
-        return ~uint64_t{0};
+  // Hands out n zeroed pages of day D into out[] (the day's allocator lock held meanwhile):
+  // from the free list, else a limbo generation once no process can read its pages (the segment's
+  // announcements: min_live_epoch >= its newest retirement's epoch), else fresh pages from the
+  // bump number (new chunks as needed). Throws kBusy (the lock stayed taken) / kNoSpace.
+  static void alloc_pages(UvFamily& f, DayHeader* d, uint32_t n, uint32_t* out) {
+    if (f.seg_.owner_token() == 0) throw Error(ErrorCode::kForked, "UV family '" + f.name_ + "': a forked handle cannot take locks: open the segment in this process");
+    if (!lock_word(f.seg_, d->alloc_lock, f.seg_.owner_token(), true, takeovers(f)))
+      throw Error(ErrorCode::kBusy, "UV family '" + f.name_ + "': the bucket's page allocator stayed busy: retry");
+    Held held(&d->alloc_lock);
+    const uint64_t ppc = d->chunk_bytes / kPage;
+    bool limbo_checked = false;
+    for (uint32_t k = 0; k < n;) {
+      uint32_t p = d->free_head.load(std::memory_order_acquire);
+      std::byte* pg = nullptr;
+      if (p != 0) {
+        pg = page_at(f, d, p);
+        if (pg == nullptr) {
+          d->free_head.store(0, std::memory_order_release);  // a bad link: the list is dropped (its pages stay unused)
+          continue;
+        }
+        const uint32_t next = std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(pg)).load(std::memory_order_relaxed);
+        d->free_head.store(next, std::memory_order_release);  // one store: a holder killed after it loses p, never reuses it twice
+        SHMF_KILL_POINT("uv.alloc.after_pop");
+        const uint64_t r = d->retired_pages.load(std::memory_order_relaxed);
+        d->retired_pages.store(r > 0 ? r - 1 : 0, std::memory_order_relaxed);
+        d->reused.fetch_add(1, std::memory_order_relaxed);
+      } else if (!limbo_checked) {
+        limbo_checked = true;
+        // A generation whose newest retirement every process inside a call announced an epoch
+        // at or past holds no page anyone can reach: it becomes the free list. The generation
+        // empties first: a holder killed between the two stores loses it, never puts a page on
+        // both lists.
+        uint64_t safe = 0;
+        for (uint32_t i = 0; i < kLimbo && d->free_head.load(std::memory_order_relaxed) == 0; ++i) {
+          const uint32_t l = d->limbo_head[i].load(std::memory_order_acquire);
+          if (l == 0) continue;
+          if (safe == 0) safe = f.seg_.impl()->min_live_epoch();
+          if (d->limbo_epoch[i].load(std::memory_order_acquire) > safe) continue;
+          d->limbo_head[i].store(0, std::memory_order_release);
+          d->free_head.store(l, std::memory_order_release);
+        }
+        continue;
+      } else {
+        const uint64_t b = d->bump.load(std::memory_order_acquire);
+        if (b >= (uint64_t{1} << 32) - 1)
+          throw Error(ErrorCode::kNoSpace, "UV family '" + f.name_ + "': a bucket holds at most 2^32 pages");
+        if (b / ppc >= d->chunk_count.load(std::memory_order_acquire)) ensure_chunks(f, d, b / ppc + 1);
+        const uint64_t c = b / ppc, chunk = day_chunks(d)[c];
+        const uint64_t size = f.seg_.size();
+        if (chunk == 0 || chunk % 64 != 0 || chunk > size || d->chunk_bytes > size - chunk)
+          throw internal::corrupt_error(Kind::kUv, f.name_, "a chunk offset lies outside the segment");
+        d->bump.store(b + 1, std::memory_order_release);  // only grows: a holder killed after it leaves one page unused
+        p = static_cast<uint32_t>(b);
+        pg = f.base_ + chunk + (b % ppc) * kPage;
       }
-      if (safe == 0) safe = safe_epoch(f);
-      if (c->retired.load(std::memory_order_relaxed) - 1 >= safe) return ~uint64_t{0};  // someone may still read it
-      if (block_bytes(c) >= bytes) {
-        b = c;
-        old_bytes = block_bytes(c);
-        break;
-      }
-      prev = c;
-      prev_pos = pos;
-      pos = c->next.load(std::memory_order_relaxed);
+      std::memset(pg, 0, kPage);
+      out[k++] = p;
     }
-    if (b == nullptr) return ~uint64_t{0};
-    const uint64_t next = b->next.load(std::memory_order_relaxed);
-    if (prev == nullptr) head.store(next, std::memory_order_release);
-    else prev->next.store(next, std::memory_order_release);
-    if (next == 0) tail.store(prev_pos, std::memory_order_release);
-    std::memset(static_cast<void*>(b), 0, old_bytes);
-    d->retired_bytes.fetch_sub(std::min(old_bytes, d->retired_bytes.load(std::memory_order_relaxed)),
-                               std::memory_order_relaxed);
-    d->reused.fetch_add(1, std::memory_order_relaxed);
-    *out = reinterpret_cast<std::byte*>(b);
-    *got = old_bytes;
-    return pos;
-  }
-  // The bytes of an exact table of class CLS (0: the class is unused for this exact_max).
-  static uint64_t exact_class_bytes(const UvFamily& f, int cls) {
-    const uint32_t final_cap = exact_final_cap(header(f)->exact_max);
-    if (cls == static_cast<int>(kExactClasses) - 1) return exact_block_bytes(final_cap);
-    uint32_t c = kMinExactSlots;
-    for (int k = 0; k < cls && c < final_cap; ++k) c *= kExactGrowth;
-    return c < final_cap ? exact_block_bytes(c) : 0;
-  }
-  static uint64_t take_retired(UvFamily& f, DayHeader* d, int cls, uint64_t bytes, uint64_t& safe, std::byte** out) {
-    uint64_t got = 0;
-    return take_list(f, d, false, cls, bytes, safe, out, &got);
-  }
-  // A retired block for a sparse block of at least `bytes`: a sparse class that holds it or
-  // any bigger one, then a retired final exact table. ~0 when none.
-  // A block bigger than needed by at least the least sparse block (2,624 bytes) is split: its tail becomes a retired
-  // sparse block of its own (stamped as the block was: no process can hold either part).
-  static constexpr uint64_t kSplitMin = kSparseFixed + hllk::kHllRegisters / 8;  // the least sparse block: every register 0
-  static uint64_t take_for_sparse(UvFamily& f, DayHeader* d, uint64_t bytes, uint64_t& safe, std::byte** out,
-                                  uint64_t* got) {
-    uint64_t pos = ~uint64_t{0};
-    // From the class that may hold a block this big (its head is checked for the size) upward.
-    for (uint32_t c = sparse_class(bytes); c < kSparseClasses && pos == ~uint64_t{0}; ++c)
-      pos = take_list(f, d, true, static_cast<int>(c), bytes, safe, out, got);
-    // Then retired exact tables big enough, smallest class first (at the mission's day the
-    // 4,160-byte tables every plan leaves early hold most mid-size sparse blocks).
-    for (uint32_t c = 0; c < kExactClasses && pos == ~uint64_t{0}; ++c)
-      if (exact_class_bytes(f, static_cast<int>(c)) >= bytes)
-        pos = take_list(f, d, false, static_cast<int>(c), bytes, safe, out, got);
-    if (pos == ~uint64_t{0}) return pos;
-    if (*got > bytes && *got - bytes >= kSplitMin) {
-      const uint64_t tail = *got - bytes;
-      auto* t = reinterpret_cast<BlockHead*>(*out + bytes);
-      t->magic = kBlockMagic;
-      t->enc = kEncSparse;
-      t->space = ~uint64_t{0};
-      t->cap = static_cast<uint32_t>(tail - kSparseFixed);
-      t->retired.store(1, std::memory_order_relaxed);  // epoch 0: free for any process that announced since
-      link_retired(f, d, t, pos + bytes);
-      d->retired_bytes.fetch_add(tail, std::memory_order_relaxed);
-      *got = bytes;
-    } else if (*got > kSparseMaxBlock) {
-      *got = bytes;  // a final exact table of a big exact_max: the rest stays unused until the bucket goes
-    }
-    return pos;
   }
 
-  // Puts the exact or sparse block OLD (at position POS, its descriptor already replaced) on
-  // its class's list, stamped with the epoch before this retirement's increment. Under the
-  // segment lock.
-  static void retire(UvFamily& f, DayHeader* d, BlockHead* old, uint64_t pos) {
-    UvHeader* h = header(f);
-    const bool sparse = old->enc == kEncSparse;
-    const uint64_t bytes = block_bytes(old);
-    const int cls = sparse ? static_cast<int>(sparse_class(bytes)) : exact_class(old->cap, h->exact_max);
-    const uint64_t r = h->epoch.fetch_add(1, std::memory_order_seq_cst);  // after the descriptor's store
-    d->retired_bytes.fetch_add(bytes, std::memory_order_relaxed);
-    if (cls < 0) return;
-    old->retired.store(r + 1, std::memory_order_relaxed);
-    link_retired(f, d, old, pos);
+  // Puts the pages of a replaced sketch on a limbo generation (its desc was replaced already, by a
+  // seq_cst store). The segment's epoch is raised (seq_cst RMW, after that store) and the generation's
+  // epoch set to it BEFORE any page is linked, so a page on the list is never handed out while a
+  // process that may hold the old desc is inside a call. A failure only leaves pages unused.
+  static void retire_pages(UvFamily& f, DayHeader* d, const std::vector<uint32_t>& pages) {
+    if (pages.empty()) return;
+    auto* seg_epoch = &f.seg_.impl()->hdr()->global_epoch;
+    const uint64_t e = __atomic_add_fetch(seg_epoch, 1, __ATOMIC_SEQ_CST);
+    if (!lock_word(f.seg_, d->alloc_lock, f.seg_.owner_token(), true, takeovers(f))) return;  // lost (unused) pages
+    Held held(&d->alloc_lock);
+    const uint32_t gen = limbo_generation(e);
+    if (d->limbo_epoch[gen].load(std::memory_order_relaxed) < e) d->limbo_epoch[gen].store(e, std::memory_order_release);
+    bool first = true;
+    for (uint32_t p : pages) {
+      std::byte* pg = page_at(f, d, p);
+      if (pg == nullptr) continue;
+      std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(pg)).store(d->limbo_head[gen].load(std::memory_order_relaxed),
+                                                                       std::memory_order_relaxed);
+      d->limbo_head[gen].store(p, std::memory_order_release);
+      d->retired_pages.fetch_add(1, std::memory_order_relaxed);
+      if (first) SHMF_KILL_POINT("uv.retire.after_link");  // the rest of the sketch's pages are lost, unused
+      first = false;
+    }
   }
-  // Appends the retired block B at POS to its class's list (B->retired already stamped).
-  static void link_retired(UvFamily& f, DayHeader* d, BlockHead* old, uint64_t pos) {
-    UvHeader* h = header(f);
-    const bool sparse = old->enc == kEncSparse;
-    const int cls = sparse ? static_cast<int>(sparse_class(block_bytes(old))) : exact_class(old->cap, h->exact_max);
-    if (cls < 0) return;
-    std::atomic<uint64_t>& head = sparse ? d->sparse_head[cls] : d->free_head[cls];
-    std::atomic<uint64_t>& tail_ref = sparse ? d->sparse_tail[cls] : d->free_tail[cls];
-    old->next.store(0, std::memory_order_relaxed);
-    const uint64_t tail = tail_ref.load(std::memory_order_acquire);
-    BlockHead* t = tail != 0 ? block_at(f, d, tail | (sparse ? kEncSparse : kEncExact), ~uint64_t{0}, h->exact_max, true)
-                             : nullptr;
-    if (t != nullptr) {
-      t->next.store(pos, std::memory_order_release);
-      SHMF_KILL_POINT("uv.retire.after_link");  // the list's tail not yet moved: the next retirement relinks
+  // Every page of a sketch (head first).
+  static void sketch_pages(PageHead* hd, uint32_t head, uint32_t exact_n, std::vector<uint32_t>& out) {
+    out.push_back(head);
+    const uint32_t* refs = head_refs(hd);
+    const uint32_t n = hd->enc == kEncExact ? (exact_n + kExactPerPage - 1) / kExactPerPage : hd->npages;
+    for (uint32_t i = 0; i < n && i < max_refs(hd->enc); ++i)
+      if (refs[i] != 0) out.push_back(refs[i]);
+  }
+
+  // Builds a sparse (when its code fits kSparseRefs pages) or dense sketch of SPACE holding
+  // regs in fresh pages; returns its desc (not yet published: the caller stores it).
+  static uint64_t build_registers(UvFamily& f, DayHeader* d, uint64_t space, const uint8_t* regs) {
+    uint64_t bits = 0;
+    const uint32_t k = sparse_best_rice(regs, &bits);
+    const uint64_t bytes = sparse_string_bytes(bits);
+    const bool sparse = bytes <= kSparseMaxBytes;
+    const uint32_t np = sparse ? static_cast<uint32_t>((bytes + kPage - 1) / kPage) : kDenseRefs;
+    uint32_t pages[1 + kDenseRefs];
+    alloc_pages(f, d, 1 + np, pages);
+    auto* hd = reinterpret_cast<PageHead*>(page_at(f, d, pages[0]));
+    if (hd == nullptr) throw internal::corrupt_error(Kind::kUv, f.name_, "a fresh page fails validation");
+    hd->magic = kHeadMagic;
+    hd->enc = static_cast<uint8_t>(sparse ? kEncSparse : kEncDense);
+    hd->space = space;
+    hd->npages = static_cast<uint16_t>(np);
+    uint32_t* refs = head_refs(hd);
+    for (uint32_t i = 0; i < np; ++i) refs[i] = pages[1 + i];
+    if (sparse) {
+      hd->rice = static_cast<uint8_t>(k);
+      hd->code_bits = static_cast<uint32_t>(bits);
+      PagedBytes pb;
+      pb.n = np;
+      for (uint32_t i = 0; i < np; ++i) pb.pages[i] = page_at(f, d, pages[1 + i]);
+      uint8_t buf[kSparseMaxBytes + 8] = {};
+      sparse_encode(regs, k, buf);
+      pb.copy_in(buf, bytes);
     } else {
-      head.store(pos, std::memory_order_release);
+      std::vector<uint64_t> words(kDenseWords, 0);
+      dense_from_regs(regs, words.data());
+      for (uint32_t i = 0; i < np; ++i) {
+        const uint32_t m = std::min(kDenseWordsPerPage, kDenseWords - i * kDenseWordsPerPage);
+        std::memcpy(page_at(f, d, pages[1 + i]), words.data() + i * kDenseWordsPerPage, m * 8);
+      }
     }
-    tail_ref.store(pos, std::memory_order_release);
+    return (uint64_t{pages[0]} << 2) | hd->enc;
   }
 
-  // Gives SPACE's slot a first block (desc 0) or replaces the block `seen` (sealed, or over its
-  // load) by a bigger or dense one. Serialised by the segment lock; idempotent.
-  static void promote(UvFamily& f, DayHeader* d, SpaceSlot* ss, uint64_t space, uint64_t seen) {
+  // Replaces SPACE's sketch OLD (desc `seen`, its pages `old_pages`) by one holding regs; the
+  // space lock is held. One publishing store, then the old pages are retired.
+  static void publish_registers(UvFamily& f, DayHeader* d, SpaceSlot* ss, uint64_t space, const uint8_t* regs,
+                                const std::vector<uint32_t>& old_pages) {
+    const uint64_t nd = build_registers(f, d, space, regs);
+    SHMF_KILL_POINT("uv.promote.before_publish");
+    // seq_cst: before the retirement's epoch increment (retire_pages).
+    ss->desc.store(nd, std::memory_order_seq_cst);
+    header(f)->promotions.fetch_add(1, std::memory_order_relaxed);
+    retire_pages(f, d, old_pages);
+  }
+
+  // Merges a sparse sketch's buffer into a new code (or dense), under the space lock: seal the
+  // buffer (no raise can then be added that the merge misses), decode, build, publish, retire.
+  // `wait`: wait for the lock (else skip when another process merges). Idempotent.
+  static void merge(UvFamily& f, DayHeader* d, SpaceSlot* ss, uint64_t space, uint64_t seen, bool wait) {
     UvHeader* h = header(f);
-    for (int attempt = 0; attempt < 4; ++attempt) {
-      bool need_chunk = false;
-      uint64_t need_bytes = 0;
-      f.seg_.transact([&](ControlTxn&) {
-        const uint64_t cur = ss->desc.load(std::memory_order_acquire);
-        if (cur != seen) return;  // someone else promoted it
-        std::vector<uint64_t> hashes;
-        std::vector<uint8_t> regs;  // registers when the new block is sparse or dense
-        BlockHead* old = nullptr;
-        uint32_t new_enc = kEncExact, new_cap = kMinExactSlots;
-        if (cur != 0) {
-          old = block_at(f, d, cur, space, h->exact_max);
-          if (old == nullptr) throw internal::corrupt_error(Kind::kUv, f.name_, "a space's block descriptor is invalid");
-          if (old->enc == kEncDense) return;  // dense is final
-          if (old->enc == kEncSparse) {
-            sparse_seal(sparse_buf(body(old)));
-            SHMF_KILL_POINT("uv.promote.after_seal");
-            regs.assign(hllk::kHllRegisters, 0);
-            if (!sparse_read_max(body(old), old->cap, regs.data()))
-              throw internal::corrupt_error(Kind::kUv, f.name_, "a space's sparse block is malformed");
-          } else {
-            exact_seal(body(old), old->cap);
-            SHMF_KILL_POINT("uv.promote.after_seal");
-            for (uint32_t i = 0; i < old->cap; ++i) {
-              const uint64_t v = exact_load(body(old), i);
-              if (v >= 2) hashes.push_back(v);
-            }
-            const uint32_t final_cap = exact_final_cap(h->exact_max);
-            if (hashes.size() + 1 > h->exact_max) {
-              regs.assign(hllk::kHllRegisters, 0);
-              for (uint64_t v : hashes) hash_into_regs(v, regs.data());
-            } else {
-              new_cap = std::min<uint32_t>(final_cap, old->cap * kExactGrowth);
-              if ((hashes.size() + 1) * 4 > uint64_t{new_cap} * 3) new_cap = final_cap;
-            }
-          }
-        }
-        // Registers: sparse while the code (with the buffer and offsets) is smaller than a dense block.
-        uint64_t bytes = exact_block_bytes(new_cap);
-        if (!regs.empty()) {
-          const uint64_t code = round64(sparse_code_bytes(regs.data()));
-          if (kSparseFixed + code < dense_block_bytes()) {
-            new_enc = kEncSparse;
-            bytes = kSparseFixed + code;
-          } else {
-            new_enc = kEncDense;
-            bytes = dense_block_bytes();
-          }
-        }
-        std::byte* p = nullptr;
-        uint64_t safe = 0, got = bytes;
-        uint64_t pos = ~uint64_t{0};
-        if (new_enc == kEncSparse) {
-          // A retired sparse block of this size or bigger, or a retired final exact table; else
-          // fresh bytes rounded up to the class size (room for the next merges).
-          pos = take_for_sparse(f, d, bytes, safe, &p, &got);
-          if (pos == ~uint64_t{0}) {
-            got = bytes;
-            pos = carve(f, d, got, &p);
-          }
-        } else {
-          // A retired block of the same class, or for a dense block a retired final exact table
-          // (9,024 >= 8,832 bytes at exact_max 1,000), before fresh chunk space.
-          const int cls = new_enc == kEncDense ? static_cast<int>(kExactClasses) - 1 : exact_class(new_cap, h->exact_max);
-          if (cls >= 0) pos = take_retired(f, d, cls, bytes, safe, &p);
-          for (uint32_t c = sparse_class(bytes); new_enc == kEncDense && pos == ~uint64_t{0} && c < kSparseClasses; ++c)
-            pos = take_list(f, d, true, static_cast<int>(c), bytes, safe, &p, &got);  // a big retired sparse block
-          if (pos == ~uint64_t{0}) pos = carve(f, d, bytes, &p);
-        }
-        if (pos == ~uint64_t{0}) {
-          need_chunk = true;
-          need_bytes = got;
-          return;
-        }
-        auto* nb = reinterpret_cast<BlockHead*>(p);
-        nb->magic = kBlockMagic;
-        nb->enc = new_enc;
-        nb->space = space;
-        if (new_enc == kEncDense) {
-          nb->cap = kDenseWords;
-          if (!regs.empty()) dense_from_regs(regs.data(), body(nb));
-        } else if (new_enc == kEncSparse) {
-          nb->cap = static_cast<uint32_t>(got - kSparseFixed);
-          sparse_encode(regs.data(), sparse_groups(body(nb)), sparse_code(body(nb)));
-        } else {
-          nb->cap = new_cap;
-          for (uint64_t v : hashes) (void)exact_insert(body(nb), nb->cap, v);
-          nb->entries.store(hashes.size(), std::memory_order_relaxed);
-        }
-        SHMF_KILL_POINT("uv.promote.before_publish");
-        // The one publishing store; seq_cst: before the retirement's epoch increment (see Announce).
-        ss->desc.store(pos | new_enc, std::memory_order_seq_cst);
-        if (old != nullptr) {
-          retire(f, d, old, cur & ~uint64_t{63});
-          h->promotions.fetch_add(1, std::memory_order_relaxed);
-        }
-      });
-      if (!need_chunk) return;
-      ensure_chunk(f, d, need_bytes);
+    std::atomic<uint64_t>& lw = space_locks(h)[lock_stripe(space)];
+    if (f.seg_.owner_token() == 0) {
+      if (!wait) return;
+      throw Error(ErrorCode::kForked, "UV family '" + f.name_ + "': a forked handle cannot take locks: open the segment in this process");
     }
-    throw Error(ErrorCode::kBusy, "UV family '" + f.name_ + "': storage was taken faster than the call could use it: retry");
+    if (!lock_word(f.seg_, lw, f.seg_.owner_token(), wait, takeovers(f))) {
+      if (!wait) return;
+      throw Error(ErrorCode::kBusy, "UV family '" + f.name_ + "': a space's lock stayed busy: retry");
+    }
+    Held held(&lw);
+    if (ss->desc.load(std::memory_order_acquire) != seen) return;  // merged meanwhile
+    PageHead* hd = head_at(f, d, seen, space);
+    if (hd == nullptr || hd->enc != kEncSparse) throw internal::corrupt_error(Kind::kUv, f.name_, "a space's sketch descriptor is invalid");
+    sparse_seal(sparse_buf(hd));
+    SHMF_KILL_POINT("uv.promote.after_seal");
+    std::vector<uint8_t> regs(hllk::kHllRegisters, 0);
+    if (!head_regs(f, d, hd, regs.data())) throw internal::corrupt_error(Kind::kUv, f.name_, "a space's sparse sketch is malformed");
+    std::vector<uint32_t> old;
+    sketch_pages(hd, static_cast<uint32_t>(seen >> 2), 0, old);
+    publish_registers(f, d, ss, space, regs.data(), old);
+  }
+
+  // An add to a space that has no sketch yet or an exact one, under its space lock. *moved:
+  // the sketch is no longer exact (the caller takes the lock-free path).
+  static UvStatus exact_add(UvFamily& f, DayHeader* d, SpaceSlot* ss, uint64_t space, uint64_t v, bool* moved) {
+    UvHeader* h = header(f);
+    std::atomic<uint64_t>& lw = space_locks(h)[lock_stripe(space)];
+    if (f.seg_.owner_token() == 0) return f.seg_.read_only() ? UvStatus::kReadOnly : UvStatus::kForked;
+    if (!lock_word(f.seg_, lw, f.seg_.owner_token(), true, takeovers(f))) return UvStatus::kBusy;
+    Held held(&lw);
+    uint64_t desc = ss->desc.load(std::memory_order_acquire);
+    if (desc == 0) {
+      uint32_t p;
+      alloc_pages(f, d, 1, &p);
+      auto* hd = reinterpret_cast<PageHead*>(page_at(f, d, p));
+      if (hd == nullptr) return UvStatus::kCorrupt;
+      hd->magic = kHeadMagic;
+      hd->enc = kEncExact;
+      hd->space = space;
+      desc = (uint64_t{p} << 2) | kEncExact;
+      ss->desc.store(desc, std::memory_order_seq_cst);
+    }
+    if ((desc & kEncMask) != kEncExact) {
+      *moved = true;
+      return UvStatus::kBusy;
+    }
+    PageHead* hd = head_at(f, d, desc, space);
+    uint32_t n = 0;
+    if (hd == nullptr || !exact_count(hd, h->exact_max, &n)) return UvStatus::kCorrupt;
+    uint32_t* refs = head_refs(hd);
+    std::byte* pages[kExactRefs] = {};
+    for (uint32_t pi = 0; pi * kExactPerPage < n; ++pi) {
+      if ((pages[pi] = page_at(f, d, refs[pi])) == nullptr) return UvStatus::kCorrupt;
+      if (exact_page_has(pages[pi], std::min(kExactPerPage, n - pi * kExactPerPage), v)) return UvStatus::kUnchanged;
+    }
+    if (n + 1 > h->exact_max) {
+      // Past the threshold: the entries and this item become registers (sparse or dense).
+      std::vector<uint8_t> regs(hllk::kHllRegisters, 0);
+      auto put = [&](uint64_t x) {
+        uint32_t idx;
+        uint8_t rank;
+        index_rank48(x, idx, rank);
+        if (rank > regs[idx]) regs[idx] = rank;
+      };
+      for (uint32_t pi = 0; pi * kExactPerPage < n; ++pi) {
+        const uint32_t m = std::min(kExactPerPage, n - pi * kExactPerPage);
+        for (uint32_t i = 0; i < m; ++i) put(get48(pages[pi] + i * kExactEntry));
+      }
+      put(v);
+      SHMF_KILL_POINT("uv.promote.after_seal");
+      std::vector<uint32_t> old;
+      sketch_pages(hd, static_cast<uint32_t>(desc >> 2), n, old);
+      publish_registers(f, d, ss, space, regs.data(), old);
+      return UvStatus::kChanged;
+    }
+    const uint32_t pi = n / kExactPerPage;
+    if (n % kExactPerPage == 0) {
+      // A new page, unless a holder killed here left one named already (its bytes past n are unused).
+      uint32_t ref = std::atomic_ref<uint32_t>(refs[pi]).load(std::memory_order_relaxed);
+      if (ref == 0 || page_at(f, d, ref) == nullptr) {
+        alloc_pages(f, d, 1, &ref);
+        // release: the page's zeroing before readers that find it through count (acquire).
+        std::atomic_ref<uint32_t>(refs[pi]).store(ref, std::memory_order_release);
+      }
+      if ((pages[pi] = page_at(f, d, ref)) == nullptr) return UvStatus::kCorrupt;
+    }
+    put48(pages[pi] + (n % kExactPerPage) * kExactEntry, v);
+    SHMF_KILL_POINT("uv.exact.before_count");
+    hd->count.store(n + 1, std::memory_order_release);  // publishes the entry: acknowledged from here
+    return UvStatus::kChanged;
   }
 
   static UvStatus add_hash(UvFamily& f, uint64_t space, uint64_t hash) noexcept {
     if (f.read_only_) return UvStatus::kReadOnly;
+    const ReadGuard guard(f.seg_);  // announced before valid(): a region live now stays readable to the end of the call
     if (!f.valid()) return UvStatus::kDropped;
     static thread_local uint32_t calls = 0;
     if (++calls % 256 == 0) f.seg_.quiesce();
     UvHeader* h = header(f);
     const uint64_t v = stored_hash(hash);
-    const Pin pin(f.seg_, h);
     try {
       UvStatus st = UvStatus::kBusy;
       DayHeader* d = day_for_write(f, f.bucket_of(f.now()), &st);
@@ -607,58 +624,53 @@ struct UvOps {
       d->adds.fetch_add(1, std::memory_order_relaxed);
       uint32_t idx;
       uint8_t rank;
-      hllk::hll_index_rank(v, idx, rank);
+      index_rank48(v, idx, rank);
+      uint32_t hidx;
+      uint8_t hrank;
+      hllk::hll_index_rank(hash, hidx, hrank);
       for (int attempt = 0; attempt < 8; ++attempt) {
         const uint64_t desc = ss->desc.load(std::memory_order_acquire);
-        if (desc == 0) {
-          promote(f, d, ss, space, 0);
-          continue;
-        }
-        BlockHead* b = block_at(f, d, desc, space, h->exact_max);
-        if (b == nullptr) return UvStatus::kCorrupt;
         UvStatus out;
-        if (b->enc == kEncDense) {
-          out = dense_update(body(b), idx, rank) ? UvStatus::kChanged : UvStatus::kUnchanged;
-        } else if (b->enc == kEncSparse) {
-          const uint32_t value = std::min<uint32_t>(rank, kDenseMaxValue);
-          const int in_code = sparse_code_get(body(b), b->cap, idx);
-          if (in_code < 0) return UvStatus::kCorrupt;
-          out = UvStatus::kUnchanged;
-          if (static_cast<uint32_t>(in_code) < value) {
-            const ExactResult r = sparse_buf_insert(sparse_buf(body(b)), idx, value);
-            if (r == ExactResult::kSealedBlock || r == ExactResult::kFull) {
-              promote(f, d, ss, space, desc);
-              continue;
-            }
-            if (r == ExactResult::kInserted) {
-              out = UvStatus::kChanged;
-              const uint64_t n = b->entries.fetch_add(1, std::memory_order_relaxed) + 1;
-              if (n * 4 >= uint64_t{kSparseBuf} * 3) {
-                try {
-                  promote(f, d, ss, space, desc);  // the register is in (acknowledged): a failed merge is retried later
-                } catch (const Error&) {
+        if (desc == 0 || (desc & kEncMask) == kEncExact) {
+          bool moved = false;
+          out = exact_add(f, d, ss, space, v, &moved);
+          if (moved) continue;
+          if (out != UvStatus::kChanged && out != UvStatus::kUnchanged) return out;
+        } else {
+          PageHead* hd = head_at(f, d, desc, space);
+          if (hd == nullptr) return UvStatus::kCorrupt;
+          if (hd->enc == kEncDense) {
+            uint64_t* words = dense_page(f, d, hd, (idx / kDensePerWord) / kDenseWordsPerPage);
+            if (words == nullptr) return UvStatus::kCorrupt;
+            const uint32_t wi = idx / kDensePerWord;
+            out = dense_update_word(&words[wi % kDenseWordsPerPage], wi, idx % kDensePerWord, rank) ? UvStatus::kChanged
+                                                                                                     : UvStatus::kUnchanged;
+          } else {
+            PagedBytes pb;
+            if (!data_pages(f, d, hd, pb)) return UvStatus::kCorrupt;
+            const int in_code = sparse_code_get(pb, hd->code_bits, hd->rice, idx);
+            if (in_code < 0) return UvStatus::kCorrupt;
+            out = UvStatus::kUnchanged;
+            if (in_code < rank) {
+              const InsertResult r = sparse_buf_insert(sparse_buf(hd), idx, rank);
+              if (r == InsertResult::kSealedBlock || r == InsertResult::kFull) {
+                merge(f, d, ss, space, desc, true);
+                continue;
+              }
+              if (r == InsertResult::kInserted) {
+                out = UvStatus::kChanged;
+                const uint32_t n = hd->count.fetch_add(1, std::memory_order_relaxed) + 1;
+                if (n >= kSparseMergeAt) {
+                  try {
+                    merge(f, d, ss, space, desc, false);  // the register is in (acknowledged): a failed merge is retried later
+                  } catch (const Error&) {
+                  }
                 }
               }
             }
           }
-        } else {
-          const ExactResult r = exact_insert(body(b), b->cap, v);
-          if (r == ExactResult::kSealedBlock || r == ExactResult::kFull) {
-            promote(f, d, ss, space, desc);
-            continue;
-          }
-          out = r == ExactResult::kInserted ? UvStatus::kChanged : UvStatus::kUnchanged;
-          if (r == ExactResult::kInserted) {
-            const uint64_t n = b->entries.fetch_add(1, std::memory_order_relaxed) + 1;
-            if ((n * 4 > uint64_t{b->cap} * 3 && b->cap < exact_final_cap(h->exact_max)) || n > h->exact_max) {
-              try {
-                promote(f, d, ss, space, desc);  // the item is in (acknowledged): a failed promotion is retried later
-              } catch (const Error&) {
-              }
-            }
-          }
         }
-        hllk::hll_update(day_hll(d), idx, rank, nullptr);
+        hllk::hll_update(day_hll(d), hidx, hrank, nullptr);
         return out;
       }
       return UvStatus::kBusy;
@@ -676,22 +688,55 @@ struct UvOps {
     }
   }
 
-  // One bucket's view of SPACE for a read: its hashes (exact) or registers (dense).
+  // One bucket's view of SPACE for a read: its hashes (exact) or registers.
   struct Gathered {
-    std::vector<uint64_t> hashes;
-    std::vector<uint8_t> regs;  // 16384 when any bucket is dense
+    std::vector<uint64_t> hashes;  // stored 48-bit values
+    std::vector<uint8_t> regs;     // 16384 when any bucket holds registers
     bool dense = false;
   };
 
+  // One bucket's sketch of SPACE into hashes / regs (regs zeroed by the caller); false if it
+  // fails validation. Readers that announce nothing (read-only, forked) may see pages reused
+  // under them: a moved descriptor is followed again (a few times); a bad one is corruption.
+  static bool read_space(const UvFamily& f, DayHeader* d, uint64_t space, std::vector<uint64_t>& hashes,
+                         std::vector<uint8_t>& regs, bool* has_regs) {
+    const UvHeader* h = header(f);
+    SpaceSlot* ss = find_space(h, d, space, false, nullptr);
+    if (ss == nullptr) return true;
+    uint64_t desc = ss->desc.load(std::memory_order_acquire);
+    for (int retry = 0; desc != 0; ++retry) {
+      const size_t h0 = hashes.size();
+      PageHead* hd = head_at(f, d, desc, space);
+      bool ok = hd != nullptr;
+      if (ok && hd->enc == kEncExact) {
+        uint32_t n = 0;
+        ok = exact_count(hd, h->exact_max, &n) && exact_entries(f, d, hd, n, hashes);
+        if (ok) return true;
+      } else if (ok) {
+        std::fill(regs.begin(), regs.end(), 0);
+        ok = head_regs(f, d, hd, regs.data());
+        if (ok) {
+          *has_regs = true;
+          return true;
+        }
+      }
+      hashes.resize(h0);
+      const uint64_t again = ss->desc.load(std::memory_order_acquire);
+      if (again == desc || retry >= 4) return false;
+      desc = again;
+    }
+    return true;
+  }
+
   // Reads SPACE (or, with all, the all-spaces HLL) over the last w buckets. Lock-free.
   static void gather(const UvFamily& f, uint64_t space, uint32_t w, bool all, Gathered& g, uint32_t age0 = 0) {
+    const ReadGuard guard(f.seg_);  // before require_valid (docs/CONCURRENCY.md "Reader announcements")
     f.require_valid();
     const UvHeader* h = header(f);
     if (w < 1 || w > h->retention)
       throw Error(ErrorCode::kInvalidArgument, "UV family '" + f.name_ + "': window w=" + std::to_string(w) +
                                                    " is outside 1.." + std::to_string(h->retention) + " (the retention)");
     const int64_t cur = f.bucket_of(f.now());
-    const Pin pin(f.seg_, const_cast<UvHeader*>(h));
     std::vector<uint64_t> day_hashes;
     std::vector<uint8_t> day_regs(hllk::kHllRegisters);
     for (uint32_t age = age0; age < age0 + w; ++age) {
@@ -701,62 +746,18 @@ struct UvOps {
       const uint64_t want = static_cast<uint64_t>(b) + 1;
       if (slot.tag.load(std::memory_order_acquire) != want) continue;
       DayHeader* d = day_at(f, slot.day, b);
-      bool ok = d != nullptr, dense = false;
+      bool ok = d != nullptr, regs = false;
       day_hashes.clear();
       if (ok && all) {
         hllk::hll_read_registers(day_hll(d), day_regs.data());
-        dense = true;
+        regs = true;
       } else if (ok) {
-        SpaceSlot* ss = find_space(h, d, space, false, nullptr);
-        uint64_t desc = ss ? ss->desc.load(std::memory_order_acquire) : 0;
-        BlockHead* blk = desc != 0 ? block_at(f, d, desc, space, h->exact_max) : nullptr;
-        // Unpinned (read-only or forked) readers: a block may have been reused under them; a
-        // moved descriptor is followed again (a few times), a bad one is corruption.
-        for (int retry = 0; desc != 0 && blk == nullptr && retry < 4; ++retry) {
-          const uint64_t again = ss->desc.load(std::memory_order_acquire);
-          if (again == desc) break;
-          desc = again;
-          blk = block_at(f, d, desc, space, h->exact_max);
-        }
-        if (desc != 0) {
-          if (blk == nullptr) {
-            ok = false;
-          } else if (blk->enc == kEncDense) {
-            std::fill(day_regs.begin(), day_regs.end(), 0);
-            dense_read_max(body(blk), day_regs.data());
-            dense = true;
-          } else if (blk->enc == kEncSparse) {
-            std::fill(day_regs.begin(), day_regs.end(), 0);
-            ok = sparse_read_max(body(blk), blk->cap, day_regs.data());
-            // Unpinned readers: a block reused under them may not decode; follow a moved
-            // descriptor again (a few times), as above.
-            for (int retry = 0; !ok && retry < 4; ++retry) {
-              const uint64_t again = ss->desc.load(std::memory_order_acquire);
-              if (again == desc) break;
-              desc = again;
-              BlockHead* nb = block_at(f, d, desc, space, h->exact_max);
-              if (nb == nullptr || nb->enc == kEncExact) break;
-              std::fill(day_regs.begin(), day_regs.end(), 0);
-              if (nb->enc == kEncDense) {
-                dense_read_max(body(nb), day_regs.data());
-                ok = true;
-              } else {
-                ok = sparse_read_max(body(nb), nb->cap, day_regs.data());
-              }
-            }
-            dense = true;
-          } else {
-            for (uint32_t i = 0; i < blk->cap; ++i) {
-              const uint64_t v = exact_load(body(blk), i);
-              if (v >= 2) day_hashes.push_back(v);
-            }
-          }
-        }
+        ok = read_space(f, d, space, day_hashes, day_regs, &regs);
       }
       std::atomic_thread_fence(std::memory_order_acquire);
       if (slot.tag.load(std::memory_order_relaxed) != want) continue;  // replaced meanwhile: the bucket left the window
       if (!ok) throw internal::corrupt_error(Kind::kUv, f.name_, "bucket " + std::to_string(b) + " fails validation");
-      if (dense) {
+      if (regs) {
         if (!g.dense) g.regs.assign(hllk::kHllRegisters, 0);
         g.dense = true;
         for (uint32_t i = 0; i < hllk::kHllRegisters; ++i) g.regs[i] = std::max(g.regs[i], day_regs[i]);
@@ -766,11 +767,37 @@ struct UvOps {
   }
   static std::vector<uint8_t> registers(const Gathered& g) {
     std::vector<uint8_t> r = g.dense ? g.regs : std::vector<uint8_t>(hllk::kHllRegisters, 0);
-    for (uint64_t v : g.hashes) hash_into_regs(v, r.data());
+    for (uint64_t v : g.hashes) {
+      uint32_t idx;
+      uint8_t rank;
+      index_rank48(v, idx, rank);
+      if (rank > r[idx]) r[idx] = rank;
+    }
     return r;
   }
+  static uint64_t exact_or_estimate(Gathered& g) {
+    if (!g.dense) {
+      std::sort(g.hashes.begin(), g.hashes.end());
+      return static_cast<uint64_t>(std::unique(g.hashes.begin(), g.hashes.end()) - g.hashes.begin());
+    }
+    return hllk::hll_estimate(registers(g).data());
+  }
+  // Pages a space's sketch holds (head + data) and its encoding; false if invalid.
+  static bool sketch_size(const UvFamily& f, DayHeader* d, SpaceSlot* s, uint64_t space, uint32_t* enc, uint64_t* pages) {
+    const uint64_t desc = s->desc.load(std::memory_order_acquire);
+    PageHead* hd = head_at(f, d, desc, space);
+    if (hd == nullptr) return false;
+    *enc = hd->enc;
+    if (hd->enc == kEncExact) {
+      uint32_t n = 0;
+      if (!exact_count(hd, header(f)->exact_max, &n)) return false;
+      *pages = 1 + (n + kExactPerPage - 1) / kExactPerPage;
+    } else {
+      *pages = 1 + uint64_t{hd->npages};
+    }
+    return true;
+  }
 };
-
 UvFamily UvFamily::create(Segment& seg, std::string_view name, const UvOptions& o) {
   std::string p = options_problem(o);
   if (!p.empty()) throw Error(ErrorCode::kInvalidArgument, "UV family '" + std::string(name) + "': " + p);
@@ -882,11 +909,7 @@ uint64_t UvFamily::add_many(std::span<const uint64_t> spaces, std::span<const ui
 uint64_t UvFamily::count(uint64_t space, uint32_t w) const {
   UvOps::Gathered g;
   UvOps::gather(*this, space, w, false, g);
-  if (!g.dense) {
-    std::sort(g.hashes.begin(), g.hashes.end());
-    return static_cast<uint64_t>(std::unique(g.hashes.begin(), g.hashes.end()) - g.hashes.begin());
-  }
-  return hllk::hll_estimate(UvOps::registers(g).data());
+  return UvOps::exact_or_estimate(g);
 }
 
 uint64_t UvFamily::count_hll(uint64_t space, uint32_t w) const {
@@ -922,11 +945,7 @@ uint64_t UvFamily::count_at(uint64_t space, uint32_t age) const {
                                                  " is outside 0.." + std::to_string(retention_ - 1));
   UvOps::Gathered g;
   UvOps::gather(*this, space, 1, false, g, age);
-  if (!g.dense) {
-    std::sort(g.hashes.begin(), g.hashes.end());
-    return static_cast<uint64_t>(std::unique(g.hashes.begin(), g.hashes.end()) - g.hashes.begin());
-  }
-  return hllk::hll_estimate(UvOps::registers(g).data());
+  return UvOps::exact_or_estimate(g);
 }
 
 std::string UvFamily::export_redis_all(uint32_t w) const {
@@ -936,6 +955,7 @@ std::string UvFamily::export_redis_all(uint32_t w) const {
 }
 
 std::vector<uint64_t> UvFamily::spaces(uint32_t w) const {
+  const ReadGuard guard(seg_);
   require_valid();
   const UvHeader* h = UvOps::header(*this);
   if (w < 1 || w > h->retention)
@@ -943,7 +963,6 @@ std::vector<uint64_t> UvFamily::spaces(uint32_t w) const {
                                                  " is outside 1.." + std::to_string(h->retention));
   std::set<uint64_t> out;
   const int64_t cur = bucket_of(now());
-  const internal::uv::Pin pin(seg_, const_cast<UvHeader*>(h));
   for (uint32_t age = 0; age < w; ++age) {
     const int64_t b = cur - static_cast<int64_t>(age);
     if (b < 0) break;
@@ -961,6 +980,7 @@ std::vector<uint64_t> UvFamily::spaces(uint32_t w) const {
 }
 
 UvStats UvFamily::stats() const {
+  const ReadGuard guard(seg_);
   require_valid();
   const UvHeader* h = UvOps::header(*this);
   UvStats s;
@@ -977,7 +997,6 @@ UvStats UvFamily::stats() const {
   s.no_space = h->no_space.load(std::memory_order_relaxed);
   s.stale = h->stale.load(std::memory_order_relaxed);
   s.memory_bytes = h->region_bytes;
-  const internal::uv::Pin pin(seg_, const_cast<UvHeader*>(h));
   for (uint32_t age = 0; age < h->retention; ++age) {
     const int64_t b = s.current_bucket - static_cast<int64_t>(age);
     if (b < 0) break;
@@ -991,27 +1010,20 @@ UvStats UvFamily::stats() const {
     bs.adds = d->adds.load(std::memory_order_relaxed);
     bs.table_bytes = d->extent_bytes;
     bs.chunk_bytes = uint64_t{std::min<uint32_t>(d->chunk_count.load(std::memory_order_acquire), kMaxChunks)} * d->chunk_bytes;
-    bs.retired_bytes = d->retired_bytes.load(std::memory_order_relaxed);
+    bs.retired_bytes = d->retired_pages.load(std::memory_order_relaxed) * kPage;
     bs.reused = d->reused.load(std::memory_order_relaxed);
     SpaceSlot* t = day_spaces(d);
     for (uint32_t i = 0; i < h->space_table; ++i) {
       const uint64_t k = t[i].key.load(std::memory_order_acquire);
-      if (k == 0) continue;
-      const uint64_t desc = t[i].desc.load(std::memory_order_acquire);
-      if (desc == 0) continue;
-      BlockHead* blk = UvOps::block_at(*this, d, desc, k - 1, h->exact_max);
-      if (blk == nullptr) continue;
+      if (k == 0 || t[i].desc.load(std::memory_order_acquire) == 0) continue;
+      uint32_t enc = 0;
+      uint64_t pages = 0;
+      if (!UvOps::sketch_size(*this, d, &t[i], k - 1, &enc, &pages)) continue;
       ++bs.spaces;
-      if (blk->enc == kEncDense) {
-        ++bs.dense_spaces;
-        bs.block_bytes += dense_block_bytes();
-      } else if (blk->enc == kEncSparse) {
-        ++bs.sparse_spaces;
-        bs.block_bytes += sparse_block_bytes(blk->cap);
-      } else {
-        ++bs.exact_spaces;
-        bs.block_bytes += exact_block_bytes(blk->cap);
-      }
+      if (enc == kEncDense) ++bs.dense_spaces;
+      else if (enc == kEncSparse) ++bs.sparse_spaces;
+      else ++bs.exact_spaces;
+      bs.block_bytes += pages * kPage;
     }
     s.memory_bytes += bs.table_bytes + bs.chunk_bytes;
     s.buckets.push_back(bs);
@@ -1021,8 +1033,9 @@ UvStats UvFamily::stats() const {
 
 namespace internal::uv {
 
-// Header, every kept bucket (bounds, magic, chunks inside the segment and not overlapping),
-// and every space's block (bounds, owner, encoding, dense words well formed).
+// Header, every kept bucket (bounds, magic, chunks inside the segment and not overlapping), the
+// allocator's lists (every page handed out, no loop) and every space's sketch (head, data pages,
+// counts, sparse code decodes, dense words well formed).
 void check_uv(Segment& seg, const RegionInfo& info, bool, CheckReport& report) {
   CheckScope scope = check_scope(info, report);
   std::byte* region = seg.base() + info.offset;
@@ -1038,7 +1051,7 @@ void check_uv(Segment& seg, const RegionInfo& info, bool, CheckReport& report) {
   const uint64_t size = seg.size();
   std::vector<std::pair<uint64_t, uint64_t>> extents;  // [off, end) of every day and chunk
   extents.emplace_back(info.offset, info.offset + h->region_bytes);
-  uint64_t bad_blocks = 0, bad_words = 0, bad_sparse = 0;
+  uint64_t bad_sketches = 0, bad_words = 0, bad_sparse = 0;
   for (uint32_t s = 0; s < h->retention; ++s) {
     DaySlot& slot = day_slots(h)[s];
     const uint64_t tag = slot.tag.load(std::memory_order_acquire);
@@ -1051,11 +1064,6 @@ void check_uv(Segment& seg, const RegionInfo& info, bool, CheckReport& report) {
     }
     extents.emplace_back(slot.day, slot.day + d->extent_bytes);
     const uint32_t nc = d->chunk_count.load(std::memory_order_acquire);
-    if (nc > kMaxChunks) {
-      scope.add("bucket " + std::to_string(b) + " claims " + std::to_string(nc) + " chunks (at most " +
-                std::to_string(kMaxChunks) + ")");
-      continue;
-    }
     bool chunks_ok = true;
     for (uint32_t c = 0; c < nc; ++c) {
       const uint64_t ch = day_chunks(d)[c];
@@ -1066,56 +1074,54 @@ void check_uv(Segment& seg, const RegionInfo& info, bool, CheckReport& report) {
       }
       extents.emplace_back(ch, ch + d->chunk_bytes);
     }
-    if (d->bump.load(std::memory_order_acquire) > uint64_t{nc} * d->chunk_bytes)
-      scope.add("bucket " + std::to_string(b) + " hands out more bytes than its chunks hold");
     if (!chunks_ok) continue;
-    for (uint32_t cls = 0; cls < kExactClasses; ++cls) {
-      uint64_t pos = d->free_head[cls].load(std::memory_order_acquire);
-      const uint64_t limit = d->bump.load(std::memory_order_acquire) / 64 + 1;
-      for (uint64_t n = 0; pos != 0; ++n) {
-        BlockHead* blk = UvOps::block_at(f, d, pos | kEncExact, 0, h->exact_max, true);
-        if (blk == nullptr || n > limit || exact_class(blk->cap, h->exact_max) != static_cast<int>(cls)) {
-          scope.add("bucket " + std::to_string(b) + ": the list of retired blocks of class " + std::to_string(cls) +
-                    " names an invalid block or loops (the next promotion drops the list)");
+    const uint64_t bump = d->bump.load(std::memory_order_acquire);
+    for (uint32_t list = 0; list <= kLimbo; ++list) {
+      uint32_t p = (list == 0 ? d->free_head : d->limbo_head[list - 1]).load(std::memory_order_acquire);
+      for (uint64_t n = 0; p != 0; ++n) {
+        std::byte* pg = UvOps::page_at(f, d, p);
+        if (pg == nullptr || n > bump) {
+          scope.add("bucket " + std::to_string(b) + ": its " + (list == 0 ? "free" : "limbo") +
+                    " page list names an invalid page or loops (the allocator drops such a list)");
           break;
         }
-        pos = blk->next.load(std::memory_order_acquire);
-      }
-    }
-    for (uint32_t cls = 0; cls < kSparseClasses; ++cls) {
-      uint64_t pos = d->sparse_head[cls].load(std::memory_order_acquire);
-      const uint64_t limit = d->bump.load(std::memory_order_acquire) / 64 + 1;
-      for (uint64_t n = 0; pos != 0; ++n) {
-        BlockHead* blk = UvOps::block_at(f, d, pos | kEncSparse, 0, h->exact_max, true);
-        if (blk == nullptr || n > limit || sparse_class(sparse_block_bytes(blk->cap)) != cls) {
-          scope.add("bucket " + std::to_string(b) + ": the list of retired sparse blocks of class " +
-                    std::to_string(cls) + " names an invalid block or loops (the next promotion drops the list)");
-          break;
-        }
-        pos = blk->next.load(std::memory_order_acquire);
+        p = std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(pg)).load(std::memory_order_relaxed);
       }
     }
     SpaceSlot* t = day_spaces(d);
+    std::vector<uint8_t> regs(hllk::kHllRegisters);
+    std::vector<uint64_t> hashes;
     for (uint32_t i = 0; i < h->space_table; ++i) {
       const uint64_t k = t[i].key.load(std::memory_order_acquire);
       const uint64_t desc = t[i].desc.load(std::memory_order_acquire);
       if (k == 0) {
-        if (desc != 0) ++bad_blocks;
+        if (desc != 0) ++bad_sketches;
         continue;
       }
       if (desc == 0) continue;
-      BlockHead* blk = UvOps::block_at(f, d, desc, k - 1, h->exact_max);
-      if (blk == nullptr) {
-        ++bad_blocks;
+      PageHead* hd = UvOps::head_at(f, d, desc, k - 1);
+      if (hd == nullptr) {
+        ++bad_sketches;
         continue;
       }
-      if (blk->enc == kEncDense) {
-        const uint64_t* words = reinterpret_cast<const uint64_t*>(blk + 1);
-        for (uint32_t wi = 0; wi < kDenseWords; ++wi)
-          bad_words += !dense_word_ok(std::atomic_ref<const uint64_t>(words[wi]).load(std::memory_order_relaxed), wi);
-      } else if (blk->enc == kEncSparse) {
-        std::vector<uint8_t> regs(hllk::kHllRegisters, 0);
-        if (!sparse_read_max(blk + 1, blk->cap, regs.data())) ++bad_sparse;
+      if (hd->enc == kEncExact) {
+        uint32_t n = 0;
+        hashes.clear();
+        if (!UvOps::exact_count(hd, h->exact_max, &n) || !UvOps::exact_entries(f, d, hd, n, hashes)) ++bad_sketches;
+      } else if (hd->enc == kEncDense) {
+        for (uint32_t pi = 0; pi < kDenseRefs; ++pi) {
+          const uint64_t* words = UvOps::dense_page(f, d, hd, pi);
+          if (words == nullptr) {
+            ++bad_sketches;
+            break;
+          }
+          for (uint32_t j = 0; j < kDenseWordsPerPage && pi * kDenseWordsPerPage + j < kDenseWords; ++j)
+            bad_words += !dense_word_ok(std::atomic_ref<const uint64_t>(words[j]).load(std::memory_order_relaxed),
+                                        pi * kDenseWordsPerPage + j);
+        }
+      } else {
+        std::fill(regs.begin(), regs.end(), 0);
+        if (!UvOps::head_regs(f, d, hd, regs.data())) ++bad_sparse;
       }
     }
   }
@@ -1125,10 +1131,50 @@ void check_uv(Segment& seg, const RegionInfo& info, bool, CheckReport& report) {
       scope.add("two of its extents (bucket tables, chunks or its own header) overlap");
       break;
     }
-  if (bad_blocks != 0) scope.add(std::to_string(bad_blocks) + " space descriptors name an invalid block");
+  if (bad_sketches != 0) scope.add(std::to_string(bad_sketches) + " space descriptors name an invalid sketch");
   if (bad_words != 0) scope.add(std::to_string(bad_words) + " dense register words hold stray bits");
-  if (bad_sparse != 0) scope.add(std::to_string(bad_sparse) + " sparse blocks hold a malformed code");
+  if (bad_sparse != 0) scope.add(std::to_string(bad_sparse) + " sparse sketches hold a malformed code");
 }
 
 }  // namespace internal::uv
 }  // namespace shmfilter
+
+namespace shmfilter::internal::uv {
+
+std::vector<SavedDay> read_days(Segment& seg, const RegionInfo& r) {
+  UvFamily f = UvFamily::open(seg, r.name);  // validates
+  auto* h = reinterpret_cast<UvHeader*>(seg.base() + r.offset);
+  const ReadGuard guard(seg);
+  std::vector<SavedDay> out;
+  for (uint32_t s = 0; s < h->retention; ++s) {
+    DaySlot& slot = day_slots(h)[s];
+    const uint64_t tag = slot.tag.load(std::memory_order_acquire);
+    if (tag == 0) continue;
+    DayHeader* d = UvOps::day_at(f, slot.day, static_cast<int64_t>(tag - 1));
+    if (d == nullptr) throw corrupt_error(Kind::kUv, r.name, "a bucket extent fails validation: run 'shmtool check'");
+    SavedDay day;
+    day.bucket = d->bucket;
+    const uint64_t* hw = day_hll(d);
+    for (uint32_t i = 0; i < hllk::kHllWords; ++i) day.hll.push_back(std::atomic_ref<const uint64_t>(hw[i]).load(std::memory_order_relaxed));
+    SpaceSlot* t = day_spaces(d);
+    std::vector<uint8_t> regs(hllk::kHllRegisters);
+    for (uint32_t i = 0; i < h->space_table; ++i) {
+      const uint64_t k = t[i].key.load(std::memory_order_acquire);
+      if (k == 0 || t[i].desc.load(std::memory_order_acquire) == 0) continue;
+      SavedSpace sp{k - 1, kEncExact, {}};
+      bool has_regs = false;
+      if (!UvOps::read_space(f, d, k - 1, sp.v, regs, &has_regs))
+        throw corrupt_error(Kind::kUv, r.name, "a space's sketch fails validation: run 'shmtool check'");
+      if (has_regs) {
+        sp.enc = kEncDense;
+        sp.v.assign(kDenseWords, 0);
+        dense_from_regs(regs.data(), sp.v.data());
+      }
+      day.spaces.push_back(std::move(sp));
+    }
+    out.push_back(std::move(day));
+  }
+  return out;
+}
+
+}  // namespace shmfilter::internal::uv

@@ -16,10 +16,10 @@ namespace {
 
 constexpr MetricFamily kFamilies[] = {
     {"shmfilter_uv_spaces", "gauge", "Spaces (plans) with a sketch in the current bucket."},
-    {"shmfilter_uv_dense_spaces", "gauge", "Of them, spaces whose sketch is dense HLL registers (the rest are exact)."},
+    {"shmfilter_uv_dense_spaces", "gauge", "Of them, spaces whose sketch is dense HLL registers."},
     {"shmfilter_uv_buckets", "gauge", "Buckets kept now."},
-    {"shmfilter_uv_retired_bytes", "gauge", "Bytes of blocks replaced by promotions, freed with their bucket."},
-    {"shmfilter_uv_promotions_total", "counter", "Sketches replaced by a bigger exact or a dense one."},
+    {"shmfilter_uv_retired_bytes", "gauge", "Bytes of pages of replaced sketches not yet handed out again."},
+    {"shmfilter_uv_promotions_total", "counter", "Sketches replaced by registers, merged or made dense."},
     {"shmfilter_uv_rotations_total", "counter", "Buckets started by the clock."},
     {"shmfilter_uv_refused_total", "counter", "Adds refused, by cause (spaces_full, no_space, stale)."},
 };
@@ -93,8 +93,8 @@ void fuzz_exercise(Segment& seg, const RegionInfo& r) {
 
 // Every field open/validate, check, drop and the data plane follow: the header's parameters,
 // each day slot's tag and day offset, and in each day extent (bounds-checked first) its
-// parameters, allocation state, chunk offsets, retired-list heads and every space's block
-// descriptor.
+// parameters, allocation state (lock word, bump, page lists, limbo epoch), chunk offsets, every
+// space's sketch descriptor and, in the head page it names, its counts and first page reference.
 void fuzz_fields(const Segment& seg, const RegionInfo& r, std::vector<FuzzField>& out) {
   using F = FuzzField;
   const uint64_t h = r.offset;
@@ -107,7 +107,6 @@ void fuzz_fields(const Segment& seg, const RegionInfo& r, std::vector<FuzzField>
   fuzz_field(out, h + offsetof(UvHeader, chunk_bytes), 8, F::kSize);
   fuzz_field(out, h + offsetof(UvHeader, region_offset), 8, F::kOffset);
   fuzz_field(out, h + offsetof(UvHeader, region_bytes), 8, F::kSize);
-  fuzz_field(out, h + offsetof(UvHeader, epoch), 8, F::kCount);
   auto* hdr = reinterpret_cast<const UvHeader*>(seg.base() + h);
   const uint32_t slots = hdr->retention;
   if (slots > kMaxRetention) return;
@@ -125,18 +124,34 @@ void fuzz_fields(const Segment& seg, const RegionInfo& r, std::vector<FuzzField>
     fuzz_field(out, d + offsetof(DayHeader, extent_bytes), 8, F::kSize);
     fuzz_field(out, d + offsetof(DayHeader, bump), 8, F::kSize);
     fuzz_field(out, d + offsetof(DayHeader, chunk_count), 4, F::kCount);
-    fuzz_field(out, d + offsetof(DayHeader, free_head), 8, F::kDescriptor);
-    fuzz_field(out, d + offsetof(DayHeader, sparse_head), 8, F::kDescriptor);
+    fuzz_field(out, d + offsetof(DayHeader, alloc_lock), 8, F::kTag);
+    fuzz_field(out, d + offsetof(DayHeader, free_head), 4, F::kCount);
+    for (uint32_t g = 0; g < kLimbo; ++g) {
+      fuzz_field(out, d + offsetof(DayHeader, limbo_head) + 4 * g, 4, F::kCount);
+      fuzz_field(out, d + offsetof(DayHeader, limbo_epoch) + 8 * g, 8, F::kCount);
+    }
     auto* dh = reinterpret_cast<const DayHeader*>(seg.base() + d);
     const uint32_t chunks = dh->chunk_count.load(std::memory_order_relaxed);  // relaxed: a quiescent image
-    if (chunks <= 256 && fuzz_in_segment(seg, d + day_chunks_offset(), uint64_t{chunks} * 8))
+    if (chunks <= kMaxChunks && fuzz_in_segment(seg, d + day_chunks_offset(), uint64_t{chunks} * 8))
       for (uint32_t c = 0; c < chunks; ++c) fuzz_field(out, d + day_chunks_offset() + uint64_t{c} * 8, 8, F::kOffset);
     const uint32_t st = dh->space_table;
     if (st > 2 * kMaxSpaces || !fuzz_in_segment(seg, d + day_spaces_offset(), uint64_t{st} * sizeof(SpaceSlot))) continue;
     for (uint32_t j = 0; j < st; ++j) {
       const uint64_t sp = d + day_spaces_offset() + uint64_t{j} * sizeof(SpaceSlot);
-      if (reinterpret_cast<const SpaceSlot*>(seg.base() + sp)->desc.load(std::memory_order_relaxed) != 0)
-        fuzz_field(out, sp + offsetof(SpaceSlot, desc), 8, F::kDescriptor);
+      const uint64_t desc = reinterpret_cast<const SpaceSlot*>(seg.base() + sp)->desc.load(std::memory_order_relaxed);
+      if (desc == 0) continue;
+      fuzz_field(out, sp + offsetof(SpaceSlot, desc), 8, F::kDescriptor);
+      // The head page it names (found as the data plane would, bounds-checked here): its page
+      // count, entry count, code length and first data page.
+      const uint64_t ppc = dh->chunk_bytes / kPage, pn = desc >> 2;
+      if (ppc == 0 || pn / ppc >= chunks || chunks > kMaxChunks) continue;
+      const uint64_t chunk = *reinterpret_cast<const uint64_t*>(seg.base() + d + day_chunks_offset() + pn / ppc * 8);
+      const uint64_t hp = chunk + (pn % ppc) * kPage;
+      if (chunk == 0 || !fuzz_in_segment(seg, hp, kPage)) continue;
+      fuzz_field(out, hp + offsetof(PageHead, npages), 2, F::kCount);
+      fuzz_field(out, hp + offsetof(PageHead, count), 4, F::kCount);
+      fuzz_field(out, hp + offsetof(PageHead, code_bits), 4, F::kSize);
+      fuzz_field(out, hp + sizeof(PageHead) + ((desc & kEncMask) == kEncSparse ? kSparseBuf * 4 : 0), 4, F::kCount);
     }
   }
 }

@@ -1,9 +1,11 @@
 // lib/structures/uv/uv_snapshot.cpp: a UV family's entry in a save file (docs/save-restore.md).
-// Logical, not a byte copy (the chunks hold retired blocks and per-process positions):
+// Logical, not a byte copy (the chunks hold retired pages, lists and lock words):
 //   [u32 retention][u32 max_spaces][u32 exact_max][u32 buckets][u64 bucket_seconds]
 //   [i64 utc_offset][u64 chunk_bytes]
 //   per bucket: [i64 bucket][1639 x u64 all-spaces HLL words][u32 spaces]
-//     per space: [u64 space][u32 enc][u32 n] then n u64 hashes (exact) or 1093 u64 words (dense)
+//     per space: [u64 space][u32 enc][u32 n] then n u64 values (exact: the stored low 48 bits of each
+//     hash) or 1093 u64 words (dense; a sparse sketch is saved as the dense words of its registers
+//     and restored sparse again when its code fits)
 // Restore validates every field, then builds the whole family inside create_region's init
 // (unpublished until complete: a restore killed anywhere leaves nothing).
 #include <algorithm>
@@ -22,25 +24,8 @@ using namespace snapshot;
 namespace hllk = internal::hll;
 
 std::string save(Segment& seg, const RegionInfo& r) {
-  UvFamily f = UvFamily::open(seg, r.name);  // validates
   auto* h = reinterpret_cast<UvHeader*>(seg.base() + r.offset);
-  struct Day {
-    int64_t bucket;
-    DayHeader* d;
-  };
-  std::vector<Day> days;
-  for (uint32_t s = 0; s < h->retention; ++s) {
-    DaySlot& slot = day_slots(h)[s];
-    const uint64_t tag = slot.tag.load(std::memory_order_acquire);
-    if (tag == 0) continue;
-    const uint64_t off = slot.day;
-    if (off == 0 || off % 64 != 0 || off > seg.size() || day_extent_bytes(h->space_table) > seg.size() - off)
-      fail(ErrorCode::kCorrupt, "UV family '" + r.name + "': a bucket extent lies outside the segment: run 'shmtool check'");
-    auto* d = reinterpret_cast<DayHeader*>(seg.base() + off);
-    if (d->magic != kDayMagic || d->bucket != static_cast<int64_t>(tag - 1))
-      fail(ErrorCode::kCorrupt, "UV family '" + r.name + "': a bucket extent fails validation: run 'shmtool check'");
-    days.push_back({d->bucket, d});
-  }
+  const std::vector<SavedDay> days = read_days(seg, r);  // opens (validates) and reads through the data plane
   Out o;
   o.u32(h->retention);
   o.u32(h->max_spaces);
@@ -49,67 +34,16 @@ std::string save(Segment& seg, const RegionInfo& r) {
   o.u64(h->bucket_seconds);
   o.u64(static_cast<uint64_t>(h->utc_offset));
   o.u64(h->chunk_bytes);
-  // The spaces of a bucket through the handle's validated reads: count by space and bucket.
-  for (const Day& day : days) {
+  for (const SavedDay& day : days) {
     o.u64(static_cast<uint64_t>(day.bucket));
-    const uint64_t* hw = day_hll(day.d);
-    for (uint32_t i = 0; i < hllk::kHllWords; ++i) o.u64(std::atomic_ref<const uint64_t>(hw[i]).load(std::memory_order_relaxed));
-    SpaceSlot* t = day_spaces(day.d);
-    Out body;
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < h->space_table; ++i) {
-      const uint64_t k = t[i].key.load(std::memory_order_acquire);
-      const uint64_t desc = t[i].desc.load(std::memory_order_acquire);
-      if (k == 0 || desc == 0) continue;
-      const uint64_t cb = day.d->chunk_bytes, pos = desc & ~uint64_t{63};
-      const uint64_t c = pos / cb;
-      if (c >= std::min<uint32_t>(day.d->chunk_count.load(std::memory_order_acquire), kMaxChunks))
-        fail(ErrorCode::kCorrupt, "UV family '" + r.name + "': a space's block lies outside its chunks: run 'shmtool check'");
-      const uint64_t ch = day_chunks(day.d)[c];
-      if (ch == 0 || ch % 64 != 0 || ch > seg.size() || cb > seg.size() - ch || pos % cb + sizeof(BlockHead) > cb)
-        fail(ErrorCode::kCorrupt, "UV family '" + r.name + "': a chunk lies outside the segment: run 'shmtool check'");
-      auto* b = reinterpret_cast<BlockHead*>(seg.base() + ch + pos % cb);
-      const uint32_t enc = static_cast<uint32_t>(desc & kEncMask);
-      const uint64_t bytes = enc == kEncDense    ? dense_block_bytes()
-                             : enc == kEncSparse ? sparse_block_bytes(b->cap)
-                                                 : exact_block_bytes(b->cap);
-      if (b->magic != kBlockMagic || b->enc != enc || b->space != k - 1 || pos % cb + bytes > cb ||
-          (enc == kEncDense    ? b->cap != kDenseWords
-           : enc == kEncSparse ? (b->cap < 64 || b->cap % 64 != 0 || bytes > kSparseMaxBlock)
-                               : (b->cap < kMinExactSlots || b->cap > exact_final_cap(h->exact_max))))
-        fail(ErrorCode::kCorrupt, "UV family '" + r.name + "': a space's block fails validation: run 'shmtool check'");
-      const uint64_t* w = reinterpret_cast<const uint64_t*>(b + 1);
-      body.u64(k - 1);
-      if (enc == kEncSparse) {
-        // Saved as dense words (the file format knows exact and dense): the same registers.
-        std::vector<uint8_t> regs(hllk::kHllRegisters, 0);
-        if (!sparse_read_max(b + 1, b->cap, regs.data()))
-          fail(ErrorCode::kCorrupt, "UV family '" + r.name + "': a space's sparse block is malformed: run 'shmtool check'");
-        std::vector<uint64_t> words(kDenseWords, 0);
-        dense_from_regs(regs.data(), words.data());
-        body.u32(kEncDense);
-        body.u32(kDenseWords);
-        for (uint64_t x : words) body.u64(x);
-        ++n;
-        continue;
-      }
-      body.u32(enc);
-      if (enc == kEncDense) {
-        body.u32(kDenseWords);
-        for (uint32_t j = 0; j < kDenseWords; ++j) body.u64(std::atomic_ref<const uint64_t>(w[j]).load(std::memory_order_relaxed));
-      } else {
-        std::vector<uint64_t> hs;
-        for (uint32_t j = 0; j < b->cap; ++j) {
-          const uint64_t v = exact_load(w, j);
-          if (v >= 2) hs.push_back(v);
-        }
-        body.u32(static_cast<uint32_t>(hs.size()));
-        for (uint64_t v : hs) body.u64(v);
-      }
-      ++n;
+    for (uint64_t w : day.hll) o.u64(w);
+    o.u32(static_cast<uint32_t>(day.spaces.size()));
+    for (const SavedSpace& sp : day.spaces) {
+      o.u64(sp.space);
+      o.u32(sp.enc);
+      o.u32(static_cast<uint32_t>(sp.v.size()));
+      for (uint64_t x : sp.v) o.u64(x);
     }
-    o.u32(n);
-    o.b += body.b;
   }
   return o.b;
 }
@@ -143,7 +77,6 @@ void restore(Segment& seg, const std::string& name, In in) {
   if (ndays > o.retention) fail(ErrorCode::kBadInput, in.what + ": more buckets than the retention");
   std::vector<RDay> days(ndays);
   std::set<uint64_t> slots_used;
-  const uint32_t final_cap = exact_final_cap(o.exact_max);
   for (RDay& d : days) {
     d.bucket = static_cast<int64_t>(in.u64());
     if (d.bucket < 0 || d.bucket > (int64_t{1} << 62) || !slots_used.insert(static_cast<uint64_t>(d.bucket) % o.retention).second)
@@ -177,6 +110,7 @@ void restore(Segment& seg, const std::string& name, In in) {
       for (uint32_t j = 0; j < n; ++j) {
         s.v[j] = in.u64();
         if (s.enc == kEncExact && s.v[j] < 2) fail(ErrorCode::kBadInput, in.what + ": an exact sketch holds a reserved value");
+        if (s.enc == kEncExact) s.v[j] = stored_hash(s.v[j]);  // a file from format 1 holds 64-bit values: their low 48 bits
         if (s.enc == kEncDense && !dense_word_ok(s.v[j], j))
           fail(ErrorCode::kBadInput, in.what + ": a dense register word holds stray bits");
       }
@@ -187,55 +121,89 @@ void restore(Segment& seg, const std::string& name, In in) {
     auto* h = reinterpret_cast<UvHeader*>(region);
     init_header(h, o, static_cast<uint64_t>(region - txn.base()), rbytes);
     std::byte* base = txn.base();
+    const uint64_t cb = h->chunk_bytes, ppc = cb / kPage;
     for (const RDay& rd : days) {
       const uint64_t dbytes = day_extent_bytes(h->space_table);
       const uint64_t doff = txn.allocate(dbytes);
+      init_day(base + doff, h->space_table, rd.bucket, cb);
       auto* d = reinterpret_cast<DayHeader*>(base + doff);
-      d->magic = kDayMagic;
-      d->space_table = h->space_table;
-      d->bucket = rd.bucket;
-      d->chunk_bytes = h->chunk_bytes;
-      d->extent_bytes = dbytes;
       std::memcpy(day_hll(d), rd.hll.data(), rd.hll.size() * 8);
-      const uint64_t cb = h->chunk_bytes;
-      uint64_t bump = kFirstBlock;
+      // Pages handed out in order from fresh chunks (allocated zeroed).
+      uint64_t next = 1;
       uint32_t nchunks = 0;
-      for (const RSpace& s : rd.spaces) {
-        uint32_t cap = kDenseWords;
-        if (s.enc == kEncExact) {
-          cap = kMinExactSlots;
-          while (cap < final_cap && s.v.size() * 4 > uint64_t{cap} * 3) cap *= kExactGrowth;
-          cap = std::min(cap, final_cap);
-        }
-        const uint64_t bytes = s.enc == kEncDense ? dense_block_bytes() : exact_block_bytes(cap);
-        if (bump % cb + bytes > cb) bump = (bump / cb + 1) * cb;
-        const uint64_t c = bump / cb;
-        if (c >= kMaxChunks) fail(ErrorCode::kNoSpace, in.what + ": a bucket needs more than 256 chunks");
+      auto page = [&](uint64_t* num) -> std::byte* {
+        const uint64_t pn = next++;
+        const uint64_t c = pn / ppc;
+        if (c >= kMaxChunks) fail(ErrorCode::kNoSpace, in.what + ": a bucket needs more than " + std::to_string(kMaxChunks) + " chunks");
         while (nchunks <= c) day_chunks(d)[nchunks++] = txn.allocate(cb);
-        auto* b = reinterpret_cast<BlockHead*>(base + day_chunks(d)[c] + bump % cb);
-        b->magic = kBlockMagic;
-        b->enc = s.enc;
-        b->space = s.space;
-        b->cap = cap;
-        auto* w = reinterpret_cast<uint64_t*>(b + 1);
-        if (s.enc == kEncDense) {
-          std::memcpy(w, s.v.data(), s.v.size() * 8);
+        *num = pn;
+        return base + day_chunks(d)[c] + (pn % ppc) * kPage;
+      };
+      for (const RSpace& s : rd.spaces) {
+        uint64_t hp = 0;
+        auto* hd = reinterpret_cast<PageHead*>(page(&hp));
+        hd->magic = kHeadMagic;
+        hd->space = s.space;
+        uint32_t enc = kEncExact;
+        if (s.enc == kEncExact) {
+          hd->enc = kEncExact;
+          uint32_t* refs = head_refs(hd);
+          std::byte* pg = nullptr;
+          for (uint32_t j = 0; j < s.v.size(); ++j) {
+            if (j % kExactPerPage == 0) {
+              uint64_t pn = 0;
+              pg = page(&pn);
+              refs[j / kExactPerPage] = static_cast<uint32_t>(pn);
+            }
+            put48(pg + (j % kExactPerPage) * kExactEntry, s.v[j]);
+          }
+          hd->count.store(static_cast<uint32_t>(s.v.size()), std::memory_order_relaxed);
         } else {
-          for (uint64_t v : s.v) (void)exact_insert(w, cap, v);
-          b->entries.store(s.v.size(), std::memory_order_relaxed);
+          // The registers the words hold, kept sparse when their code fits (as the data plane would).
+          std::vector<uint8_t> regs(hllk::kHllRegisters, 0);
+          for (uint32_t wi = 0; wi < kDenseWords; ++wi) dense_word_max(s.v[wi], wi, regs.data());
+          uint64_t bits = 0;
+          const uint32_t k = sparse_best_rice(regs.data(), &bits);
+          const uint64_t bytes = sparse_string_bytes(bits);
+          if (bytes <= kSparseMaxBytes) {
+            enc = kEncSparse;
+            hd->enc = kEncSparse;
+            hd->rice = static_cast<uint8_t>(k);
+            hd->code_bits = static_cast<uint32_t>(bits);
+            PagedBytes pb;
+            pb.n = static_cast<uint32_t>((bytes + kPage - 1) / kPage);
+            hd->npages = static_cast<uint16_t>(pb.n);
+            for (uint32_t i = 0; i < pb.n; ++i) {
+              uint64_t pn = 0;
+              pb.pages[i] = page(&pn);
+              head_refs(hd)[i] = static_cast<uint32_t>(pn);
+            }
+            std::vector<uint8_t> buf(bytes + 8, 0);
+            sparse_encode(regs.data(), k, buf.data());
+            pb.copy_in(buf.data(), bytes);
+          } else {
+            enc = kEncDense;
+            hd->enc = kEncDense;
+            hd->npages = kDenseRefs;
+            for (uint32_t i = 0; i < kDenseRefs; ++i) {
+              uint64_t pn = 0;
+              std::byte* pg = page(&pn);
+              head_refs(hd)[i] = static_cast<uint32_t>(pn);
+              const uint32_t m = std::min(kDenseWordsPerPage, kDenseWords - i * kDenseWordsPerPage);
+              std::memcpy(pg, s.v.data() + i * kDenseWordsPerPage, m * 8);
+            }
+          }
         }
-        const uint64_t desc = bump | s.enc;
-        bump += bytes;
         // The space's slot.
         SpaceSlot* t = day_spaces(d);
         const uint32_t mask = h->space_table - 1;
         uint32_t i = static_cast<uint32_t>(space_mix(s.space)) & mask;
         while (t[i].key.load(std::memory_order_relaxed) != 0) i = (i + 1) & mask;
         t[i].key.store(s.space + 1, std::memory_order_relaxed);
-        t[i].desc.store(desc, std::memory_order_relaxed);
+        t[i].desc.store((hp << 2) | enc, std::memory_order_relaxed);
         d->spaces.fetch_add(1, std::memory_order_relaxed);
       }
-      d->bump.store(bump, std::memory_order_relaxed);
+      d->bump.store(next, std::memory_order_relaxed);
       d->chunk_count.store(nchunks, std::memory_order_relaxed);
       DaySlot& slot = day_slots(h)[static_cast<uint64_t>(rd.bucket) % o.retention];
       slot.day = doff;
