@@ -313,7 +313,11 @@ TEST(Uv, ConcurrentProcessesCountEveryItemOnce) {
       std::shuffle(work.begin(), work.end(), rng);
       for (auto [sp, i] : work) {
         UvStatus st = f.add(sp, i);
-        if (st != UvStatus::kChanged && st != UvStatus::kUnchanged) return 3;
+        if (st != UvStatus::kChanged && st != UvStatus::kUnchanged) {
+          std::fprintf(stderr, "writer %d: add(%llu, %llu) answered status %d\n", p, (unsigned long long)sp,
+                       (unsigned long long)i, static_cast<int>(st));
+          return 3;
+        }
       }
       return 0;
     }));
@@ -655,6 +659,71 @@ TEST(Uv, RetiredBlocksAreReusedOnlyWhenNoProcessCanHoldThem) {
   // space 5 reuses a whole exact sketch's pages and more.
   EXPECT_GE(reused_after, 20u);
   for (uint64_t s = 1; s <= 5; ++s) EXPECT_LE(rel(f.count(s, 1), 1500), 4 * kSigma) << "space " << s;
+  EXPECT_TRUE(seg.check().consistent());
+}
+
+// A replaced sketch stays exactly as published while a process that may hold its old desc is
+// inside a call: the limbo list links retired heads through their `reserved` word only. (It
+// linked every retired page through its first u32, the head's magic included, at once: a
+// concurrent add that had loaded the old desc then failed validation and answered kCorrupt,
+// 1 run in 4..15 of ConcurrentProcessesCountEveryItemOnce.)
+TEST(Uv, ARetiredSketchStaysAsPublishedWhileAProcessMayReadIt) {
+  SegmentGuard g(unique_name("uvlimbo"));
+  Segment seg = Segment::create(g.name, small_options(32 << 20));
+  UvFamily f = UvFamily::create(seg, "uv", test_options());
+  f.set_now(kDay0 + 1);
+  for (uint64_t i = 0; i < 1500; ++i) f.add(7, i);  // past exact: a sparse sketch
+  using namespace internal::uv;
+  auto* h = reinterpret_cast<UvHeader*>(seg.base() + seg.find("uv")->offset);
+  DaySlot& slot = day_slots(h)[static_cast<uint64_t>(f.bucket_of(kDay0 + 1)) % h->retention];
+  auto* d = reinterpret_cast<DayHeader*>(seg.base() + slot.day);
+  SpaceSlot* ss = nullptr;
+  for (uint32_t i = 0; i < h->space_table; ++i)
+    if (day_spaces(d)[i].key.load() == 8) ss = &day_spaces(d)[i];
+  ASSERT_NE(ss, nullptr);
+  const uint64_t ppc = d->chunk_bytes / kPage;
+  auto page = [&](uint64_t p) { return seg.base() + day_chunks(d)[p / ppc] + (p % ppc) * kPage; };
+  const uint64_t old = ss->desc.load();
+  ASSERT_EQ(old & kEncMask, uint64_t{kEncSparse});
+  auto* hd = reinterpret_cast<PageHead*>(page(old >> 2));
+  struct {
+    uint32_t magic, code_bits;
+    uint8_t enc;
+    uint16_t npages;
+    uint64_t space;
+  } head_before{hd->magic, hd->code_bits, hd->enc, hd->npages, hd->space};
+  std::vector<std::vector<std::byte>> data_before;
+  for (uint32_t i = 0; i < hd->npages; ++i) {
+    const std::byte* q = page(head_refs(hd)[i]);
+    data_before.emplace_back(q, q + kPage);
+  }
+  int to_child[2], to_parent[2];
+  ASSERT_EQ(pipe(to_child), 0);
+  ASSERT_EQ(pipe(to_parent), 0);
+  pid_t kid = fork_child([&] {
+    Segment s = Segment::open(g.name);
+    char c = 0;
+    ReadGuard guard(s);  // a call in flight that began before the replacement
+    if (write(to_parent[1], &c, 1) != 1) return 2;
+    if (read(to_child[0], &c, 1) != 1) return 3;
+    return 0;
+  });
+  char c = 0;
+  ASSERT_EQ(read(to_parent[0], &c, 1), 1);
+  uint64_t i = 1500;
+  while (ss->desc.load() == old && i < 200000) f.add(7, i++);  // until a merge replaces the sketch
+  ASSERT_NE(ss->desc.load(), old) << "no merge replaced the sketch";
+  for (uint64_t s = 8; s < 40; ++s)  // more retirements and allocations while the child holds its call
+    for (uint64_t j = 0; j < 1500; ++j) f.add(s, j);
+  EXPECT_EQ(hd->magic, head_before.magic);
+  EXPECT_EQ(hd->enc, head_before.enc);
+  EXPECT_EQ(hd->space, head_before.space);
+  EXPECT_EQ(hd->npages, head_before.npages);
+  EXPECT_EQ(hd->code_bits, head_before.code_bits);
+  for (uint32_t k = 0; k < data_before.size(); ++k)
+    EXPECT_EQ(std::memcmp(page(head_refs(hd)[k]), data_before[k].data(), kPage), 0) << "data page " << k;
+  ASSERT_EQ(write(to_child[1], &c, 1), 1);
+  EXPECT_TRUE(exited_ok(wait_status(kid)));
   EXPECT_TRUE(seg.check().consistent());
 }
 

@@ -402,7 +402,7 @@ struct UvOps {
           if (safe == 0) safe = f.seg_.impl()->min_live_epoch();
           if (d->limbo_epoch[i].load(std::memory_order_acquire) > safe) continue;
           d->limbo_head[i].store(0, std::memory_order_release);
-          d->free_head.store(l, std::memory_order_release);
+          free_generation(f, d, l);
         }
         continue;
       } else {
@@ -423,28 +423,58 @@ struct UvOps {
     }
   }
 
-  // Puts the pages of a replaced sketch on a limbo generation (its desc was replaced already, by a
-  // seq_cst store). The segment's epoch is raised (seq_cst RMW, after that store) and the generation's
-  // epoch set to it BEFORE any page is linked, so a page on the list is never handed out while a
-  // process that may hold the old desc is inside a call. A failure only leaves pages unused.
+  // Puts a replaced sketch on a limbo generation (its desc was replaced already, by a seq_cst
+  // store). The segment's epoch is raised (seq_cst RMW, after that store) and the generation's
+  // epoch set to it BEFORE the sketch is linked, so no page of it is handed out while a process
+  // that may hold the old desc is inside a call. Only the head is linked, through its `reserved`
+  // word, which no reader reads: every byte a reader of the old desc may still read stays as it
+  // was until the generation is safe (free_generation then lists the head and its data pages).
+  // One store links the whole sketch; a failure only leaves its pages unused.
   static void retire_pages(UvFamily& f, DayHeader* d, const std::vector<uint32_t>& pages) {
     if (pages.empty()) return;
     auto* seg_epoch = &f.seg_.impl()->hdr()->global_epoch;
     const uint64_t e = __atomic_add_fetch(seg_epoch, 1, __ATOMIC_SEQ_CST);
     if (!lock_word(f.seg_, d->alloc_lock, f.seg_.owner_token(), true, takeovers(f))) return;  // lost (unused) pages
     Held held(&d->alloc_lock);
+    std::byte* pg = page_at(f, d, pages[0]);
+    if (pg == nullptr) return;
     const uint32_t gen = limbo_generation(e);
     if (d->limbo_epoch[gen].load(std::memory_order_relaxed) < e) d->limbo_epoch[gen].store(e, std::memory_order_release);
-    bool first = true;
-    for (uint32_t p : pages) {
-      std::byte* pg = page_at(f, d, p);
-      if (pg == nullptr) continue;
-      std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(pg)).store(d->limbo_head[gen].load(std::memory_order_relaxed),
-                                                                       std::memory_order_relaxed);
-      d->limbo_head[gen].store(p, std::memory_order_release);
-      d->retired_pages.fetch_add(1, std::memory_order_relaxed);
-      if (first) SHMF_KILL_POINT("uv.retire.after_link");  // the rest of the sketch's pages are lost, unused
-      first = false;
+    auto* hd = reinterpret_cast<PageHead*>(pg);
+    std::atomic_ref<uint64_t>(hd->reserved).store(d->limbo_head[gen].load(std::memory_order_relaxed), std::memory_order_relaxed);
+    d->limbo_head[gen].store(pages[0], std::memory_order_release);
+    d->retired_pages.fetch_add(pages.size(), std::memory_order_relaxed);
+    SHMF_KILL_POINT("uv.retire.after_link");
+  }
+  // A safe limbo generation (detached by the caller, who holds alloc_lock) onto the free list:
+  // each retired head's pages (from the head's own refs, validated), then the head. The next
+  // head is read before this one's pages are linked (a link overwrites a page's first u32). A
+  // bad head or a chain longer than the pages ever handed out ends the walk: the rest stay
+  // unused. A holder killed in the walk loses the rest (unused), never lists a page twice.
+  static void free_generation(UvFamily& f, DayHeader* d, uint32_t head) {
+    const uint64_t bump = d->bump.load(std::memory_order_acquire);
+    std::vector<uint32_t> ps;
+    for (uint64_t n = 0; head != 0 && n <= bump; ++n) {
+      std::byte* pg = page_at(f, d, head);
+      if (pg == nullptr) return;
+      auto* hd = reinterpret_cast<PageHead*>(pg);
+      const uint64_t next = std::atomic_ref<uint64_t>(hd->reserved).load(std::memory_order_relaxed);
+      ps.clear();
+      if (hd->magic == kHeadMagic && hd->enc >= kEncExact && hd->enc <= kEncSparse) {
+        const uint32_t exact_n = hd->enc == kEncExact ? std::min<uint32_t>(hd->count.load(std::memory_order_relaxed),
+                                                                          kExactRefs * kExactPerPage)
+                                                      : 0;
+        if (hd->enc == kEncExact || hd->npages <= max_refs(hd->enc)) sketch_pages(hd, head, exact_n, ps);
+      }
+      if (ps.empty()) ps.push_back(head);
+      for (size_t i = ps.size(); i-- > 0;) {  // the head last: its refs were read above, its link below
+        std::byte* q = page_at(f, d, ps[i]);
+        if (q == nullptr) continue;
+        std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(q)).store(d->free_head.load(std::memory_order_relaxed),
+                                                                        std::memory_order_relaxed);
+        d->free_head.store(ps[i], std::memory_order_release);
+      }
+      head = next <= UINT32_MAX ? static_cast<uint32_t>(next) : 0;
     }
   }
   // Every page of a sketch (head first).
@@ -1085,7 +1115,12 @@ void check_uv(Segment& seg, const RegionInfo& info, bool, CheckReport& report) {
                     " page list names an invalid page or loops (the allocator drops such a list)");
           break;
         }
-        p = std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(pg)).load(std::memory_order_relaxed);
+        if (list == 0) {
+          p = std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(pg)).load(std::memory_order_relaxed);
+        } else {  // a limbo list links retired heads through their `reserved` word
+          const uint64_t next = std::atomic_ref<uint64_t>(reinterpret_cast<PageHead*>(pg)->reserved).load(std::memory_order_relaxed);
+          p = next <= UINT32_MAX ? static_cast<uint32_t>(next) : UINT32_MAX;
+        }
       }
     }
     SpaceSlot* t = day_spaces(d);
