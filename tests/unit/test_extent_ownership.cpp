@@ -19,8 +19,10 @@
 
 #include "segment/layout.h"
 #include "shmfilter/bloom.hpp"
+#include "shmfilter/cuckoo.hpp"
 #include "shmfilter/hll.hpp"
 #include "shmfilter/window.hpp"
+#include "structures/cuckoo/cuckoo_impl.h"
 #include "structures/window/window_impl.h"
 #include "test_util.h"
 
@@ -151,6 +153,36 @@ TEST(ExtentOwnership, AWindowTableForgedInsideANeighbourIsRefused) {
     EXPECT_NO_THROW(Window::open(seg, "w"));
     EXPECT_TRUE(seg.check(false).consistent());
   }
+}
+
+// A cuckoo filter's sub-filter 1 is an extent of its own: pointed at another structure's
+// allocated extent of a fitting size (a Bloom filter's region), open and check refuse it. Before:
+// only "inside the segment" was checked, and the filter's inserts wrote into the Bloom's bits.
+TEST(ExtentOwnership, ACuckooSubFilterOverAnotherStructuresExtentIsRefused) {
+  Fixture f("eocuckoo");
+  CuckooOptions co;
+  co.capacity = 256;
+  co.fingerprint_bits = 16;
+  co.expansion = 2;
+  co.seed = 3;
+  Cuckoo c = Cuckoo::create(f.seg, "c", co);
+  for (uint64_t i = 0; i < 2000; ++i) ASSERT_EQ(c.add(i), CuckooStatus::kInserted) << i;
+  BloomOptions bo;
+  bo.capacity = 200000;
+  bo.seed = 1;
+  (void)Bloom::create(f.seg, "n", bo);
+  auto* h = reinterpret_cast<internal::cuckoo::Header*>(f.seg.base() + f.seg.find("c")->offset);
+  ASSERT_GE(internal::cuckoo::sub_count_acquire(h), 2u);
+  ASSERT_TRUE(f.seg.check(false).consistent());
+  const uint64_t old = h->subs[1].offset;
+  h->subs[1].offset = f.seg.find("n")->offset;  // an allocated extent, large enough, but the Bloom's
+  Segment seg = Segment::open(f.guard.name);
+  EXPECT_EQ(shmf_test::code_of([&] { Cuckoo::open(seg, "c"); }), ErrorCode::kCorrupt);
+  EXPECT_NE(message_of([&] { Cuckoo::open(seg, "c"); }).find("sub-filter 1"), std::string::npos);
+  EXPECT_FALSE(seg.check(false).consistent());
+  h->subs[1].offset = old;
+  EXPECT_NO_THROW(Cuckoo::open(seg, "c"));
+  EXPECT_TRUE(seg.check(false).consistent());
 }
 
 // ---- the window keeps the geometry it validated at open --------------------------------
