@@ -168,6 +168,8 @@ struct Geometry {
   uint64_t keys_offset = 0;     // bytes from the header to the space keys (header + slot ring)
   uint64_t data_lo = 0;         // a table offset is >= this (the segment's data area + an extent header)
   uint64_t map_limit = 0;       // ... and its bytes end below this (this attachment's mapping)
+  uint64_t table_span = 0;      // a table offset o is usable when o - data_lo <= table_span (its head, counters
+                                // and, kCuckoo, its cuckoo header end inside the mapping) and 64-aligned
   uint32_t variant = 0;         // kVariantBloom / kVariantCuckoo
   uint32_t retention = 1;       // 1..kMaxRetention
   uint32_t slots = 2;           // retention + 1

@@ -254,7 +254,16 @@ WindowStatus WindowOps::mark_in(const Window& w, TableHead* t, int64_t e, bool c
 uint32_t WindowOps::tables(const Window& w, int64_t e, uint32_t n, TableHead** out, bool* bad) noexcept {
   WindowHeader* h = hdr(w);
   const wi::Geometry& G = geo(w);
-  for (uint32_t i = 0; i < n; ++i) out[i] = table_for(w.base_, G, h, e - static_cast<int64_t>(i), bad);
+  if (e < 0) {
+    for (uint32_t i = 0; i < n; ++i) out[i] = nullptr;
+    return n;
+  }
+  uint32_t slot = slot_of(G, e);  // one multiply for the run; older buckets step down the ring
+  for (uint32_t i = 0; i < n; ++i) {
+    const int64_t b = e - static_cast<int64_t>(i);
+    out[i] = b < 0 ? nullptr : table_in(w.base_, G, h, slot, b, bad);
+    slot = slot == 0 ? G.slots - 1 : slot - 1;
+  }
   return n;
 }
 uint32_t WindowOps::resolve_w(const Window& w, uint32_t win) noexcept {
@@ -322,7 +331,7 @@ bool WindowOps::writer_tables(const Window& w, uint32_t win, TableHead** ts, int
   if (cur == nullptr) return false;
   ts[0] = cur;
   bool bad = false;
-  for (uint32_t i = 1; i < win; ++i) ts[i] = table_for(w.base_, geo(w), hdr(w), e - static_cast<int64_t>(i), &bad);
+  if (win > 1) tables(w, e - 1, win - 1, ts + 1, &bad);
   if (bad) {  // an older bucket's table offset fails its bounds check: bytes changed since open
     if (why) *why = WindowStatus::kCorrupt;
     return false;

@@ -537,6 +537,10 @@ wi::Geometry geometry_of(const WindowHeader* h, uint64_t data_lo, uint64_t map_l
   g.keys_offset = sizeof(WindowHeader) + wi::slots_bytes(g.slots);
   g.data_lo = data_lo;
   g.map_limit = map_limit;
+  // Bytes a table needs before its main part's lines (kBloom: checked per query against its block
+  // count) or its cuckoo header (kCuckoo); 0 when even that does not fit (geometry_problem refuses).
+  const uint64_t need = g.main_offset + (g.variant == wi::kVariantCuckoo ? sizeof(ck::Header) : 0);
+  g.table_span = map_limit >= data_lo && map_limit - data_lo >= need + 64 ? map_limit - data_lo - need : 0;
   return g;
 }
 
@@ -555,7 +559,7 @@ std::string geometry_problem(const wi::Geometry& g, uint64_t region_bytes) {
     return "probe counts out of range";
   if (g.variant == wi::kVariantCuckoo && g.k_main != 8 && g.k_main != 12 && g.k_main != 16)
     return "fingerprint bits " + std::to_string(g.k_main);
-  if (g.map_limit < g.data_lo || g.map_limit - g.data_lo < g.main_offset + 64) return "segment too small";
+  if (g.table_span == 0) return "segment too small";
   return {};
 }
 

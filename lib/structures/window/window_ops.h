@@ -178,10 +178,15 @@ std::string geometry_problem(const wi::Geometry& g, uint64_t region_bytes);
 // geometry validated at open); the table offset is a word rotation publishes, so it is
 // bounds-checked against the mapping before use (compares only): a claimed slot whose offset
 // (or a kBloom table's block count) would reach outside it sets *BAD and answers null.
-inline TableHead* table_for(std::byte* base, const wi::Geometry& g, WindowHeader* h, int64_t e,
-                            bool* bad = nullptr) noexcept {
-  if (e < 0) return nullptr;
-  BucketSlot& s = wi::slot_table(h)[static_cast<uint64_t>(e) % g.slots];
+// The ring slot of bucket e >= 0 (the handle's slots: never 0).
+inline uint32_t slot_of(const wi::Geometry& g, int64_t e) noexcept {
+  return static_cast<uint32_t>(static_cast<uint64_t>(e) % g.slots);
+}
+// table_for with the slot given (the slot of e, e >= 0): for a run of buckets, whose slots step
+// down by one (WindowOps::tables), one slot_of serves them all.
+inline TableHead* table_in(std::byte* base, const wi::Geometry& g, WindowHeader* h, uint32_t slot, int64_t e,
+                           bool* bad = nullptr) noexcept {
+  BucketSlot& s = wi::slot_table(h)[slot];
   const uint64_t want = static_cast<uint64_t>(e) + 1;
   // seq_cst (includes acquire): the claimed tag makes the table (initialised before the slot
   // named it) visible; and the rotation order (see raise_epoch).
@@ -189,19 +194,24 @@ inline TableHead* table_for(std::byte* base, const wi::Geometry& g, WindowHeader
   uint64_t off = std::atomic_ref<uint64_t>(s.table).load(std::memory_order_relaxed);  // relaxed: re-checked below
   std::atomic_thread_fence(std::memory_order_acquire);  // orders the table load before the tag re-check
   if (s.tag.load(std::memory_order_relaxed) != want || off == 0) return nullptr;  // relaxed: after the fence
-  if (off < g.data_lo || off % 64 != 0 || off > g.map_limit || g.map_limit - off < g.main_offset + 64) {
+  const uint64_t rel = off - g.data_lo;  // wraps (and fails) below the data area
+  if (rel > g.table_span || (rel & 63) != 0) [[unlikely]] {
     if (bad) *bad = true;
     return nullptr;
   }
   auto* t = reinterpret_cast<TableHead*>(base + off);
-  if (g.variant == wi::kVariantBloom) {
-    const uint64_t blocks = t->geometry;  // the line every kBloom query reads next anyway
-    if (blocks == 0 || blocks > (g.map_limit - off - g.main_offset) / 64) {
-      if (bad) *bad = true;
-      return nullptr;
-    }
+  // kBloom: 1 <= blocks <= what the mapping holds past the table's head (the line every kBloom
+  // query reads next anyway); blocks - 1 wraps for 0.
+  if (g.variant == wi::kVariantBloom && t->geometry - 1 >= (g.table_span - rel) >> 6) [[unlikely]] {
+    if (bad) *bad = true;
+    return nullptr;
   }
   return t;
+}
+inline TableHead* table_for(std::byte* base, const wi::Geometry& g, WindowHeader* h, int64_t e,
+                            bool* bad = nullptr) noexcept {
+  if (e < 0) return nullptr;
+  return table_in(base, g, h, slot_of(g, e), e, bad);
 }
 
 // seq_cst (here, in table_for's tag load, in read_epoch / current()'s epoch loads, in the tag
