@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -194,15 +195,17 @@ inline TableHead* table_in(std::byte* base, const wi::Geometry& g, WindowHeader*
   uint64_t off = std::atomic_ref<uint64_t>(s.table).load(std::memory_order_relaxed);  // relaxed: re-checked below
   std::atomic_thread_fence(std::memory_order_acquire);  // orders the table load before the tag re-check
   if (s.tag.load(std::memory_order_relaxed) != want || off == 0) return nullptr;  // relaxed: after the fence
-  const uint64_t rel = off - g.data_lo;  // wraps (and fails) below the data area
-  if (rel > g.table_span || (rel & 63) != 0) [[unlikely]] {
+  // One compare for range and alignment: rotating the low 6 bits to the top makes a misaligned
+  // offset huge; one below the data area wraps. Aligned, rel64 = (off - data_lo) / 64.
+  const uint64_t rel64 = std::rotr(off - g.data_lo, 6);
+  if (rel64 > g.table_span >> 6) [[unlikely]] {
     if (bad) *bad = true;
     return nullptr;
   }
   auto* t = reinterpret_cast<TableHead*>(base + off);
-  // kBloom: 1 <= blocks <= what the mapping holds past the table's head (the line every kBloom
-  // query reads next anyway); blocks - 1 wraps for 0.
-  if (g.variant == wi::kVariantBloom && t->geometry - 1 >= (g.table_span - rel) >> 6) [[unlikely]] {
+  // kBloom: 1 <= blocks <= the lines the mapping holds past the table's head (the line every
+  // kBloom query reads next anyway); blocks - 1 wraps for 0.
+  if (g.variant == wi::kVariantBloom && t->geometry - 1 >= (g.table_span >> 6) - rel64) [[unlikely]] {
     if (bad) *bad = true;
     return nullptr;
   }
