@@ -10,6 +10,7 @@
 //   allocator.cpp  extents, free table, quarantine
 //   directory.cpp  lock-free lookups, publish (create_region), drop
 //   self_check.cpp the segment's own part of Segment::check
+//   extent_index.cpp the extents the allocator's walk reaches (ownership, lib/segment/extents.h)
 // Bytes in shared memory: layout.h. Internal to lib/segment (and lib/check's
 // Segment::check through self_check.h); nothing above may include it.
 #pragma once
