@@ -153,6 +153,34 @@ struct WindowStats {
   double window_fp_bound(uint32_t w) const noexcept;
 };
 
+namespace internal::window {
+// The immutable geometry of a window region, range-checked and copied into the handle at open
+// (lib/structures/window/window_control.cpp). The data plane and rotation divide, take moduli,
+// index arrays and bound loops by these copies, never by header words re-read from the segment,
+// so bytes changed after open cannot turn into a division by zero or an index past an array
+// (docs/window.md "Validation").
+struct Geometry {
+  uint64_t bucket_seconds = 1;  // >= 1, <= 2^40
+  int64_t utc_offset = 0;       // |utc_offset| < 2^40
+  uint64_t seed = 0;
+  uint64_t expected = 1;        // >= 1
+  uint64_t main_offset = 0;     // bytes of a table before its main part (TableHead + counters)
+  uint64_t keys_offset = 0;     // bytes from the header to the space keys (header + slot ring)
+  uint64_t data_lo = 0;         // a table offset is >= this (the segment's data area + an extent header)
+  uint64_t map_limit = 0;       // ... and its bytes end below this (this attachment's mapping)
+  uint64_t table_span = 0;      // a table offset o is usable when o - data_lo <= table_span (its head, counters
+                                // and, kCuckoo, its cuckoo header end inside the mapping) and 64-aligned
+  uint32_t variant = 0;         // kVariantBloom / kVariantCuckoo
+  uint32_t retention = 1;       // 1..kMaxRetention
+  uint32_t slots = 2;           // retention + 1
+  uint32_t max_spaces = 1;      // 1..kMaxSpaces
+  uint32_t space_table = 2;     // power of two >= 2 x max_spaces
+  uint32_t k_main = 1;          // kBloom: 1..kMaxK probes; kCuckoo: 8 / 12 / 16 fingerprint bits
+  uint32_t k_overflow = 1;      // kBloom: 1..kMaxK
+  uint32_t reserved = 0;
+};
+}  // namespace internal::window
+
 class Window : public internal::RegionHandle {
  public:
   // Control plane (throws Error): validates options, sizes, creates the region
@@ -252,6 +280,7 @@ class Window : public internal::RegionHandle {
   void* clock_ctx_ = nullptr;          // its ctx
   int64_t fixed_now_ = 0;              // set_now()'s time, every call's "now" while fixed_
   bool fixed_ = false;                 // set_now() pinned the clock to fixed_now_
+  internal::window::Geometry g_;  // validated at open: what every path divides and indexes by
   mutable uint32_t ops_ = 0;  // handle-local op counter (periodic quiescent points)
   mutable uint64_t prefault_table_ = 0;  // the ready spare this process is mapping ahead (its offset)
   mutable uint64_t prefault_done_ = 0;   // bytes of it mapped so far

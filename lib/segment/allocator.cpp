@@ -185,6 +185,7 @@ uint64_t SegmentImpl::allocate(uint64_t bytes, bool zero) {
   eh->owner = txn_owner;
   eh->serial = h->txn_serial;
   store_release(&eh->state, kExtentAllocated);
+  index_allocated(off, need);  // the walk reaches it now (extent_index.cpp)
   return off + sizeof(ExtentHeader);
 }
 
@@ -228,6 +229,7 @@ void SegmentImpl::free_extent(uint64_t payload) {
   // the unpublish, and must not count as "before" a reader's later lookup.
   const uint64_t epoch = kPendingEpoch;
   log32(&eh->state, kExtentQuarantined);
+  index_freed(payload - sizeof(ExtentHeader));  // a quarantined span now (extent_index.cpp)
   // Coalesce with adjacent quarantined extents (the merged span waits for the
   // later epoch). While some process does not quiesce, nothing is reused and
   // allocations come from top, so frees are mostly adjacent: the table then

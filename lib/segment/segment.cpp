@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "segment/backing_file.h"
+#include "segment/extents.h"
 #include "segment/segment_impl.h"
 
 namespace shmfilter {
@@ -229,6 +230,12 @@ RegionInfo Segment::open_region(std::string_view name, Kind kind) const {
     fail(ErrorCode::kWrongKind, "structure '" + std::string(name) + "' in segment '" + impl_->name + "' is a " +
                                     std::string(kind_name(info->kind)) + ", not a " + std::string(kind_name(kind)) +
                                     ": open it as a " + std::string(kind_name(info->kind)) + " or use another name");
+  // Ownership proved once here for every kind (docs/SECURITY.md rule 1): the region is an
+  // allocated extent the allocator's own walk reaches, so no other live extent overlaps it.
+  if (std::string why = internal::region_extent_problem(*this, *info); !why.empty())
+    fail(ErrorCode::kCorrupt, "structure '" + std::string(name) + "' in segment '" + impl_->name + "' is corrupt: " +
+                                  why + ": run shmtool check " + impl_->name +
+                                  ", then drop and recreate the structure");
   return *info;
 }
 

@@ -10,6 +10,7 @@
 //   allocator.cpp  extents, free table, quarantine
 //   directory.cpp  lock-free lookups, publish (create_region), drop
 //   self_check.cpp the segment's own part of Segment::check
+//   extent_index.cpp the extents the allocator's walk reaches (ownership, lib/segment/extents.h)
 // Bytes in shared memory: layout.h. Internal to lib/segment (and lib/check's
 // Segment::check through self_check.h); nothing above may include it.
 #pragma once
@@ -21,6 +22,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -232,6 +234,35 @@ struct SegmentImpl {
 
   // ---- self_check.cpp ----------------------------------------------------------------
   std::vector<RegionInfo> check_own(Segment& seg, bool repair, CheckReport& report);
+
+  // ---- extent_index.cpp: ownership proved against the allocator's own walk ------------
+  // The extents the allocator's walk reaches (check's walk: from data_offset to top, past the
+  // free and quarantine tables' spans, each extent ending where the next one or a span starts),
+  // built once per control-plane transaction of any process (keyed by Header::txn_serial) and
+  // kept up to date by this attachment's own allocate / free. Every region a structure opens
+  // and every table a structure follows must be one of them (docs/SECURITY.md rule 1): so no
+  // two live extents overlap, whatever an extent header or a table entry says.
+  struct ExtentIndex {
+    bool valid = false;
+    uint64_t serial = 0;                             // Header::txn_serial it was built at
+    std::vector<std::pair<uint64_t, uint64_t>> ext;  // (start, size) of each allocated extent reached, sorted
+    std::string problem;                             // why the walk stopped before top ("" when it reached top)
+  };
+  mutable std::mutex index_mu;  // guards index (threads of this process)
+  mutable ExtentIndex index;
+  // One walk of the allocator's extents into OUT (lock-free: the caller decides whether it is consistent).
+  void walk_index(ExtentIndex& out) const;
+  // The size of the allocated extent starting at EXT (its ExtentHeader) when the allocator's walk
+  // reaches one there; 0 otherwise (*problem, if given, says why the walk fell short, if it did).
+  uint64_t reached_extent(uint64_t ext, std::string* problem = nullptr) const;
+  bool holding_txn() const noexcept;           // this thread runs a transaction of this attachment
+  void index_serial_bumped(uint64_t old_serial) noexcept;  // run_txn: nothing changed since old_serial
+  void index_allocated(uint64_t ext, uint64_t size) noexcept;  // allocate(): the walk reaches it now
+  void index_freed(uint64_t ext) noexcept;                     // free_extent(): it is a quarantined span now
+  void index_invalidate() noexcept;                            // rollback / recovery: rebuild on next use
 };
+
+// lib/segment/extents.h's region_extent_problem for the segment's own checks.
+std::string region_extent_problem(const SegmentImpl& im, const RegionInfo& region);
 
 }  // namespace shmfilter::internal

@@ -162,6 +162,10 @@ void check_directory(SegmentImpl& im, bool repair, CheckReport& report, std::vec
       add(report, where, "region does not start an allocated extent of its size", false);
       continue;
     }
+    if (std::string why = region_extent_problem(im, info); !why.empty()) {
+      add(report, where, why + " (its bytes may be another extent's)", false);
+      continue;
+    }
     if (!region_at.emplace(ext, i).second) {
       add(report, where, "region shares its extent with directory[" + std::to_string(region_at[ext]) + "]", false);
       continue;
@@ -298,6 +302,7 @@ std::vector<RegionInfo> SegmentImpl::check_own(Segment& seg, bool repair, CheckR
   std::vector<RegionInfo> live;
   auto body = [&] {
     ControlTxn txn(&seg);
+    index_invalidate();  // check proves ownership on a walk of its own, never a cached one
     check_recovery(*this, report);
     if (!check_header(*this, report)) return;
     check_registry(*this, repair, report);

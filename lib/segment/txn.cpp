@@ -80,6 +80,7 @@ void SegmentImpl::stamp_pending_epochs() noexcept {
 // Returns the entries settled; *forward tells which way.
 uint64_t SegmentImpl::settle_locked(bool* forward) noexcept {
   Header* h = hdr();
+  index_invalidate();  // a dead holder's (or our own failed) allocations and frees are undone or completed
   uint64_t n = std::min<uint64_t>(load_acquire(&h->undo_count), kUndoCapacity);
   bool fwd = n > 0 && (load_relaxed(&undo()[n - 1].flags) & kUndoCommitPoint) != 0;
   const uint64_t limit = n > 0 ? file_length() : 0;
@@ -106,6 +107,7 @@ uint64_t SegmentImpl::settle_locked(bool* forward) noexcept {
 // Undoes the entries above `mark` (nested savepoint), newest first.
 void SegmentImpl::rollback_to(uint64_t mark) noexcept {
   Header* h = hdr();
+  index_invalidate();  // undone stores may have been allocations or frees
   uint64_t n = std::min<uint64_t>(h->undo_count, kUndoCapacity);
   const uint64_t limit = n > mark ? file_length() : 0;
   for (uint64_t i = n; i-- > mark;) apply_undo(undo()[i], limit);
@@ -197,6 +199,8 @@ void SegmentImpl::commit_store(uint64_t* f, uint64_t v) {
   commit_reached = true;
 }
 
+bool SegmentImpl::holding_txn() const noexcept { return t_txn_impl == this; }
+
 void SegmentImpl::run_txn(const std::function<void()>& fn) {
   check_fork();
   require_writable("a control-plane transaction (create, drop, resize, grow, repair)");
@@ -219,6 +223,7 @@ void SegmentImpl::run_txn(const std::function<void()>& fn) {
   commit_reached = false;
   quiesce();
   hdr()->txn_serial = hdr()->txn_serial + 1;
+  index_serial_bumped(hdr()->txn_serial - 1);  // the extent index stays current (extent_index.cpp)
   try {
     fn();
   } catch (...) {

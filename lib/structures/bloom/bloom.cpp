@@ -19,6 +19,7 @@
 #include <cstring>
 #include <string>
 
+#include "segment/extents.h"
 #include "structures/bloom/bloom_impl.h"
 #include "structures/region_handle.h"
 #include "base/kill_point.h"
@@ -101,7 +102,7 @@ double layer_error(const BloomHeader& h, uint32_t i) { return h.error * std::pow
 // Validates slot i of a filter whose header passed validate(); appends one line
 // per problem. Every size is bounded before arithmetic on it (a bit count near
 // 2^64 must not wrap the extent size). Safe on any bytes.
-void validate_layer(const std::byte* base, uint64_t seg_size, const RegionInfo& r, const BloomHeader* h, uint64_t i,
+void validate_layer(const Segment& seg, const std::byte* base, uint64_t seg_size, const RegionInfo& r, const BloomHeader* h, uint64_t i,
                     std::vector<std::string>& problems) {
   const BloomLayer* s = slots(h);
   const uint64_t hb = header_bytes(h->max_layers);
@@ -138,6 +139,11 @@ void validate_layer(const std::byte* base, uint64_t seg_size, const RegionInfo& 
         eh->size < ext + sizeof(ExtentHeader))
       problems.push_back(at + "extent at " + std::to_string(L.offset) +
                          " is not an allocated extent of that size (freed, or never allocated)");
+    // ... and one the allocator's own walk reaches (lib/segment/extents.h): not a forged header
+    // inside another extent, so no other live extent overlaps it.
+    else if (internal::reached_extent_size(seg, L.offset) != eh->size)
+      problems.push_back(at + "extent at " + std::to_string(L.offset) +
+                         " is not an extent of the allocator's walk (a forged extent header, or extents overlap)");
   }
   for (uint64_t j = 1; j < i; ++j) {
     if (s[j].bits / 8 > seg_size) continue;  // reported for layer j itself
@@ -148,7 +154,7 @@ void validate_layer(const std::byte* base, uint64_t seg_size, const RegionInfo& 
 }
 
 // Validates a region; appends one line per problem. Safe on any bytes.
-void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std::vector<std::string>& problems,
+void validate(const Segment& seg, const std::byte* base, uint64_t seg_size, const RegionInfo& r, std::vector<std::string>& problems,
               uint64_t* count_out = nullptr) {
   if (r.offset % 64 != 0) {
     problems.push_back("region at offset " + std::to_string(r.offset) + " is not 64-byte aligned");
@@ -180,7 +186,7 @@ void validate(const std::byte* base, uint64_t seg_size, const RegionInfo& r, std
     return;
   }
   if (count_out) *count_out = count;
-  for (uint64_t i = 0; i < count; ++i) validate_layer(base, seg_size, r, h, i, problems);
+  for (uint64_t i = 0; i < count; ++i) validate_layer(seg, base, seg_size, r, h, i, problems);
 }
 
 }  // namespace
@@ -273,7 +279,7 @@ Bloom Bloom::open(Segment& seg, std::string_view name) {
   RegionInfo r = b.bind(seg, name, Kind::kBloom);
   std::vector<std::string> problems;
   uint64_t count = 0;
-  validate(seg.base(), seg.size(), r, problems, &count);
+  validate(seg, seg.base(), seg.size(), r, problems, &count);
   if (!problems.empty()) throw internal::corrupt_error(Kind::kBloom, name, problems.front());
   b.base_ = seg.base();
   b.offset_ = r.offset;
@@ -353,7 +359,7 @@ void BloomOps::grow(Bloom& b, uint64_t seen) noexcept {
         auto info = b.seg_.find(b.name_);
         r.size = info ? info->size : 0;
         std::vector<std::string> problems;
-        validate_layer(b.base_, b.seg_.size(), r, h, c, problems);
+        validate_layer(b.seg_, b.base_, b.seg_.size(), r, h, c, problems);
         if (problems.empty()) publish = c + 1;
         return;
       }
@@ -611,7 +617,7 @@ void check_bloom(Segment& seg, const RegionInfo& region, bool repair, CheckRepor
   CheckScope scope = check_scope(region, report);
   std::vector<std::string> problems;
   uint64_t count = 0;
-  validate(seg.base(), seg.size(), region, problems, &count);
+  validate(seg, seg.base(), seg.size(), region, problems, &count);
   for (auto& p : problems) scope.add(p);
   if (!problems.empty() || count == 0) return;
   // Counts plausible: the striped counters against a popcount of the bits.

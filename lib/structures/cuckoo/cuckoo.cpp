@@ -7,6 +7,8 @@
 #include <string>
 #include <thread>
 
+#include "segment/extents.h"
+#include "segment/layout.h"
 #include "structures/cuckoo/cuckoo_impl.h"
 #include "structures/region_handle.h"
 #include "base/hash.h"
@@ -47,7 +49,7 @@ bool known_layout(uint32_t v) noexcept {
   return v == ck::kLayoutVersionPow2 || v == ck::kLayoutVersion || v == ck::kLayoutVersionPacked;
 }
 
-std::string hdr_problem(const ck::Header* h, const RegionInfo& r, uint64_t seg_size) {
+std::string hdr_problem(const Segment& seg, const ck::Header* h, const RegionInfo& r, uint64_t seg_size) {
   if (auto pre = internal::check_prefix(r, reinterpret_cast<const std::byte*>(h), sizeof(ck::Header), seg_size,
                                         ck::kMagic, ck::kLayoutVersion);
       !pre.problem.empty() && !(pre.version_mismatch && known_layout(h->layout_version)))
@@ -81,6 +83,20 @@ std::string hdr_problem(const ck::Header* h, const RegionInfo& r, uint64_t seg_s
       return "sub-filter " + std::to_string(j) + " lies outside the segment";
     if (j == 0 && (d.offset != r.offset + sizeof(ck::Header) || sizeof(ck::Header) + bytes > r.size))
       return "sub-filter 0 lies outside its region";
+    // Sub-filters 1..: each its own extent, one the allocator's walk reaches (lib/segment/extents.h),
+    // of its size, charged to this filter (or unattributed, as an older build left it), and
+    // distinct from the region's and from every other sub-filter's: never another structure's bytes.
+    if (j > 0) {
+      const uint64_t ext = internal::reached_extent_size(seg, d.offset);  // 0 unless d.offset >= 64 is reached
+      const uint64_t owner = (uint64_t{r.generation} << 32) | (uint64_t{r.slot} + 1);
+      const uint64_t eh_owner =
+          ext == 0 ? 0 : reinterpret_cast<const internal::ExtentHeader*>(seg.base() + d.offset - sizeof(internal::ExtentHeader))->owner;
+      bool dup = d.offset == r.offset;
+      for (uint32_t k = 1; k < j; ++k) dup |= h->subs[k].offset == d.offset;
+      if (ext == 0 || ext - sizeof(internal::ExtentHeader) < bytes || (eh_owner != owner && eh_owner != 0) || dup)
+        return "sub-filter " + std::to_string(j) + " at " + std::to_string(d.offset) +
+               " is not an extent of this filter of its size in the allocator's walk";
+    }
   }
   return {};
 }
@@ -228,7 +244,7 @@ Cuckoo Cuckoo::open(Segment& seg, std::string_view name) {
   if (auto pre = internal::check_prefix(r, c.region_, sizeof(ck::Header), seg.size(), ck::kMagic, ck::kLayoutVersion);
       pre.version_mismatch && !known_layout(c.hdr_->layout_version))
     throw internal::version_error(Kind::kCuckoo, name, c.hdr_->layout_version, ck::kLayoutVersionPacked);
-  if (std::string p = hdr_problem(c.hdr_, r, seg.size()); !p.empty()) throw internal::corrupt_error(Kind::kCuckoo, name, p);
+  if (std::string p = hdr_problem(seg, c.hdr_, r, seg.size()); !p.empty()) throw internal::corrupt_error(Kind::kCuckoo, name, p);
   c.lane_bits_ = c.hdr_->lane_bits;  // 8, 12 or 16 (hdr_problem)
   return c;
 }
@@ -513,7 +529,7 @@ static void check_body(Segment& seg, const RegionInfo& region, ck::Header* h, co
 void check_cuckoo(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report) {
   CheckScope scope = check_scope(region, report);
   auto* h = reinterpret_cast<ck::Header*>(seg.base() + region.offset);
-  if (std::string p = hdr_problem(h, region, seg.size()); !p.empty()) {
+  if (std::string p = hdr_problem(seg, h, region, seg.size()); !p.empty()) {
     scope.add("corrupt header: " + p + " (drop and recreate the filter)");
     return;
   }

@@ -144,6 +144,7 @@ struct Held {
 // Every private operation of UvFamily (lib/structures/README.md).
 struct UvOps {
   static UvHeader* header(const UvFamily& f) { return reinterpret_cast<UvHeader*>(f.region_); }
+  static uint32_t retention(const UvFamily& f) { return f.retention_; }
 
   // A day extent named by a slot, validated (bounds, magic, parameters); nullptr if bad.
   static DayHeader* day_at(const UvFamily& f, uint64_t off, int64_t bucket) {
@@ -171,6 +172,7 @@ struct UvOps {
   static std::byte* page_at(const UvFamily& f, DayHeader* d, uint64_t p) {
     if (p == 0 || p >= d->bump.load(std::memory_order_acquire)) return nullptr;
     const uint64_t cb = d->chunk_bytes, ppc = cb / kPage;
+    if (ppc == 0) return nullptr;  // a divisor read from the segment (issue 23: never divide by a segment byte unchecked)
     const uint64_t c = p / ppc;
     if (c >= d->chunk_count.load(std::memory_order_acquire) || c >= kMaxChunks) return nullptr;
     const uint64_t chunk = day_chunks(d)[c];
@@ -282,7 +284,7 @@ struct UvOps {
   // holds an older bucket. Throws Error (kNoSpace, kForked, ...); returns nullptr for kStale.
   static DayHeader* day_for_write(UvFamily& f, int64_t b, UvStatus* st) {
     UvHeader* h = header(f);
-    DaySlot& slot = day_slots(h)[static_cast<uint64_t>(b) % h->retention];
+    DaySlot& slot = day_slots(h)[static_cast<uint64_t>(b) % f.retention_];
     const uint64_t want = static_cast<uint64_t>(b) + 1;
     for (int attempt = 0; attempt < 4; ++attempt) {
       uint64_t tag = slot.tag.load(std::memory_order_acquire);
@@ -320,7 +322,7 @@ struct UvOps {
   static void rotate(UvFamily& f, int64_t b) {
     f.seg_.transact([&](ControlTxn& txn) {
       UvHeader* h = header(f);
-      DaySlot& slot = day_slots(h)[static_cast<uint64_t>(b) % h->retention];
+      DaySlot& slot = day_slots(h)[static_cast<uint64_t>(b) % f.retention_];
       const uint64_t want = static_cast<uint64_t>(b) + 1;
       const uint64_t tag = slot.tag.load(std::memory_order_acquire);
       if (tag >= want) return;
@@ -763,16 +765,16 @@ struct UvOps {
     const ReadGuard guard(f.seg_);  // before require_valid (docs/CONCURRENCY.md "Reader announcements")
     f.require_valid();
     const UvHeader* h = header(f);
-    if (w < 1 || w > h->retention)
+    if (w < 1 || w > f.retention_)
       throw Error(ErrorCode::kInvalidArgument, "UV family '" + f.name_ + "': window w=" + std::to_string(w) +
-                                                   " is outside 1.." + std::to_string(h->retention) + " (the retention)");
+                                                   " is outside 1.." + std::to_string(f.retention_) + " (the retention)");
     const int64_t cur = f.bucket_of(f.now());
     std::vector<uint64_t> day_hashes;
     std::vector<uint8_t> day_regs(hllk::kHllRegisters);
     for (uint32_t age = age0; age < age0 + w; ++age) {
       const int64_t b = cur - static_cast<int64_t>(age);
       if (b < 0) break;
-      const DaySlot& slot = day_slots(const_cast<UvHeader*>(h))[static_cast<uint64_t>(b) % h->retention];
+      const DaySlot& slot = day_slots(const_cast<UvHeader*>(h))[static_cast<uint64_t>(b) % f.retention_];
       const uint64_t want = static_cast<uint64_t>(b) + 1;
       if (slot.tag.load(std::memory_order_acquire) != want) continue;
       DayHeader* d = day_at(f, slot.day, b);
@@ -846,15 +848,19 @@ UvFamily UvFamily::open(Segment& seg, std::string_view name) {
   f.base_ = seg.base();
   f.offset_ = info.offset;
   const auto* h = reinterpret_cast<const UvHeader*>(f.region_);
+  // The geometry the data plane divides and indexes by: copied once, range-checked on the copy
+  // (the header validated above could change under us), never re-read (issue 23).
   f.retention_ = h->retention;
   f.bucket_seconds_ = h->bucket_seconds;
   f.utc_offset_ = h->utc_offset;
+  if (f.retention_ < 1 || f.retention_ > internal::uv::kMaxRetention || f.bucket_seconds_ < 1)
+    throw internal::corrupt_error(Kind::kUv, name, "retention / bucket_seconds changed while the family was opened");
   // Every kept bucket's extent is validated now; the data plane re-validates what it follows.
-  for (uint32_t s = 0; s < h->retention; ++s) {
+  for (uint32_t s = 0; s < f.retention_; ++s) {
     const DaySlot& slot = day_slots(const_cast<UvHeader*>(h))[s];
     const uint64_t tag = slot.tag.load(std::memory_order_acquire);
     if (tag == 0) continue;
-    if ((tag - 1) % h->retention != s || UvOps::day_at(f, slot.day, static_cast<int64_t>(tag - 1)) == nullptr) {
+    if ((tag - 1) % f.retention_ != s || UvOps::day_at(f, slot.day, static_cast<int64_t>(tag - 1)) == nullptr) {
       std::atomic_thread_fence(std::memory_order_acquire);
       if (slot.tag.load(std::memory_order_relaxed) != tag) continue;  // rotating now
       throw internal::corrupt_error(Kind::kUv, name, "bucket slot " + std::to_string(s) + " names an invalid bucket extent");
@@ -988,15 +994,15 @@ std::vector<uint64_t> UvFamily::spaces(uint32_t w) const {
   const ReadGuard guard(seg_);
   require_valid();
   const UvHeader* h = UvOps::header(*this);
-  if (w < 1 || w > h->retention)
+  if (w < 1 || w > retention_)
     throw Error(ErrorCode::kInvalidArgument, "UV family '" + name_ + "': window w=" + std::to_string(w) +
-                                                 " is outside 1.." + std::to_string(h->retention));
+                                                 " is outside 1.." + std::to_string(retention_));
   std::set<uint64_t> out;
   const int64_t cur = bucket_of(now());
   for (uint32_t age = 0; age < w; ++age) {
     const int64_t b = cur - static_cast<int64_t>(age);
     if (b < 0) break;
-    const DaySlot& slot = day_slots(const_cast<UvHeader*>(h))[static_cast<uint64_t>(b) % h->retention];
+    const DaySlot& slot = day_slots(const_cast<UvHeader*>(h))[static_cast<uint64_t>(b) % retention_];
     if (slot.tag.load(std::memory_order_acquire) != static_cast<uint64_t>(b) + 1) continue;
     DayHeader* d = UvOps::day_at(*this, slot.day, b);
     if (d == nullptr) continue;
@@ -1027,10 +1033,10 @@ UvStats UvFamily::stats() const {
   s.no_space = h->no_space.load(std::memory_order_relaxed);
   s.stale = h->stale.load(std::memory_order_relaxed);
   s.memory_bytes = h->region_bytes;
-  for (uint32_t age = 0; age < h->retention; ++age) {
+  for (uint32_t age = 0; age < retention_; ++age) {
     const int64_t b = s.current_bucket - static_cast<int64_t>(age);
     if (b < 0) break;
-    const DaySlot& slot = day_slots(const_cast<UvHeader*>(h))[static_cast<uint64_t>(b) % h->retention];
+    const DaySlot& slot = day_slots(const_cast<UvHeader*>(h))[static_cast<uint64_t>(b) % retention_];
     if (slot.tag.load(std::memory_order_acquire) != static_cast<uint64_t>(b) + 1) continue;
     DayHeader* d = UvOps::day_at(*this, slot.day, b);
     if (d == nullptr) continue;
@@ -1082,13 +1088,14 @@ void check_uv(Segment& seg, const RegionInfo& info, bool, CheckReport& report) {
   std::vector<std::pair<uint64_t, uint64_t>> extents;  // [off, end) of every day and chunk
   extents.emplace_back(info.offset, info.offset + h->region_bytes);
   uint64_t bad_sketches = 0, bad_words = 0, bad_sparse = 0;
-  for (uint32_t s = 0; s < h->retention; ++s) {
+  const uint32_t retention = UvOps::retention(f);  // the handle's validated copy (the header may change)
+  for (uint32_t s = 0; s < retention; ++s) {
     DaySlot& slot = day_slots(h)[s];
     const uint64_t tag = slot.tag.load(std::memory_order_acquire);
     if (tag == 0) continue;
     const int64_t b = static_cast<int64_t>(tag - 1);
     DayHeader* d = UvOps::day_at(f, slot.day, b);
-    if (d == nullptr || static_cast<uint64_t>(b) % h->retention != s) {
+    if (d == nullptr || static_cast<uint64_t>(b) % retention != s) {
       scope.add("bucket slot " + std::to_string(s) + " names an invalid bucket extent");
       continue;
     }

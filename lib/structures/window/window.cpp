@@ -22,16 +22,16 @@ struct BloomView {
   uint32_t nl;  // overflow layers published when the view was taken (0: none, the common case)
   BloomLayerView l[wi::kBloomMaxLayers];
 };
-inline uint32_t bloom_views(std::byte* base, const WindowHeader* h, TableHead* const* ts, uint32_t win, BloomView* v) noexcept {
+inline uint32_t bloom_views(std::byte* base, const wi::Geometry& g, TableHead* const* ts, uint32_t win, BloomView* v) noexcept {
   uint32_t n = 0;
   for (uint32_t i = 0; i < win; ++i) {
     TableHead* t = ts[i];
     if (t == nullptr) continue;
     // A pair acknowledged before this call started is in the main table or in a layer published
     // before that (bloom_layer_views: acquire loads of the overflow and the layer count).
-    v[n].words = bloom_words(t, h);
-    v[n].blocks = t->geometry;
-    v[n].nl = bloom_layer_views(base, h, t, v[n].l);
+    v[n].words = bloom_words(t, g);
+    v[n].blocks = t->geometry;  // bounds-checked by table_for
+    v[n].nl = bloom_layer_views(base, g, t, v[n].l);
     ++n;
   }
   return n;
@@ -58,9 +58,16 @@ inline bool bloom_seen_views(const BloomView* v, uint32_t n, uint64_t hv, const 
 // The current bucket's table for a writer (rotating if the clock says so).
 TableHead* WindowOps::current(const Window& w, int64_t& e_out, WindowStatus* why) noexcept {
   WindowHeader* h = hdr(w);
+  const wi::Geometry& G = geo(w);
   for (int attempt = 0; attempt < 8; ++attempt) {
     int64_t e = read_epoch(w);
-    if (TableHead* t = table_for(w.base_, h, e)) {
+    bool bad = false;
+    TableHead* t = table_for(w.base_, G, h, e, &bad);
+    if (bad) {  // the slot's table offset fails its bounds check: bytes changed since open
+      if (why) *why = WindowStatus::kCorrupt;
+      return nullptr;
+    }
+    if (t != nullptr) {
       // A claimer killed before its epoch CAS left the tag claimed: raise it for it, so
       // handles whose clocks are behind still find what we mark here.
       if (h->epoch.load(std::memory_order_seq_cst) < static_cast<uint64_t>(e) + 1)  // seq_cst: the rotation order
@@ -76,6 +83,7 @@ TableHead* WindowOps::current(const Window& w, int64_t& e_out, WindowStatus* why
 
 void WindowOps::count_new(const Window& w, TableHead* t, uint64_t space) noexcept {
   WindowHeader* h = hdr(w);
+  const wi::Geometry& G = geo(w);
   uint32_t stripe = static_cast<uint32_t>(w.slot_ ^ (w.seg_.owner_token() * 0x9e3779b9u)) % wi::kStripes;
   // relaxed: a statistic and the main-full trigger.
   uint64_t old = t->stripes[stripe].distinct.fetch_add(1, std::memory_order_relaxed);
@@ -90,24 +98,24 @@ void WindowOps::count_new(const Window& w, TableHead* t, uint64_t space) noexcep
     while (cur < want && !t->main_full.compare_exchange_weak(cur, want, std::memory_order_relaxed)) {
     }
   }
-  uint32_t row = space_row(h, space, true);
+  uint32_t row = space_row(h, G, space, true);
   // relaxed: exact count, no other data published with it.
   std::atomic_ref<uint64_t>(counters_of(t)[row]).fetch_add(1, std::memory_order_relaxed);
 }
 
 bool WindowOps::bloom_has(const Window& w, TableHead* t, uint64_t hv, const wi::Masks& mm) noexcept {
-  WindowHeader* h = hdr(w);
-  if (wi::line_has(wi::line_of(bloom_words(t, h), t->geometry, hv), mm)) return true;
+  const wi::Geometry& G = geo(w);
+  if (wi::line_has(wi::line_of(bloom_words(t, G), t->geometry, hv), mm)) return true;
   if (t->overflow.load(std::memory_order_relaxed) == 0) return false;  // relaxed: the common case; re-read below
   BloomLayerView l[wi::kBloomMaxLayers];
-  const uint32_t n = bloom_layer_views(w.base_, h, t, l);
+  const uint32_t n = bloom_layer_views(w.base_, G, t, l);
   for (uint32_t j = 0; j < n; ++j)
     if (wi::line_has(wi::line_of(l[j].words, l[j].blocks, hv), wi::masks_of(hv, l[j].k))) return true;
   return false;
 }
 void WindowOps::bloom_prefetch(const Window& w, TableHead* t, uint64_t hv) noexcept {
-  WindowHeader* h = hdr(w);
-  bl::prefetch_line(wi::line_of(bloom_words(t, h), t->geometry, hv));
+  const wi::Geometry& G = geo(w);
+  bl::prefetch_line(wi::line_of(bloom_words(t, G), t->geometry, hv));
   uint64_t off = t->overflow.load(std::memory_order_relaxed);  // relaxed: a prefetch hint only
   if (off != 0) bl::prefetch_line(wi::line_of(reinterpret_cast<const uint64_t*>(w.base_ + off), t->overflow_geometry, hv));
 }
@@ -118,7 +126,8 @@ void WindowOps::bloom_prefetch(const Window& w, TableHead* t, uint64_t hv) noexc
 // the rate that gives.
 WindowStatus WindowOps::bloom_mark_in(const Window& w, TableHead* t, uint64_t space, uint64_t hv, const wi::Masks& mm) noexcept {
   WindowHeader* h = hdr(w);
-  uint64_t* line = const_cast<uint64_t*>(wi::line_of(bloom_words(t, h), t->geometry, hv));
+  const wi::Geometry& G = geo(w);
+  uint64_t* line = const_cast<uint64_t*>(wi::line_of(bloom_words(t, G), t->geometry, hv));
   bl::AddResult r;
   const uint32_t want = t->main_full.load(std::memory_order_relaxed);  // relaxed: routing hint (see count_new)
   if (want == 0) {
@@ -145,6 +154,7 @@ template <class LT>
 WindowStatus WindowOps::cuckoo_mark_in(const Window& w, TableHead* t, int64_t e, bool checked, uint64_t space,
                                        uint64_t hv) noexcept {
   WindowHeader* h = hdr(w);
+  const wi::Geometry& G = geo(w);
   // A handle inherited across fork(): its token is the parent's (0 here), so the table's writer
   // lock would be taken with no owner of our own (a CAS of 0 to 0: not held at all, and insert
   // exactly-once would be gone). The Cuckoo handle answers kForked there too; reopen the segment.
@@ -152,10 +162,10 @@ WindowStatus WindowOps::cuckoo_mark_in(const Window& w, TableHead* t, int64_t e,
   // Before the insert (a caller killed after it leaves the flag clear: the safe side for forget).
   if (!checked && (table_flags(t) & wi::kTableAllChecked))
     t->flags.fetch_and(~wi::kTableAllChecked, std::memory_order_relaxed);  // relaxed: forget reads it after our ack
-  ck::Header* ch = cuckoo_of(t, h);
+  ck::Header* ch = cuckoo_of(t, G);
   ExpandCtx ctx{&w, t};
   GateCtx gate{h, t, e};
-  auto st = ck::insert<LT>(w.base_, ch, ck::split_hash(hv, h->k_main), /*unique=*/true, liveness_of(w.seg_),
+  auto st = ck::insert<LT>(w.base_, ch, ck::split_hash(hv, G.k_main), /*unique=*/true, liveness_of(w.seg_),
                            &WindowOps::cuckoo_expand, &ctx, &WindowOps::insert_gate, &gate,
                            /*try_older=*/ck::load_relaxed(ch->max_subs) <= 2);  // a layered table: the next sub-filter
   if (st == ck::Status::kRefused) return kRetryNewer;  // sealed: a newer bucket exists
@@ -181,7 +191,7 @@ template <class LT>
 bool WindowOps::seal(const Window& w, TableHead* t) noexcept {
   const ck::Liveness lv = liveness_of(w.seg_);
   if (lv.token() == 0) return false;  // a handle inherited across fork(): no token to lock with
-  ck::Header* ch = cuckoo_of(t, hdr(w));
+  ck::Header* ch = cuckoo_of(t, geo(w));
   ck::lock<LT>(w.base_, ch, lv);  // the bounded wait with liveness takeover of every cuckoo writer
   SHMF_KILL_POINT("window.seal.locked");
   // release: every insert accepted before (by an earlier holder of this lock, acquired above)
@@ -191,7 +201,7 @@ bool WindowOps::seal(const Window& w, TableHead* t) noexcept {
   return true;
 }
 bool WindowOps::seal_older(const Window& w, TableHead* const* ts, uint32_t win) noexcept {
-  const bool lanes8 = hdr(w)->k_main <= 8;
+  const bool lanes8 = geo(w).k_main <= 8;
   for (uint32_t i = 1; i < win; ++i) {
     TableHead* t = ts[i];
     // acquire: pairs with the sealer's release fetch_or (the fast path: one load of a read-mostly line).
@@ -202,15 +212,15 @@ bool WindowOps::seal_older(const Window& w, TableHead* const* ts, uint32_t win) 
 }
 template <class LT>
 bool WindowOps::cuckoo_has(const Window& w, TableHead* t, uint64_t hv) noexcept {
-  WindowHeader* h = hdr(w);
-  return ck::contains<LT>(w.base_, cuckoo_of(t, h), ck::split_hash(hv, h->k_main), liveness_of(w.seg_));
+  const wi::Geometry& G = geo(w);
+  return ck::contains<LT>(w.base_, cuckoo_of(t, G), ck::split_hash(hv, G.k_main), liveness_of(w.seg_));
 }
 template <class LT>
 void WindowOps::cuckoo_prefetch(const Window& w, TableHead* t, uint64_t hv) noexcept {
-  WindowHeader* h = hdr(w);
-  ck::Header* ch = cuckoo_of(t, h);
+  const wi::Geometry& G = geo(w);
+  ck::Header* ch = cuckoo_of(t, G);
   ck::Sub s = ck::sub_view(w.base_, ch->subs[0]);
-  ck::Probe p = ck::probe(s, ck::split_hash(hv, h->k_main));
+  ck::Probe p = ck::probe(s, ck::split_hash(hv, G.k_main));
   bl::prefetch_line(&ck::bucket_ref<LT>(s, p.i1));
   bl::prefetch_line(&ck::bucket_ref<LT>(s, p.i2));
   bl::prefetch_line(&s.versions[p.stripe]);
@@ -218,47 +228,57 @@ void WindowOps::cuckoo_prefetch(const Window& w, TableHead* t, uint64_t hv) noex
 
 // ---- dispatch ----------------------------------------------------------------
 bool WindowOps::has(const Window& w, TableHead* t, uint64_t hv, const wi::Masks& mm) noexcept {
-  WindowHeader* h = hdr(w);
-  if (h->variant == wi::kVariantBloom) return bloom_has(w, t, hv, mm);
-  return h->k_main <= 8 ? cuckoo_has<ck::Lanes8>(w, t, hv) : cuckoo_has<ck::Lanes16>(w, t, hv);
+  const wi::Geometry& G = geo(w);
+  if (G.variant == wi::kVariantBloom) return bloom_has(w, t, hv, mm);
+  return G.k_main <= 8 ? cuckoo_has<ck::Lanes8>(w, t, hv) : cuckoo_has<ck::Lanes16>(w, t, hv);
 }
 void WindowOps::prefetch(const Window& w, TableHead* t, uint64_t hv) noexcept {
-  WindowHeader* h = hdr(w);
-  if (h->variant == wi::kVariantBloom)
+  const wi::Geometry& G = geo(w);
+  if (G.variant == wi::kVariantBloom)
     bloom_prefetch(w, t, hv);
-  else if (h->k_main <= 8)
+  else if (G.k_main <= 8)
     cuckoo_prefetch<ck::Lanes8>(w, t, hv);
   else
     cuckoo_prefetch<ck::Lanes16>(w, t, hv);
 }
 WindowStatus WindowOps::mark_in(const Window& w, TableHead* t, int64_t e, bool checked, uint64_t space, uint64_t hv,
                                 const wi::Masks& mm) noexcept {
-  WindowHeader* h = hdr(w);
-  if (h->variant == wi::kVariantBloom) return bloom_mark_in(w, t, space, hv, mm);
-  checked = checked || h->retention == 1;  // no older bucket to check
-  return h->k_main <= 8 ? cuckoo_mark_in<ck::Lanes8>(w, t, e, checked, space, hv)
+  const wi::Geometry& G = geo(w);
+  if (G.variant == wi::kVariantBloom) return bloom_mark_in(w, t, space, hv, mm);
+  checked = checked || G.retention == 1;  // no older bucket to check
+  return G.k_main <= 8 ? cuckoo_mark_in<ck::Lanes8>(w, t, e, checked, space, hv)
                         : cuckoo_mark_in<ck::Lanes16>(w, t, e, checked, space, hv);
 }
 
 // Tables of the last w buckets ending at e (null where a bucket is empty).
-uint32_t WindowOps::tables(const Window& w, int64_t e, uint32_t n, TableHead** out) noexcept {
+uint32_t WindowOps::tables(const Window& w, int64_t e, uint32_t n, TableHead** out, bool* bad) noexcept {
   WindowHeader* h = hdr(w);
-  for (uint32_t i = 0; i < n; ++i) out[i] = table_for(w.base_, h, e - static_cast<int64_t>(i));
+  const wi::Geometry& G = geo(w);
+  if (e < 0) {
+    for (uint32_t i = 0; i < n; ++i) out[i] = nullptr;
+    return n;
+  }
+  uint32_t slot = slot_of(G, e);  // one multiply for the run; older buckets step down the ring
+  for (uint32_t i = 0; i < n; ++i) {
+    const int64_t b = e - static_cast<int64_t>(i);
+    out[i] = b < 0 ? nullptr : table_in(w.base_, G, h, slot, b, bad);
+    slot = slot == 0 ? G.slots - 1 : slot - 1;
+  }
   return n;
 }
 uint32_t WindowOps::resolve_w(const Window& w, uint32_t win) noexcept {
-  WindowHeader* h = hdr(w);
-  if (win == kWholeWindow) return h->retention;
-  return win <= h->retention ? win : 0;
+  const wi::Geometry& G = geo(w);
+  if (win == kWholeWindow) return G.retention;
+  return win <= G.retention ? win : 0;
 }
 
 // Answers over resolved tables ts[0..win) (ts[0] the newest bucket; null = empty bucket).
 bool WindowOps::seen_in(const Window& w, TableHead* const* ts, uint32_t win, uint64_t hv, bool prefetched) noexcept {
-  WindowHeader* h = hdr(w);
+  const wi::Geometry& G = geo(w);
   if (!prefetched)
     for (uint32_t i = 0; i < win; ++i)
       if (ts[i]) prefetch(w, ts[i], hv);  // the w lines are fetched in parallel (memory-level parallelism)
-  wi::Masks mm = wi::masks_of(hv, h->k_main);
+  wi::Masks mm = wi::masks_of(hv, G.k_main);
   for (uint32_t i = 0; i < win; ++i)
     if (ts[i] && has(w, ts[i], hv, mm)) return true;
   return false;
@@ -268,18 +288,18 @@ bool WindowOps::seen_h(const Window& w, uint64_t hv, uint32_t win) noexcept {
   win = resolve_w(w, win);
   if (win == 0) return false;  // w > retention: rejected
   tables(w, read_epoch(w), win, ts);
-  WindowHeader* h = hdr(w);
-  if (h->variant == wi::kVariantBloom) {
+  const wi::Geometry& G = geo(w);
+  if (G.variant == wi::kVariantBloom) {
     BloomView v[wi::kMaxRetention];
-    const uint32_t n = bloom_views(w.base_, h, ts, win, v);
+    const uint32_t n = bloom_views(w.base_, G, ts, win, v);
     bloom_prefetch_views(v, n, hv);
-    return bloom_seen_views(v, n, hv, wi::masks_of(hv, h->k_main));
+    return bloom_seen_views(v, n, hv, wi::masks_of(hv, G.k_main));
   }
   return seen_in(w, ts, win, hv, false);
 }
 
 WindowStatus WindowOps::mark_h(const Window& w, uint64_t space, uint64_t hv) noexcept {
-  const wi::Masks mm = wi::masks_of(hv, hdr(w)->k_main);
+  const wi::Masks mm = wi::masks_of(hv, geo(w).k_main);
   for (int attempt = 0; attempt < kMaxSealRetries; ++attempt) {
     int64_t e;
     WindowStatus why = WindowStatus::kBusy;
@@ -294,23 +314,28 @@ WindowStatus WindowOps::mark_h(const Window& w, uint64_t space, uint64_t hv) noe
 // ts[0] is the writer's current table of bucket e.
 WindowStatus WindowOps::mark_if_unseen_in(const Window& w, TableHead* const* ts, int64_t e, uint32_t win, uint64_t space,
                                       uint64_t hv, bool prefetched) noexcept {
-  WindowHeader* h = hdr(w);
+  const wi::Geometry& G = geo(w);
   if (!prefetched)
     for (uint32_t i = 0; i < win; ++i)
       if (ts[i]) prefetch(w, ts[i], hv);
-  wi::Masks mm = wi::masks_of(hv, h->k_main);
+  wi::Masks mm = wi::masks_of(hv, G.k_main);
   // kCuckoo: the older tables take no more inserts before we trust our lock-free checks of them
   // (exactly one of racing callers answers kNew, across rotations too: docs/window.md).
-  if (h->variant == wi::kVariantCuckoo && win > 1 && !seal_older(w, ts, win)) return WindowStatus::kForked;
+  if (G.variant == wi::kVariantCuckoo && win > 1 && !seal_older(w, ts, win)) return WindowStatus::kForked;
   for (uint32_t i = 1; i < win; ++i)
     if (ts[i] && has(w, ts[i], hv, mm)) return WindowStatus::kSeen;
-  return mark_in(w, ts[0], e, /*checked=*/win == h->retention, space, hv, mm);  // kRetryNewer: the caller redoes it
+  return mark_in(w, ts[0], e, /*checked=*/win == G.retention, space, hv, mm);  // kRetryNewer: the caller redoes it
 }
 bool WindowOps::writer_tables(const Window& w, uint32_t win, TableHead** ts, int64_t& e, WindowStatus* why) noexcept {
   TableHead* cur = current(w, e, why);
   if (cur == nullptr) return false;
   ts[0] = cur;
-  for (uint32_t i = 1; i < win; ++i) ts[i] = table_for(w.base_, hdr(w), e - static_cast<int64_t>(i));
+  bool bad = false;
+  if (win > 1) tables(w, e - 1, win - 1, ts + 1, &bad);
+  if (bad) {  // an older bucket's table offset fails its bounds check: bytes changed since open
+    if (why) *why = WindowStatus::kCorrupt;
+    return false;
+  }
   return true;
 }
 WindowStatus WindowOps::mark_if_unseen_h(const Window& w, uint64_t space, uint64_t hv, uint32_t win) noexcept {
@@ -339,18 +364,19 @@ WindowStatus WindowOps::mark_if_unseen_h(const Window& w, uint64_t space, uint64
 // (the pair's answer there is a false positive).
 WindowStatus WindowOps::forget_h(const Window& w, uint64_t hv) noexcept {
   WindowHeader* h = hdr(w);
-  if (h->variant != wi::kVariantCuckoo) return WindowStatus::kUnsupported;
+  const wi::Geometry& G = geo(w);
+  if (G.variant != wi::kVariantCuckoo) return WindowStatus::kUnsupported;
   if (w.seg_.owner_token() == 0) return WindowStatus::kForked;  // inherited across fork(): as cuckoo_mark_in
   const int64_t e = read_epoch(w);
   const ck::Liveness lv = liveness_of(w.seg_);
-  const ck::KeyHash kh = ck::split_hash(hv, h->k_main);
-  const bool lanes8 = h->k_main <= 8;
+  const ck::KeyHash kh = ck::split_hash(hv, G.k_main);
+  const bool lanes8 = G.k_main <= 8;
   bool removed = false, first = true;
   uint64_t ambiguous = 0;
-  for (uint32_t i = h->retention; i-- > 0;) {  // oldest bucket first
-    TableHead* t = table_for(w.base_, h, e - static_cast<int64_t>(i));
+  for (uint32_t i = G.retention; i-- > 0;) {  // oldest bucket first
+    TableHead* t = table_for(w.base_, G, h, e - static_cast<int64_t>(i));
     if (t == nullptr) continue;
-    ck::Header* ch = cuckoo_of(t, h);
+    ck::Header* ch = cuckoo_of(t, G);
     if (!first && (table_flags(t) & wi::kTableAllChecked)) continue;  // a present answer here is a collider's
     const bool r = lanes8 ? ck::erase<ck::Lanes8>(w.base_, ch, kh, lv) : ck::erase<ck::Lanes16>(w.base_, ch, kh, lv);
     if (!r) continue;
@@ -370,7 +396,7 @@ WindowStatus WindowOps::forget_h(const Window& w, uint64_t hv) noexcept {
 template <class Fn>
 uint64_t WindowOps::batch(const Window& w, std::span<const uint64_t> spaces, std::span<const uint64_t> items,
                           uint32_t win, bool writer, Fn&& answer) noexcept {
-  WindowHeader* h = hdr(w);
+  const wi::Geometry& G = geo(w);
   const size_t n = std::min(spaces.size(), items.size());
   uint64_t count = 0;
   uint64_t hs[kBatch];
@@ -388,16 +414,16 @@ uint64_t WindowOps::batch(const Window& w, std::span<const uint64_t> spaces, std
       e = read_epoch(w);
       tables(w, e, win, ts);
     }
-    if (h->variant == wi::kVariantBloom) {
+    if (G.variant == wi::kVariantBloom) {
       BloomView v[wi::kMaxRetention];
-      const uint32_t nv = bloom_views(w.base_, h, ts, win, v);
+      const uint32_t nv = bloom_views(w.base_, G, ts, win, v);
       for (size_t j = 0; j < m; ++j) {
-        hs[j] = wi::pair_hash(h->seed, spaces[at + j], items[at + j]);
+        hs[j] = wi::pair_hash(G.seed, spaces[at + j], items[at + j]);
         bloom_prefetch_views(v, nv, hs[j]);
       }
     } else {
       for (size_t j = 0; j < m; ++j) {
-        hs[j] = wi::pair_hash(h->seed, spaces[at + j], items[at + j]);
+        hs[j] = wi::pair_hash(G.seed, spaces[at + j], items[at + j]);
         for (uint32_t i = 0; i < win; ++i)
           if (ts[i]) prefetch(w, ts[i], hs[j]);
       }
@@ -430,8 +456,9 @@ int64_t Window::now() const noexcept {
 }
 int64_t Window::bucket_of(int64_t unix_seconds) const noexcept {
   if (base_ == nullptr) return 0;
-  const WindowHeader* h = header_at(base_, offset_);
-  return wi::bucket_number(unix_seconds, h->utc_offset, h->bucket_seconds);
+  // The geometry captured at open, never the header's words (a damaged bucket_seconds of 0 was
+  // a division by zero here: fuzz_segment, issue 23).
+  return wi::bucket_number(unix_seconds, g_.utc_offset, g_.bucket_seconds);
 }
 
 // ---------------------------------------------------------------------------
@@ -441,39 +468,39 @@ int64_t Window::bucket_of(int64_t unix_seconds) const noexcept {
   const ReadGuard in_call(seg_); /* docs/CONCURRENCY.md "Reader announcements" */ \
   if (!valid()) return fail;                                                      \
   WindowOps::tick(*this);                                                         \
-  const WindowHeader* h_ = WindowOps::hdr(*this)
+  (void)0
 
 WindowStatus Window::mark(uint64_t space, std::string_view item) noexcept {
   SHMF_WINDOW_ENTER(WindowStatus::kDropped);
-  return WindowOps::mark_h(*this, space, wi::pair_hash(h_->seed, space, item));
+  return WindowOps::mark_h(*this, space, wi::pair_hash(g_.seed, space, item));
 }
 WindowStatus Window::mark(uint64_t space, uint64_t item) noexcept {
   SHMF_WINDOW_ENTER(WindowStatus::kDropped);
-  return WindowOps::mark_h(*this, space, wi::pair_hash(h_->seed, space, item));
+  return WindowOps::mark_h(*this, space, wi::pair_hash(g_.seed, space, item));
 }
 bool Window::seen(uint64_t space, std::string_view item, uint32_t w) const noexcept {
   SHMF_WINDOW_ENTER(false);
-  return WindowOps::seen_h(*this, wi::pair_hash(h_->seed, space, item), w);
+  return WindowOps::seen_h(*this, wi::pair_hash(g_.seed, space, item), w);
 }
 bool Window::seen(uint64_t space, uint64_t item, uint32_t w) const noexcept {
   SHMF_WINDOW_ENTER(false);
-  return WindowOps::seen_h(*this, wi::pair_hash(h_->seed, space, item), w);
+  return WindowOps::seen_h(*this, wi::pair_hash(g_.seed, space, item), w);
 }
 WindowStatus Window::mark_if_unseen(uint64_t space, std::string_view item, uint32_t w) noexcept {
   SHMF_WINDOW_ENTER(WindowStatus::kDropped);
-  return WindowOps::mark_if_unseen_h(*this, space, wi::pair_hash(h_->seed, space, item), w);
+  return WindowOps::mark_if_unseen_h(*this, space, wi::pair_hash(g_.seed, space, item), w);
 }
 WindowStatus Window::mark_if_unseen(uint64_t space, uint64_t item, uint32_t w) noexcept {
   SHMF_WINDOW_ENTER(WindowStatus::kDropped);
-  return WindowOps::mark_if_unseen_h(*this, space, wi::pair_hash(h_->seed, space, item), w);
+  return WindowOps::mark_if_unseen_h(*this, space, wi::pair_hash(g_.seed, space, item), w);
 }
 WindowStatus Window::forget(uint64_t space, std::string_view item) noexcept {
   SHMF_WINDOW_ENTER(WindowStatus::kDropped);
-  return WindowOps::forget_h(*this, wi::pair_hash(h_->seed, space, item));
+  return WindowOps::forget_h(*this, wi::pair_hash(g_.seed, space, item));
 }
 WindowStatus Window::forget(uint64_t space, uint64_t item) noexcept {
   SHMF_WINDOW_ENTER(WindowStatus::kDropped);
-  return WindowOps::forget_h(*this, wi::pair_hash(h_->seed, space, item));
+  return WindowOps::forget_h(*this, wi::pair_hash(g_.seed, space, item));
 }
 
 uint64_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
@@ -488,7 +515,7 @@ uint64_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const uin
   WindowOps::tick(*this);
   return WindowOps::batch(*this, spaces, items, 1, true, [&](size_t i, uint64_t hv, TableHead* const* ts, int64_t e) -> size_t {
     WindowStatus st = ts ? WindowOps::mark_in(*this, ts[0], e, /*checked=*/false, spaces[i], hv,
-                                              wi::masks_of(hv, WindowOps::hdr(*this)->k_main))
+                                              wi::masks_of(hv, g_.k_main))
                          : static_cast<WindowStatus>(hv);
     if (st == kRetryNewer) st = WindowOps::mark_h(*this, spaces[i], hv);  // the round's bucket was sealed
     if (want) out[i] = st;
@@ -534,7 +561,8 @@ uint64_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uin
   }
   WindowOps::tick(*this);
   const WindowHeader* h = WindowOps::hdr(*this);
-  if (h->variant == wi::kVariantBloom) {
+  const wi::Geometry& G = g_;
+  if (G.variant == wi::kVariantBloom) {
     // Per round of kBatch pairs: hash each pair once and prefetch all of its w lines, then
     // probe (the round's kBatch x w misses overlap). The tables are resolved once per call
     // and again only when the header epoch moved (one acquire load per round): the call
@@ -542,8 +570,8 @@ uint64_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uin
     // and a rotation by any process during the call is picked up at the next round. The
     // views stay mapped for the whole call: this process passes no quiescent point inside it.
     // Parameters in locals: the stores to out[] (uint8_t) may alias anything.
-    const uint64_t seed = h->seed;
-    const uint32_t k_main = h->k_main;
+    const uint64_t seed = G.seed;
+    const uint32_t k_main = G.k_main;
     const int64_t e_clock = bucket_of(now());
     size_t count = 0;
     uint64_t hs[kBatch];
@@ -558,7 +586,7 @@ uint64_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uin
         g_seen = g;
         const int64_t e = g > 0 && static_cast<int64_t>(g - 1) > e_clock ? static_cast<int64_t>(g - 1) : e_clock;
         WindowOps::tables(*this, e, win, ts);
-        nv = bloom_views(base_, h, ts, win, v);
+        nv = bloom_views(base_, G, ts, win, v);
       }
       if (nv == 1 && v[0].nl == 0) {  // one table, no overflow (w = 1 on a normal day): the plain filter's loop
         const uint64_t* words = v[0].words;
@@ -610,10 +638,10 @@ uint64_t Window::new_count(uint64_t space, uint32_t age) const noexcept {
   const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   if (!valid()) return 0;
   WindowHeader* h = WindowOps::hdr(*this);
-  if (age >= h->retention) return 0;
-  TableHead* t = table_for(base_, h, WindowOps::read_epoch(*this) - static_cast<int64_t>(age));
+  if (age >= g_.retention) return 0;
+  TableHead* t = table_for(base_, g_, h, WindowOps::read_epoch(*this) - static_cast<int64_t>(age));
   if (t == nullptr) return 0;
-  uint32_t row = space_row(h, space, false);
+  uint32_t row = space_row(h, g_, space, false);
   if (row == UINT32_MAX) return 0;
   return std::atomic_ref<uint64_t>(counters_of(t)[row]).load(std::memory_order_relaxed);  // relaxed: a count
 }

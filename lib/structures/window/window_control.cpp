@@ -3,6 +3,7 @@
 // stats and the integrity checker check_window.
 #include <cinttypes>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "segment/segment_impl.h"
@@ -116,14 +117,15 @@ Plan make_plan(const WindowOptions& o) {
 
 // Per-bucket FP model now and the bound the sizing guarantees at this load. over: the load is
 // past what the sizing holds the bound to (or a layer could not be had): bound is then the rate now.
-void bucket_fp(std::byte* base, const WindowHeader* h, TableHead* t, uint64_t distinct, double& now, double& bound, bool& over) {
+void bucket_fp(std::byte* base, const wi::Geometry& g, const WindowHeader* h, TableHead* t, uint64_t distinct, double& now,
+               double& bound, bool& over) {
   const uint64_t cap = t->capacity;
   const bool layered = (t->flags.load(std::memory_order_relaxed) & wi::kTableLayered) != 0;  // relaxed: immutable
   over = false;
   if (h->variant == wi::kVariantBloom) {
     const double m_bits = static_cast<double>(t->geometry) * bl::kBlockBits;
     BloomLayerView l[wi::kBloomMaxLayers];
-    const uint32_t n = bloom_layer_views(base, h, t, l);
+    const uint32_t n = bloom_layer_views(base, g, t, l);
     // Where the pairs are: main up to C; layer j (1-based) up to C x 2^(j-1); the newest all the rest.
     uint64_t rem = distinct;
     const uint64_t in_main = n == 0 ? rem : std::min(rem, cap);
@@ -143,7 +145,7 @@ void bucket_fp(std::byte* base, const WindowHeader* h, TableHead* t, uint64_t di
     bound = over ? std::max(now, h->p1) : h->p1;
     return;
   }
-  ck::Header* ch = cuckoo_of(t, h);
+  ck::Header* ch = cuckoo_of(t, g);
   const uint32_t subs = std::min<uint32_t>(ck::sub_count_acquire(ch), ck::kMaxSubs);  // acquire: the subs it publishes
   const double f = std::ldexp(1.0, static_cast<int>(h->k_main)) - 1;
   // Sum of the sub-filters' loads, at most (the smallest fill first: an upper bound): a lookup's
@@ -266,6 +268,7 @@ namespace internal::window_ops {
 
 WindowExtents extents_of(const Segment& seg, const RegionInfo& r) {
   WindowExtents x;
+  x.seg = &seg;
   x.base = seg.base();
   const internal::SegmentImpl* im = seg.impl();
   x.data_lo = im->lay.data_offset;
@@ -296,6 +299,9 @@ uint64_t owned_extent_end(const WindowExtents& x, uint64_t off, uint64_t bytes) 
     return 0;
   const uint64_t hi = lo + eh->size;
   if (lo < x.region_hi && x.region_lo < hi) return 0;  // the window's own region (header, ring, keys)
+  // The allocator's own walk reaches this extent, of this size (lib/segment/extents.h): its header
+  // is not a forgery inside another extent, so no other live extent overlaps it.
+  if (x.seg == nullptr || internal::reached_extent_size(*x.seg, off) != eh->size) return 0;
   return hi;
 }
 
@@ -514,7 +520,60 @@ void require_sound(const Segment& seg, const RegionInfo& r) {
   if (!problems.empty()) throw internal::corrupt_error(Kind::kWindow, r.name, problems.front());
 }
 
+wi::Geometry geometry_of(const WindowHeader* h, uint64_t data_lo, uint64_t map_limit) noexcept {
+  wi::Geometry g;
+  g.bucket_seconds = h->bucket_seconds;
+  g.utc_offset = h->utc_offset;
+  g.seed = h->seed;
+  g.expected = h->expected;
+  g.variant = h->variant;
+  g.retention = h->retention;
+  g.slots = h->slots;
+  g.max_spaces = h->max_spaces;
+  g.space_table = h->space_table;
+  g.k_main = h->k_main;
+  g.k_overflow = h->k_overflow;
+  g.main_offset = wi::main_offset_in_table(g.space_table);
+  g.keys_offset = sizeof(WindowHeader) + wi::slots_bytes(g.slots);
+  g.data_lo = data_lo;
+  g.map_limit = map_limit;
+  // Bytes a table needs before its main part's lines (kBloom: checked per query against its block
+  // count) or its cuckoo header (kCuckoo); 0 when even that does not fit (geometry_problem refuses).
+  const uint64_t need = g.main_offset + (g.variant == wi::kVariantCuckoo ? sizeof(ck::Header) : 0);
+  g.table_span = map_limit >= data_lo && map_limit - data_lo >= need + 64 ? map_limit - data_lo - need : 0;
+  return g;
+}
+
+// "" when G (a copy, so no other writer can change it while it is checked) holds the ranges
+// validate_window requires of a header: every divisor >= 1, every index bound inside its array.
+std::string geometry_problem(const wi::Geometry& g, uint64_t region_bytes) {
+  if (g.bucket_seconds == 0 || g.bucket_seconds > (uint64_t{1} << 40) || g.utc_offset <= -(int64_t{1} << 40) ||
+      g.utc_offset >= (int64_t{1} << 40) || g.expected == 0)
+    return "parameters out of range (bucket_seconds, utc_offset, expected)";
+  if (g.variant > wi::kVariantCuckoo || g.retention < 1 || g.retention > wi::kMaxRetention || g.slots != g.retention + 1)
+    return "variant / retention / slots invalid";
+  if (g.max_spaces < 1 || g.max_spaces > wi::kMaxSpaces || g.space_table != wi::space_table_for(g.max_spaces) ||
+      wi::region_bytes(g.slots, g.space_table) > region_bytes)
+    return "max_spaces / space table size invalid";
+  if (g.variant == wi::kVariantBloom && (g.k_main < 1 || g.k_main > bl::kMaxK || g.k_overflow < 1 || g.k_overflow > bl::kMaxK))
+    return "probe counts out of range";
+  if (g.variant == wi::kVariantCuckoo && g.k_main != 8 && g.k_main != 12 && g.k_main != 16)
+    return "fingerprint bits " + std::to_string(g.k_main);
+  if (g.table_span == 0) return "segment too small";
+  return {};
+}
+
 }  // namespace internal::window_ops
+
+void WindowOps::require_sound(const Window& w) {
+  const RegionInfo r = region(w);
+  internal::window_ops::require_sound(w.seg_, r);
+  // The header must still hold the geometry this handle captured at open: the control plane
+  // (maintain, the inline preparer, stats, drop) reads the header, the data plane the copy.
+  const wi::Geometry now = geometry_of(hdr(w), w.g_.data_lo, w.g_.map_limit);
+  if (std::memcmp(&now, &w.g_, sizeof now) != 0)
+    throw internal::corrupt_error(Kind::kWindow, r.name, "header parameters changed since the window was opened");
+}
 
 RegionInfo WindowOps::region(const Window& w) {
   auto found = w.seg_.find(w.name_);
@@ -530,6 +589,12 @@ Window Window::open(Segment& seg, std::string_view name) {
   require_sound(seg, r);
   w.base_ = seg.base();
   w.offset_ = r.offset;
+  // The geometry every data-plane and rotation path divides and indexes by, copied once and
+  // range-checked on the copy (the header validated above could change under us); what the
+  // header says later is never trusted for it (docs/window.md "Validation").
+  w.g_ = geometry_of(WindowOps::hdr(w), seg.impl()->lay.data_offset + sizeof(internal::ExtentHeader),
+                     seg.impl()->map_size);
+  if (std::string p = geometry_problem(w.g_, r.size); !p.empty()) throw internal::corrupt_error(Kind::kWindow, r.name, p);
   return w;
 }
 
@@ -603,7 +668,7 @@ WindowStats Window::stats() const {
   st.memory_bytes = h->region_bytes;
   const uint32_t T = h->space_table;
   const BucketSlot* s = wi::slot_table(h);
-  for (uint32_t i = 0; i < h->slots; ++i) {
+  for (uint32_t i = 0; i < g_.slots; ++i) {
     uint64_t off = std::atomic_ref<const uint64_t>(s[i].table).load(std::memory_order_relaxed);  // relaxed: statistic
     if (off == 0) continue;
     auto* t = reinterpret_cast<TableHead*>(base_ + off);
@@ -614,15 +679,15 @@ WindowStats Window::stats() const {
     // freed table's): its own extent only.
     if (t->prep_cursor.load(std::memory_order_relaxed) == 0) st.memory_bytes += layer_bytes_of(base_, h, t);  // relaxed: statistic
   }
-  for (uint32_t age = 0; age < h->retention; ++age) {
+  for (uint32_t age = 0; age < g_.retention; ++age) {
     WindowBucketStats b;
     b.bucket = e - static_cast<int64_t>(age);
     b.age = age;
-    TableHead* t = table_for(base_, h, b.bucket);
+    TableHead* t = table_for(base_, g_, h, b.bucket);
     if (t != nullptr) {
       b.distinct = table_distinct(t);
       b.capacity = t->capacity;
-      bucket_fp(base_, h, t, b.distinct, b.fp_rate_now, b.fp_bound, b.over_capacity);
+      bucket_fp(base_, g_, h, t, b.distinct, b.fp_rate_now, b.fp_bound, b.over_capacity);
       b.bytes = wi::main_offset_in_table(T) + main_bytes_of(h, t) + layer_bytes_of(base_, h, t, &b.layers);
       b.overflow = b.layers > 0;
       st.other_marks += std::atomic_ref<uint64_t>(counters_of(t)[T]).load(std::memory_order_relaxed);  // relaxed

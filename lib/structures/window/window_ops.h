@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -24,6 +25,7 @@
 
 #include "base/hash.h"
 #include "base/kill_point.h"
+#include "segment/extents.h"
 #include "segment/layout.h"
 #include "shmfilter/window.hpp"
 #include "structures/region_handle.h"
@@ -81,21 +83,34 @@ inline wi::BloomLayerDir* bloom_dir(std::byte* base, const TableHead* t, uint64_
 // The published overflow layers 1..n of a kBloom table (0: none, the common case: one relaxed-
 // then-acquire load of TableHead.overflow). acquire: the overflow's geometry and the dir's k1
 // (written before its publication), then the layer count (pairs with the allocator's release).
-inline uint32_t bloom_layer_views(std::byte* base, const WindowHeader* h, const TableHead* t, BloomLayerView* out) noexcept {
+// Published offsets are bounds-checked against the mapping first (G.map_limit: a compare each); a
+// layer that fails names no lines (the trust rule: open and check validated them, this keeps
+// bytes damaged since from turning into a wild read). Probe counts above bl::kMaxK are clamped.
+inline bool lines_in_map(const wi::Geometry& g, uint64_t off, uint64_t blocks) noexcept {
+  return off >= g.data_lo && off % 64 == 0 && off <= g.map_limit && blocks >= 1 && blocks <= bl::kMaxLayerBlocks &&
+         blocks * 64 <= g.map_limit - off;
+}
+inline uint32_t bloom_layer_views(std::byte* base, const wi::Geometry& g, const TableHead* t, BloomLayerView* out) noexcept {
   const uint64_t off = t->overflow.load(std::memory_order_acquire);
   if (off == 0) return 0;
+  const uint64_t ob = t->overflow_geometry;
   // relaxed: kTableLayered is written before the table is reachable and never changes.
-  if ((t->flags.load(std::memory_order_relaxed) & wi::kTableLayered) == 0) {
-    out[0] = BloomLayerView{reinterpret_cast<const uint64_t*>(base + off), t->overflow_geometry, h->k_overflow};
+  const bool layered = (t->flags.load(std::memory_order_relaxed) & wi::kTableLayered) != 0;
+  if (!lines_in_map(g, off, ob) || (layered && g.map_limit - off - ob * 64 < sizeof(wi::BloomLayerDir))) return 0;
+  if (!layered) {
+    out[0] = BloomLayerView{reinterpret_cast<const uint64_t*>(base + off), ob, g.k_overflow};
     return 1;
   }
   const wi::BloomLayerDir* d = bloom_dir(base, t, off);
-  out[0] = BloomLayerView{reinterpret_cast<const uint64_t*>(base + off), t->overflow_geometry, static_cast<uint32_t>(d->k1)};
+  out[0] = BloomLayerView{reinterpret_cast<const uint64_t*>(base + off), ob,
+                          static_cast<uint32_t>(std::min<uint64_t>(d->k1, bl::kMaxK))};
   const uint64_t c = std::min<uint64_t>(d->count.load(std::memory_order_acquire), wi::kBloomMaxExtra);
+  uint32_t n = 1;
   for (uint64_t j = 0; j < c; ++j)
-    out[1 + j] = BloomLayerView{reinterpret_cast<const uint64_t*>(base + d->layer[j].offset), d->layer[j].blocks,
-                                static_cast<uint32_t>(d->layer[j].k)};
-  return static_cast<uint32_t>(1 + c);
+    if (lines_in_map(g, d->layer[j].offset, d->layer[j].blocks))
+      out[n++] = BloomLayerView{reinterpret_cast<const uint64_t*>(base + d->layer[j].offset), d->layer[j].blocks,
+                                static_cast<uint32_t>(std::min<uint64_t>(d->layer[j].k, bl::kMaxK))};
+  return n;
 }
 // Bytes of every extent a table owns beyond its main extent (its overflow layers / sub-filters),
 // and their number; for stats() (every byte counted) and the tests.
@@ -121,6 +136,7 @@ void free_table(ControlTxn& txn, const WindowExtents& x, const WindowHeader* h, 
 // the owner word of the window's extents (its directory slot and generation), and its own
 // region's extent, which no table may overlap.
 struct WindowExtents {
+  const Segment* seg = nullptr;  // whose allocator walk must reach every extent (lib/segment/extents.h)
   const std::byte* base = nullptr;
   uint64_t data_lo = 0, top = 0, owner = 0, region_lo = 0, region_hi = 0;
 };
@@ -153,10 +169,25 @@ inline uint64_t table_distinct(const TableHead* t) noexcept {
   return s;
 }
 
-// The table of bucket e, or null (reader protocol, see BucketSlot).
-inline TableHead* table_for(std::byte* base, WindowHeader* h, int64_t e) noexcept {
-  if (e < 0) return nullptr;
-  BucketSlot& s = wi::slot_table(h)[static_cast<uint64_t>(e) % h->slots];
+// The geometry of a header validated just now (the control plane, under the segment lock or in
+// a checker that validated first): what a Window handle captures at open.
+wi::Geometry geometry_of(const WindowHeader* h, uint64_t data_lo, uint64_t map_limit) noexcept;
+// "" when G holds validate_window's ranges for a region of REGION_BYTES (checked on the copy).
+std::string geometry_problem(const wi::Geometry& g, uint64_t region_bytes);
+
+// The table of bucket e, or null (reader protocol, see BucketSlot). The slot comes from G (the
+// geometry validated at open); the table offset is a word rotation publishes, so it is
+// bounds-checked against the mapping before use (compares only): a claimed slot whose offset
+// (or a kBloom table's block count) would reach outside it sets *BAD and answers null.
+// The ring slot of bucket e >= 0 (the handle's slots: never 0).
+inline uint32_t slot_of(const wi::Geometry& g, int64_t e) noexcept {
+  return static_cast<uint32_t>(static_cast<uint64_t>(e) % g.slots);
+}
+// table_for with the slot given (the slot of e, e >= 0): for a run of buckets, whose slots step
+// down by one (WindowOps::tables), one slot_of serves them all.
+inline TableHead* table_in(std::byte* base, const wi::Geometry& g, WindowHeader* h, uint32_t slot, int64_t e,
+                           bool* bad = nullptr) noexcept {
+  BucketSlot& s = wi::slot_table(h)[slot];
   const uint64_t want = static_cast<uint64_t>(e) + 1;
   // seq_cst (includes acquire): the claimed tag makes the table (initialised before the slot
   // named it) visible; and the rotation order (see raise_epoch).
@@ -164,7 +195,26 @@ inline TableHead* table_for(std::byte* base, WindowHeader* h, int64_t e) noexcep
   uint64_t off = std::atomic_ref<uint64_t>(s.table).load(std::memory_order_relaxed);  // relaxed: re-checked below
   std::atomic_thread_fence(std::memory_order_acquire);  // orders the table load before the tag re-check
   if (s.tag.load(std::memory_order_relaxed) != want || off == 0) return nullptr;  // relaxed: after the fence
-  return reinterpret_cast<TableHead*>(base + off);
+  // One compare for range and alignment: rotating the low 6 bits to the top makes a misaligned
+  // offset huge; one below the data area wraps. Aligned, rel64 = (off - data_lo) / 64.
+  const uint64_t rel64 = std::rotr(off - g.data_lo, 6);
+  if (rel64 > g.table_span >> 6) [[unlikely]] {
+    if (bad) *bad = true;
+    return nullptr;
+  }
+  auto* t = reinterpret_cast<TableHead*>(base + off);
+  // kBloom: 1 <= blocks <= the lines the mapping holds past the table's head (the line every
+  // kBloom query reads next anyway); blocks - 1 wraps for 0.
+  if (g.variant == wi::kVariantBloom && t->geometry - 1 >= (g.table_span >> 6) - rel64) [[unlikely]] {
+    if (bad) *bad = true;
+    return nullptr;
+  }
+  return t;
+}
+inline TableHead* table_for(std::byte* base, const wi::Geometry& g, WindowHeader* h, int64_t e,
+                            bool* bad = nullptr) noexcept {
+  if (e < 0) return nullptr;
+  return table_in(base, g, h, slot_of(g, e), e, bad);
 }
 
 // seq_cst (here, in table_for's tag load, in read_epoch / current()'s epoch loads, in the tag
@@ -183,11 +233,11 @@ inline void raise_epoch(WindowHeader* h, uint64_t v) noexcept {
 }
 
 // Space row: index in [0, T) for a claimed space, T for "other", UINT32_MAX for "not claimed" (claim == false).
-inline uint32_t space_row(WindowHeader* h, uint64_t space, bool claim) noexcept {
-  const uint32_t T = h->space_table;
+inline uint32_t space_row(WindowHeader* h, const wi::Geometry& g, uint64_t space, bool claim) noexcept {
+  const uint32_t T = g.space_table;
   if (space == ~uint64_t{0}) return T;  // reserved: key space + 1 would be 0
   const uint64_t key = space + 1;
-  uint64_t* keys = wi::space_keys(h);
+  uint64_t* keys = reinterpret_cast<uint64_t*>(reinterpret_cast<std::byte*>(h) + g.keys_offset);
   uint64_t i = bl::fmix64(key) & (T - 1);
   for (uint32_t probe = 0; probe < T; ++probe, i = (i + 1) & (T - 1)) {
     std::atomic_ref<uint64_t> slot(keys[i]);
@@ -195,7 +245,7 @@ inline uint32_t space_row(WindowHeader* h, uint64_t space, bool claim) noexcept 
     if (k == key) return static_cast<uint32_t>(i);
     if (k != 0) continue;
     if (!claim) break;
-    if (h->spaces_claimed.load(std::memory_order_relaxed) >= h->max_spaces) return T;  // relaxed: a soft limit
+    if (h->spaces_claimed.load(std::memory_order_relaxed) >= g.max_spaces) return T;  // relaxed: a soft limit
     uint64_t expect = 0;
     // relaxed: the key alone is the claim; counters are indexed by the row, zero until incremented.
     if (slot.compare_exchange_strong(expect, key, std::memory_order_relaxed)) {
@@ -206,17 +256,17 @@ inline uint32_t space_row(WindowHeader* h, uint64_t space, bool claim) noexcept 
     if (expect == key) return static_cast<uint32_t>(i);
   }
   if (claim) return T;
-  return h->spaces_claimed.load(std::memory_order_relaxed) >= h->max_spaces ? T : UINT32_MAX;  // relaxed: statistic
+  return h->spaces_claimed.load(std::memory_order_relaxed) >= g.max_spaces ? T : UINT32_MAX;  // relaxed: statistic
 }
 
 inline uint64_t* counters_of(TableHead* t) noexcept {
   return reinterpret_cast<uint64_t*>(reinterpret_cast<std::byte*>(t) + sizeof(TableHead));
 }
-inline uint64_t* bloom_words(TableHead* t, const WindowHeader* h) noexcept {
-  return reinterpret_cast<uint64_t*>(reinterpret_cast<std::byte*>(t) + wi::main_offset_in_table(h->space_table));
+inline uint64_t* bloom_words(TableHead* t, const wi::Geometry& g) noexcept {
+  return reinterpret_cast<uint64_t*>(reinterpret_cast<std::byte*>(t) + g.main_offset);
 }
-inline ck::Header* cuckoo_of(TableHead* t, const WindowHeader* h) noexcept {
-  return reinterpret_cast<ck::Header*>(reinterpret_cast<std::byte*>(t) + wi::main_offset_in_table(h->space_table));
+inline ck::Header* cuckoo_of(TableHead* t, const wi::Geometry& g) noexcept {
+  return reinterpret_cast<ck::Header*>(reinterpret_cast<std::byte*>(t) + g.main_offset);
 }
 
 inline bool seg_token_alive(const void* ctx, uint64_t token) { return static_cast<const Segment*>(ctx)->token_alive(token); }
@@ -231,12 +281,16 @@ using namespace internal::window_ops;  // the window*.cpp parts call these unqua
 // The implementation (a friend of Window); members are defined in the part named above.
 struct WindowOps {
   static WindowHeader* hdr(const Window& w) noexcept { return header_at(w.base_, w.offset_); }
+  // The geometry validated at open: every divisor, modulus, shift and index bound of the data
+  // plane and rotation comes from here, never from a header word re-read (docs/window.md "Validation").
+  static const wi::Geometry& geo(const Window& w) noexcept { return w.g_; }
   // The directory's entry of the bound window (lock-free lookup); kDropped when it is gone.
   static RegionInfo region(const Window& w);
   // require_sound on the bound window: the paths that follow table offsets outside the data
   // plane (stats, maintain, the inline preparer) re-validate, as segment bytes may have
   // changed since open.
-  static void require_sound(const Window& w) { internal::window_ops::require_sound(w.seg_, region(w)); }
+  // Also kCorrupt when the header no longer holds the geometry the handle captured at open.
+  static void require_sound(const Window& w);
   // What w may own (extents_of its region), for free_table under the lock.
   static internal::window_ops::WindowExtents extents(const Window& w) {
     return internal::window_ops::extents_of(w.seg_, region(w));
@@ -258,7 +312,7 @@ struct WindowOps {
   // Bucket a reader uses: the newer of the clock's and the header's.
   static int64_t read_epoch(const Window& w) noexcept {
     WindowHeader* h = hdr(w);
-    int64_t e = w.bucket_of(w.now());
+    int64_t e = wi::bucket_number(w.now(), w.g_.utc_offset, w.g_.bucket_seconds);
     uint64_t g = h->epoch.load(std::memory_order_seq_cst);  // seq_cst: pairs with raise_epoch; the rotation order
     if (g > 0 && static_cast<int64_t>(g - 1) > e) e = static_cast<int64_t>(g - 1);
     return e;
@@ -350,7 +404,8 @@ struct WindowOps {
                               const wi::Masks& mm) noexcept;
 
   // Tables of the last w buckets ending at e (null where a bucket is empty).
-  static uint32_t tables(const Window& w, int64_t e, uint32_t n, TableHead** out) noexcept;
+  // *BAD (if given): some claimed slot's table offset failed its bounds check (its entry is null).
+  static uint32_t tables(const Window& w, int64_t e, uint32_t n, TableHead** out, bool* bad = nullptr) noexcept;
   // The number of buckets a query's w names: kWholeWindow -> retention, 1..retention as is,
   // 0 for w > retention (rejected: the caller answers kInvalidArgument; never clamped).
   static uint32_t resolve_w(const Window& w, uint32_t win) noexcept;

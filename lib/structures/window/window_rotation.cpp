@@ -158,12 +158,13 @@ namespace shmfilter {
 // Capacity of the next bucket's table (see window_ops.h and docs/window.md).
 uint64_t WindowOps::desired_capacity(const Window& w, int64_t e) noexcept {
   WindowHeader* h = hdr(w);
-  uint64_t want = h->expected;
-  for (uint32_t age = 0; age < h->retention; ++age) {
-    TableHead* t = table_for(w.base_, h, e - static_cast<int64_t>(age));
+  const wi::Geometry& G = geo(w);
+  uint64_t want = G.expected;
+  for (uint32_t age = 0; age < G.retention; ++age) {
+    TableHead* t = table_for(w.base_, G, h, e - static_cast<int64_t>(age));
     if (t == nullptr) continue;
     const uint64_t d = table_distinct(t);
-    if (d <= h->expected) continue;  // a day within `expected` asks for nothing more
+    if (d <= G.expected) continue;  // a day within `expected` asks for nothing more
     // What was measured: 1.5 x the count; a bucket that fit its table asks for no more than that
     // table (so the size follows the measured days down once the big ones left the window,
     // instead of every day keeping the grown size: the ratchet of an earlier build).
@@ -238,7 +239,7 @@ uint64_t WindowOps::prepare_chunk(const Window& w, BucketSlot& s, uint64_t max_b
 // Makes bucket e claimable and claims it. False: no table could be had.
 bool WindowOps::advance(const Window& w, int64_t e, WindowStatus* why) noexcept {
   WindowHeader* h = hdr(w);
-  BucketSlot& s = wi::slot_table(h)[static_cast<uint64_t>(e) % h->slots];
+  BucketSlot& s = wi::slot_table(h)[static_cast<uint64_t>(e) % geo(w).slots];
   const uint64_t want = static_cast<uint64_t>(e) + 1;
   uint64_t t = s.tag.load(std::memory_order_acquire);  // acquire: pairs with the preparer's commit
   if (t == want) {
@@ -314,17 +315,23 @@ bool WindowOps::advance(const Window& w, int64_t e, WindowStatus* why) noexcept 
 
 void WindowOps::map_spare_ahead(const Window& w) noexcept {
   WindowHeader* h = hdr(w);
+  const wi::Geometry& G = geo(w);
   const int64_t e = read_epoch(w);
-  const BucketSlot& s = wi::slot_table(h)[static_cast<uint64_t>(e + 1) % h->slots];
+  const BucketSlot& s = wi::slot_table(h)[static_cast<uint64_t>(e + 1) % G.slots];
   if (s.tag.load(std::memory_order_acquire) != 0) return;  // acquire: the ready table (not yet claimed)
   const uint64_t off = std::atomic_ref<const uint64_t>(s.table).load(std::memory_order_relaxed);  // relaxed: a hint
-  if (off == 0 || off + sizeof(TableHead) > w.seg_.size()) return;
+  if (off < G.data_lo || off % 64 != 0 || off > G.map_limit || G.map_limit - off < G.main_offset + 64 ||
+      off + sizeof(TableHead) > w.seg_.size())
+    return;
   if (off != w.prefault_table_) {
     w.prefault_table_ = off;
     w.prefault_done_ = 0;
   }
   const auto* t = reinterpret_cast<const TableHead*>(w.base_ + off);
-  const uint64_t total = wi::main_offset_in_table(h->space_table) + main_bytes_of(h, t);
+  if (t->geometry > (G.variant == wi::kVariantBloom ? bl::kMaxLayerBlocks : 32)) return;  // a hint: bytes checked later
+  const uint64_t total = G.main_offset + (G.variant == wi::kVariantBloom
+                                              ? wi::bloom_main_bytes(t->geometry)
+                                              : wi::cuckoo_main_bytes(static_cast<uint32_t>(t->geometry), G.k_main <= 8 ? 8 : 16));
   if (w.prefault_done_ >= total || total > w.seg_.size() - off) return;
   const uint64_t n = std::min(kMapAhead, total - w.prefault_done_);
 #ifndef MADV_POPULATE_READ
@@ -366,7 +373,7 @@ uint64_t WindowOps::commit_layer(const Window& w, TableHead* t, uint64_t* pendin
 // ---- kBloom ------------------------------------------------------------------
 uint32_t WindowOps::bloom_layers(const Window& w, TableHead* t, uint32_t want, BloomLayerView* out) noexcept {
   WindowHeader* h = hdr(w);
-  uint32_t n = bloom_layer_views(w.base_, h, t, out);
+  uint32_t n = bloom_layer_views(w.base_, geo(w), t, out);
   const uint32_t flags = t->flags.load(std::memory_order_relaxed);  // relaxed: kTableLayered immutable; the failed bit sticky
   const uint32_t most = (flags & wi::kTableLayered) ? wi::kBloomMaxLayers : 1;
   if (n >= want || n >= most || (flags & wi::kTableOverflowFailed)) return n;
@@ -395,7 +402,7 @@ uint32_t WindowOps::bloom_layers(const Window& w, TableHead* t, uint32_t want, B
       // release: the geometry (committed), the zeroed lines and the dir's k1 are visible with the offset. Never logged.
       t->overflow.compare_exchange_strong(expect, got, std::memory_order_release, std::memory_order_relaxed);
     }
-    return bloom_layer_views(w.base_, h, t, out);
+    return bloom_layer_views(w.base_, geo(w), t, out);
   }
   // Layer n + 1 >= 2: named by the dir at the end of layer 1's extent.
   const uint64_t ovf = t->overflow.load(std::memory_order_acquire);  // acquire: its geometry (n > 0: published)
@@ -422,7 +429,7 @@ uint32_t WindowOps::bloom_layers(const Window& w, TableHead* t, uint32_t want, B
     // release: the layer's entry (committed) and its zeroed lines are visible with the count. Never logged.
     d->count.compare_exchange_strong(expect, c + 1, std::memory_order_release, std::memory_order_relaxed);
   }
-  return bloom_layer_views(w.base_, h, t, out);
+  return bloom_layer_views(w.base_, geo(w), t, out);
 }
 
 // kCuckoo: the next sub-filter, under the table's cuckoo writer lock (so no other expansion
@@ -479,9 +486,9 @@ bool Window::maintain_step(uint64_t max_bytes) {
     WindowOps::require_sound(*this);
     // 1. Retire every slot whose bucket left every window (bucket <= e - retention). A slot
     //    tagged kRetired that still names a table holds a spare in preparation: kept.
-    for (uint32_t i = 0; i < h->slots; ++i) {
+    for (uint32_t i = 0; i < g_.slots; ++i) {
       uint64_t t = s[i].tag.load(std::memory_order_relaxed);  // relaxed: under the lock; rotators only CAS 0
-      bool expired = t != 0 && t != wi::kRetired && static_cast<int64_t>(t - 1) <= e - static_cast<int64_t>(h->retention);
+      bool expired = t != 0 && t != wi::kRetired && static_cast<int64_t>(t - 1) <= e - static_cast<int64_t>(g_.retention);
       if (!expired) continue;
       txn.store_u64(as_u64(&s[i].tag), wi::kRetired);
       std::atomic_thread_fence(std::memory_order_release);  // retired before the table changes
@@ -493,7 +500,7 @@ bool Window::maintain_step(uint64_t max_bytes) {
     // 2. The current and the next bucket have a table (tag 0 = fresh, or already claimed) or a
     //    spare in preparation (started here, zeroed by the chunks below).
     for (int64_t x = e; x <= e + 1; ++x) {
-      BucketSlot& b = s[static_cast<uint64_t>(x) % h->slots];
+      BucketSlot& b = s[static_cast<uint64_t>(x) % g_.slots];
       uint64_t t = b.tag.load(std::memory_order_relaxed);  // relaxed: under the lock
       if (t == wi::kRetired) {
         WindowOps::prepare_locked(*this, txn, b, cap);
@@ -523,7 +530,7 @@ bool Window::maintain_step(uint64_t max_bytes) {
   uint64_t budget = std::max<uint64_t>(max_bytes, 1);
   bool ready = true;
   for (int64_t x = e; x <= e + 1; ++x) {
-    BucketSlot& b = s[static_cast<uint64_t>(x) % h->slots];
+    BucketSlot& b = s[static_cast<uint64_t>(x) % g_.slots];
     while (budget > 0 && b.tag.load(std::memory_order_acquire) == wi::kRetired) {  // acquire: pairs with the publisher
       uint64_t n = 0;
       seg_.transact([&](ControlTxn&) {
@@ -536,7 +543,7 @@ bool Window::maintain_step(uint64_t max_bytes) {
   }
   // 4. Rotate if due, when that is one CAS (a spare still in preparation is finished by a
   //    later step, or by the first writer that needs it).
-  const BucketSlot& cur = s[static_cast<uint64_t>(e) % h->slots];
+  const BucketSlot& cur = s[static_cast<uint64_t>(e) % g_.slots];
   if (cur.tag.load(std::memory_order_acquire) != wi::kRetired) {  // acquire: pairs with the publisher
     int64_t ignored;
     WindowOps::current(*this, ignored);
