@@ -742,14 +742,16 @@ TEST(Uv, MergesAndExactAddsNeverTakeTheSegmentLock) {
     ASSERT_TRUE(st == UvStatus::kChanged || st == UvStatus::kUnchanged) << uv_status_name(st);
   }
   for (uint64_t i = 0; i < 990; ++i) ASSERT_EQ(f.add(3, i), UvStatus::kChanged);                        // exact, near the threshold
-  int go[2], done[2];
+  int go[2], done[2], ready[2];
   ASSERT_EQ(pipe(go), 0);
   ASSERT_EQ(pipe(done), 0);
+  ASSERT_EQ(pipe(ready), 0);
   pid_t kid = fork_child([&] {
     Segment s = Segment::open(g.name);
-    UvFamily c = UvFamily::open(s, "uv");
+    UvFamily c = UvFamily::open(s, "uv");  // before the parent takes the lock: an open may walk the allocator under it
     c.set_now(kDay0 + 5);
     char x = 0;
+    if (write(ready[1], &x, 1) != 1) return 7;
     if (read(go[0], &x, 1) != 1) return 2;
     for (uint64_t i = 1200; i < 4000; ++i)
       if (UvStatus st = c.add(1, (uint64_t{1} << 32) | i); st != UvStatus::kChanged && st != UvStatus::kUnchanged) return 3;
@@ -760,6 +762,8 @@ TEST(Uv, MergesAndExactAddsNeverTakeTheSegmentLock) {
     return write(done[1], &x, 1) == 1 ? 0 : 6;
   });
   bool finished = false;
+  char r = 0;
+  ASSERT_EQ(read(ready[0], &r, 1), 1) << "the child could not open the family";
   seg.transact([&](ControlTxn&) {
     char x = 0;
     ASSERT_EQ(write(go[1], &x, 1), 1);
