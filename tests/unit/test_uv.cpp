@@ -45,6 +45,58 @@ UvOptions test_options() {
 
 double rel(uint64_t est, uint64_t truth) { return std::fabs(static_cast<double>(est) - truth) / truth; }
 
+// White-box: the day extent of the bucket holding `now`, and SPACE's slot in it (nullptr if none).
+internal::uv::DayHeader* day_of(Segment& seg, const UvFamily& f, int64_t now) {
+  using namespace internal::uv;
+  auto* h = reinterpret_cast<UvHeader*>(seg.base() + seg.find("uv")->offset);
+  DaySlot& slot = day_slots(h)[static_cast<uint64_t>(f.bucket_of(now)) % h->retention];
+  return reinterpret_cast<DayHeader*>(seg.base() + slot.day);
+}
+internal::uv::SpaceSlot* space_slot(Segment& seg, const UvFamily& f, int64_t now, uint64_t space) {
+  using namespace internal::uv;
+  auto* h = reinterpret_cast<UvHeader*>(seg.base() + seg.find("uv")->offset);
+  SpaceSlot* t = day_spaces(day_of(seg, f, now));
+  for (uint32_t i = 0; i < h->space_table; ++i)
+    if (t[i].key.load() == space + 1) return &t[i];
+  return nullptr;
+}
+
+// A child process attached to the segment and inside a call (it holds a ReadGuard) from
+// construction until leave(); then it waits for finish() and exits 0.
+struct PinnedChild {
+  int to_child[2] = {-1, -1}, to_parent[2] = {-1, -1};
+  pid_t pid = -1;
+  explicit PinnedChild(const std::string& name) {
+    if (pipe(to_child) != 0 || pipe(to_parent) != 0) std::abort();
+    pid = fork_child([&] {
+      Segment s = Segment::open(name);
+      char c = 0;
+      {
+        ReadGuard guard(s);
+        if (write(to_parent[1], &c, 1) != 1) return 2;
+        if (read(to_child[0], &c, 1) != 1) return 3;  // held until leave()
+      }
+      if (write(to_parent[1], &c, 1) != 1) return 4;
+      if (read(to_child[0], &c, 1) != 1) return 5;  // until finish()
+      return 0;
+    });
+    char c = 0;
+    if (read(to_parent[0], &c, 1) != 1) std::abort();  // it is inside its call
+  }
+  void leave() {  // returns once the child left its call
+    char c = 0;
+    if (write(to_child[1], &c, 1) != 1 || read(to_parent[0], &c, 1) != 1) std::abort();
+  }
+  bool finish() {  // leave() first
+    char c = 0;
+    if (write(to_child[1], &c, 1) != 1) return false;
+    return exited_ok(wait_status(pid));
+  }
+  ~PinnedChild() {
+    for (int fd : {to_child[0], to_child[1], to_parent[0], to_parent[1]}) close(fd);
+  }
+};
+
 }  // namespace
 
 TEST(Uv, OptionsOutOfRangeAreRefusedAndLeaveTheSegmentUnchanged) {
@@ -260,14 +312,8 @@ TEST(Uv, CorruptDescriptorIsFoundByOpenReadsAndCheck) {
   for (uint64_t i = 0; i < 50; ++i) f.add(3, i);
   EXPECT_TRUE(seg.check().consistent());
   using namespace internal::uv;
-  auto* h = reinterpret_cast<UvHeader*>(seg.base() + seg.find("uv")->offset);
-  const int64_t b = f.bucket_of(kDay0);
-  DaySlot& slot = day_slots(h)[static_cast<uint64_t>(b) % h->retention];
-  auto* d = reinterpret_cast<DayHeader*>(seg.base() + slot.day);
-  SpaceSlot* t = day_spaces(d);
-  SpaceSlot* ss = nullptr;
-  for (uint32_t i = 0; i < h->space_table; ++i)
-    if (t[i].key.load() == 4) ss = &t[i];
+  DayHeader* d = day_of(seg, f, kDay0);
+  SpaceSlot* ss = space_slot(seg, f, kDay0, 3);
   ASSERT_NE(ss, nullptr);
   const uint64_t good = ss->desc.load();
   ss->desc.store(good + (1ull << 40));  // past every chunk
@@ -623,23 +669,7 @@ TEST(Uv, RetiredBlocksAreReusedOnlyWhenNoProcessCanHoldThem) {
 
   // A process inside a call (it holds a ReadGuard) blocks the reuse of pages retired after it
   // announced; once it leaves, they are reused.
-  int to_child[2], to_parent[2];
-  ASSERT_EQ(pipe(to_child), 0);
-  ASSERT_EQ(pipe(to_parent), 0);
-  pid_t kid = fork_child([&] {
-    Segment s = Segment::open(g.name);
-    char c = 0;
-    {
-      ReadGuard guard(s);
-      if (write(to_parent[1], &c, 1) != 1) return 2;
-      if (read(to_child[0], &c, 1) != 1) return 3;  // held until the parent says
-    }
-    if (write(to_parent[1], &c, 1) != 1) return 4;
-    if (read(to_child[0], &c, 1) != 1) return 5;
-    return 0;
-  });
-  char c = 0;
-  ASSERT_EQ(read(to_parent[0], &c, 1), 1);
+  PinnedChild kid(g.name);
   // The pages free now (retired before the guard, and no call of this process in flight) are
   // all that may be handed out again while the child holds its guard.
   const UvBucketStats before = f.stats().buckets.at(0);
@@ -649,12 +679,10 @@ TEST(Uv, RetiredBlocksAreReusedOnlyWhenNoProcessCanHoldThem) {
   const uint64_t reused_pinned = pinned.reused - before.reused;
   EXPECT_LE(reused_pinned, before.retired_bytes / internal::uv::kPage);
   EXPECT_GT(pinned.retired_bytes, 20u * internal::uv::kPage);  // spaces 3 and 4 left pages that wait
-  ASSERT_EQ(write(to_child[1], &c, 1), 1);
-  ASSERT_EQ(read(to_parent[0], &c, 1), 1);  // the child left its call
+  kid.leave();
   for (uint64_t i = 0; i < 1500; ++i) f.add(5, i);
   const uint64_t reused_after = f.stats().buckets.at(0).reused - pinned.reused;
-  ASSERT_EQ(write(to_child[1], &c, 1), 1);
-  EXPECT_TRUE(exited_ok(wait_status(kid)));
+  EXPECT_TRUE(kid.finish());
   // While the guard was held only pages retired before it could be handed out; after it,
   // space 5 reuses a whole exact sketch's pages and more.
   EXPECT_GE(reused_after, 20u);
@@ -674,12 +702,8 @@ TEST(Uv, ARetiredSketchStaysAsPublishedWhileAProcessMayReadIt) {
   f.set_now(kDay0 + 1);
   for (uint64_t i = 0; i < 1500; ++i) f.add(7, i);  // past exact: a sparse sketch
   using namespace internal::uv;
-  auto* h = reinterpret_cast<UvHeader*>(seg.base() + seg.find("uv")->offset);
-  DaySlot& slot = day_slots(h)[static_cast<uint64_t>(f.bucket_of(kDay0 + 1)) % h->retention];
-  auto* d = reinterpret_cast<DayHeader*>(seg.base() + slot.day);
-  SpaceSlot* ss = nullptr;
-  for (uint32_t i = 0; i < h->space_table; ++i)
-    if (day_spaces(d)[i].key.load() == 8) ss = &day_spaces(d)[i];
+  DayHeader* d = day_of(seg, f, kDay0 + 1);
+  SpaceSlot* ss = space_slot(seg, f, kDay0 + 1, 7);
   ASSERT_NE(ss, nullptr);
   const uint64_t ppc = d->chunk_bytes / kPage;
   auto page = [&](uint64_t p) { return seg.base() + day_chunks(d)[p / ppc] + (p % ppc) * kPage; };
@@ -697,19 +721,7 @@ TEST(Uv, ARetiredSketchStaysAsPublishedWhileAProcessMayReadIt) {
     const std::byte* q = page(head_refs(hd)[i]);
     data_before.emplace_back(q, q + kPage);
   }
-  int to_child[2], to_parent[2];
-  ASSERT_EQ(pipe(to_child), 0);
-  ASSERT_EQ(pipe(to_parent), 0);
-  pid_t kid = fork_child([&] {
-    Segment s = Segment::open(g.name);
-    char c = 0;
-    ReadGuard guard(s);  // a call in flight that began before the replacement
-    if (write(to_parent[1], &c, 1) != 1) return 2;
-    if (read(to_child[0], &c, 1) != 1) return 3;
-    return 0;
-  });
-  char c = 0;
-  ASSERT_EQ(read(to_parent[0], &c, 1), 1);
+  PinnedChild kid(g.name);  // a call in flight that began before the replacement
   uint64_t i = 1500;
   while (ss->desc.load() == old && i < 200000) f.add(7, i++);  // until a merge replaces the sketch
   ASSERT_NE(ss->desc.load(), old) << "no merge replaced the sketch";
@@ -722,8 +734,8 @@ TEST(Uv, ARetiredSketchStaysAsPublishedWhileAProcessMayReadIt) {
   EXPECT_EQ(hd->code_bits, head_before.code_bits);
   for (uint32_t k = 0; k < data_before.size(); ++k)
     EXPECT_EQ(std::memcmp(page(head_refs(hd)[k]), data_before[k].data(), kPage), 0) << "data page " << k;
-  ASSERT_EQ(write(to_child[1], &c, 1), 1);
-  EXPECT_TRUE(exited_ok(wait_status(kid)));
+  kid.leave();
+  EXPECT_TRUE(kid.finish());
   EXPECT_TRUE(seg.check().consistent());
 }
 
