@@ -129,56 +129,59 @@ bool valid_utf8(std::string_view s) noexcept {
   return true;
 }
 
-std::string escape_text(std::string_view s, bool keep_newlines) {
-  std::string out;
-  out.reserve(s.size());
+// Walks s sequence by sequence: invalid(i) for a byte that starts no valid UTF-8 sequence,
+// code_point(i, n, cp) for each valid one. Every escaper below is this walk plus its policy.
+template <class Invalid, class CodePoint>
+void walk_utf8(std::string_view s, Invalid&& invalid, CodePoint&& code_point) {
   const auto* p = reinterpret_cast<const unsigned char*>(s.data());
   for (size_t i = 0; i < s.size();) {
     const size_t n = utf8_sequence(s, i);
     if (n == 0) {
-      append_x(out, p[i]);
+      invalid(p[i]);
       ++i;
       continue;
     }
-    const uint32_t cp = decode(p + i, n);
-    if (cp == '\\') {
-      out += "\\\\";
-    } else if (keep_newlines && (cp == '\n' || cp == '\t')) {
-      out += static_cast<char>(cp);
-    } else if (unsafe_code_point(cp)) {
-      for (size_t j = 0; j < n; ++j) append_x(out, p[i + j]);
-    } else {
-      out.append(s.substr(i, n));
-    }
+    code_point(i, n, decode(p + i, n));
     i += n;
   }
+}
+
+std::string escape_text(std::string_view s, bool keep_newlines) {
+  std::string out;
+  out.reserve(s.size());
+  walk_utf8(
+      s, [&](unsigned char byte) { append_x(out, byte); },
+      [&](size_t i, size_t n, uint32_t cp) {
+        if (cp == '\\') {
+          out += "\\\\";
+        } else if (keep_newlines && (cp == '\n' || cp == '\t')) {
+          out += static_cast<char>(cp);
+        } else if (unsafe_code_point(cp)) {
+          for (size_t j = 0; j < n; ++j) append_x(out, static_cast<unsigned char>(s[i + j]));
+        } else {
+          out.append(s.substr(i, n));
+        }
+      });
   return out;
 }
 
 std::string escape_json(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  for (size_t i = 0; i < s.size();) {
-    const size_t n = utf8_sequence(s, i);
-    if (n == 0) {
-      out += "\xef\xbf\xbd";  // U+FFFD
-      ++i;
-      continue;
-    }
-    const uint32_t cp = decode(p + i, n);
-    if (cp == '"' || cp == '\\') {
-      out += '\\';
-      out += static_cast<char>(cp);
-    } else if (unsafe_code_point(cp)) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
-      out += buf;
-    } else {
-      out.append(s.substr(i, n));
-    }
-    i += n;
-  }
+  walk_utf8(
+      s, [&](unsigned char) { out += "\xef\xbf\xbd"; },  // U+FFFD
+      [&](size_t i, size_t n, uint32_t cp) {
+        if (cp == '"' || cp == '\\') {
+          out += '\\';
+          out += static_cast<char>(cp);
+        } else if (unsafe_code_point(cp)) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+          out += buf;
+        } else {
+          out.append(s.substr(i, n));
+        }
+      });
   return out;
 }
 
