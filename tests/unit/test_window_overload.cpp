@@ -140,7 +140,9 @@ TEST_P(Overload, EightTimesExpectedKeepsAcceptingWithinTheAskedRate) {
     EXPECT_FALSE(b.over_capacity) << load << "x";
     EXPECT_NEAR(b.fp_bound, 0.01, 1e-12) << load << "x";
     EXPECT_LE(b.fp_rate_now, 0.01) << load << "x";
-    if (load >= 3) EXPECT_GE(b.layers, 2u) << load << "x: more than one overflow layer";
+    if (load >= 3) {
+      EXPECT_GE(b.layers, 2u) << load << "x: more than one overflow layer";
+    }
   }
   EXPECT_EQ(full, 0u);
   EXPECT_EQ(other, 0u);

@@ -368,7 +368,9 @@ TEST_P(Trust, LayerDescriptorsAreOwnedExtentsOverlappingNothing) {
     EXPECT_FALSE(r.consistent());
     bool said_overlap = false;
     for (const auto& fd : r.findings) said_overlap = said_overlap || fd.problem.find("overlap") != std::string::npos;
-    if (c.overlap) EXPECT_TRUE(said_overlap);
+    if (c.overlap) {
+      EXPECT_TRUE(said_overlap);
+    }
     *c.field = saved;
     EXPECT_NO_THROW(Window::open(f.seg, "w"));
     EXPECT_TRUE(consistent(f.seg));

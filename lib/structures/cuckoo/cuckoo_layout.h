@@ -42,6 +42,7 @@
 // layout 1 did (C doubles, chunks stay 1), which nests too.
 #pragma once
 
+#include "base/cpu_relax.h"
 #include <sched.h>
 
 #include <algorithm>
@@ -160,11 +161,7 @@ inline T load_relaxed(const T& x) noexcept {
   return std::atomic_ref<T>(const_cast<T&>(x)).load(std::memory_order_relaxed);
 }
 
-inline void cpu_relax() noexcept {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
+using internal::cpu_relax;  // lib/base/cpu_relax.h
 
 // How a waiter asks whether an owner token is alive. The handle binds it to
 // Segment::token_alive; plain-memory tests bind it to /proc/<pid>.

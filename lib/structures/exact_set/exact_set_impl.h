@@ -28,6 +28,7 @@
 // k). So per-stripe counts, and size() = their sum, stay exact across SIGKILL.
 #pragma once
 
+#include "base/cpu_relax.h"
 #include <string>
 
 #include <sched.h>
@@ -169,9 +170,7 @@ inline void set_recover_stripe(const SetView& v, ExactSetStripe& s) noexcept {
 
 inline void set_pause(uint64_t spins) noexcept {
   if (spins < 64) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
+    cpu_relax();
   } else if (spins < 256) {
     sched_yield();
   } else {

@@ -2,6 +2,7 @@
 // open/validate, the clock and rotation, the page allocator, the space locks, the data plane
 // (add, promotion, merge), the reads (count, count_hll, count_all, export), drop, stats and
 // the checker check_uv.
+#include "base/cpu_relax.h"
 #include "shmfilter/uv.hpp"
 
 #include <sched.h>
@@ -97,7 +98,7 @@ bool internal::uv::lock_word(const Segment& seg, std::atomic<uint64_t>& w, uint6
     }
     if (!wait) return false;
     if (round < 128) {
-      __builtin_ia32_pause();
+      internal::cpu_relax();
       continue;
     }
     if (deadline == 0) deadline = mono_ms() + 500;
