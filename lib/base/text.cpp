@@ -175,7 +175,7 @@ std::string escape_json(std::string_view s) {
           out += '\\';
           out += static_cast<char>(cp);
         } else if (unsafe_code_point(cp)) {
-          char buf[8];
+          char buf[16];  // "\\u" and 4 hex digits (unsafe code points are below U+10000); room the compiler can see
           std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
           out += buf;
         } else {

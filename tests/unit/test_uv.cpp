@@ -529,7 +529,9 @@ TEST(Uv, MidSizeSpacesAreSparseSmallAndHoldExactlyTheirRegisters) {
         const UvStatus st = f.add(space, (space << 32) | i);
         ASSERT_TRUE(st == UvStatus::kChanged || st == UvStatus::kUnchanged) << uv_status_name(st);
         // (a dense word may recover a register it had clamped: only sparse is asserted)
-        if (rep > 0 && cases[c].sparse) ASSERT_EQ(st, UvStatus::kUnchanged);
+        if (rep > 0 && cases[c].sparse) {
+          ASSERT_EQ(st, UvStatus::kUnchanged);
+        }
       }
     const UvBucketStats b = f.stats().buckets.at(0);
     EXPECT_EQ(b.sparse_spaces, cases[c].sparse ? 1u : 0u);
@@ -563,7 +565,9 @@ TEST(Uv, MidSizeSpacesAreSparseSmallAndHoldExactlyTheirRegisters) {
                                                             blob.size(), "entry"});
     UvFamily r = UvFamily::open(seg, name);
     r.set_now(kDay0 + 100);
-    if (cases[c].sparse) EXPECT_TRUE(exported_regs(r, space) == want);
+    if (cases[c].sparse) {
+      EXPECT_TRUE(exported_regs(r, space) == want);
+    }
     EXPECT_EQ(r.count_hll(space, 1), hll_before);
   }
 }
