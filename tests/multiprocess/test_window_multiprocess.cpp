@@ -579,7 +579,7 @@ TEST_P(WindowMP, ValidationRacingTableAllocationsReportsNoCorruption) {
   munmap(orc, sizeof(ValidateRaceOracle));
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, WindowMP, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo),
+INSTANTIATE_TEST_SUITE_P(Variants, WindowMP, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo, WindowVariant::kStamped),
                          [](const auto& pi) { return std::string(window_variant_name(pi.param)); });
 
 // A housekeeper killed in the middle of preparing the next bucket's spare in chunks

@@ -625,7 +625,7 @@ TEST(Window, OpenAndCheckRejectCorruptCuckooSubFilterDescriptors) {
   EXPECT_TRUE(f.seg.check(false).consistent());
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, WindowBoth, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo),
+INSTANTIATE_TEST_SUITE_P(Variants, WindowBoth, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo, WindowVariant::kStamped),
                          [](const auto& pi) { return std::string(window_variant_name(pi.param)); });
 
 // The status vocabulary (issue 21): a w past retention is rejected, never clamped into range;

@@ -480,5 +480,5 @@ TEST_P(Trust, EveryLayerDescriptorWordDamagedIsRefusedOrSafe) {
   EXPECT_GT(refused, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, Trust, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo),
+INSTANTIATE_TEST_SUITE_P(Variants, Trust, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo, WindowVariant::kStamped),
                          [](const auto& pi) { return std::string(window_variant_name(pi.param)); });

@@ -508,7 +508,7 @@ wi::WindowHeader* init_header(std::byte* region, uint64_t got, ControlTxn& txn, 
   auto* h = reinterpret_cast<wi::WindowHeader*>(region);
   h->region_offset = static_cast<uint64_t>(region - txn.base());
   h->region_bytes = got;
-  std::memset(h->pad0, 0, sizeof h->pad0);
+  h->shared = 0;
   std::memset(h->pad1, 0, sizeof h->pad1);
   std::memset(h->pad3, 0, sizeof h->pad3);
   h->reserved3 = 0;
