@@ -153,6 +153,9 @@ struct WindowStats {
   uint64_t forget_ambiguous = 0;    // kCuckoo: copies forget removed that may belong to another pair (an upper
                                     // bound on the other pairs' marks lost to forgets; 0 on the mark_if_unseen path)
   uint64_t memory_bytes = 0;     // region + every live table extent
+  uint64_t lanes = 0;            // kStamped: lanes the shared table holds (one per pair, one per cap tally;
+                                 // dead ones until a sweep or an insert reclaims them)
+  int64_t swept_bucket = 0;      // kStamped: the bucket the last complete sweep of dead lanes began at (0: none)
   uint64_t seed = 0;
   std::vector<WindowBucketStats> buckets;  // current first, retention entries (empty buckets have distinct 0)
   // FP of a query over w buckets from the buckets' rates now: 1 - prod(1 - fp_i), i < w.

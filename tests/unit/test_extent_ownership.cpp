@@ -291,7 +291,7 @@ TEST_P(Geometry, ASlotTableOffsetOutsideTheMappingAnswersCorrupt) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, Geometry, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo, WindowVariant::kStamped),
+INSTANTIATE_TEST_SUITE_P(Variants, Geometry, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo),
                          [](const auto& i) { return std::string(window_variant_name(i.param)); });
 
 }  // namespace

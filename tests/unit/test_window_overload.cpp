@@ -455,5 +455,5 @@ TEST_P(Overload, SaveAndRestoreKeepEveryLayer) {
   expect_check_clean(out);
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, Overload, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo, WindowVariant::kStamped),
+INSTANTIATE_TEST_SUITE_P(Variants, Overload, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo),
                          [](const auto& i) { return std::string(window_variant_name(i.param)); });

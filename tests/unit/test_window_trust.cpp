@@ -480,5 +480,5 @@ TEST_P(Trust, EveryLayerDescriptorWordDamagedIsRefusedOrSafe) {
   EXPECT_GT(refused, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, Trust, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo, WindowVariant::kStamped),
+INSTANTIATE_TEST_SUITE_P(Variants, Trust, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo),
                          [](const auto& pi) { return std::string(window_variant_name(pi.param)); });

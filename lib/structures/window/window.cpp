@@ -248,8 +248,8 @@ WindowStatus WindowOps::stamped_write(const Window& w, TableHead* t, int64_t e, 
     // Nobody swept for 15 - R buckets (no maintain() ran): stamps would wrap. Sweep first
     // (the fallback; maintain() sweeps once per bucket off the data plane).
     // acquire: as stamped_clock.
-    if (e > st::stamp_limit(h->swept.load(std::memory_order_acquire), G.retention) && !stamped_sweep(w, e))
-      return WindowStatus::kForked;
+    const uint64_t sw = h->swept.load(std::memory_order_acquire);
+    if (sw != 0 && e > st::stamp_limit(sw, G.retention) && !stamped_sweep(w, e)) return WindowStatus::kForked;
     ck::lock<st::Lanes>(w.base_, ch, lv);
     SHMF_KILL_POINT("window.stamped.locked");
     // Under the lock the bucket is at least the newest any caller rotated to: a sweep raises the
@@ -257,7 +257,14 @@ WindowStatus WindowOps::stamped_write(const Window& w, TableHead* t, int64_t e, 
     // the bucket it sweeps at (stamped_sweep).
     // seq_cst: the rotation order (raise_epoch).
     const uint64_t g = h->epoch.load(std::memory_order_seq_cst);
-    const int64_t ee = g > 0 && static_cast<int64_t>(g - 1) > e ? static_cast<int64_t>(g - 1) : e;
+    const int64_t ee = std::max<int64_t>(g > 0 && static_cast<int64_t>(g - 1) > e ? static_cast<int64_t>(g - 1) : e, 1);
+    uint64_t sw0 = h->swept.load(std::memory_order_relaxed);  // relaxed: we hold the lock; the first write sets it here
+    if (sw0 == 0) {
+      // The table's first lane: stamps decode from this bucket on (nothing older exists). A CAS:
+      // a sweeper does not hold the lock when it publishes.
+      // release: pairs with stamped_clock's acquire (the base before the lanes decoded by it).
+      h->swept.compare_exchange_strong(sw0, static_cast<uint64_t>(ee), std::memory_order_release, std::memory_order_relaxed);
+    }
     const st::Clock c = stamped_clock(w, ee);
     if (ee > st::stamp_limit(static_cast<uint64_t>(c.base + G.retention - 1), G.retention)) {
       ck::unlock(ch);

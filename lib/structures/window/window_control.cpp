@@ -56,8 +56,9 @@ std::string fmt_double(double v) {
 
 void validate_options(const WindowOptions& o) {
   auto bad = [](const std::string& m) { throw Error(ErrorCode::kInvalidArgument, m); };
-  if (o.variant != WindowVariant::kBloom && o.variant != WindowVariant::kCuckoo)
-    bad("unknown window variant: use bloom (insert-only) or cuckoo (deletable)");
+  if (o.variant != WindowVariant::kBloom && o.variant != WindowVariant::kCuckoo && o.variant != WindowVariant::kStamped)
+    bad("unknown window variant: use stamped (deletable, every w in one place), bloom (insert-only) or cuckoo "
+        "(deletable, a table per bucket)");
   if (o.expected_per_bucket == 0)
     bad("expected_per_bucket 0 is invalid: pass the distinct (space, item) pairs one bucket must hold, >= 1");
   if (!(o.error > 0 && o.error < 1))
@@ -275,7 +276,8 @@ Window Window::create(Segment& seg, std::string_view name, const WindowOptions& 
     }
     if (p.variant == wi::kVariantStamped) {
       h->shared = alloc_shared(txn, h, opts.expected_per_bucket * opts.retention);
-      h->swept.store(static_cast<uint64_t>(e), std::memory_order_relaxed);  // relaxed: unpublished; no lane is older
+      // swept stays 0 ("no lane yet"): the first writer sets it to its bucket (stamped_write),
+      // so a clock that is not the creator's (an injected one, behind) decodes the same stamps.
     }
   });
   return open(seg, name);
@@ -811,6 +813,8 @@ WindowStats Window::stats() const {
       rem -= a * lanes;
     }
     shared_layers = subs - 1;
+    st.lanes = ck::load_relaxed(ch->size);                                         // relaxed: statistic
+    st.swept_bucket = static_cast<int64_t>(h->swept.load(std::memory_order_relaxed));  // relaxed: statistic
     shared_fp = std::min(1.0, 2.0 * ck::kSlots * loads / 4095.0);
     // Over: an insert answered kFull, or the sub-filters in use give more than the asked rate.
     shared_over = ck::load_relaxed(ch->failures) != 0 || shared_fp > h->error;  // relaxed: statistic

@@ -413,7 +413,9 @@ struct WindowOps {
   // The stamp decoder of a call at bucket e (one acquire load of `swept`, on the epoch's line).
   static internal::stamped::Clock stamped_clock(const Window& w, int64_t e) noexcept {
     // acquire: pairs with the sweeper's release CAS: the lanes it cleared are gone for us.
-    return internal::stamped::clock_of(e, hdr(w)->swept.load(std::memory_order_acquire), w.g_.retention);
+    const uint64_t swept = hdr(w)->swept.load(std::memory_order_acquire);
+    // 0: nothing written yet (the first writer sets it under the writer lock): any base decodes.
+    return internal::stamped::clock_of(e, swept != 0 ? swept : static_cast<uint64_t>(std::max<int64_t>(e, 1)), w.g_.retention);
   }
   static bool stamped_seen(const Window& w, uint64_t hv, uint32_t win) noexcept;
   // mark (win 1), mark_if_unseen (win) or, cap > 0, mark_if_under: t is the current bucket's

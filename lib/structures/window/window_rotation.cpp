@@ -610,7 +610,8 @@ bool Window::maintain_step(uint64_t max_bytes) {
   }
   // 5. kStamped: once per bucket, clear the lanes that left every window (off the data plane;
   //    a writer sweeps only when nobody did for 15 - R buckets).
-  if (g_.variant == wi::kVariantStamped && h->swept.load(std::memory_order_acquire) < static_cast<uint64_t>(e))  // acquire: as stamped_clock
+  const uint64_t sw = g_.variant == wi::kVariantStamped ? h->swept.load(std::memory_order_acquire) : 0;  // acquire: as stamped_clock
+  if (sw != 0 && sw < static_cast<uint64_t>(e))  // 0: nothing written yet, nothing to sweep
     WindowOps::stamped_sweep(*this, e);
   return ready;
 }
