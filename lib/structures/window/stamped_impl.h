@@ -259,16 +259,14 @@ inline Answer cap_locked(std::byte* base, ck::Header* h, uint64_t hv, uint32_t c
                                                                                               : Answer::kFull;
 }
 
-// Clears every live lane of K; returns how many.
+// Clears K's lane (its youngest live one); returns 1, or 0 when it has none. One: marks never
+// give a key a second lane, so a second match is another key's (a collider, which keeps it).
 inline uint32_t forget_locked(std::byte* base, ck::Header* h, const ck::KeyHash& k, const Clock& c) noexcept {
-  uint32_t cleared = 0;
-  for (;;) {
-    const Found f = find_locked(base, h, k, c);
-    if (f.age == kAbsent) return cleared;
-    ck::Sub s = ck::sub_view(base, h->subs[f.sub]);
-    clear_lane_locked(h, f.sub, s, f.bucket, f.lane, f.value);
-    ++cleared;
-  }
+  const Found f = find_locked(base, h, k, c);
+  if (f.age == kAbsent) return 0;
+  ck::Sub s = ck::sub_view(base, h->subs[f.sub]);
+  clear_lane_locked(h, f.sub, s, f.bucket, f.lane, f.value);
+  return 1;
 }
 
 // Clears the dead lanes of buckets [from, to) of sub J (lock held by the caller, per chunk).

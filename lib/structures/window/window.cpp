@@ -306,12 +306,13 @@ WindowStatus WindowOps::stamped_forget(const Window& w, uint64_t hv) noexcept {
   const ck::Liveness lv = liveness_of(w.seg_);
   ck::lock<st::Lanes>(w.base_, ch, lv);
   const st::Clock c = stamped_clock(w, read_epoch(w));
-  // The pair's lane and its cap tallies: a forgotten device starts its caps afresh.
-  uint32_t cleared = st::forget_locked(w.base_, ch, st::key(hv), c);
-  for (uint32_t j = 1; j <= st::kMaxCap; ++j) {
-    cleared += st::forget_locked(w.base_, ch, st::tally(hv, j), c);
-    SHMF_KILL_POINT("window.stamped.forget.between_tallies");
-  }
+  // The pair's own lane only. Its cap tallies stay (an impression served is still counted: a
+  // cap is "at most N served", and forget does not un-serve). Removing them would mean probing
+  // up to 15 keys the pair may never have had, and each probe of an absent key may remove a
+  // collider's lane (another key with the same fingerprint in the same buckets, as forget on
+  // kCuckoo can): the pair's own key is probed once, as there.
+  const uint32_t cleared = st::forget_locked(w.base_, ch, st::key(hv), c);
+  SHMF_KILL_POINT("window.stamped.forget.after_clear");
   ck::unlock(ch);
   return cleared != 0 ? WindowStatus::kRemoved : WindowStatus::kAbsent;
 }
