@@ -328,3 +328,43 @@ TEST(WindowStamped, PlanCountsTheSharedTable) {
   EXPECT_LT(s.shared_bytes, 1800ull << 20);         // the insert-only variant's 7 tables + spare: 1,800 MiB
   EXPECT_EQ(s.full_window_bytes, s.region_bytes + 8 * s.table_bytes + s.shared_bytes);
 }
+
+// check: a dead process's writer lock is taken over by --repair, a wrong size counter recounted,
+// a lane with fingerprint 0 (no writer stores one) reported as damage.
+TEST(WindowStamped, CheckRepairsTheSharedTable) {
+  Fixture f("wscheck");
+  Window w = Window::create(f.seg, "w", opts(2000));
+  w.set_now(kT0);
+  for (uint64_t i = 0; i < 1000; ++i) ASSERT_NE(w.mark(1, i), WindowStatus::kFull);
+  expect_check_clean(f.seg);
+  wi::WindowHeader* h = header_of(f.seg, "w");
+  auto* ch = reinterpret_cast<ck::Header*>(f.seg.base() + h->shared + wi::main_offset_in_table(h->space_table));
+  const uint64_t size = ch->size;
+  ch->size = size + 5;
+  CheckReport r = f.seg.check(false);
+  EXPECT_FALSE(r.consistent());
+  r = f.seg.check(true);
+  EXPECT_EQ(ch->size, size);
+  expect_check_clean(f.seg);
+  // A lock owned by a token no process holds (a dead writer).
+  ch->lock_owner = (uint64_t{0x7fff} << 32) | 12345;
+  EXPECT_FALSE(f.seg.check(false).consistent());
+  f.seg.check(true);
+  EXPECT_EQ(ch->lock_owner, 0u);
+  expect_check_clean(f.seg);
+  EXPECT_TRUE(w.seen(1, uint64_t{7}, 1));
+  // Damage: a lane with fingerprint 0 and stamp 3.
+  ck::Sub s = ck::sub_view(f.seg.base(), ch->subs[0]);
+  uint64_t* words = static_cast<uint64_t*>(s.buckets);
+  uint64_t b = 0;
+  while (words[b] != 0) ++b;
+  words[b] = 3;
+  ch->size += 1;
+  r = f.seg.check(false);
+  bool said = false;
+  for (const auto& fd : r.findings) said = said || fd.problem.find("fingerprint 0") != std::string::npos;
+  EXPECT_TRUE(said);
+  words[b] = 0;
+  ch->size -= 1;
+  expect_check_clean(f.seg);
+}

@@ -854,6 +854,51 @@ WindowStats Window::stats() const {
 
 namespace internal::window {
 
+namespace {
+// kStamped's shared table (validated by validate_window first): a writer lock held by a dead
+// process (--repair takes it over, which repairs from its intent record), lanes whose
+// fingerprint is 0 (no writer stores one: damage, reported), the size counter against the
+// lanes (a repairer fixes it; --repair recounts when the lock is free), stamps past the window.
+void check_stamped(Segment& seg, WindowHeader* h, bool repair, CheckScope& scope) {
+  namespace st = internal::stamped;
+  auto* ch = reinterpret_cast<ck::Header*>(seg.base() + h->shared + wi::main_offset_in_table(h->space_table));
+  const ck::Liveness lv = liveness_of(seg);
+  const uint64_t owner = ck::A(ch->lock_owner).load(std::memory_order_acquire);  // acquire: its last stores
+  if (owner != 0 && !lv.is_alive(owner)) {
+    bool fixed = false;
+    if (repair && ck::try_takeover<st::Lanes>(seg.base(), ch, owner, lv)) {
+      ck::unlock(ch);
+      fixed = true;
+    }
+    scope.add("shared table's writer lock held by a dead process", fixed);
+  }
+  const uint64_t g = h->epoch.load(std::memory_order_acquire);  // acquire: as read_epoch
+  const uint64_t swept = h->swept.load(std::memory_order_acquire);  // acquire: as stamped_clock
+  const int64_t e = std::max<int64_t>(g > 0 ? static_cast<int64_t>(g - 1) : 0, static_cast<int64_t>(swept));
+  const st::Clock c = st::clock_of(e, swept != 0 ? swept : static_cast<uint64_t>(std::max<int64_t>(e, 1)), h->retention);
+  const st::Census n = st::census(seg.base(), ch, c);
+  if (n.bad != 0) scope.add(std::to_string(n.bad) + " lanes of the shared table have fingerprint 0 (damaged bytes)");
+  const uint64_t size = ck::load_relaxed(ch->size);  // relaxed: snapshot
+  const bool idle = ck::A(ch->lock_owner).load(std::memory_order_acquire) == 0;  // acquire: a writer's stores
+  if (idle && size != n.live + n.dead + n.bad) {
+    bool fixed = false;
+    if (repair) {
+      const ck::Liveness me = liveness_of(seg);
+      if (me.token() != 0) {
+        ck::lock<st::Lanes>(seg.base(), ch, me);
+        const st::Census again = st::census(seg.base(), ch, c);
+        ck::A(ch->size).store(again.live + again.dead + again.bad, std::memory_order_relaxed);  // relaxed: lock holder
+        ck::unlock(ch);
+        fixed = true;
+      }
+    }
+    scope.add("shared table's size counter says " + std::to_string(size) + ", its lanes are " +
+                  std::to_string(n.live + n.dead + n.bad),
+              fixed);
+  }
+}
+}  // namespace
+
 void check_window(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report) {
   CheckScope scope = check_scope(region, report);
   if (!scope.validated([&] {
@@ -924,6 +969,7 @@ void check_window(Segment& seg, const RegionInfo& region, bool repair, CheckRepo
     if (repair) h->spaces_claimed.store(claimed, std::memory_order_relaxed);  // relaxed: statistic / soft limit
     scope.add("spaces counter says " + std::to_string(counted) + ", the key table holds " + std::to_string(claimed), repair);
   }
+  if (h->variant == wi::kVariantStamped) check_stamped(seg, h, repair, scope);
 }
 
 }  // namespace internal::window
