@@ -677,8 +677,8 @@ static inline int is_bytes_like(PyObject *o) {
   return PyUnicode_Check(o) || PyBytes_Check(o) || PyByteArray_Check(o) || PyMemoryView_Check(o);
 }
 
-/* 1: O is a sequence holding str/bytes items, converted into B; 0: uint64 items (B empty);
- * -1: error. */
+/* 1: O is a sequence holding str/bytes items, converted into B; 0: uint64 items (B->seq,
+ * when set, is O's items as a list: an iterator O has been consumed into it); -1: error. */
 static int byte_items_from(PyObject *o, ByteItems *b, const char *call) {
   memset(b, 0, sizeof *b);
   if (PyBytes_Check(o) || PyByteArray_Check(o) || PyUnicode_Check(o) || PyLong_Check(o) || PyObject_CheckBuffer(o))
@@ -692,10 +692,7 @@ static int byte_items_from(PyObject *o, ByteItems *b, const char *call) {
   PyObject **it = PySequence_Fast_ITEMS(b->seq);
   int any = 0;
   for (Py_ssize_t i = 0; i < n && !any; i++) any = is_bytes_like(it[i]);
-  if (!any) {
-    Py_CLEAR(b->seq);
-    return 0;
-  }
+  if (!any) return 0;
   b->n = n;
   b->ks = PyMem_Calloc((size_t)n, sizeof(Key));
   b->ptrs = PyMem_Malloc(sizeof(void *) * (size_t)n);
@@ -743,7 +740,9 @@ static PyObject *window_many(Handle *self, PyObject *const *args, Py_ssize_t nar
   if (by < 0) return NULL;
   if (by == 1) return window_many_bytes(self, h, pos[0], &bi, w, oo, mark, call);
   U64s items, spaces;
-  if (u64s_from(pos[1], &items, -1, "items", call) < 0) return NULL;
+  by = u64s_from(bi.seq ? bi.seq : pos[1], &items, -1, "items", call); /* a sequence's values are copied */
+  byte_items_release(&bi);
+  if (by < 0) return NULL;
   if (u64s_from(pos[0], &spaces, items.n, "spaces", call) < 0) {
     u64s_release(&items);
     return NULL;

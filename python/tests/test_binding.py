@@ -263,6 +263,10 @@ def test_window_batches_take_str_and_bytes_items(seg, variant):
                 assert a.mark_if_unseen_many(7, ["x", b"y"], 1) == [True, True]
                 assert b.mark_if_unseen(7, "x", 1) and b.mark_if_unseen(7, b"y", 1)
         assert a.stats()["today_distinct"] == b.stats()["today_distinct"]
+        # iterators of either kind of item
+        assert a.seen_many([1, 2], iter([b"x", "y"]), 3) == [a.seen(1, b"x", 3), a.seen(2, "y", 3)]
+        assert a.seen_many([9, 9], (v for v in (5, 6)), 3) == [a.seen(9, 5, 3), a.seen(9, 6, 3)]
+        assert a.mark_if_unseen_many([9, 9], (v for v in (5, 6)), 1) == [True, True]
         # a str item and the int of the same digits are different items
         assert a.mark_if_unseen_many([9], ["12"], 1) == [True] and not a.seen(9, 12, 1)
 
