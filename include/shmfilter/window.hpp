@@ -264,13 +264,25 @@ class Window : public internal::RegionHandle {
   // Batches with software prefetch (spaces and items of equal length; out, if
   // not empty, gets one answer per pair). Return: pairs answered kNew / seen / kRemoved.
   // A w > retention: every answer kInvalidArgument (seen_many: 0), nothing read or stored.
+  // Items are uint64 or strings (std::string_view, e.g. 16-hex device ids): pair i answers
+  // what the single-key call with spaces[i], items[i] of the same type answers (a string
+  // item and a uint64 item are different items). Unequal lengths: the first
+  // min(spaces.size(), items.size()) pairs are answered; out must hold at least that many.
   uint64_t mark_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+                     std::span<WindowStatus> out = {}) noexcept;
+  uint64_t mark_many(std::span<const uint64_t> spaces, std::span<const std::string_view> items,
                      std::span<WindowStatus> out = {}) noexcept;
   uint64_t mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
                                std::span<WindowStatus> out = {}) noexcept;
+  uint64_t mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<const std::string_view> items, uint32_t w,
+                               std::span<WindowStatus> out = {}) noexcept;
   uint64_t seen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
                      std::span<uint8_t> out = {}) const noexcept;
+  uint64_t seen_many(std::span<const uint64_t> spaces, std::span<const std::string_view> items, uint32_t w,
+                     std::span<uint8_t> out = {}) const noexcept;
   uint64_t forget_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+                       std::span<WindowStatus> out = {}) noexcept;
+  uint64_t forget_many(std::span<const uint64_t> spaces, std::span<const std::string_view> items,
                        std::span<WindowStatus> out = {}) noexcept;
 
   // Lock-free: kNew answers for `space` in the bucket `age` buckets ago (0 = current):
@@ -297,6 +309,20 @@ class Window : public internal::RegionHandle {
 
  private:
   friend struct WindowOps;
+  // The batched calls' one body for both item types (Item: uint64_t or std::string_view;
+  // defined and instantiated in lib/structures/window/window.cpp only).
+  template <class Item>
+  uint64_t mark_many_of(std::span<const uint64_t> spaces, std::span<const Item> items,
+                        std::span<WindowStatus> out) noexcept;
+  template <class Item>
+  uint64_t mark_if_unseen_many_of(std::span<const uint64_t> spaces, std::span<const Item> items, uint32_t w,
+                                  std::span<WindowStatus> out) noexcept;
+  template <class Item>
+  uint64_t seen_many_of(std::span<const uint64_t> spaces, std::span<const Item> items, uint32_t w,
+                        std::span<uint8_t> out) const noexcept;
+  template <class Item>
+  uint64_t forget_many_of(std::span<const uint64_t> spaces, std::span<const Item> items,
+                          std::span<WindowStatus> out) noexcept;
   std::byte* base_ = nullptr;  // seg_.base(): tables are addressed from it
   uint64_t offset_ = 0;        // the region's offset (region_ == base_ + offset_)
   int64_t (*clock_)(void*) = nullptr;  // set_clock()'s function (nullptr: the system clock)

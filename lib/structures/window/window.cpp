@@ -534,8 +534,9 @@ WindowStatus WindowOps::forget_h(const Window& w, uint64_t hv) noexcept {
 // Batched forms: per round of kBatch pairs, resolve the tables once, hash and
 // prefetch every line of the round, then answer. writer: ts[0] is the current
 // bucket by the writer's rules (rotating if due). answer(i, hv, ts, e) -> counted.
-template <class Fn>
-uint64_t WindowOps::batch(const Window& w, std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+// Item: uint64_t or std::string_view (wi::pair_hash has both).
+template <class Item, class Fn>
+uint64_t WindowOps::batch(const Window& w, std::span<const uint64_t> spaces, std::span<const Item> items,
                           uint32_t win, bool writer, Fn&& answer) noexcept {
   const wi::Geometry& G = geo(w);
   const size_t n = std::min(spaces.size(), items.size());
@@ -659,8 +660,11 @@ WindowStatus Window::mark_if_under(uint64_t space, uint64_t item, uint32_t cap, 
   return WindowOps::mark_if_under_h(*this, space, wi::pair_hash(g_.seed, space, item), cap, w);
 }
 
-uint64_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
-                           std::span<WindowStatus> out) noexcept {
+// The batched calls: one body per call for both item types (uint64_t, std::string_view;
+// the public overloads after these instantiate them): the same rounds, hashing and prefetch.
+template <class Item>
+uint64_t Window::mark_many_of(std::span<const uint64_t> spaces, std::span<const Item> items,
+                              std::span<WindowStatus> out) noexcept {
   const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   const size_t n = std::min(spaces.size(), items.size());
   const bool want = out.size() >= n;
@@ -678,8 +682,9 @@ uint64_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const uin
     return st == WindowStatus::kNew;
   });
 }
-uint64_t Window::mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
-                                     std::span<WindowStatus> out) noexcept {
+template <class Item>
+uint64_t Window::mark_if_unseen_many_of(std::span<const uint64_t> spaces, std::span<const Item> items, uint32_t w,
+                                        std::span<WindowStatus> out) noexcept {
   const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   const size_t n = std::min(spaces.size(), items.size());
   const bool want = out.size() >= n;
@@ -701,8 +706,9 @@ uint64_t Window::mark_if_unseen_many(std::span<const uint64_t> spaces, std::span
     return st == WindowStatus::kNew;
   });
 }
-uint64_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
-                           std::span<uint8_t> out) const noexcept {
+template <class Item>
+uint64_t Window::seen_many_of(std::span<const uint64_t> spaces, std::span<const Item> items, uint32_t w,
+                              std::span<uint8_t> out) const noexcept {
   const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   const size_t n = std::min(spaces.size(), items.size());
   const bool want = out.size() >= n;
@@ -776,8 +782,9 @@ uint64_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uin
     return s;
   });
 }
-uint64_t Window::forget_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
-                             std::span<WindowStatus> out) noexcept {
+template <class Item>
+uint64_t Window::forget_many_of(std::span<const uint64_t> spaces, std::span<const Item> items,
+                                std::span<WindowStatus> out) noexcept {
   const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   const size_t n = std::min(spaces.size(), items.size());
   const bool want = out.size() >= n;
@@ -788,6 +795,39 @@ uint64_t Window::forget_many(std::span<const uint64_t> spaces, std::span<const u
     removed += st == WindowStatus::kRemoved;
   }
   return removed;
+}
+
+uint64_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+                           std::span<WindowStatus> out) noexcept {
+  return mark_many_of(spaces, items, out);
+}
+uint64_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const std::string_view> items,
+                           std::span<WindowStatus> out) noexcept {
+  return mark_many_of(spaces, items, out);
+}
+uint64_t Window::mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
+                                     std::span<WindowStatus> out) noexcept {
+  return mark_if_unseen_many_of(spaces, items, w, out);
+}
+uint64_t Window::mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<const std::string_view> items,
+                                     uint32_t w, std::span<WindowStatus> out) noexcept {
+  return mark_if_unseen_many_of(spaces, items, w, out);
+}
+uint64_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
+                           std::span<uint8_t> out) const noexcept {
+  return seen_many_of(spaces, items, w, out);
+}
+uint64_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const std::string_view> items, uint32_t w,
+                           std::span<uint8_t> out) const noexcept {
+  return seen_many_of(spaces, items, w, out);
+}
+uint64_t Window::forget_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+                             std::span<WindowStatus> out) noexcept {
+  return forget_many_of(spaces, items, out);
+}
+uint64_t Window::forget_many(std::span<const uint64_t> spaces, std::span<const std::string_view> items,
+                             std::span<WindowStatus> out) noexcept {
+  return forget_many_of(spaces, items, out);
 }
 
 uint64_t Window::new_count(uint64_t space, uint32_t age) const noexcept {

@@ -466,8 +466,9 @@ struct WindowOps {
   // prefetch every line of the round, then answer. writer: ts[0] is the current
   // bucket by the writer's rules (rotating if due). answer(i, hv, ts, e) -> counted; ts null:
   // the writer's tables could not be had and hv carries the WindowStatus that says why.
-  template <class Fn>
-  static uint64_t batch(const Window& w, std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t win,
+  // Item: uint64_t or std::string_view.
+  template <class Item, class Fn>
+  static uint64_t batch(const Window& w, std::span<const uint64_t> spaces, std::span<const Item> items, uint32_t win,
                       bool writer, Fn&& answer) noexcept;
 };
 
