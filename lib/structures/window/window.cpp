@@ -319,22 +319,23 @@ WindowStatus WindowOps::stamped_forget(const Window& w, uint64_t hv) noexcept {
 
 bool WindowOps::stamped_sweep(const Window& w, int64_t e) noexcept {
   WindowHeader* h = hdr(w);
-  const wi::Geometry& G = geo(w);
   const ck::Liveness lv = liveness_of(w.seg_);
   if (lv.token() == 0) return false;
   // Every writer after this stamps no bucket older than e (stamped_write reads the epoch under
   // the writer lock, which every chunk below takes after this raise).
   raise_epoch(h, static_cast<uint64_t>(e) + 1);
   ck::Header* ch = shared_ck(w);
-  // acquire: as stamped_clock. The base is the swept value when the sweep began: every lane's
-  // stamp decodes against it until this sweep raises it.
-  const st::Clock c = stamped_clock(w, e);
   const uint32_t subs = std::min<uint32_t>(ck::sub_count_acquire(ch), wi::kStampedMaxSubs);
   uint64_t cleared = 0;
   for (uint32_t j = 0; j < subs; ++j) {
     const uint64_t n = ck::sub_view(w.base_, ch->subs[j]).n;
     for (uint64_t from = 0; from < n; from += wi::kSweepChunk) {
       ck::lock<st::Lanes>(w.base_, ch, lv);
+      // The base is read under each chunk's lock, never once before the first: a concurrent
+      // sweep may have raised it meanwhile, and writers may since have stamped buckets past the
+      // old base + 15, which the old base decodes 16 buckets too old (dead): a sweeper that
+      // cleared them lost acknowledged marks (WindowStampedMP.ASweeperWithAStaleBase...).
+      const st::Clock c = stamped_clock(w, e);
       cleared += st::sweep_range_locked(w.base_, ch, j, from, from + wi::kSweepChunk, c);
       SHMF_KILL_POINT("window.stamped.sweep.chunk");
       ck::unlock(ch);
