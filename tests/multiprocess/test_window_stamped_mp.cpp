@@ -16,6 +16,7 @@
 // only after the call returned ("acknowledged" = recorded). Hang bounds are in uncontended
 // seconds (tests/support/load_clock.h); nothing asserts speed.
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -27,6 +28,7 @@
 
 #include "base/kill_point.h"
 #include "shmfilter/window.hpp"
+#include "structures/window/stamped_impl.h"
 #include "structures/window/window_impl.h"
 #include "load_clock.h"
 #include "test_util.h"
@@ -34,6 +36,8 @@
 
 using namespace shmfilter;
 namespace wi = shmfilter::internal::window;
+namespace ck = shmfilter::internal::cuckoo;
+namespace stp = shmfilter::internal::stamped;
 
 namespace {
 
@@ -94,24 +98,66 @@ bool barrier(std::atomic<int>& ready, int n) {
   return true;
 }
 
+// A barrier for one step of a lockstep walk (N processes): yields while waiting (2 CPUs for 4
+// processes), bounded like barrier(). False when the others never came.
+bool step_barrier(std::atomic<uint32_t>& arrived, uint32_t n) {
+  arrived.fetch_add(1);
+  for (int i = 0; i < 64; ++i)
+    if (arrived.load() >= n) return true;
+  shmf_test::LoadClock clock;
+  const uint64_t limit = uint64_t(60 * shmf_test::time_scale() * 1e9);
+  for (uint32_t spins = 0; arrived.load() < n; ++spins) {
+    sched_yield();
+    if (spins % 256 == 255 && clock.now() > limit) return false;
+  }
+  return true;
+}
+
 uint64_t item_of(uint64_t tag, uint64_t i) { return shmf_bench::mix64((tag << 40) + i); }
 
 const wi::WindowHeader* header_of(Segment& s, const char* name) {
   return reinterpret_cast<const wi::WindowHeader*>(s.base() + s.find(name)->offset);
 }
 
+// The shared table's own invariants, read from the segment (check_window validates the
+// window's structure, not the table's lanes): no writer mid-step (intent clear), the writer lock
+// free, every stripe version even, the size counter equal to the lanes stored, no lane whose
+// fingerprint is 0. Call it with no writer running, after the dead writers' repair.
+void expect_shared_table_sound(Segment& seg, const char* name = "w") {
+  const wi::WindowHeader* h = header_of(seg, name);
+  auto* ch = reinterpret_cast<ck::Header*>(seg.base() + h->shared + wi::main_offset_in_table(h->space_table));
+  EXPECT_EQ(ck::load_relaxed(ch->lock_owner), 0u) << "the shared table's writer lock is held";
+  EXPECT_EQ(ck::load_relaxed(ch->intent.op), ck::kOpNone) << "a writer's step was left unrepaired";
+  const uint64_t sw = h->swept.load();
+  const stp::Census c = stp::census(seg.base(), ch, stp::clock_of(static_cast<int64_t>(sw), sw, h->retention));
+  EXPECT_EQ(c.bad, 0u) << "lanes with fingerprint 0";
+  EXPECT_EQ(c.live + c.dead, ck::load_relaxed(ch->size)) << "the size counter is not the lanes stored";
+  uint64_t odd = 0;
+  for (uint32_t j = 0; j < ck::sub_count_acquire(ch); ++j) {
+    const ck::Sub sub = ck::sub_view(seg.base(), ch->subs[j]);
+    for (uint64_t i = 0; i <= sub.stripe_mask; ++i) odd += ck::load_relaxed(sub.versions[i]) & 1;
+  }
+  EXPECT_EQ(odd, 0u) << "stripe versions left odd";
+}
+
 }  // namespace
 
 // ---- 1. racing mark_if_unseen ------------------------------------------------------
-// 4 processes mark_if_unseen(w = retention) the same 3,000 pairs, each in its own order (seeds
-// 1..4); process 3 uses mark_if_unseen_many (16 pairs a call). Exactly one kNew per pair; a pair
-// with none was a false positive for every caller (it matched another pair's lane before anyone
-// marked it): at most pairs x the table's FP rate at the end x 3 + 10. Never two.
+// 4 processes mark_if_unseen(w = retention) the same 12,000 pairs, each in its own order, in
+// lockstep over blocks of 16 pairs (every process takes block b after all finished block b - 1;
+// inside a block each shuffles the 16 with its own seed 1..4): they meet on the same pairs at
+// the same moment. Process 3 marks a block with one mark_if_unseen_many call. Exactly one kNew
+// per pair; a pair with none was a false positive for every caller (it matched another pair's
+// lane before anyone marked it): at most pairs x the table's FP rate at the end x 3 + 10.
+// Never two. (Checked to fail on a writer without the lock: doubled answers.)
 namespace {
 constexpr int kRacers = 4;
-constexpr uint64_t kRacePairs = 3000;
+constexpr uint64_t kRacePairs = 12000;
+constexpr uint64_t kBlock = 16;
+constexpr uint64_t kBlocks = (kRacePairs + kBlock - 1) / kBlock;
 struct UnseenOracle {
   std::atomic<uint32_t> news[kRacePairs];
+  std::atomic<uint32_t> arrived[kBlocks];
   std::atomic<uint64_t> ops;
   std::atomic<int> ready;
 };
@@ -131,32 +177,33 @@ TEST(WindowStampedMP, RacingMarkIfUnseenAnswersNewExactlyOnce) {
       Segment s = Segment::open(name);
       Window w = Window::open(s, "w");
       w.set_now(kT0 + 100);
-      std::vector<uint64_t> order(kRacePairs);
-      for (uint64_t i = 0; i < kRacePairs; ++i) order[i] = i;
       shmf_bench::Rng rng(static_cast<uint64_t>(p) + 1);
-      for (uint64_t i = kRacePairs; i > 1; --i) std::swap(order[i - 1], order[rng.below(i)]);
       if (!barrier(orc->ready, kRacers)) return 12;
       auto record = [&](uint64_t i, WindowStatus st) {
         if (st == WindowStatus::kNew) orc->news[i].fetch_add(1);
         orc->ops.fetch_add(1, std::memory_order_relaxed);
         return st == WindowStatus::kNew || st == WindowStatus::kSeen;
       };
-      if (p != 3) {
-        for (uint64_t i : order)
-          if (!record(i, w.mark_if_unseen(i % 17, item_of(1, i), kR))) return 10;
-      } else {
-        uint64_t sp[16], it[16];
-        WindowStatus st[16];
-        for (uint64_t at = 0; at < kRacePairs; at += 16) {
-          const size_t n = static_cast<size_t>(std::min<uint64_t>(16, kRacePairs - at));
+      uint64_t order[kBlock], sp[kBlock], it[kBlock];
+      WindowStatus st[kBlock];
+      for (uint64_t b = 0; b < kBlocks; ++b) {
+        const uint64_t at = b * kBlock;
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(kBlock, kRacePairs - at));
+        for (size_t j = 0; j < n; ++j) order[j] = at + j;
+        for (size_t j = n; j > 1; --j) std::swap(order[j - 1], order[rng.below(j)]);
+        if (!step_barrier(orc->arrived[b], kRacers)) return 12;
+        if (p != 3) {
+          for (size_t j = 0; j < n; ++j)
+            if (!record(order[j], w.mark_if_unseen(order[j] % 17, item_of(1, order[j]), kR))) return 10;
+        } else {
           for (size_t j = 0; j < n; ++j) {
-            sp[j] = order[at + j] % 17;
-            it[j] = item_of(1, order[at + j]);
+            sp[j] = order[j] % 17;
+            it[j] = item_of(1, order[j]);
           }
           w.mark_if_unseen_many(std::span<const uint64_t>(sp, n), std::span<const uint64_t>(it, n), kR,
                                 std::span<WindowStatus>(st, n));
           for (size_t j = 0; j < n; ++j)
-            if (!record(order[at + j], st[j])) return 11;
+            if (!record(order[j], st[j])) return 11;
         }
       }
       return 0;
@@ -191,6 +238,7 @@ TEST(WindowStampedMP, RacingMarkIfUnseenAnswersNewExactlyOnce) {
   for (uint64_t s = 0; s < 17; ++s) counted += w.new_count(s, 0);
   EXPECT_EQ(counted, total);  // per-space counters count kNew answers exactly
   expect_check_clean(seg);
+  expect_shared_table_sound(seg);
   release_oracle(orc);
 }
 
@@ -278,6 +326,7 @@ TEST(WindowStampedMP, RacingMarkIfUnseenAnswersNewOnceAcrossRotationsAndInlineSw
     for (uint32_t age = 0; age < kRotBuckets; ++age) counted += w.new_count(s, age);
   EXPECT_EQ(counted, total);
   expect_check_clean(seg);
+  expect_shared_table_sound(seg);
   release_oracle(orc);
 }
 
@@ -454,6 +503,7 @@ TEST(WindowStampedMP, RacingCapsNeverExceedNInAnyWindowAcrossARotation) {
         << "N " << n << " w " << cap_w(c) << ": pairs allowed fewer than the window leaves (collisions)";
   }
   expect_check_clean(seg);
+  expect_shared_table_sound(seg);
   release_oracle(fr);
   release_oracle(orc);
 }
@@ -653,6 +703,7 @@ TEST(WindowStampedMP, SigkilledRacersLoseNoAcknowledgedMarkAndNeverExceedTheCap)
   EXPECT_EQ(acked, kKillPairs);  // the spared worker of each round acknowledges every pair
   EXPECT_TRUE(seg.check(true).consistent());  // repairs the dead workers' registry slots
   expect_check_clean(seg);
+  expect_shared_table_sound(seg);
   release_oracle(vd);
   release_oracle(orc);
 }
@@ -902,6 +953,7 @@ TEST(WindowStampedMP, KilledAtEveryStampedKillPointLeavesAConsistentWindow) {
     EXPECT_TRUE(shmf_test::exited_ok(status)) << "verifier: " << describe(status);
     EXPECT_TRUE(seg.check(true).consistent());
     expect_check_clean(seg);
+    expect_shared_table_sound(seg);
     if (act == kOverload || act == kMany) {
       Window v = Window::open(seg, "w");
       v.set_now(tc);
