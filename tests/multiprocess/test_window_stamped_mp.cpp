@@ -10,8 +10,9 @@
 //    buckets: acknowledged marks stay seen, no pair gets two acknowledged kNew, no pair more than
 //    N acknowledged impressions, nobody hangs, check is clean after repair.
 //  - SIGKILL at every kill point the stamped writer reaches (its own, the sweep's, the layer
-//    commit's and the cuckoo kernel's insert / move steps): the next process takes the writer
-//    lock over, acknowledged marks stay, caps hold, check is clean, the call can be redone.
+//    commit's and the cuckoo kernel's insert / move steps; a repairer killed inside its repair
+//    too): the next process takes the writer lock over, acknowledged marks stay, caps hold,
+//    check is clean, the shared table's size counts its lanes, the call can be redone.
 // Oracles live outside the segment (anonymous shared mappings); a worker records an answer
 // only after the call returned ("acknowledged" = recorded). Hang bounds are in uncontended
 // seconds (tests/support/load_clock.h); nothing asserts speed.
@@ -243,11 +244,11 @@ TEST(WindowStampedMP, RacingMarkIfUnseenAnswersNewExactlyOnce) {
 }
 
 // The same across rotations and inline sweeps: retention 12 (stamps decode from the first
-// writer's bucket; a writer more than 15 - 12 = 3 buckets past the last sweep sweeps first), a
+// writer's bucket E0; a writer past the stamp limit, swept + 16 - 12 = E0 + 4, sweeps first), a
 // virtual clock driven by the processes' operation count crosses a boundary every
 // kOpsPerBucket operations, 10 buckets in all (< w = 12, so every two answers' windows overlap)
-// and nobody calls maintain(): writers sweep inline while others mark. The processes walk the
-// pairs in the same order (seed 77) so they meet on a pair at about the same moment.
+// and nobody calls maintain(): at E0 + 5 the writers sweep inline while others mark. The
+// processes walk the pairs in the same order (seed 77) so they meet on a pair at the same moment.
 namespace {
 constexpr uint64_t kRotPairs = 6000;
 constexpr uint64_t kRotBuckets = 10;
@@ -733,6 +734,7 @@ enum Action : int {
 struct KillCase {
   const char* point;
   Action action;
+  const char* repair_point = nullptr;  // then a second writer, killed here while it repairs the first's step
 };
 constexpr uint32_t kKpR = 7;
 constexpr uint64_t kKpExpected = 2000;
@@ -779,12 +781,19 @@ TEST(WindowStampedMP, KilledAtEveryStampedKillPointLeavesAConsistentWindow) {
       {"cuckoo.move.version_odd", kMany},
       {"cuckoo.move.after_copy", kMany},
       {"cuckoo.move.after_clear", kMany},
+      // The repairer killed too: the next writer takes the lock over from the first dead writer,
+      // is killed inside the repair, and the verifier's writer repairs again (idempotent).
+      {"cuckoo.move.after_copy", kMany, "cuckoo.repair.begin"},
+      {"cuckoo.move.version_odd", kMany, "cuckoo.repair.after_data"},
+      {"cuckoo.insert.after_store", kMarkNew, "cuckoo.repair.after_data"},
+      {"window.stamped.clear.before_store", kForget, "cuckoo.repair.after_data"},
   };
   auto* orc = shared_oracle<KpOracle>();
   ASSERT_NE(orc, nullptr);
   for (const KillCase& kc : cases) {
     const Action act = kc.action;
-    SCOPED_TRACE(std::string(kc.point) + " action " + std::to_string(int(act)));
+    SCOPED_TRACE(std::string(kc.point) + " action " + std::to_string(int(act)) +
+                 (kc.repair_point ? std::string(", then ") + kc.repair_point : std::string()));
     orc->acked.store(0);
     orc->progress.store(0);
     shmf_test::SegmentGuard guard(shmf_test::unique_name("stkp"));
@@ -852,6 +861,19 @@ TEST(WindowStampedMP, KilledAtEveryStampedKillPointLeavesAConsistentWindow) {
     ASSERT_TRUE(reap(kid, "armed child", status));
     ASSERT_TRUE(shmf_test::killed_by(status, SIGKILL)) << "kill point not reached: " << kc.point << " (" << describe(status) << ")";
     const uint64_t child_acked = orc->acked.load();
+    if (kc.repair_point != nullptr) {
+      pid_t rep = shmf_test::fork_child([&] {
+        Segment s = Segment::open(name);
+        Window c = Window::open(s, "w");
+        c.set_now(tc);
+        internal::arm_kill_point(kc.repair_point, 1);
+        c.mark_if_unseen(6, uint64_t{999}, R);  // takes the dead writer's lock over and repairs
+        return 3;
+      });
+      ASSERT_TRUE(reap(rep, "armed repairer", status));
+      ASSERT_TRUE(shmf_test::killed_by(status, SIGKILL))
+          << "kill point not reached by the repairer: " << kc.repair_point << " (" << describe(status) << ")";
+    }
     // The next process: reads, takes the writer lock over, redoes the call.
     pid_t ver = shmf_test::fork_child([&] {
       Segment s = Segment::open(name);
