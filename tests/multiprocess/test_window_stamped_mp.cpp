@@ -15,7 +15,7 @@
 //    check is clean, the shared table's size counts its lanes, the call can be redone.
 //  - A sweeper whose stamp base went stale while it waited for the lock (a concurrent sweep
 //    published a newer one and writers stamped past the old base's range): it must clear no
-//    live lane. FAILS on e8cbbf2 (see the test).
+//    live lane. Failed on e8cbbf2; passes since the sweep reads its base under each chunk's lock.
 // Oracles live outside the segment (anonymous shared mappings); a worker records an answer
 // only after the call returned ("acknowledged" = recorded). Hang bounds are in uncontended
 // seconds (tests/support/load_clock.h); nothing asserts speed.
@@ -252,7 +252,7 @@ TEST(WindowStampedMP, RacingMarkIfUnseenAnswersNewExactlyOnce) {
 // kOpsPerBucket operations, 10 buckets in all (< w = 12, so every two answers' windows overlap)
 // and nobody calls maintain(): at E0 + 5 the writers sweep inline while others mark. The
 // processes walk the pairs in the same order (seed 77) so they meet on a pair at the same moment.
-// FAILS intermittently on e8cbbf2 (2 of 20 runs of the program on a loaded 2-core machine:
+// Failed intermittently on e8cbbf2, before the fix below (2 of 20 runs of the program on a loaded 2-core machine:
 // 290 and 415 pairs answered kNew twice): two writers both sweep at E0 + 5, one with the stamp
 // base it read before the other published swept = E0 + 5, and that one clears the lanes stamped
 // E0 + 5 meanwhile as dead (ASweeperWithAStaleBaseClearsNoLaneStampedAfterAConcurrentSweep
@@ -732,7 +732,7 @@ enum Action : int {
   kMarkNew = 0,      // mark_if_unseen(w = R) of a new pair at E0 + 1
   kRestamp = 1,      // mark_if_unseen(w = 1) of an acknowledged pair at E0 + 1: its lane is restamped
   kCap = 2,          // mark_if_under of a 2-of-3 pair at E0 + 1
-  kForget = 3,       // forget of an acknowledged pair at E0 + 1 (its lane and its 15 tallies)
+  kForget = 3,       // forget of an acknowledged pair at E0 + 1 (its own lane; its cap tallies stay)
   kMany = 4,         // 30,000 new pairs at E0 + 1 (cuckoo moves, then layers)
   kOverload = 5,     // retention 1: 8x expected new pairs at E0 (layers)
   kInlineSweep = 6,  // a write at E0 + 10 without maintain(): past the stamp limit, the writer sweeps
@@ -775,7 +775,7 @@ TEST(WindowStampedMP, KilledAtEveryStampedKillPointLeavesAConsistentWindow) {
       {"window.stamped.before_unlock", kMarkNew},
       {"window.stamped.before_unlock", kCap},
       {"window.stamped.before_unlock", kRestamp},
-      {"window.stamped.forget.between_tallies", kForget},
+      {"window.stamped.forget.after_clear", kForget},
       {"window.stamped.sweep.chunk", kInlineSweep},
       {"window.stamped.sweep.chunk", kFarSweep},
       {"window.stamped.sweep.chunk", kMaintain},
@@ -1007,11 +1007,10 @@ TEST(WindowStampedMP, KilledAtEveryStampedKillPointLeavesAConsistentWindow) {
 // Deterministic: this process holds the shared table's writer lock while B reaches it (B has
 // raised the epoch and burnt CPU in the lock's wait), stops B (SIGSTOP), releases the lock,
 // lets S run to completion, then resumes B (SIGCONT).
-// FAILS on e8cbbf2 (the stamped variant as built): stamped_sweep (window.cpp) reads the clock
-// once, before its first chunk's lock; a concurrent sweep's publication is not seen. The same
-// loss shows as doubled kNew in RacingMarkIfUnseenAnswersNewOnceAcrossRotationsAndInlineSweeps
-// when its racers happen to run in parallel. A fix: decode each chunk with the base read under
-// that chunk's lock (or stop when swept already reached e).
+// Failed on e8cbbf2: stamped_sweep (window.cpp) read the clock once, before its first chunk's
+// lock, so a concurrent sweep's publication was not seen. The same loss showed as doubled kNew
+// in RacingMarkIfUnseenAnswersNewOnceAcrossRotationsAndInlineSweeps when its racers ran in
+// parallel. Fixed: each chunk is decoded with the base read under that chunk's lock.
 namespace {
 // CPU ticks (utime + stime) of PID so far, -1 if unreadable.
 long cpu_ticks(pid_t pid) {
