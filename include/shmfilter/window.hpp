@@ -245,6 +245,9 @@ class Window : public internal::RegionHandle {
   // counts the erasures that may have removed another pair's copy (an upper bound on such
   // losses). Either way forget only pairs that were marked with a kNew answer: forgetting a
   // pair that never got one removes the colliding pair's copy (probability <= the FP rate).
+  // kStamped: clears the pair's lane when no other live lane has its fingerprint in its buckets;
+  // else it leaves them (the pair keeps answering seen, as a false positive; forget_ambiguous
+  // counts it): another pair's acknowledged mark is never removed. Cap tallies stay counted.
   // kBloom: kUnsupported. docs/window.md "forget" has the argument.
   WindowStatus forget(uint64_t space, std::string_view item) noexcept;
   WindowStatus forget(uint64_t space, uint64_t item) noexcept;
