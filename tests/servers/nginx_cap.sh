@@ -52,8 +52,9 @@ expect_eq "no device: empty, nothing counted" "$(get "$U/cap?plan=1" | cut -d' '
 
 note "40 devices x 12 requests each, 32 connections at once over 4 workers: exactly 3 allowed per device"
 devices=40 per=12 cap=3
-for r in $(seq "$per"); do
-  for d in $(seq "$devices"); do echo "url = \"$U/cap?plan=7&device=race$d\""; done
+# a device's requests adjacent: the 32 in flight are ~3 devices' 12 requests each, racing
+for d in $(seq "$devices"); do
+  for r in $(seq "$per"); do echo "url = \"$U/cap?plan=7&device=race$d\""; done
 done >"$T_DIR/race.curl"
 get --parallel --parallel-max 32 -K "$T_DIR/race.curl" >"$T_DIR/race.out" || fail "curl --parallel batch failed"
 lines=$(wc -l <"$T_DIR/race.out")
@@ -66,7 +67,9 @@ allowed_devs=$(awk '$2 == "allowed" { print $1 }' "$T_DIR/race.out" | sort -u | 
 expect_eq "devices with allowed answers" "$allowed_devs" "$devices"
 pids=$(awk '{ print $3 }' "$T_DIR/race.out" | sort -u | wc -l)
 [[ $pids -ge 2 ]] || fail "all $lines answers came from one worker: the race was not across processes"
-note "answered by $pids workers"
+multi=$(awk '{ w[$1 " " $3] = 1 } END { for (k in w) { split(k, a, " "); n[a[1]]++ } for (d in n) if (n[d] > 1) m++; print m + 0 }' "$T_DIR/race.out")
+[[ $multi -ge 1 ]] || fail "no device was answered by two workers: the race was not across processes"
+note "answered by $pids workers; $multi of $devices devices by more than one"
 # the pairs stay capped for the rest of the week; shmtool (another process) counts the same marks
 expect_eq "still capped" "$(get "$U/cap?plan=7&device=race1" | cut -d' ' -f2)" "capped"
 out=$("$SHMF_SHMTOOL" window mark "$seg" caps 7 race2 7 race-new --cap 3 --window 7) || fail "shmtool window mark --cap failed: $out"
