@@ -1485,9 +1485,11 @@ ngx_http_shmfilter_structure_check(ngx_conf_t *cf,
         && st->wopt.variant == SHMF_WINDOW_STAMPED && st->wopt.retention > 12)
     {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
-                           "window \"%V\": variant=stamped keeps at most 12 "
-                           "buckets (its lanes stamp the bucket in 4 bits), "
-                           "retention=%uD", &st->name, st->wopt.retention);
+                           "window \"%V\": variant=stamped (the default) keeps "
+                           "at most 12 buckets (its lanes stamp the bucket in 4 "
+                           "bits), retention=%uD: add variant=bloom or "
+                           "variant=cuckoo for a longer window",
+                           &st->name, st->wopt.retention);
         return NGX_CONF_ERROR;
     }
 

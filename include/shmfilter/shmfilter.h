@@ -468,7 +468,8 @@ typedef struct shmf_window shmf_window;
                                  whatever W is), frequency caps: shmf_window_mark_if_under; retention 1..12 */
 
 typedef struct shmf_window_options {
-  uint32_t variant;             /* SHMF_WINDOW_BLOOM (default), SHMF_WINDOW_CUCKOO or SHMF_WINDOW_STAMPED */
+  uint32_t variant;             /* SHMF_WINDOW_STAMPED (shmf_window_options_init's default; retention <= 12),
+                                   SHMF_WINDOW_BLOOM (0: a zeroed struct) or SHMF_WINDOW_CUCKOO */
   uint32_t retention;           /* buckets kept, 1..64 (default 7) */
   uint64_t expected_per_bucket; /* distinct pairs one bucket must hold at ERROR (>= 1; required) */
   double error;                 /* FP rate of a query over ERROR_WINDOW buckets, in (0, 1) (default 0.01) */

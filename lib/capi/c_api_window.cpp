@@ -161,7 +161,9 @@ void shmf_window_options_init(shmf_window_options* opts) {
   if (opts == nullptr) return;
   WindowOptions d;
   *opts = shmf_window_options{};
-  opts->variant = SHMF_WINDOW_BLOOM;
+  opts->variant = d.variant == WindowVariant::kStamped  ? SHMF_WINDOW_STAMPED
+                  : d.variant == WindowVariant::kCuckoo ? SHMF_WINDOW_CUCKOO
+                                                        : SHMF_WINDOW_BLOOM;  // the C++ default (kStamped)
   opts->retention = d.retention;
   opts->expected_per_bucket = 0;
   opts->error = d.error;

@@ -1340,7 +1340,7 @@ class Segment:
                max_spaces: Optional[int] = None, error_window: Optional[int] = None,
                seed: Optional[int] = None) -> Window:
         """Opens window NAME (create=True: creates it when absent; expected_per_bucket required;
-        variant "bloom", the default, "cuckoo" or "stamped"). VARIANT, RETENTION and MAX_SPACES, when
+        variant "stamped", the default, "bloom" or "cuckoo"). VARIANT, RETENTION and MAX_SPACES, when
         given, must match an existing window's (OptionsMismatchError), as nginx checks; the
         others are creation options only (the window's stats do not hold them)."""
         o = _WindowOpts()
@@ -1348,7 +1348,8 @@ class Segment:
         if variant not in (None, "bloom", "cuckoo", "stamped"):
             raise _bad(f"variant {variant!r}: 'bloom' (insert-only), 'cuckoo' (deletable) or 'stamped' (deletable, "
                        "one table for every bucket, frequency caps: mark_if_under)", "Segment.window")
-        o.variant = _WINDOW_VARIANTS[variant or "bloom"]
+        if variant is not None:
+            o.variant = _WINDOW_VARIANTS[variant]  # else shmf_window_options_init's default (stamped)
         o.expected_per_bucket = expected_per_bucket
         for f, v in (("error", error), ("retention", retention), ("bucket_seconds", bucket_seconds),
                      ("utc_offset", utc_offset), ("max_spaces", max_spaces), ("error_window", error_window),

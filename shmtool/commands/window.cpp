@@ -253,7 +253,7 @@ int run_create(const Args& a) {
   shmfilter::WindowOptions o;
   if (!a.has("--expected")) throw UsageError("missing --expected N (distinct pairs one bucket must hold)");
   o.expected_per_bucket = parse_count("--expected", a.get("--expected"));
-  const std::string v = a.get("--variant", "bloom");
+  const std::string v = a.get("--variant", "stamped");
   if (v == "bloom")
     o.variant = shmfilter::WindowVariant::kBloom;
   else if (v == "cuckoo")
@@ -337,8 +337,10 @@ to N marks per pair in a sliding window (frequency caps); retention 1..12.
 
 Options:
   --expected N          distinct pairs one bucket must hold (1.2e8, 150M)
-  --variant V           bloom (default: insert-only, least memory), cuckoo (deletable: forget) or
-                        stamped (deletable, one table for every bucket, frequency caps: mark --cap)
+  --variant V           stamped (default: deletable, one table for every bucket, a w = 7 query at
+                        the cost of w = 1, frequency caps: mark --cap; retention 1..12, error >= 0.2%),
+                        bloom (insert-only, a table per bucket; the least memory for one day alone,
+                        any retention) or cuckoo (deletable, a table per bucket; any retention)
   --error P             false-positive rate of a query over W buckets (default 0.01)
   --error-window W      the W the rate is for (default: the retention)
   --retention R         buckets kept, 1..64 (default 7)
