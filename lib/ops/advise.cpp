@@ -196,7 +196,9 @@ Candidate cuckoo_candidate(const AdviseOptions& o, uint64_t capacity) {
 // The window structure, sized by Window::plan (the sizing Window::create uses): one bucket
 // table per day holding `capacity` pairs, error P for a query over all W days (so one
 // bucket gets p1 = 1 - (1 - P)^(1/W)), W tables + the spare the next day rotates into.
-// --deletes picks the deletable (cuckoo) variant.
+// The variant: the default, stamped (one table for every day, deletable, caps), where it holds
+// the window (<= 12 buckets, a rate >= its 0.2%); else --deletes picks the deletable cuckoo ring,
+// and the insert-only Bloom ring otherwise.
 Candidate window_candidate(const AdviseOptions& o, uint64_t capacity) {
   Candidate window{"window", o.window_days > 0, 0, 0, o.deletes, true, ""};
   if (o.window_days > kWindowMaxRetention) {
@@ -205,7 +207,8 @@ Candidate window_candidate(const AdviseOptions& o, uint64_t capacity) {
                   " buckets: use longer buckets (window create --bucket-seconds)";
   } else if (o.window_days > 0) {
     WindowOptions wo;
-    wo.variant = o.deletes ? WindowVariant::kCuckoo : WindowVariant::kBloom;
+    const bool stamped = o.window_days <= 12 && o.error >= 8.0 / 4096;
+    wo.variant = stamped ? WindowVariant::kStamped : o.deletes ? WindowVariant::kCuckoo : WindowVariant::kBloom;
     wo.expected_per_bucket = capacity;
     wo.error = o.error;
     wo.retention = o.window_days;
@@ -213,10 +216,16 @@ Candidate window_candidate(const AdviseOptions& o, uint64_t capacity) {
       const WindowSizing ws = Window::plan(wo);
       window.bytes = ws.full_window_bytes;
       window.fp_rate = o.error;
-      char note[200];
-      std::snprintf(note, sizeof note, "%u day tables (%s) + 1 spare, %s each, %.2f bits/pair; FP over a %u-day "
-                    "question (one call), %s a day", o.window_days, o.deletes ? "cuckoo" : "Bloom",
-                    format_size(ws.table_bytes).c_str(), ws.bits_per_pair, o.window_days, pct(ws.one_bucket_error).c_str());
+      window.deletes = stamped || o.deletes;
+      char note[220];
+      if (stamped)
+        std::snprintf(note, sizeof note, "variant stamped: one table for all %u days (%s lanes of 16 bits, a pair once "
+                      "whatever its days), %.2f bits/pair; a %u-day question reads what a 1-day one reads; deletes, caps",
+                      o.window_days, format_size(ws.shared_bytes).c_str(), ws.bits_per_pair, o.window_days);
+      else
+        std::snprintf(note, sizeof note, "%u day tables (%s) + 1 spare, %s each, %.2f bits/pair; FP over a %u-day "
+                      "question (one call), %s a day", o.window_days, o.deletes ? "cuckoo" : "Bloom",
+                      format_size(ws.table_bytes).c_str(), ws.bits_per_pair, o.window_days, pct(ws.one_bucket_error).c_str());
       window.note = note;
     } catch (const Error& e) {
       window.applicable = false;
@@ -244,8 +253,9 @@ void choose(const AdviseOptions& o, const Candidate& roaring, const Candidate& b
                "its false positives";
   } else if (o.window_days > 0 && window.applicable && o.deletes) {
     a.choice = "window";
-    a.reason = "the workload deletes IDs, over a " + std::to_string(o.window_days) +
-               "-day window: the window structure's deletable (cuckoo) variant, one table per day";
+    a.reason = "the workload deletes IDs, over a " + std::to_string(o.window_days) + "-day window: the window structure's " +
+               (window.note.rfind("variant stamped", 0) == 0 ? std::string("stamped variant (one table for every day, deletable)")
+                                                             : std::string("deletable (cuckoo) variant, one table per day"));
   } else if (o.deletes) {
     a.choice = "cuckoo";
     a.reason = "the workload deletes IDs and a Bloom filter cannot: a Cuckoo filter";

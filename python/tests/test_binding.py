@@ -426,7 +426,7 @@ def test_status_vocabulary_codes_are_distinct():
 
 def test_window_without_room_for_a_table_raises_nospace(segname):
     with shmfilter.Segment.create(segname, size=8 << 20, max_size=8 << 20) as small:   # cannot grow
-        with small.window("w", create=True, expected_per_bucket=1_000_000, seed=3) as w:
+        with small.window("w", create=True, expected_per_bucket=1_000_000, seed=3, variant="bloom") as w:
             with pytest.raises(shmfilter.NoSpaceError) as e:
                 for d in range(7):
                     w.set_now(T0 + d * DAY)

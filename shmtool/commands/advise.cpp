@@ -164,9 +164,13 @@ std::string create_command(const Advice& a, const std::string& name, double erro
   if (a.choice == "cuckoo") return "shmtool cuckoo create SEG " + name + " --capacity " + cap + " --error " + err;
   if (a.choice == "set") return "shmtool set create SEG " + name + " --capacity " + cap;
   if (a.choice == "hll") return "shmtool hll create SEG " + name;
-  // The window structure: one table per day of `capacity` pairs, error P over all DAYS days.
+  // The window structure: `capacity` pairs a day, error P over all DAYS days; the default variant
+  // (stamped) where the advice sized it, else the ring of day tables (cuckoo when it deletes).
+  bool stamped = false;
+  for (const auto& c : a.candidates)
+    if (c.structure == "window") stamped = c.note.rfind("variant stamped", 0) == 0;
   return "shmtool window create SEG " + name + " --expected " + cap + " --retention " + std::to_string(days) +
-         " --error " + err + (deletes ? " --variant cuckoo" : "");
+         " --error " + err + (stamped ? "" : deletes ? " --variant cuckoo" : " --variant bloom");
 }
 
 // ---- the pictures --------------------------------------------------------

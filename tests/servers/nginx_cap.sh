@@ -115,6 +115,6 @@ bad "cap window past the retention" 'window=8 is more than the retention of wind
   "shmfilter_segment $seg; shmfilter_mark \$a caps \$arg_d space=1 cap=3 window=8;"
 bad "declared variant differs" 'declared variant=stamped, the window in segment "'"$seg"'" has variant=cuckoo' \
   "shmfilter_segment $seg; shmfilter_structure freq window variant=stamped; shmfilter_mark \$a freq \$arg_d space=1;"
-bad "stamped retention 13" 'window "s13": variant=stamped keeps at most 12 buckets' \
+bad "stamped retention 13" 'window "s13": variant=stamped \(the default\) keeps at most 12 buckets' \
   "shmfilter_segment $seg; shmfilter_structure s13 window variant=stamped expected=10 retention=13 create;"
 echo "PASS nginx_cap"

@@ -18,7 +18,7 @@ HTTP="
     shmfilter_structure tiny set capacity=2 create;
     # the mission's frequency cap: (plan, device) over 7 day buckets (docs/nginx.md)
     shmfilter_structure freq window variant=cuckoo expected=100000 error=0.01 retention=7 bucket=1d utc_offset=8h create;
-    shmfilter_structure freq_bloom window expected=100000 create;
+    shmfilter_structure freq_bloom window variant=bloom expected=100000 create;
     # a short window to see buckets expire: 3 buckets of 2 s
     shmfilter_structure freq_short window variant=cuckoo expected=1000 retention=3 bucket=2s create;
     # no request touches it: only worker 0's maintain timer rotates it

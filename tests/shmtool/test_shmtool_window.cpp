@@ -88,7 +88,7 @@ TEST(WindowTool, BadOptionsAndForgetOnBloom) {
   r = run_shmtool({"window", "create", S, "w", "--expected", "1000", "--variant", "tree"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_TRUE(fx.seg.list().empty());
-  r = run_shmtool({"window", "create", S, "w", "--expected", "1000"});
+  r = run_shmtool({"window", "create", S, "w", "--expected", "1000", "--variant", "bloom"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   r = run_shmtool({"window", "mark", S, "w", "1", "a", "--now", "1764547200"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

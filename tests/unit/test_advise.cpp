@@ -81,7 +81,7 @@ TEST(Advise, WindowDeletesSmallSetsAndCountsFollowTheSelectionTable) {
   Advice w = shmfilter::advise(ids, o);
   EXPECT_EQ(w.choice, "window");
   {
-    // Sized by Window::plan: 7 day tables + the spare, 1% over a 7-day question (p1 = 0.1435%).
+    // Sized by Window::plan with the default variant, stamped: one table of 7 x 1.2e8 lanes.
     shmfilter::WindowOptions wo;
     wo.expected_per_bucket = 120'000'000;
     wo.error = 0.01;
@@ -89,18 +89,24 @@ TEST(Advise, WindowDeletesSmallSetsAndCountsFollowTheSelectionTable) {
     const shmfilter::WindowSizing ws = shmfilter::Window::plan(wo);
     EXPECT_EQ(candidate(w, "window").bytes, ws.full_window_bytes);
     EXPECT_DOUBLE_EQ(candidate(w, "window").fp_rate, 0.01);
-    EXPECT_FALSE(candidate(w, "window").deletes);
-    // docs/window.md's table: 225.0 MiB a bucket, 1,800 MiB for 7 days + the spare.
-    EXPECT_NEAR(static_cast<double>(ws.table_bytes) / (1 << 20), 225.0, 0.5);
-    EXPECT_NEAR(static_cast<double>(candidate(w, "window").bytes) / (1 << 20), 1800.0, 4.0);
-    EXPECT_GT(candidate(w, "window").bytes, 7 * candidate(w, "bloom").bytes) << "per-day rate p1 < p";
+    EXPECT_TRUE(candidate(w, "window").deletes);
+    EXPECT_NE(candidate(w, "window").note.find("stamped"), std::string::npos) << candidate(w, "window").note;
+    // docs/window.md: 1,686.5 MiB of lanes (+ versions, counters) against the insert-only ring's
+    // 225.0 MiB a bucket, 1,800 MiB for 7 days + the spare.
+    EXPECT_NEAR(static_cast<double>(candidate(w, "window").bytes) / (1 << 20), 1687.0, 4.0);
+    wo.variant = shmfilter::WindowVariant::kBloom;
+    const shmfilter::WindowSizing ring = shmfilter::Window::plan(wo);
+    EXPECT_NEAR(static_cast<double>(ring.table_bytes) / (1 << 20), 225.0, 0.5);
+    EXPECT_NEAR(static_cast<double>(ring.full_window_bytes) / (1 << 20), 1800.0, 4.0);
+    EXPECT_LT(candidate(w, "window").bytes, ring.full_window_bytes);
+    EXPECT_GT(candidate(w, "window").bytes, 7 * candidate(w, "bloom").bytes) << "7 days of pairs, 16 bits each";
   }
   // --deletes with --window: the window's deletable (cuckoo) variant, 256.2 MiB a bucket.
   o.deletes = true;
   Advice wd = shmfilter::advise(ids, o);
   EXPECT_EQ(wd.choice, "window");
   EXPECT_TRUE(candidate(wd, "window").deletes);
-  EXPECT_NEAR(static_cast<double>(candidate(wd, "window").bytes) / (1 << 20), 8 * 256.2, 8.0);
+  EXPECT_NEAR(static_cast<double>(candidate(wd, "window").bytes) / (1 << 20), 1687.0, 4.0);  // stamped deletes too
   // More days than a window keeps: not applicable, and the choice falls back to bloom.
   o.deletes = false;
   o.window_days = 100;

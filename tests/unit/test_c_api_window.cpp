@@ -132,6 +132,7 @@ TEST(CApiWindow, ForgetOnTheInsertOnlyVariantIsInvalid) {
   CSeg s;
   shmf_window_options o;
   shmf_window_options_init(&o);
+  o.variant = SHMF_WINDOW_BLOOM;  // the insert-only variant (the default is stamped)
   o.expected_per_bucket = 1000;
   shmf_window* w = nullptr;
   ASSERT_EQ(shmf_window_create(s.seg, "w", &o, &w), 0) << shmf_last_error_message();
@@ -155,6 +156,7 @@ TEST(CApiWindow, NoRoomForABucketTableIsENOSPACE) {
   ASSERT_EQ(shmf_segment_create(guard.name.c_str(), &so, &seg), 0) << shmf_last_error_message();
   shmf_window_options o;
   shmf_window_options_init(&o);
+  o.variant = SHMF_WINDOW_BLOOM;  // a ring of bucket tables: the next bucket's table is what cannot be had
   o.expected_per_bucket = 1000000;
   o.seed = 3;
   shmf_window* w = nullptr;

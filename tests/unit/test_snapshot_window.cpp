@@ -183,7 +183,9 @@ TEST_P(SnapshotWindow, RoundTripAnswersLikeTheSourceForEveryBucketAndKeepsRotati
     for (const auto& b : st.buckets) any_overflow = any_overflow || b.overflow;
     // kStamped: one table for every bucket, sized for retention x expected: no overflow here
     // (its overflow sub-filters round-trip in StampedSharedTableRoundTripsWithItsSubFilters).
-    if (GetParam() != WindowVariant::kStamped) ASSERT_TRUE(any_overflow) << "the test needs a bucket that used its overflow table";
+    if (GetParam() != WindowVariant::kStamped) {
+      ASSERT_TRUE(any_overflow) << "the test needs a bucket that used its overflow table";
+    }
     ASSERT_GT(st.other_marks, 0u);
   }
   SnapshotInfo saved = save(seg, f.path);

@@ -244,6 +244,13 @@ WindowStatus WindowOps::stamped_write(const Window& w, TableHead* t, int64_t e, 
   ck::Header* ch = shared_ck(w);
   const ck::Liveness lv = liveness_of(w.seg_);
   ExpandCtx ctx{&w, shared_head(w)};
+  if (cap == 0) {
+    // A lane of the pair younger than w answers kSeen without the lock: it was stored by an
+    // earlier mark (acknowledged, or in flight and about to be), so no caller is owed kNew. Most
+    // requests are repeats: they never touch the lock's line. kNew is decided under the lock.
+    if (st::youngest(w.base_, ch, st::key(hv), stamped_clock(w, e), lv) < static_cast<int64_t>(win))
+      return WindowStatus::kSeen;
+  }
   for (int attempt = 0; attempt < 3; ++attempt) {
     // Nobody swept for 15 - R buckets (no maintain() ran): stamps would wrap. Sweep first
     // (the fallback; maintain() sweeps once per bucket off the data plane).

@@ -98,7 +98,7 @@ inline constexpr uint32_t kBloomMaxLayers = 10;   // overflow layers of a kBloom
 inline constexpr uint32_t kBloomMaxExtra = kBloomMaxLayers - 1;  // layers 2.. named by the BloomLayerDir
 inline constexpr uint32_t kCuckooBudgetSubs = 4;  // sub-filters the fingerprint is sized for
 inline constexpr uint32_t kLayeredMaxSubs = 16;   // = cuckoo::kMaxSubs: sub-filters of a layered kCuckoo table
-inline constexpr uint32_t kStampedMaxSubs = 5;   // kStamped: sub 0 + 1x, 2x, 4x, 8x of it (15x in all past sub 0)
+inline constexpr uint32_t kStampedMaxSubs = 6;   // kStamped: sub 0 + 1/4, 1/2, 1, 2, 4 x of it (7.75x past sub 0)
 inline constexpr uint32_t kStampedMaxPath = 5;   // BFS moves of a kStamped insert
 inline constexpr uint64_t kSweepChunk = 1u << 16; // buckets a sweep clears per writer-lock hold (512 KiB)
 inline constexpr uint32_t kLayeredMaxPath = 2;    // BFS moves of a layered kCuckoo insert: <= 42 bucket reads,

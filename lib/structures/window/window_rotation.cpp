@@ -110,9 +110,12 @@ uint64_t alloc_shared(ControlTxn& txn, WindowHeader* h, uint64_t capacity) {
                   off + moff + sizeof(ck::Header), internal::stamped::kLaneBits);
   return off;
 }
-// Sub-filter j >= 1 of the shared table: sub 1 the size of sub 0, each later one twice the last.
+// Sub-filter j >= 1 of the shared table: sub 1 a quarter of sub 0 (a window just past its
+// capacity grows by a quarter, not by a second table), each later one twice the last: 1/4, 1/2,
+// 1, 2, 4 x sub 0 (7.75x past it: a one-day window at 8x its expected day still has room).
 ck::Geometry stamped_sub_geometry(const ck::SubDesc& prev, uint32_t j) {
-  return ck::expansion_geometry(prev, j == 1 ? 0 : 1, /*one_chunk=*/false);
+  if (j == 1) return ck::geometry_of_buckets(std::max<uint64_t>(2, ck::sub_buckets(prev) / 4));
+  return ck::expansion_geometry(prev, 1, /*one_chunk=*/false);
 }
 
 // Allocates a table whose body is zeroed later, in chunks (prep_cursor > 0): only the
