@@ -6,14 +6,14 @@
 // blocked Bloom `contains` of the same size. Ends with one markdown table (rows: measures;
 // columns: variants), the targets as ratios of p50s measured in this run.
 //
-//   window_v2_bench [--scale S (pairs a day = S x 1.2e8; default 0.6)] [--queries N (default 2e5)]
+//   window_v2_bench [--scale S (pairs a day = S x 1.2e8; default 1: the mission)] [--queries N (default 2e5)]
 //                   [--fp-queries N (default 1e6)] [--overload-expected N (default 1e6)]
 //                   [--variant NAME]... [--block N (default: none)]
 //
 // Variants: every WindowVariant value Window::plan accepts (bench/window_common.h), named by
 // window_variant_name; --variant NAME (repeatable) keeps only those.
 //
-// For each variant, in its own segment:
+// For each variant, in its own segment (dropped before the next):
 //   1. a window of N = S x 1.2e8 expected pairs a bucket, 1% over w = 7, retention 7, filled
 //      with 7 days of N distinct (plan, device) pairs (8,000 Zipf plans, tests/support/
 //      workload.h), maintain() at each day's start; today gets N minus the fresh pairs the
@@ -21,9 +21,10 @@
 //   2. the floor over a /dev/shm buffer of the window's bytes (stats().memory_bytes): one
 //      dependent random line, two lines at once (a cuckoo lookup's buckets), 7 lines at once
 //      (a ring query over w = 7), independent reads (the batched floor);
-//   3. two plain blocked Bloom filters at the window's one-bucket error, filled to capacity:
-//      one of the window's bytes ("the same size"), one of one bucket's N pairs (the bits of
-//      one kBloom bucket table), in the same segment;
+//   3. (once, before the first variant, in a segment of their own) two plain blocked Bloom
+//      filters at the window's one-bucket error, filled to capacity: one holding the week's
+//      7 N pairs (what the window holds: "the same size"), one holding one bucket's N (the
+//      bits of one kBloom bucket table);
 //   4. single calls, out of cache (the week is >= ~1 GiB at S >= 0.5, the LLC far less):
 //      plain contains (both), seen w=1, seen w=7 of absent pairs; then mark_if_unseen w=1 and
 //      w=7 of fresh pairs (answer kNew); each row its own phase of --queries calls after a
@@ -64,7 +65,7 @@ using shmf_bench::WinPair;
 namespace {
 
 struct Opts {
-  double scale = 0.6;
+  double scale = 1.0;
   uint64_t queries = 200000;
   uint64_t fp_queries = 1000000;
   uint64_t overload_expected = 1000000;
@@ -73,6 +74,14 @@ struct Opts {
 };
 
 double mib(uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); }
+
+const uint64_t g_start_ns = shmf_bench::mono_ns();
+// "[  12 s]": seconds since the start, at the head of every progress line.
+std::string stamp() {
+  char b[32];
+  std::snprintf(b, sizeof b, "[%4.0f s]", static_cast<double>(shmf_bench::mono_ns() - g_start_ns) / 1e9);
+  return b;
+}
 
 std::string loadavg() {
   double l[3] = {0, 0, 0};
@@ -219,10 +228,10 @@ void overload(WindowVariant v, const Opts& o, Result& r) {
   r.ov_bytes8 = s.buckets[0].bytes;
   r.ov_layers = s.buckets[0].layers;
   r.ov_over_capacity = s.buckets[0].over_capacity;
-  std::printf("  8x: expected %llu a bucket; 1x FP w=1 %.4f%% w=7 %.4f%%; today at 8x (%llu distinct, %u layers, "
+  std::printf("%s 8x: expected %llu a bucket; 1x FP w=1 %.4f%% w=7 %.4f%%; today at 8x (%llu distinct, %u layers, "
               "%.1f MiB -> %.1f MiB, over capacity %s, %llu answers neither kNew nor kSeen): FP w=1 %.4f%% w=7 %.4f%% "
               "(stats bound w=7 %.4f%%, now %.4f%%)\n",
-              (unsigned long long)m, 100 * r.ov_fp1_w1, 100 * r.ov_fp1_w7, (unsigned long long)s.buckets[0].distinct,
+              stamp().c_str(), (unsigned long long)m, 100 * r.ov_fp1_w1, 100 * r.ov_fp1_w7, (unsigned long long)s.buckets[0].distinct,
               r.ov_layers, mib(r.ov_bytes1), mib(r.ov_bytes8), r.ov_over_capacity ? "yes" : "no",
               (unsigned long long)r.ov_full, 100 * r.ov_fp8_w1, 100 * r.ov_fp8_w7, 100 * r.ov_bound8_w7,
               100 * s.window_fp_now(7));
@@ -231,7 +240,47 @@ void overload(WindowVariant v, const Opts& o, Result& r) {
   Segment::remove(name);
 }
 
-Result run_variant(WindowVariant v, const Opts& o, const shmf_bench::Clock& clk, shmf_bench::CacheSweep& sweep) {
+// Step 3: two plain blocked Bloom filters at the window's one-bucket error, filled to their
+// capacities, in a segment of their own that every variant's rows use: one holding the week's
+// 7 N pairs (what a window holds; about the bytes of a variant's week), one holding one bucket's
+// N (the bits of one kBloom bucket table).
+struct Plains {
+  std::string name;
+  Segment seg;
+  Bloom week, day;
+  uint64_t week_bytes = 0, day_bytes = 0;
+};
+
+void make_plains(Plains& p, uint64_t n, double error) {
+  p.name = "shmf-bench-winv2-plain-" + std::to_string(getpid());
+  p.seg = fresh_segment(p.name);
+  auto make = [&](const char* name, uint64_t keys, uint64_t seed) {
+    BloomOptions bo;
+    bo.error = error;
+    bo.seed = seed;
+    bo.capacity = keys;
+    Bloom b = Bloom::create(p.seg, name, bo);
+    std::vector<uint64_t> k(1 << 16);
+    for (uint64_t at = 0; at < keys; at += k.size()) {
+      const size_t m = static_cast<size_t>(std::min<uint64_t>(k.size(), keys - at));
+      for (size_t j = 0; j < m; ++j) k[j] = shmf_bench::mix64((seed << 50) + at + j);
+      b.add_many(std::span<const uint64_t>(k.data(), m));
+    }
+    return b;
+  };
+  p.week = make("week", 7 * n, 3);
+  p.day = make("day", n, 4);
+  p.week_bytes = p.week.stats().memory_bytes;
+  p.day_bytes = p.day.stats().memory_bytes;
+  std::printf("%s plain Blooms at %.4f%%, k=%u: %.1f MiB (%llu keys: the week's pairs), %.1f MiB (%llu keys: one "
+              "bucket's)\n",
+              stamp().c_str(), 100 * error, p.week.stats().k, mib(p.week_bytes), (unsigned long long)(7 * n),
+              mib(p.day_bytes), (unsigned long long)n);
+  std::fflush(stdout);
+}
+
+Result run_variant(WindowVariant v, const Opts& o, const shmf_bench::Clock& clk, shmf_bench::CacheSweep& sweep,
+                   Plains& plains) {
   Result r;
   r.name = std::string(window_variant_name(v));
   r.load_start = loadavg();
@@ -250,8 +299,8 @@ Result run_variant(WindowVariant v, const Opts& o, const shmf_bench::Clock& clk,
   // Queries a row: fresh pairs of the write rows go into today, which must stay within N.
   const uint64_t q = std::max<uint64_t>(kRound, std::min<uint64_t>(o.queries, n / 16));
   const uint64_t writes = 4 * q;  // mark_if_unseen w=1, w=7, then the batched pair of rows
-  std::printf("\n## %s: %.3g pairs a bucket x 7 days, %llu queries a row (load %s)\n", r.name.c_str(),
-              static_cast<double>(n), (unsigned long long)q, r.load_start.c_str());
+  std::printf("\n## %s: %.3g pairs a bucket x 7 days, %llu queries a row (load %s) %s\n", r.name.c_str(),
+              static_cast<double>(n), (unsigned long long)q, r.load_start.c_str(), stamp().c_str());
   std::fflush(stdout);
 
   const std::string seg_name = "shmf-bench-winv2-" + std::to_string(getpid());
@@ -275,47 +324,21 @@ Result run_variant(WindowVariant v, const Opts& o, const shmf_bench::Clock& clk,
   r.fill_ns = static_cast<double>(shmf_bench::mono_ns() - t0) / static_cast<double>(7 * n - writes);
   WindowStats st = win.stats();
   r.week_measured = st.memory_bytes;
-  std::printf("  fill: mark_many %.1f ns/pair (wall); window %.1f MiB measured (plan at this N: %.1f MiB); "
+  std::printf("%s fill: mark_many %.1f ns/pair (wall); window %.1f MiB measured (plan at this N: %.1f MiB); "
               "today: capacity %llu, distinct %llu\n",
-              r.fill_ns, mib(r.week_measured), mib(r.week_plan_run), (unsigned long long)st.buckets[0].capacity,
+              stamp().c_str(), r.fill_ns, mib(r.week_measured), mib(r.week_plan_run), (unsigned long long)st.buckets[0].capacity,
               (unsigned long long)st.buckets[0].distinct);
   std::fflush(stdout);
   // 2. the floor over the window's bytes.
   r.floor = shmf_bench::measure_floor(clk, r.week_measured, q, 31, false, 7);
-  std::printf("  floor over %.1f MiB: one dependent line %.1f ns, two at once %.1f ns, 7 at once %.1f ns, "
+  std::printf("%s floor over %.1f MiB: one dependent line %.1f ns, two at once %.1f ns, 7 at once %.1f ns, "
               "independent %.1f ns/read\n",
-              mib(r.floor.bytes), r.floor.dep_p50, r.floor.pair_p50, r.floor.group_p50, r.floor.indep_ns);
+              stamp().c_str(), mib(r.floor.bytes), r.floor.dep_p50, r.floor.pair_p50, r.floor.group_p50, r.floor.indep_ns);
   std::fflush(stdout);
-  // 3. plain blocked Blooms: one of the window's bytes, one of one bucket's pairs (N at the
-  // one-bucket rate: the bits of one kBloom bucket table), filled to their capacities.
-  BloomOptions bo;
-  bo.error = Window::plan(week_options(v, n)).one_bucket_error;
-  bo.seed = 9;
-  bo.capacity = 10000000;
-  const double bytes_per_key = static_cast<double>(Bloom::plan(bo).region_bytes) / 1e7;
-  bo.capacity = std::max<uint64_t>(1000, static_cast<uint64_t>(static_cast<double>(r.week_measured) / bytes_per_key));
-  auto fill_bloom = [](Bloom& b, uint64_t keys, uint64_t domain) {
-    std::vector<uint64_t> k(1 << 16);
-    for (uint64_t at = 0; at < keys; at += k.size()) {
-      const size_t m = static_cast<size_t>(std::min<uint64_t>(k.size(), keys - at));
-      for (size_t j = 0; j < m; ++j) k[j] = shmf_bench::mix64((domain << 50) + at + j);
-      b.add_many(std::span<const uint64_t>(k.data(), m));
-    }
-  };
-  Bloom plain = Bloom::create(seg, "plain", bo);
-  fill_bloom(plain, bo.capacity, 3);
-  r.plain_bytes = plain.stats().memory_bytes;
-  const uint64_t plain_keys = bo.capacity;
-  bo.capacity = n;
-  bo.seed = 10;
-  Bloom day = Bloom::create(seg, "plain-day", bo);
-  fill_bloom(day, n, 4);
-  r.day_bytes = day.stats().memory_bytes;
-  std::printf("  plain Blooms at %.4f%%, k=%u: %.1f MiB (%llu keys: the window's bytes), %.1f MiB (%llu keys: one "
-              "bucket's pairs)\n",
-              100 * bo.error, plain.stats().k, mib(r.plain_bytes), (unsigned long long)plain_keys, mib(r.day_bytes),
-              (unsigned long long)n);
-  std::fflush(stdout);
+  Bloom& plain = plains.week;  // 3. made once, before the first variant (main)
+  Bloom& day = plains.day;
+  r.plain_bytes = plains.week_bytes;
+  r.day_bytes = plains.day_bytes;
 
   // Queries: absent pairs (reads), fresh pairs (writes: four sets), absent plain keys.
   win.set_now(kWinT0 + 6 * kWinDay + 3600);
@@ -361,9 +384,9 @@ Result run_variant(WindowVariant v, const Opts& o, const shmf_bench::Clock& clk,
     r.mi1 = cost_of(s[0]);
     r.mi7 = cost_of(s[1]);
   }
-  std::printf("  single (p50 / p99 ns): plain contains %.1f / %.1f (one bucket's: %.1f / %.1f); seen w=1 %.1f / %.1f, "
+  std::printf("%s single (p50 / p99 ns): plain contains %.1f / %.1f (one bucket's: %.1f / %.1f); seen w=1 %.1f / %.1f, "
               "w=7 %.1f / %.1f; mark_if_unseen (new) w=1 %.1f / %.1f, w=7 %.1f / %.1f\n",
-              r.plain.p50, r.plain.p99, r.day.p50, r.day.p99, r.seen1.p50, r.seen1.p99, r.seen7.p50, r.seen7.p99,
+              stamp().c_str(), r.plain.p50, r.plain.p99, r.day.p50, r.day.p99, r.seen1.p50, r.seen1.p99, r.seen7.p50, r.seen7.p99,
               r.mi1.p50, r.mi1.p99, r.mi7.p50, r.mi7.p99);
   std::fflush(stdout);
   // 5. batched: the median call's ns a pair.
@@ -388,9 +411,9 @@ Result run_variant(WindowVariant v, const Opts& o, const shmf_bench::Clock& clk,
     r.b_mi1 = s[0].pct(0.5);
     r.b_mi7 = s[1].pct(0.5);
   }
-  std::printf("  batched (ns/pair, median call of %zu): plain contains_many %.1f; seen_many w=1 %.1f, w=7 %.1f; "
+  std::printf("%s batched (ns/pair, median call of %zu): plain contains_many %.1f; seen_many w=1 %.1f, w=7 %.1f; "
               "mark_if_unseen_many (new) w=1 %.1f, w=7 %.1f\n",
-              kRound, r.b_plain, r.b_seen1, r.b_seen7, r.b_mi1, r.b_mi7);
+              stamp().c_str(), kRound, r.b_plain, r.b_seen1, r.b_seen7, r.b_mi1, r.b_mi7);
   std::fflush(stdout);
   // 6. FP at 1x (today now holds its N).
   r.fp1_w1 = measured_fp(win, o.fp_queries, 1, 11);
@@ -398,20 +421,19 @@ Result run_variant(WindowVariant v, const Opts& o, const shmf_bench::Clock& clk,
   st = win.stats();
   r.bound_w1 = st.window_fp_bound(1);
   r.bound_w7 = st.window_fp_bound(7);
-  std::printf("  1x: today %llu distinct (capacity %llu, %u layers); FP w=1 %.4f%% (bound %.4f%%), w=7 %.4f%% "
+  std::printf("%s 1x: today %llu distinct (capacity %llu, %u layers); FP w=1 %.4f%% (bound %.4f%%), w=7 %.4f%% "
               "(bound %.4f%%); window %.1f MiB\n",
-              (unsigned long long)st.buckets[0].distinct, (unsigned long long)st.buckets[0].capacity, st.buckets[0].layers,
+              stamp().c_str(), (unsigned long long)st.buckets[0].distinct, (unsigned long long)st.buckets[0].capacity,
+              st.buckets[0].layers,
               100 * r.fp1_w1, 100 * r.bound_w1, 100 * r.fp1_w7, 100 * r.bound_w7, mib(st.memory_bytes));
   std::fflush(stdout);
-  plain = Bloom{};
-  day = Bloom{};
   win = Window{};
   seg = Segment{};
   Segment::remove(seg_name);
   // 7. FP at 8x.
   overload(v, o, r);
   r.load_end = loadavg();
-  std::printf("  (load at the end: %s)\n", r.load_end.c_str());
+  std::printf("%s (load at the end: %s)\n", stamp().c_str(), r.load_end.c_str());
   return r;
 }
 
@@ -454,7 +476,7 @@ void print_table(std::vector<Result>& rs, const Opts& o, const shmf_bench::Clock
   row("`mark_if_unseen_many` w=1, ns/pair (fresh)", [&](Result& r) { return f("%.1f", r.b_mi1); });
   row("`mark_if_unseen_many` w=7, ns/pair (fresh)", [&](Result& r) { return f("%.1f", r.b_mi7); });
   row("  ratio w=7 / w=1", [&](Result& r) { return ratio(r.b_mi7, r.b_mi1); }, "<= 1.15");
-  row("plain blocked Bloom of the window's bytes: `contains` p50 ns (absent)", [&](Result& r) {
+  row("plain blocked Bloom of the week's pairs (7 N at the one-bucket rate): `contains` p50 ns (absent)", [&](Result& r) {
     return f("%.1f", r.plain.p50) + f(" (%.0f MiB)", mib(r.plain_bytes));
   });
   row("  ratio `seen` w=1 / plain `contains`", [&](Result& r) { return ratio(r.seen1.p50, r.plain.p50); }, "<= 1.3");
@@ -503,7 +525,7 @@ int main(int argc, char** argv) {
     else if (a == "--variant") o.only.push_back(next());
     else {
       std::fprintf(stderr,
-                   "usage: window_v2_bench [--scale S (pairs a day = S x 1.2e8; default 0.6)] [--queries N (2e5)] "
+                   "usage: window_v2_bench [--scale S (pairs a day = S x 1.2e8; default 1)] [--queries N (2e5)] "
                    "[--fp-queries N (1e6)] [--overload-expected N (1e6)] [--variant NAME]... [--block N]\n");
       return 2;
     }
@@ -531,8 +553,15 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   shmf_bench::CacheSweep sweep;
   const uint64_t t0 = shmf_bench::mono_ns();
+  Plains plains;
+  make_plains(plains, static_cast<uint64_t>(o.scale * 1.2e8),
+              Window::plan(week_options(vs[0], static_cast<uint64_t>(o.scale * 1.2e8))).one_bucket_error);
+  struct Cleanup {
+    std::string n;
+    ~Cleanup() { Segment::remove(n); }
+  } cleanup{plains.name};
   std::vector<Result> rs;
-  for (WindowVariant v : vs) rs.push_back(run_variant(v, o, clk, sweep));
+  for (WindowVariant v : vs) rs.push_back(run_variant(v, o, clk, sweep, plains));
   print_table(rs, o, clk, load0, loadavg(), static_cast<double>(shmf_bench::mono_ns() - t0) / 6e10);
   return 0;
 }
