@@ -113,7 +113,7 @@ struct Result {
   double b_plain = 0, b_seen1 = 0, b_seen7 = 0, b_mi1 = 0, b_mi7 = 0;  // batched, ns a pair (median call)
   double fp1_w1 = 0, fp1_w7 = 0, bound_w1 = 0, bound_w7 = 0;
   double ov_fp1_w1 = 0, ov_fp1_w7 = 0, ov_fp8_w1 = 0, ov_fp8_w7 = 0, ov_bound8_w7 = 0;
-  uint64_t ov_full = 0, ov_bytes1 = 0, ov_bytes8 = 0;
+  uint64_t ov_full = 0, ov_bytes1 = 0, ov_bytes8 = 0;  // stats().memory_bytes: the whole window, 1x and 8x
   uint32_t ov_layers = 0;
   bool ov_over_capacity = false;
   std::string load_start, load_end;
@@ -206,7 +206,7 @@ void overload(WindowVariant v, const Opts& o, Result& r) {
   }
   r.ov_fp1_w1 = measured_fp(w, o.fp_queries, 1, 21);
   r.ov_fp1_w7 = measured_fp(w, o.fp_queries, 7, 22);
-  r.ov_bytes1 = w.stats().buckets[0].bytes;
+  r.ov_bytes1 = w.stats().memory_bytes;
   // Today from 1x to 8x: 7 m more distinct pairs, counting the answers that stored nothing.
   std::vector<uint64_t> sp(1 << 16), it(1 << 16);
   std::vector<WindowStatus> st(1 << 16);
@@ -225,11 +225,11 @@ void overload(WindowVariant v, const Opts& o, Result& r) {
   r.ov_fp8_w7 = measured_fp(w, o.fp_queries, 7, 24);
   const WindowStats s = w.stats();
   r.ov_bound8_w7 = s.window_fp_bound(7);
-  r.ov_bytes8 = s.buckets[0].bytes;
+  r.ov_bytes8 = s.memory_bytes;
   r.ov_layers = s.buckets[0].layers;
   r.ov_over_capacity = s.buckets[0].over_capacity;
   std::printf("%s 8x: expected %llu a bucket; 1x FP w=1 %.4f%% w=7 %.4f%%; today at 8x (%llu distinct, %u layers, "
-              "%.1f MiB -> %.1f MiB, over capacity %s, %llu answers neither kNew nor kSeen): FP w=1 %.4f%% w=7 %.4f%% "
+              "window %.1f MiB -> %.1f MiB, over capacity %s, %llu answers neither kNew nor kSeen): FP w=1 %.4f%% w=7 %.4f%% "
               "(stats bound w=7 %.4f%%, now %.4f%%)\n",
               stamp().c_str(), (unsigned long long)m, 100 * r.ov_fp1_w1, 100 * r.ov_fp1_w7, (unsigned long long)s.buckets[0].distinct,
               r.ov_layers, mib(r.ov_bytes1), mib(r.ov_bytes8), r.ov_over_capacity ? "yes" : "no",
@@ -499,7 +499,7 @@ void print_table(std::vector<Result>& rs, const Opts& o, const shmf_bench::Clock
       [&](Result& r) { return f("%.3f%%", 100 * r.ov_fp1_w1) + f(" / %.3f%%", 100 * r.ov_fp1_w7); });
   row("FP with today at 8x, w=1 / w=7",
       [&](Result& r) { return f("%.3f%%", 100 * r.ov_fp8_w1) + f(" / %.3f%%", 100 * r.ov_fp8_w7); }, "w=7 <= 1%");
-  row("  today at 8x: answers neither kNew nor kSeen; its bytes 1x -> 8x", [&](Result& r) {
+  row("  today at 8x: answers neither kNew nor kSeen; the window's bytes (stats) 1x -> 8x", [&](Result& r) {
     return std::to_string(r.ov_full) + f("; %.1f", mib(r.ov_bytes1)) + f(" -> %.1f MiB", mib(r.ov_bytes8));
   }, "0");
   row("fill: `mark_many` ns/pair (wall)", [&](Result& r) { return f("%.1f", r.fill_ns); });
