@@ -519,6 +519,20 @@ int shmf_window_seen_many_u64(const shmf_window *w, const uint64_t *spaces, cons
                               uint32_t window, uint8_t *out);
 int shmf_window_mark_if_unseen_many_u64(shmf_window *w, const uint64_t *spaces, const uint64_t *items, size_t n,
                                         uint32_t window, uint8_t *out);
+/* The same for byte items (e.g. 16-hex device ids), as shmf_bloom_contains_many takes keys:
+ * pair i is (SPACES[i], the LENS[i] bytes at ITEMS[i]) and answers what shmf_window_seen /
+ * shmf_window_mark_if_unseen answer for it (a byte item and a uint64 item are different
+ * items). ITEMS[i] may be NULL only when LENS[i] is 0 (an empty item); otherwise, a NULL
+ * array, N > INT_MAX or WINDOW outside 1..retention: -SHMF_EINVAL, nothing read or stored.
+ * Returns how many are seen / new; mark_if_unseen_many: when some pair fails (e.g.
+ * -SHMF_EFULL) the call returns the first such error, and every other pair was still marked
+ * or found seen, as in the _u64 form. For ids in one buffer:
+ *   const char ids[N][16]; const void *items[N]; size_t lens[N];
+ *   for (i = 0; i < N; i++) { items[i] = ids[i]; lens[i] = 16; } */
+int shmf_window_seen_many(const shmf_window *w, const uint64_t *spaces, const void *const *items,
+                          const size_t *lens, size_t n, uint32_t window, uint8_t *out);
+int shmf_window_mark_if_unseen_many(shmf_window *w, const uint64_t *spaces, const void *const *items,
+                                    const size_t *lens, size_t n, uint32_t window, uint8_t *out);
 /* Lock-free: kNew answers for SPACE in the bucket AGE buckets ago (0 = current) into *OUT. */
 int shmf_window_new_count(const shmf_window *w, uint64_t space, uint32_t age, uint64_t *out);
 /* Control plane, takes the segment lock: rotate if due, free expired tables, prepare the next. */

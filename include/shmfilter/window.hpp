@@ -18,7 +18,12 @@
 // (docs/window.md says what that costs).
 //
 // Variants: kBloom (insert-only, least memory: one blocked-Bloom table per
-// bucket) and kCuckoo (deletable: one cuckoo table per bucket; forget()).
+// bucket), kCuckoo (deletable: one cuckoo table per bucket; forget()) and
+// kStamped (deletable, every bucket in one place: ONE cuckoo table whose 16-bit
+// lanes carry the pair's fingerprint and the bucket it was last marked in, so
+// a query over w buckets reads the pair's two bucket words whatever w is; a
+// pair marked on several days holds one lane; frequency caps with
+// mark_if_under; retention <= 12; docs/window.md "The stamped variant").
 // Sizing: expected distinct pairs per bucket and an error rate for the window
 // `error_window` (default: retention). The one-bucket rate is then
 // p1 = 1 - (1 - p)^(1/w) (about p / w). A bucket that receives more than its
@@ -56,8 +61,8 @@
 
 namespace shmfilter {
 
-enum class WindowVariant : uint32_t { kBloom = 0, kCuckoo = 1 };
-std::string_view window_variant_name(WindowVariant v) noexcept;  // "bloom" / "cuckoo"
+enum class WindowVariant : uint32_t { kBloom = 0, kCuckoo = 1, kStamped = 2 };
+std::string_view window_variant_name(WindowVariant v) noexcept;  // "bloom" / "cuckoo" / "stamped"
 
 inline constexpr uint32_t kWindowMaxRetention = 64;       // buckets a window can keep
 inline constexpr uint32_t kWindowMaxSpaces = 1u << 20;    // per-space counter rows at most
@@ -85,7 +90,8 @@ struct WindowSizing {
   double bits_per_pair = 0;       // main table bits / capacity
   uint32_t k = 0;                 // kBloom: probes; kCuckoo: fingerprint bits
   uint64_t region_bytes = 0;      // header + slot table + space keys
-  uint64_t full_window_bytes = 0; // region + (retention + 1) tables: all buckets and the spare
+  uint64_t full_window_bytes = 0; // region + (retention + 1) tables: all buckets and the spare (kStamped: + the shared table)
+  uint64_t shared_bytes = 0;      // kStamped: the one table every bucket shares (tables above: counters only)
 };
 
 enum class WindowStatus : uint8_t {
@@ -105,6 +111,7 @@ enum class WindowStatus : uint8_t {
   kInvalidArgument = 10,  // w outside 0..retention (never clamped): nothing read or stored
   kCorrupt = 11,     // (a write that had to prepare a bucket table) the window's bytes fail validation: nothing
                      // stored; run `shmtool check`, then drop and recreate the window
+  kCapped = 12,      // mark_if_under: the pair already has `cap` marks in the window; nothing stored
 };
 // The w of a query that means "every bucket kept" (retention); any other w must be 1..retention.
 inline constexpr uint32_t kWholeWindow = 0;
@@ -146,6 +153,9 @@ struct WindowStats {
   uint64_t forget_ambiguous = 0;    // kCuckoo: copies forget removed that may belong to another pair (an upper
                                     // bound on the other pairs' marks lost to forgets; 0 on the mark_if_unseen path)
   uint64_t memory_bytes = 0;     // region + every live table extent
+  uint64_t lanes = 0;            // kStamped: lanes the shared table holds (one per pair, one per cap tally;
+                                 // dead ones until a sweep or an insert reclaims them)
+  int64_t swept_bucket = 0;      // kStamped: the bucket the last complete sweep of dead lanes began at (0: none)
   uint64_t seed = 0;
   std::vector<WindowBucketStats> buckets;  // current first, retention entries (empty buckets have distinct 0)
   // FP of a query over w buckets from the buckets' rates now: 1 - prod(1 - fp_i), i < w.
@@ -170,7 +180,8 @@ struct Geometry {
   uint64_t map_limit = 0;       // ... and its bytes end below this (this attachment's mapping)
   uint64_t table_span = 0;      // a table offset o is usable when o - data_lo <= table_span (its head, counters
                                 // and, kCuckoo, its cuckoo header end inside the mapping) and 64-aligned
-  uint32_t variant = 0;         // kVariantBloom / kVariantCuckoo
+  uint64_t shared = 0;          // kStamped: offset of the one table every bucket shares (validated at open)
+  uint32_t variant = 0;         // kVariantBloom / kVariantCuckoo / kVariantStamped
   uint32_t retention = 1;       // 1..kMaxRetention
   uint32_t slots = 2;           // retention + 1
   uint32_t max_spaces = 1;      // 1..kMaxSpaces
@@ -238,16 +249,40 @@ class Window : public internal::RegionHandle {
   WindowStatus forget(uint64_t space, std::string_view item) noexcept;
   WindowStatus forget(uint64_t space, uint64_t item) noexcept;
 
+  // Frequency cap (kStamped): kNew when the pair has fewer than `cap` marks of this call in the
+  // last w buckets (w = 0: retention), and counts this one; kCapped when it has `cap` (nothing
+  // stored). Exact up to the table's false-positive rate, over a sliding window of w buckets:
+  // each allowed call is a tally with its own bucket stamp, and the count, the decision and the
+  // store happen under the table's writer lock, so racing callers in any processes never
+  // together get more than `cap` kNew answers in a window. The pair is marked (seen() answers
+  // true) by an allowed call. cap 1..15; kInvalidArgument outside it or for w > retention;
+  // kUnsupported on kBloom / kCuckoo. A space should use one w for its caps (a tally counts in
+  // every window it lies in).
+  WindowStatus mark_if_under(uint64_t space, std::string_view item, uint32_t cap, uint32_t w = 1) noexcept;
+  WindowStatus mark_if_under(uint64_t space, uint64_t item, uint32_t cap, uint32_t w = 1) noexcept;
+
   // Batches with software prefetch (spaces and items of equal length; out, if
   // not empty, gets one answer per pair). Return: pairs answered kNew / seen / kRemoved.
   // A w > retention: every answer kInvalidArgument (seen_many: 0), nothing read or stored.
+  // Items are uint64 or strings (std::string_view, e.g. 16-hex device ids): pair i answers
+  // what the single-key call with spaces[i], items[i] of the same type answers (a string
+  // item and a uint64 item are different items). Unequal lengths: the first
+  // min(spaces.size(), items.size()) pairs are answered; out must hold at least that many.
   uint64_t mark_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+                     std::span<WindowStatus> out = {}) noexcept;
+  uint64_t mark_many(std::span<const uint64_t> spaces, std::span<const std::string_view> items,
                      std::span<WindowStatus> out = {}) noexcept;
   uint64_t mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
                                std::span<WindowStatus> out = {}) noexcept;
+  uint64_t mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<const std::string_view> items, uint32_t w,
+                               std::span<WindowStatus> out = {}) noexcept;
   uint64_t seen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
                      std::span<uint8_t> out = {}) const noexcept;
+  uint64_t seen_many(std::span<const uint64_t> spaces, std::span<const std::string_view> items, uint32_t w,
+                     std::span<uint8_t> out = {}) const noexcept;
   uint64_t forget_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+                       std::span<WindowStatus> out = {}) noexcept;
+  uint64_t forget_many(std::span<const uint64_t> spaces, std::span<const std::string_view> items,
                        std::span<WindowStatus> out = {}) noexcept;
 
   // Lock-free: kNew answers for `space` in the bucket `age` buckets ago (0 = current):
@@ -274,6 +309,20 @@ class Window : public internal::RegionHandle {
 
  private:
   friend struct WindowOps;
+  // The batched calls' one body for both item types (Item: uint64_t or std::string_view;
+  // defined and instantiated in lib/structures/window/window.cpp only).
+  template <class Item>
+  uint64_t mark_many_of(std::span<const uint64_t> spaces, std::span<const Item> items,
+                        std::span<WindowStatus> out) noexcept;
+  template <class Item>
+  uint64_t mark_if_unseen_many_of(std::span<const uint64_t> spaces, std::span<const Item> items, uint32_t w,
+                                  std::span<WindowStatus> out) noexcept;
+  template <class Item>
+  uint64_t seen_many_of(std::span<const uint64_t> spaces, std::span<const Item> items, uint32_t w,
+                        std::span<uint8_t> out) const noexcept;
+  template <class Item>
+  uint64_t forget_many_of(std::span<const uint64_t> spaces, std::span<const Item> items,
+                          std::span<WindowStatus> out) noexcept;
   std::byte* base_ = nullptr;  // seg_.base(): tables are addressed from it
   uint64_t offset_ = 0;        // the region's offset (region_ == base_ + offset_)
   int64_t (*clock_)(void*) = nullptr;  // set_clock()'s function (nullptr: the system clock)

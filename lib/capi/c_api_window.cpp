@@ -2,6 +2,9 @@
 // "window" block) over shmfilter::Window. Same shapes as c_api.cpp: guard() turns
 // every exception into a negative SHMF_E* code and a thread-local message.
 #include <climits>
+#include <span>
+#include <string_view>
+#include <vector>
 
 #include "capi/c_api_internal.h"
 #include "shmfilter/window.hpp"
@@ -64,6 +67,53 @@ int mark_status(WindowStatus s, const char* fn) {
                                                     "prepare): run 'shmtool check', then drop and recreate the window");
   }
   return fail(SHMF_EINTERNAL, std::string(fn) + ": unknown window status (please report it)");
+}
+
+// The batched calls' one body for both item types (Item: uint64_t or std::string_view; ITEMS
+// already checked): the same checks, answers and errors whatever the items are.
+template <class Item>
+int seen_many(const shmf_window* w, const uint64_t* spaces, std::span<const Item> items, uint32_t window,
+              uint8_t* out, const char* fn) {
+  const size_t n = items.size();
+  if (n) need(spaces, fn, "spaces");
+  window_arg(w, window, fn);
+  std::vector<uint8_t> tmp;
+  if (out == nullptr) tmp.resize(n);
+  size_t k = w->h.seen_many({spaces, n}, items, window, {out ? out : tmp.data(), n});
+  return static_cast<int>(k);
+}
+
+template <class Item>
+int mark_if_unseen_many(shmf_window* w, const uint64_t* spaces, std::span<const Item> items, uint32_t window,
+                        uint8_t* out, const char* fn) {
+  const size_t n = items.size();
+  if (n) need(spaces, fn, "spaces");
+  window_arg(w, window, fn);
+  std::vector<WindowStatus> st(n);
+  size_t k = w->h.mark_if_unseen_many({spaces, n}, items, window, st);
+  for (size_t i = 0; i < n; ++i) {
+    if (st[i] != WindowStatus::kNew && st[i] != WindowStatus::kSeen) return mark_status(st[i], fn);
+    if (out) out[i] = st[i] == WindowStatus::kNew;
+  }
+  return static_cast<int>(k);
+}
+
+// String items of a batch: ITEMS[i], LENS[i] bytes. An item may be NULL only with length 0
+// (an empty item, as the single calls take it); any other NULL is refused before anything
+// is read or stored.
+std::vector<std::string_view> item_views(const void* const* items, const size_t* lens, size_t n, const char* fn) {
+  if (n == 0) return {};
+  need(items, fn, "items");
+  need(lens, fn, "lens");
+  std::vector<std::string_view> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (items[i] == nullptr && lens[i] != 0)
+      throw Error(ErrorCode::kInvalidArgument, std::string(fn) + ": items[" + std::to_string(i) + "] is NULL with lens[" +
+                                                   std::to_string(i) + "] = " + std::to_string(lens[i]) +
+                                                   ": pass the item's bytes (NULL only with length 0)");
+    v[i] = sv(items[i], lens[i]);
+  }
+  return v;
 }
 
 }  // namespace
@@ -187,15 +237,8 @@ int shmf_window_seen_many_u64(const shmf_window* w, const uint64_t* spaces, cons
   return guard([&] {
     need(w, "shmf_window_seen_many_u64", "w");
     need_batch(n, "shmf_window_seen_many_u64");
-    if (n) {
-      need(spaces, "shmf_window_seen_many_u64", "spaces");
-      need(items, "shmf_window_seen_many_u64", "items");
-    }
-    window_arg(w, window, "shmf_window_seen_many_u64");
-    std::vector<uint8_t> tmp;
-    if (out == nullptr) tmp.resize(n);
-    size_t k = w->h.seen_many({spaces, n}, {items, n}, window, {out ? out : tmp.data(), n});
-    return static_cast<int>(k);
+    if (n) need(items, "shmf_window_seen_many_u64", "items");
+    return seen_many(w, spaces, std::span<const uint64_t>(items, n), window, out, "shmf_window_seen_many_u64");
   });
 }
 
@@ -204,19 +247,30 @@ int shmf_window_mark_if_unseen_many_u64(shmf_window* w, const uint64_t* spaces, 
   return guard([&] {
     need(w, "shmf_window_mark_if_unseen_many_u64", "w");
     need_batch(n, "shmf_window_mark_if_unseen_many_u64");
-    if (n) {
-      need(spaces, "shmf_window_mark_if_unseen_many_u64", "spaces");
-      need(items, "shmf_window_mark_if_unseen_many_u64", "items");
-    }
-    window_arg(w, window, "shmf_window_mark_if_unseen_many_u64");
-    std::vector<WindowStatus> st(n);
-    size_t k = w->h.mark_if_unseen_many({spaces, n}, {items, n}, window, st);
-    for (size_t i = 0; i < n; ++i) {
-      if (st[i] != WindowStatus::kNew && st[i] != WindowStatus::kSeen)
-        return mark_status(st[i], "shmf_window_mark_if_unseen_many_u64");
-      if (out) out[i] = st[i] == WindowStatus::kNew;
-    }
-    return static_cast<int>(k);
+    if (n) need(items, "shmf_window_mark_if_unseen_many_u64", "items");
+    return mark_if_unseen_many(w, spaces, std::span<const uint64_t>(items, n), window, out,
+                               "shmf_window_mark_if_unseen_many_u64");
+  });
+}
+
+int shmf_window_seen_many(const shmf_window* w, const uint64_t* spaces, const void* const* items, const size_t* lens,
+                          size_t n, uint32_t window, uint8_t* out) {
+  return guard([&] {
+    need(w, "shmf_window_seen_many", "w");
+    need_batch(n, "shmf_window_seen_many");
+    const auto v = item_views(items, lens, n, "shmf_window_seen_many");
+    return seen_many(w, spaces, std::span<const std::string_view>(v), window, out, "shmf_window_seen_many");
+  });
+}
+
+int shmf_window_mark_if_unseen_many(shmf_window* w, const uint64_t* spaces, const void* const* items,
+                                    const size_t* lens, size_t n, uint32_t window, uint8_t* out) {
+  return guard([&] {
+    need(w, "shmf_window_mark_if_unseen_many", "w");
+    need_batch(n, "shmf_window_mark_if_unseen_many");
+    const auto v = item_views(items, lens, n, "shmf_window_mark_if_unseen_many");
+    return mark_if_unseen_many(w, spaces, std::span<const std::string_view>(v), window, out,
+                               "shmf_window_mark_if_unseen_many");
   });
 }
 

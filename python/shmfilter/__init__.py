@@ -405,6 +405,8 @@ for _n in ("shmf_window_seen", "shmf_window_mark_if_unseen"):
     _proto(_n, C.c_int, _vp, _u64, C.c_char_p, _sz, C.c_uint32)
 for _n in ("shmf_window_seen_u64", "shmf_window_mark_if_unseen_u64"):
     _proto(_n, C.c_int, _vp, _u64, _u64, C.c_uint32)
+for _n in ("shmf_window_seen_many", "shmf_window_mark_if_unseen_many"):
+    _proto(_n, C.c_int, _vp, C.POINTER(_u64), C.POINTER(C.c_char_p), C.POINTER(_sz), _sz, C.c_uint32, _u8p)
 for _n in ("shmf_window_seen_many_u64", "shmf_window_mark_if_unseen_many_u64"):
     _proto(_n, C.c_int, _vp, C.POINTER(_u64), C.POINTER(_u64), _sz, C.c_uint32, _u8p)
 _proto("shmf_window_new_count", C.c_int, _vp, _u64, C.c_uint32, C.POINTER(_u64))
@@ -483,6 +485,10 @@ array('Q'), memoryview: read in place, never copied by the compiled binding) or 
 sequence of ints."""
 
 
+Items = Union[U64s, Sequence[Union[str, bytes, bytearray, memoryview]]]
+"""A window batch's items: uint64 values (U64s) or a sequence of str/bytes items."""
+
+
 def _u64_array(values: Any, what: str, call: str, broadcast: Optional[int] = None) -> Tuple[Any, int]:
     """(a ctypes uint64 array, n) of VALUES (see U64s); an int with BROADCAST=n: n copies."""
     if broadcast is not None and isinstance(values, int) and not isinstance(values, bool):
@@ -511,6 +517,45 @@ def _u64_array(values: Any, what: str, call: str, broadcast: Optional[int] = Non
     except TypeError:
         raise _bad(f"{what} of type {type(values).__name__}: a buffer of uint64 or a sequence of ints", call) from None
     return (C.c_uint64 * max(len(vals), 1))(*vals), len(vals)
+
+
+_BYTES_LIKE = (str, bytes, bytearray, memoryview)
+
+
+def _byte_items(values: Any, what: str, call: str) -> Tuple[Optional[List[bytes]], Any]:
+    """(keys, values): a window batch's items as bytes when VALUES is a sequence holding
+    str/bytes items (keys None: uint64 items, see U64s; VALUES a list if it was an iterator).
+    A batch's items are all uint64 or all str/bytes: an int among str/bytes is refused (the
+    int 7 and the text "7" are different items), and so is an empty item (_EMPTY_KEY)."""
+    if isinstance(values, (bytes, bytearray, str, int)):
+        return None, values
+    if not isinstance(values, (list, tuple)):
+        try:
+            memoryview(values)
+            return None, values  # a buffer: uint64 items
+        except TypeError:
+            pass
+        try:
+            values = list(values)
+        except TypeError:
+            return None, values
+    if not any(isinstance(v, _BYTES_LIKE) for v in values):
+        return None, values
+    keys = []
+    for i, v in enumerate(values):
+        if isinstance(v, str):
+            b = _encode(v, f"{what}[{i}]")
+        elif isinstance(v, (bytes, bytearray, memoryview)):
+            b = bytes(v)
+        elif isinstance(v, int) or (hasattr(type(v), "__index__") and not isinstance(v, bool)):
+            raise _bad(f"{what}[{i}] = {v!r} is an int among str/bytes items: a batch's items are all uint64 "
+                       "ints or all str/bytes (the int 7 and the text '7' are different items)", call)
+        else:
+            raise _bad(f"{what}[{i}] of type {type(v).__name__}: use bytes or str (or a batch of uint64 ints)", call)
+        if not b:
+            raise _bad(f"{what}[{i}]: {_EMPTY_KEY}", call)
+        keys.append(b)
+    return keys, values
 
 
 def _out_array(out: Any, n: int, call: str) -> Any:
@@ -938,42 +983,54 @@ class Window(_Handle):
         Forget only pairs that were marked. Bloom variant: InvalidArgumentError (EINVAL)."""
         return self._pair("forget", space, item) == 1
 
-    def _many(self, fn: str, spaces: Union[int, U64s], items: U64s, w: Optional[int],
-              out: Any) -> Union[List[bool], int]:
-        iarr, n = _u64_array(items, "items", fn)
+    def _many(self, fn: str, spaces: Union[int, U64s], items: Union[U64s, Sequence[Union[str, bytes]]],
+              w: Optional[int], out: Any) -> Union[List[bool], int]:
+        keys, items = _byte_items(items, "items", fn)
+        if keys is None:
+            iarr, n = _u64_array(items, "items", fn)
+        else:
+            n = len(keys)
+            fn = fn[:-len("_u64")]  # the byte-item call: shmf_window_seen_many, ..._mark_if_unseen_many
         sarr, ns = _u64_array(spaces, "spaces", fn, broadcast=n)
         if ns != n:
             raise _bad(f"{ns} spaces and {n} items: pass one space per item (or one int for all)", fn)
         ww = self._w(w)
         arr = _out_array(out, n, fn)
         if n:
-            _check(getattr(_lib, fn)(self._p(), sarr, iarr, n, ww, arr), fn)
+            if keys is None:
+                _check(getattr(_lib, fn)(self._p(), sarr, iarr, n, ww, arr), fn)
+            else:
+                ptrs = (C.c_char_p * n)(*keys)
+                lens = (C.c_size_t * n)(*[len(k) for k in keys])
+                _check(getattr(_lib, fn)(self._p(), sarr, ptrs, lens, n, ww, arr), fn)
         return _out_result(arr, n, out is not None)
 
     @overload
-    def seen_many(self, spaces: Union[int, U64s], items: U64s, w: Optional[int] = None) -> List[bool]: ...
+    def seen_many(self, spaces: Union[int, U64s], items: Items, w: Optional[int] = None) -> List[bool]: ...
     @overload
-    def seen_many(self, spaces: Union[int, U64s], items: U64s, w: Optional[int] = None, *, out: Any) -> int: ...
+    def seen_many(self, spaces: Union[int, U64s], items: Items, w: Optional[int] = None, *, out: Any) -> int: ...
 
-    def seen_many(self, spaces: Union[int, U64s], items: U64s, w: Optional[int] = None, *,
+    def seen_many(self, spaces: Union[int, U64s], items: Items, w: Optional[int] = None, *,
                   out: Any = None) -> Union[List[bool], int]:
-        """Lock-free, prefetched: per pair of uint64 (space, item), seen in the last w buckets.
-        SPACES and ITEMS: buffers of uint64 (numpy uint64 arrays, array('Q'): read in place)
-        or sequences of ints; SPACES may be one int for every item. Answers: a list of bools,
-        or, with OUT (a writable buffer of len(items) bytes), written there and counted."""
+        """Lock-free, prefetched: per (space, item) pair, seen in the last w buckets.
+        SPACES: a buffer of uint64 (numpy uint64 array, array('Q'): read in place) or a
+        sequence of ints, or one int for every item. ITEMS: the same for uint64 items, or a
+        sequence of str/bytes items (e.g. 16-hex device ids; all str/bytes, none empty), each
+        answering what seen(space, item) answers. Answers: a list of bools, or, with OUT (a
+        writable buffer of len(items) bytes), written there and counted."""
         return self._many("shmf_window_seen_many_u64", spaces, items, w, out)
 
     @overload
-    def mark_if_unseen_many(self, spaces: Union[int, U64s], items: U64s,
+    def mark_if_unseen_many(self, spaces: Union[int, U64s], items: Items,
                             w: Optional[int] = None) -> List[bool]: ...
     @overload
-    def mark_if_unseen_many(self, spaces: Union[int, U64s], items: U64s, w: Optional[int] = None, *,
+    def mark_if_unseen_many(self, spaces: Union[int, U64s], items: Items, w: Optional[int] = None, *,
                             out: Any) -> int: ...
 
-    def mark_if_unseen_many(self, spaces: Union[int, U64s], items: U64s, w: Optional[int] = None, *,
+    def mark_if_unseen_many(self, spaces: Union[int, U64s], items: Items, w: Optional[int] = None, *,
                             out: Any = None) -> Union[List[bool], int]:
-        """Per pair of uint64 (space, item): True new (marked now), False seen. Arguments and
-        answers as for seen_many (with OUT: the number of new pairs)."""
+        """Per (space, item) pair: True new (marked now), False seen. Arguments (uint64 or
+        str/bytes items) and answers as for seen_many (with OUT: the number of new pairs)."""
         return self._many("shmf_window_mark_if_unseen_many_u64", spaces, items, w, out)
 
     def new_count(self, space: int, age: int = 0) -> int:

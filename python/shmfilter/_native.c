@@ -653,6 +653,79 @@ static int batch_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames
   return 0;
 }
 
+/* A window batch's str/bytes items (the byte-item C calls): every item a str or bytes-like
+ * key (to_key: never empty); an int among them is refused (the int 7 and the text "7" are
+ * different items). */
+typedef struct {
+  Key *ks;
+  const void **ptrs;
+  size_t *lens;
+  Py_ssize_t n, nks;
+  PyObject *seq;
+} ByteItems;
+
+static void byte_items_release(ByteItems *b) {
+  for (Py_ssize_t i = 0; i < b->nks; i++) key_release(&b->ks[i]);
+  PyMem_Free(b->ks);
+  PyMem_Free(b->ptrs);
+  PyMem_Free(b->lens);
+  Py_XDECREF(b->seq);
+  memset(b, 0, sizeof *b);
+}
+
+static inline int is_bytes_like(PyObject *o) {
+  return PyUnicode_Check(o) || PyBytes_Check(o) || PyByteArray_Check(o) || PyMemoryView_Check(o);
+}
+
+/* 1: O is a sequence holding str/bytes items, converted into B; 0: uint64 items (B->seq,
+ * when set, is O's items as a list: an iterator O has been consumed into it); -1: error. */
+static int byte_items_from(PyObject *o, ByteItems *b, const char *call) {
+  memset(b, 0, sizeof *b);
+  if (PyBytes_Check(o) || PyByteArray_Check(o) || PyUnicode_Check(o) || PyLong_Check(o) || PyObject_CheckBuffer(o))
+    return 0; /* a buffer (or a wrong type): u64s_from's */
+  b->seq = PySequence_Fast(o, "");
+  if (!b->seq) {
+    PyErr_Clear();
+    return 0;
+  }
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(b->seq);
+  PyObject **it = PySequence_Fast_ITEMS(b->seq);
+  int any = 0;
+  for (Py_ssize_t i = 0; i < n && !any; i++) any = is_bytes_like(it[i]);
+  if (!any) return 0;
+  b->n = n;
+  b->ks = PyMem_Calloc((size_t)n, sizeof(Key));
+  b->ptrs = PyMem_Malloc(sizeof(void *) * (size_t)n);
+  b->lens = PyMem_Malloc(sizeof(size_t) * (size_t)n);
+  if (!b->ks || !b->ptrs || !b->lens) {
+    byte_items_release(b);
+    PyErr_NoMemory();
+    return -1;
+  }
+  for (; b->nks < n; b->nks++) {
+    PyObject *v = it[b->nks];
+    if (!is_bytes_like(v) && PyIndex_Check(v) && !PyBool_Check(v)) {
+      PyObject *r = PyObject_Repr(v);
+      raise_invalid(call, "items[%zd] = %s is an int among str/bytes items: a batch's items are all uint64 ints "
+                          "or all str/bytes (the int 7 and the text '7' are different items)",
+                    b->nks, r ? PyUnicode_AsUTF8(r) : "?");
+      Py_XDECREF(r);
+      byte_items_release(b);
+      return -1;
+    }
+    if (to_key(v, &b->ks[b->nks], call) < 0) {
+      byte_items_release(b);
+      return -1;
+    }
+    b->ptrs[b->nks] = b->ks[b->nks].data;
+    b->lens[b->nks] = (size_t)b->ks[b->nks].len;
+  }
+  return 1;
+}
+
+static PyObject *window_many_bytes(Handle *self, shmf_window *h, PyObject *spaces_o, ByteItems *bi, uint32_t w,
+                                   PyObject *oo, int mark, const char *call);
+
 static PyObject *window_many(Handle *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames, int mark) {
   const char *call = mark ? "window.mark_if_unseen_many" : "window.seen_many";
   PyObject *pos[2], *wo, *oo;
@@ -662,8 +735,14 @@ static PyObject *window_many(Handle *self, PyObject *const *args, Py_ssize_t nar
   if (!h) return NULL;
   uint32_t w;
   if (window_w(self, h, wo, &w, call) < 0) return NULL;
+  ByteItems bi;
+  int by = byte_items_from(pos[1], &bi, call);
+  if (by < 0) return NULL;
+  if (by == 1) return window_many_bytes(self, h, pos[0], &bi, w, oo, mark, call);
   U64s items, spaces;
-  if (u64s_from(pos[1], &items, -1, "items", call) < 0) return NULL;
+  by = u64s_from(bi.seq ? bi.seq : pos[1], &items, -1, "items", call); /* a sequence's values are copied */
+  byte_items_release(&bi);
+  if (by < 0) return NULL;
   if (u64s_from(pos[0], &spaces, items.n, "spaces", call) < 0) {
     u64s_release(&items);
     return NULL;
@@ -693,6 +772,42 @@ static PyObject *window_many(Handle *self, PyObject *const *args, Py_ssize_t nar
   }
   u64s_release(&items);
   u64s_release(&spaces);
+  return r;
+}
+
+/* The byte-item batch (BI from byte_items_from, released here). */
+static PyObject *window_many_bytes(Handle *self, shmf_window *h, PyObject *spaces_o, ByteItems *bi, uint32_t w,
+                                   PyObject *oo, int mark, const char *call) {
+  U64s spaces;
+  if (u64s_from(spaces_o, &spaces, bi->n, "spaces", call) < 0) {
+    byte_items_release(bi);
+    return NULL;
+  }
+  PyObject *r = NULL;
+  Out out;
+  if (spaces.n != bi->n) {
+    raise_invalid(call, "%zd spaces and %zd items: pass one space per item (or one int for all)", spaces.n, bi->n);
+  } else if (out_from(oo, bi->n, &out, call) == 0) {
+    int rc = 0;
+    if (bi->n > 0) {
+      batch_begin(self);
+      Py_BEGIN_ALLOW_THREADS
+      rc = mark ? shmf_window_mark_if_unseen_many(h, spaces.v, bi->ptrs, bi->lens, (size_t)bi->n, w, out.p)
+                : shmf_window_seen_many(h, spaces.v, bi->ptrs, bi->lens, (size_t)bi->n, w, out.p);
+      Py_END_ALLOW_THREADS
+      batch_end(self);
+    }
+    if (rc < 0) {
+      Out tmp = out;
+      raise_rc(rc, call);
+      if (tmp.view.obj) PyBuffer_Release(&tmp.view);
+      PyMem_Free(tmp.owned);
+    } else {
+      r = out_result(&out, bi->n, oo != NULL && oo != Py_None);
+    }
+  }
+  u64s_release(&spaces);
+  byte_items_release(bi);
   return r;
 }
 
@@ -860,12 +975,13 @@ static PyMethodDef Handle_methods[] = {
                                   "Bloom variant: InvalidArgumentError."},
     {"_seen_many", (PyCFunction)(void (*)(void))Handle_seen_many, FASTKW,
      SIG("seen_many", "spaces, items, w=None, *, out=None")
-     "Lock-free, prefetched: per (space, item) pair of uint64, seen in the last w buckets. SPACES, ITEMS: buffers "
-     "of uint64 (read in place) or sequences of ints; SPACES may be one int. A list of bools, or with OUT (a "
-     "writable buffer of len(items) bytes) written there and counted."},
+     "Lock-free, prefetched: per (space, item) pair, seen in the last w buckets. SPACES, ITEMS: buffers "
+     "of uint64 (read in place) or sequences of ints; SPACES may be one int; ITEMS may also be a sequence of "
+     "str/bytes items (all str/bytes, none empty). A list of bools, or with OUT (a writable buffer of len(items) "
+     "bytes) written there and counted."},
     {"_mark_if_unseen_many", (PyCFunction)(void (*)(void))Handle_mark_if_unseen_many, FASTKW,
      SIG("mark_if_unseen_many", "spaces, items, w=None, *, out=None")
-     "Per (space, item) pair of uint64: True new (marked now), False seen; arguments and answers as seen_many "
+     "Per (space, item) pair: True new (marked now), False seen; arguments and answers as seen_many "
      "(with OUT: the number of new pairs)."},
     {"_contains_many", (PyCFunction)(void (*)(void))Handle_contains_many, FASTKW,
      SIG("contains_many", "keys, out=None")

@@ -231,6 +231,76 @@ def test_window_batches_and_reopen(seg):
     assert seg.drop("freq") == 1
 
 
+@pytest.mark.parametrize("variant", ["bloom", "cuckoo"])
+def test_window_batches_take_str_and_bytes_items(seg, variant):
+    """Issue 24: the window's batches take str/bytes items (16-hex device ids), each answering
+    what the single call answers: two windows of the same seed get the same pairs, one by
+    batch, one by single calls, over 3 days, with repeats inside a batch."""
+    kw = dict(create=True, expected_per_bucket=2000, variant=variant, retention=3, seed=24)
+    with seg.window("batched", **kw) as a, seg.window("single", **kw) as b:
+        for day in range(3):
+            a.set_now(T0 + day * 86400)
+            b.set_now(T0 + day * 86400)
+            ids = [f"{(day * 700 + i) * 0x9E3779B97F4A7C15 % 2**64:016x}" for i in range(1500)]
+            items = ids + ids[:5] + [ids[3].encode(), bytearray(ids[4].encode()), memoryview(b"raw\xff")]
+            spaces = [i % 5 for i in range(len(items))]
+            spaces[-3:] = [3, 4, 1]
+            got = a.mark_if_unseen_many(spaces, items, 2)
+            assert got == [b.mark_if_unseen(s, it, 2) for s, it in zip(spaces, items)]
+            # day 0: all new (but FP); later days: 800 of the ids are the day before's (seen over w=2)
+            assert got[:len(ids)].count(True) >= (1400 if day == 0 else 650)
+            assert got[len(ids):len(ids) + 5] == [False] * 5  # repeats inside the batch
+            assert got[-3:-1] == [False, False]             # a str and its UTF-8 bytes are one item
+            probe = items + [f"never-{i}" for i in range(1500)]
+            ps = spaces + [i % 5 for i in range(1500)]
+            for w in (1, 2, 3, None):
+                assert a.seen_many(ps, probe, w) == [b.seen(s, it, w) for s, it in zip(ps, probe)]
+                assert a.seen_many(ps, tuple(probe), w) == [a.seen(s, it, w) for s, it in zip(ps, probe)]
+            out = bytearray(len(probe))
+            assert a.seen_many(ps, iter(probe), 3, out=out) == sum(b.seen(s, it, 3) for s, it in zip(ps, probe))
+            if day == 0:
+                assert a.seen_many(7, ["x", b"y"]) == [False, False]  # one int for every item
+                assert a.mark_if_unseen_many(7, ["x", b"y"], 1) == [True, True]
+                assert b.mark_if_unseen(7, "x", 1) and b.mark_if_unseen(7, b"y", 1)
+        assert a.stats()["today_distinct"] == b.stats()["today_distinct"]
+        # iterators of either kind of item
+        assert a.seen_many([1, 2], iter([b"x", "y"]), 3) == [a.seen(1, b"x", 3), a.seen(2, "y", 3)]
+        assert a.seen_many([9, 9], (v for v in (5, 6)), 3) == [a.seen(9, 5, 3), a.seen(9, 6, 3)]
+        assert a.mark_if_unseen_many([9, 9], (v for v in (5, 6)), 1) == [True, True]
+        # a str item and the int of the same digits are different items
+        assert a.mark_if_unseen_many([9], ["12"], 1) == [True] and not a.seen(9, 12, 1)
+
+
+def test_window_str_batch_argument_errors(seg):
+    with seg.window("w", create=True, expected_per_bucket=1000, variant="cuckoo", retention=3) as w:
+        w.set_now(T0)
+        bad = [([1, 2], ["a", 7]),            # an int among str items
+               ([1, 2], ["a", ""]),           # an empty item
+               ([1, 2], ["a", None]),         # not a key
+               ([1, 2], ["a", 1.5]),
+               ([1, 2], [b"a", True]),
+               ([1], ["a", "b"]),             # 1 space, 2 items
+               ([1, -1], ["a", "b"]),         # a space outside uint64
+               ([1, 2], ["a", "\ud800"])]     # not UTF-8
+        for spaces, items in bad:
+            for call in (w.seen_many, w.mark_if_unseen_many):
+                with pytest.raises(shmfilter.InvalidArgumentError) as e:
+                    call(spaces, items, 1)
+                assert e.value.code == shmfilter.EINVAL, (spaces, items)
+        with pytest.raises(shmfilter.InvalidArgumentError) as e:
+            w.mark_if_unseen_many([1, 2], ["a", "b"], 4)  # w past retention
+        assert "outside" in str(e.value)
+        with pytest.raises(shmfilter.InvalidArgumentError):
+            w.seen_many([1, 2], ["a", "b"], out=bytearray(3))
+        assert not w.seen(1, "a", 3) and not w.seen(2, "b", 3)     # nothing was marked
+    w2 = seg.window("w2", create=True, expected_per_bucket=1000)
+    assert seg.drop("w2") == 1
+    for call in (lambda: w2.seen_many([1], ["a"], 1), lambda: w2.mark_if_unseen_many([1], [b"a"], 1)):
+        with pytest.raises(shmfilter.Error) as e:
+            call()
+        assert e.value.code == shmfilter.EDROPPED
+
+
 def test_window_forked_workers_new_once(seg, segname):
     """6 forked processes race mark_if_unseen on the same 3,000 (plan, device) pairs on one
     clock (no rotation): no pair 'new' twice; pairs never 'new' are cuckoo false positives,
@@ -443,8 +513,8 @@ def test_integer_arguments_are_range_checked_not_wrapped(seg):
                  lambda v: w.seen_many([1], [v]), lambda v: w.mark_if_unseen_many([v], [1])]
         for call in calls:
             for v in U64_BAD:
-                if isinstance(v, str) and call is calls[2]:
-                    continue  # a str is a valid (bytes) key for add
+                if isinstance(v, str) and call in (calls[2], calls[6]):
+                    continue  # a str is a valid (bytes) key for add, and a valid item of a window batch
                 with pytest.raises(shmfilter.InvalidArgumentError) as e:
                     call(v)
                 assert e.value.code == shmfilter.EINVAL

@@ -23,6 +23,7 @@ const char* target_name(Target t) noexcept {
     case Target::kScratch: return "scratch";
     case Target::kResize: return "resize";
     case Target::kWindow: return "window";
+    case Target::kWindowStamped: return "window-stamped";
   }
   return "?";
 }
@@ -79,7 +80,8 @@ Semantics semantics_of(Target t) {
     case Target::kExactSet:
     case Target::kRoaring: return Semantics::kExact;
     case Target::kCuckoo:
-    case Target::kWindow: return Semantics::kCuckoo;
+    case Target::kWindow:
+    case Target::kWindowStamped: return Semantics::kCuckoo;
     case Target::kScratch: return Semantics::kScratch;
     case Target::kResize: return Semantics::kResize;
   }

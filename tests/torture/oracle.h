@@ -39,8 +39,9 @@ enum class Target : uint8_t {
   kScratch = 7,       // control plane: create / drop of a scratch structure
   kResize = 8,        // control plane: Segment::resize growth
   kWindow = 9,        // deletable Window: mark_if_unseen / forget / seen over buckets that rotate
+  kWindowStamped = 10,  // the same over the stamped variant (one shared table for every bucket)
 };
-inline constexpr int kTargetCount = 10;  // indices 0..9 (0 unused)
+inline constexpr int kTargetCount = 11;  // indices 0..10 (0 unused)
 const char* target_name(Target t) noexcept;
 
 enum class Op : uint8_t { kAdd = 1, kErase = 2, kContains = 3, kCreate = 4, kDrop = 5, kGrow = 6 };

@@ -715,34 +715,58 @@ void step(Worker& w) {
 // ~500k operations (longer than the CI run: a soak) stops rotating at the cap. Expiry (maintain's retire,
 // window.maintain.after_retire) is killed in tests/multiprocess/test_window_multiprocess.cpp.
 #ifdef TORTURE_WINDOW
-namespace window_target {
-std::optional<shmfilter::Window> g_window;
-constexpr Target kT = Target::kWindow;
-SharedState* g_shared = nullptr;
+// The same target runs the stamped variant (Target::kWindowStamped, "t.window-stamped"): one
+// shared table for every bucket (its writer lock, restamps, lazy reclaim, sub-filters when busy,
+// maintain's sweep: window.stamped.*). Its retention is at most 12, so its clock is slower
+// (a bucket per 6 x 8192 operations) and capped at bucket 11: nothing leaves its window either.
+// Params: the target, its region name, variant, retention, operations per bucket, last bucket.
+template <Target kT>
+struct WindowParams;
+template <>
+struct WindowParams<Target::kWindow> {
+  static constexpr const char* kName = "t.window";
+  static constexpr shmfilter::WindowVariant kVariant = shmfilter::WindowVariant::kCuckoo;
+  static constexpr uint32_t kRetention = 64;
+  static constexpr uint64_t kOpsPerBucket = 8192;
+  static constexpr uint64_t kLastBucket = 62;
+};
+template <>
+struct WindowParams<Target::kWindowStamped> {
+  static constexpr const char* kName = "t.window-stamped";
+  static constexpr shmfilter::WindowVariant kVariant = shmfilter::WindowVariant::kStamped;
+  static constexpr uint32_t kRetention = 12;
+  static constexpr uint64_t kOpsPerBucket = 6 * 8192;
+  static constexpr uint64_t kLastBucket = 11;
+};
+template <Target kT>
+struct window_target {
+using P = WindowParams<kT>;
+static inline std::optional<shmfilter::Window> g_window;
+static inline SharedState* g_shared = nullptr;
 
-int64_t virtual_clock(void*) {
+static int64_t virtual_clock(void*) {
   uint64_t ops = 0;
   for (int i = 0; i <= kMaxWorkers; ++i) ops += g_shared->beat[i].ops.load(std::memory_order_relaxed);
-  return static_cast<int64_t>(std::min<uint64_t>(ops / 8192, 62));
+  return static_cast<int64_t>(std::min<uint64_t>(ops / P::kOpsPerBucket, P::kLastBucket));
 }
 
-void create(Segment& seg, const Config&) {
+static void create(Segment& seg, const Config&) {
   shmfilter::WindowOptions o;
-  o.variant = shmfilter::WindowVariant::kCuckoo;
+  o.variant = P::kVariant;
   o.expected_per_bucket = 32;  // small (16 cuckoo buckets): busy buckets overflow into a second table
   o.error = 0.05;
   o.bucket_seconds = 1;
-  o.retention = 64;
+  o.retention = P::kRetention;
   o.max_spaces = 4096;  // rows for the workers and the throwaway spaces below
   o.seed = 13;
-  shmfilter::Window::create(seg, "t.window", o);
+  shmfilter::Window::create(seg, P::kName, o);
 }
-void attach(Worker& w) {
+static void attach(Worker& w) {
   g_shared = w.shared;
-  g_window = shmfilter::Window::open(w.seg, "t.window");
+  g_window = shmfilter::Window::open(w.seg, P::kName);
   g_window->set_clock(&virtual_clock, nullptr);
 }
-void step(Worker& w) {
+static void step(Worker& w) {
   shmfilter::Window& win = *g_window;
   if (w.rng.below(100) == 0) {  // control plane, not keyed: the oracle has nothing to record
     try {
@@ -762,7 +786,7 @@ void step(Worker& w) {
     case kAbsent:
     case kUnknown:
       w.logged(kT, Op::kAdd, idx, 0, [&] {
-        auto s = win.mark_if_unseen(space, k, 64);
+        auto s = win.mark_if_unseen(space, k, P::kRetention);
         return s == shmfilter::WindowStatus::kNew    ? Outcome::kChanged
                : s == shmfilter::WindowStatus::kSeen ? Outcome::kUnchanged
                                                      : Outcome::kRejected;
@@ -770,7 +794,7 @@ void step(Worker& w) {
       return;
     case kPresent:
       if (w.rng.below(100) < 50) {
-        w.logged(kT, Op::kContains, idx, 0, [&] { return win.seen(space, k, 64) ? Outcome::kYes : Outcome::kNo; });
+        w.logged(kT, Op::kContains, idx, 0, [&] { return win.seen(space, k, P::kRetention) ? Outcome::kYes : Outcome::kNo; });
       } else {
         w.logged(kT, Op::kErase, idx, 0, [&] {
           return win.forget(space, k) == shmfilter::WindowStatus::kRemoved ? Outcome::kChanged : Outcome::kUnchanged;
@@ -779,11 +803,11 @@ void step(Worker& w) {
       return;
   }
 }
-void verify(Segment& seg, const Config&, const std::vector<WorkerModel>& models, Verdict& v) {
-  shmfilter::Window win = shmfilter::Window::open(seg, "t.window");
+static void verify(Segment& seg, const Config&, const std::vector<WorkerModel>& models, Verdict& v) {
+  shmfilter::Window win = shmfilter::Window::open(seg, P::kName);
   win.set_now(0);  // readers use the newest bucket any worker rotated to
   auto probe = [&](int wid, std::span<const uint64_t> idx, std::span<uint8_t> out) {
-    for (size_t i = 0; i < idx.size(); ++i) out[i] = win.seen(static_cast<uint64_t>(wid), key64(kT, wid, idx[i]), 64);
+    for (size_t i = 0; i < idx.size(); ++i) out[i] = win.seen(static_cast<uint64_t>(wid), key64(kT, wid, idx[i]), P::kRetention);
   };
   auto& a = v.anomalies;
   v.keys_verified += probe_state(models, kT, kPresent, true, probe, [&](int wid, uint64_t idx) {
@@ -793,7 +817,7 @@ void verify(Segment& seg, const Config&, const std::vector<WorkerModel>& models,
   const uint64_t absent = probe_state(models, kT, kAbsent, false, probe, [&](int, uint64_t) { ++fp; });
   v.keys_verified += absent;
   shmfilter::WindowStats st = win.stats();
-  const double bound = 3.0 * double(absent) * st.window_fp_bound(64) + 10;
+  const double bound = 3.0 * double(absent) * st.window_fp_bound(P::kRetention) + 10;
   if (double(fp) > bound)
     a.note(a.resurrected, "window: " + std::to_string(fp) + " forgotten pairs answer yes, above the FP bound " +
                               std::to_string(bound));
@@ -802,12 +826,12 @@ void verify(Segment& seg, const Config&, const std::vector<WorkerModel>& models,
     live += b.capacity != 0;
     overflowed += b.overflow;
   }
-  v.notes.push_back("window: bucket " + std::to_string(st.current_bucket) + ", rotations " + std::to_string(st.rotations) +
+  v.notes.push_back(std::string(P::kName) + ": bucket " + std::to_string(st.current_bucket) + ", rotations " + std::to_string(st.rotations) +
                     ", inline allocations " + std::to_string(st.inline_allocations) + ", buckets with tables " +
                     std::to_string(live) + ", overflowed " + std::to_string(overflowed) +
                     ", forgotten pairs answering yes " + std::to_string(fp));
 }
-}  // namespace window_target
+};  // struct window_target
 #endif
 
 std::vector<shmfilter::Kind> scratch_kinds() {
@@ -860,8 +884,10 @@ const std::vector<TargetDef>& targets() {
                  hll_target::verify});
 #endif
 #ifdef TORTURE_WINDOW
-    t.push_back({Target::kWindow, "window", 10, window_target::create, window_target::attach, window_target::step,
-                 window_target::verify});
+    using W = window_target<Target::kWindow>;
+    using WS = window_target<Target::kWindowStamped>;
+    t.push_back({Target::kWindow, "window", 10, W::create, W::attach, W::step, W::verify});
+    t.push_back({Target::kWindowStamped, "window", 10, WS::create, WS::attach, WS::step, WS::verify});
 #endif
     t.push_back({Target::kScratch, "segment", 2, nothing_create, scratch_target::attach, scratch_target::step,
                  scratch_target::verify});

@@ -166,7 +166,7 @@ class SnapshotWindow : public ::testing::TestWithParam<WindowVariant> {};
 
 }  // namespace
 
-INSTANTIATE_TEST_SUITE_P(Variants, SnapshotWindow, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo),
+INSTANTIATE_TEST_SUITE_P(Variants, SnapshotWindow, ::testing::Values(WindowVariant::kBloom, WindowVariant::kCuckoo, WindowVariant::kStamped),
                          [](const auto& p) { return std::string(window_variant_name(p.param)); });
 
 TEST_P(SnapshotWindow, RoundTripAnswersLikeTheSourceForEveryBucketAndKeepsRotating) {
@@ -181,7 +181,9 @@ TEST_P(SnapshotWindow, RoundTripAnswersLikeTheSourceForEveryBucketAndKeepsRotati
     const WindowStats st = w.stats();
     bool any_overflow = false;
     for (const auto& b : st.buckets) any_overflow = any_overflow || b.overflow;
-    ASSERT_TRUE(any_overflow) << "the test needs a bucket that used its overflow table";
+    // kStamped: one table for every bucket, sized for retention x expected: no overflow here
+    // (its overflow sub-filters round-trip in StampedSharedTableRoundTripsWithItsSubFilters).
+    if (GetParam() != WindowVariant::kStamped) ASSERT_TRUE(any_overflow) << "the test needs a bucket that used its overflow table";
     ASSERT_GT(st.other_marks, 0u);
   }
   SnapshotInfo saved = save(seg, f.path);
@@ -477,6 +479,48 @@ TEST_P(SnapshotWindow, EveryCorruptFieldIsOneNamedErrorAndCreatesNothing) {
   w.maintain();
   for (uint64_t i = 0; i < 900; ++i) w.mark(i % 6, i);  // 3x capacity: an overflow table
   save(seg, f.path);
+  if (GetParam() == WindowVariant::kStamped) {
+    // The shared table's record, last in the entry: [capacity][buckets][swept][subs]{[bytes][lanes]}.
+    const SaveFile good = parse_save(slurp(f.path));
+    const std::string& data = good.entries[0].data;
+    auto refused = [&](const std::string& what, const std::string& says, const std::function<void(std::string&)>& edit) {
+      SCOPED_TRACE(what);
+      SaveFile x = good;
+      edit(x.entries[0].data);
+      spit(bad.path, seal(x));
+      try {
+        restore(bad.path, dst.name);
+        ADD_FAILURE() << "restored";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kBadInput) << e.what();
+        EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+      }
+      EXPECT_FALSE(Segment::exists(dst.name)) << "a refused restore left a segment";
+    };
+    // Find the record: it starts after the ring; its capacity is the window's retention x expected.
+    const uint64_t cap = 300 * 2;
+    size_t at = std::string::npos;
+    for (size_t i = 0; i + 8 <= data.size(); ++i) {
+      uint64_t v;
+      std::memcpy(&v, data.data() + i, 8);
+      if (v == cap) at = i;  // the last match: the shared record (head lines hold 300, not 600)
+    }
+    ASSERT_NE(at, std::string::npos);
+    refused("capacity", "buckets disagree", [&](std::string& d) { wr64(d, at, cap * 1000); });
+    refused("buckets", "buckets disagree", [&](std::string& d) { wr64(d, at + 8, rd64(d, at + 8) + 1); });
+    refused("swept in the future", "swept at bucket", [&](std::string& d) { wr64(d, at + 16, uint64_t{1} << 40); });
+    refused("sub-filters", "sub-filters", [&](std::string& d) { wr32(d, at + 24, 9); });
+    refused("sub-filter size", "wrong size", [&](std::string& d) { wr64(d, at + 28, rd64(d, at + 28) + 8); });
+    refused("a lane with fingerprint 0", "fingerprint 0", [&](std::string& d) {
+      for (size_t i = at + 36; i + 8 <= d.size(); i += 8)
+        if (rd64(d, i) == 0) {
+          wr64(d, i, 5);
+          return;
+        }
+    });
+    refused("truncated", "", [&](std::string& d) { d.resize(d.size() - 8); });
+    return;
+  }
   const SaveFile good = parse_save(slurp(f.path));
   ASSERT_EQ(good.entries.size(), 1u);
   const std::string& data = good.entries[0].data;
@@ -642,5 +686,49 @@ TEST_P(SnapshotWindow, RandomByteFlipsNeverCrash) {
   EXPECT_GT(refused, 0);
   RecordProperty("refused", refused);
   RecordProperty("opened", opened);
+  expect_check_clean(out);
+}
+
+// kStamped: the shared table's overflow sub-filters, its swept bucket and every lane come back;
+// the restored window answers like the source and keeps sweeping and rotating.
+TEST(SnapshotWindowStamped, StampedSharedTableRoundTripsWithItsSubFilters) {
+  SegmentGuard src(unique_name("snapws-src")), dst(unique_name("snapws-dst"));
+  TempFile f;
+  Segment seg = Segment::create(src.name, seg_options());
+  Window w = Window::create(seg, "freq", opts(WindowVariant::kStamped, 1000, 2));
+  for (int d = 0; d < 3; ++d) {
+    w.set_now(at_day(d));
+    w.maintain();
+    for (uint64_t i = 0; i < 3000; ++i) (void)w.mark(i % 7, i + 100000 * static_cast<uint64_t>(d));  // 3x: sub-filters
+    for (uint64_t i = 0; i < 50; ++i) (void)w.mark_if_under(9, i, 3, 2);
+  }
+  const WindowStats a = w.stats();
+  ASSERT_GE(a.buckets[0].layers, 1u);
+  save(seg, f.path);
+  restore(f.path, dst.name);
+  Segment out = Segment::open(dst.name);
+  expect_check_clean(out);
+  Window r = Window::open(out, "freq");
+  r.set_now(at_day(2));
+  const WindowStats b = r.stats();
+  EXPECT_EQ(b.lanes, a.lanes);
+  EXPECT_EQ(b.swept_bucket, a.swept_bucket);
+  EXPECT_EQ(b.buckets[0].layers, a.buckets[0].layers);
+  for (int d = 0; d < 3; ++d)
+    for (uint64_t i = 0; i < 3000; ++i) {
+      const uint64_t item = i + 100000 * static_cast<uint64_t>(d);
+      ASSERT_EQ(w.seen(i % 7, item, 1), r.seen(i % 7, item, 1)) << d << " " << i;
+      ASSERT_EQ(w.seen(i % 7, item, 2), r.seen(i % 7, item, 2)) << d << " " << i;
+    }
+  for (uint64_t i = 0; i < 50; ++i) ASSERT_EQ(w.mark_if_under(9, i, 3, 2), r.mark_if_under(9, i, 3, 2)) << i;
+  for (int d = 3; d < 20; ++d) {  // past the 16-bucket stamp wrap: both sweep alike
+    w.set_now(at_day(d));
+    r.set_now(at_day(d));
+    if (d % 4 == 0) {
+      w.maintain();
+      r.maintain();
+    }
+    for (uint64_t i = 0; i < 200; ++i) ASSERT_EQ(w.mark(1, i), r.mark(1, i)) << d << " " << i;
+  }
   expect_check_clean(out);
 }

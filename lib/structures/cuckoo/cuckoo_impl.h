@@ -384,7 +384,7 @@ inline int bfs(const Sub& s, uint64_t i1, uint64_t i2, uint32_t max_path, PathSt
     }
     if (nd.depth < max_path && tail + kSlots <= cap) {
       for (unsigned l = 0; l < kSlots; ++l) {
-        uint32_t fp = LT::lane(w, l);
+        uint32_t fp = LT::key_of(LT::lane(w, l));
         q[tail++] = BfsNode{static_cast<uint32_t>(alt_bucket(nd.bucket, fp, s.chunk_mask)), static_cast<uint16_t>(head),
                             static_cast<uint8_t>(l), static_cast<uint8_t>(nd.depth + 1)};
       }
@@ -394,9 +394,10 @@ inline int bfs(const Sub& s, uint64_t i1, uint64_t i2, uint32_t max_path, PathSt
   return -1;
 }
 
-// Inserts fp into sub `j` (lock held). Returns moves used, or -1 if no path.
+// Inserts fp into sub `j` (lock held). Returns moves used, or -1 if no path. VALUE: the lane
+// stored (0: k.fp; the stamped window stores k.fp with a stamp below it, LT::key_of(value) == k.fp).
 template <class LT>
-inline int insert_into_sub(std::byte* base, Header* h, uint32_t j, const KeyHash& k) noexcept {
+inline int insert_into_sub(std::byte* base, Header* h, uint32_t j, const KeyHash& k, uint32_t value = 0) noexcept {
   Sub s = sub_view(base, h->subs[j]);
   Probe p = probe(s, k);
   uint32_t max_path = std::min(load_relaxed(h->max_path), kMaxPathLimit);
@@ -412,7 +413,8 @@ inline int insert_into_sub(std::byte* base, Header* h, uint32_t j, const KeyHash
       auto ws = bucket_load<LT>(s, path[m].bucket);
       auto wd = bucket_load<LT>(s, path[m + 1].bucket);
       uint32_t fp = LT::lane(ws, path[m].lane);
-      if (fp == 0 || LT::lane(wd, path[m + 1].lane) != 0 || alt_bucket(path[m].bucket, fp, s.chunk_mask) != path[m + 1].bucket) {
+      if (fp == 0 || LT::lane(wd, path[m + 1].lane) != 0 ||
+          alt_bucket(path[m].bucket, LT::key_of(fp), s.chunk_mask) != path[m + 1].bucket) {
         ok = false;
         break;
       }
@@ -421,7 +423,7 @@ inline int insert_into_sub(std::byte* base, Header* h, uint32_t j, const KeyHash
     if (!ok) continue;
     auto w0 = bucket_load<LT>(s, path[0].bucket);
     if (LT::lane(w0, path[0].lane) != 0) continue;
-    place_locked<LT>(h, j, s, path[0].bucket, path[0].lane, k.fp);
+    place_locked<LT>(h, j, s, path[0].bucket, path[0].lane, value != 0 ? value : k.fp);
     return d;
   }
   return -1;

@@ -349,6 +349,9 @@ struct Lanes {
     return -1;
   }
   static int empty_lane(W w) noexcept { return find(w, 0); }
+  // The fingerprint a lane's alternate bucket is derived from: the whole lane here; the stamped
+  // window's lanes (structures/window/stamped_impl.h) carry a bucket stamp below it.
+  static uint32_t key_of(uint32_t lane) noexcept { return lane; }
   static uint32_t count(W w, uint32_t fp) noexcept {
     uint32_t n = 0;
     for (unsigned i = 0; i < kSlots; ++i) n += lane(w, i) == fp;

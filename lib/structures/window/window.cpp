@@ -226,6 +226,130 @@ void WindowOps::cuckoo_prefetch(const Window& w, TableHead* t, uint64_t hv) noex
   bl::prefetch_line(&s.versions[p.stripe]);
 }
 
+
+// ---- kStamped -------------------------------------------------------------------
+namespace st = internal::stamped;
+
+bool WindowOps::stamped_seen(const Window& w, uint64_t hv, uint32_t win) noexcept {
+  const st::Clock c = stamped_clock(w, read_epoch(w));
+  return st::youngest(w.base_, shared_ck(w), st::key(hv), c, liveness_of(w.seg_)) < static_cast<int64_t>(win);
+}
+
+WindowStatus WindowOps::stamped_write(const Window& w, TableHead* t, int64_t e, uint64_t space, uint64_t hv, uint32_t win,
+                                      uint32_t cap) noexcept {
+  WindowHeader* h = hdr(w);
+  const wi::Geometry& G = geo(w);
+  // A handle inherited across fork(): no owner token of its own to lock with (as cuckoo_mark_in).
+  if (w.seg_.owner_token() == 0) return WindowStatus::kForked;
+  ck::Header* ch = shared_ck(w);
+  const ck::Liveness lv = liveness_of(w.seg_);
+  ExpandCtx ctx{&w, shared_head(w)};
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    // Nobody swept for 15 - R buckets (no maintain() ran): stamps would wrap. Sweep first
+    // (the fallback; maintain() sweeps once per bucket off the data plane).
+    // acquire: as stamped_clock.
+    const uint64_t sw = h->swept.load(std::memory_order_acquire);
+    if (sw != 0 && e > st::stamp_limit(sw, G.retention) && !stamped_sweep(w, e)) return WindowStatus::kForked;
+    ck::lock<st::Lanes>(w.base_, ch, lv);
+    SHMF_KILL_POINT("window.stamped.locked");
+    // Under the lock the bucket is at least the newest any caller rotated to: a sweep raises the
+    // epoch before it locks, so every lane stored after its first chunk is stamped no older than
+    // the bucket it sweeps at (stamped_sweep).
+    // seq_cst: the rotation order (raise_epoch).
+    const uint64_t g = h->epoch.load(std::memory_order_seq_cst);
+    const int64_t ee = std::max<int64_t>(g > 0 && static_cast<int64_t>(g - 1) > e ? static_cast<int64_t>(g - 1) : e, 1);
+    uint64_t sw0 = h->swept.load(std::memory_order_relaxed);  // relaxed: we hold the lock; the first write sets it here
+    if (sw0 == 0) {
+      // The table's first lane: stamps decode from this bucket on (nothing older exists). A CAS:
+      // a sweeper does not hold the lock when it publishes.
+      // release: pairs with stamped_clock's acquire (the base before the lanes decoded by it).
+      h->swept.compare_exchange_strong(sw0, static_cast<uint64_t>(ee), std::memory_order_release, std::memory_order_relaxed);
+    }
+    const st::Clock c = stamped_clock(w, ee);
+    if (ee > st::stamp_limit(static_cast<uint64_t>(c.base + G.retention - 1), G.retention)) {
+      ck::unlock(ch);
+      e = ee;
+      continue;  // sweep first
+    }
+    uint64_t reclaimed = 0;
+    st::Answer a;
+    bool new_today;
+    if (cap == 0) {
+      a = st::mark_locked(w.base_, ch, st::key(hv), c, win, &WindowOps::stamped_expand, &ctx, &reclaimed);
+      new_today = a == st::Answer::kNew;
+    } else {
+      uint32_t tally = 0;
+      a = st::cap_locked(w.base_, ch, hv, cap, c, win, &WindowOps::stamped_expand, &ctx, &reclaimed, &tally);
+      SHMF_KILL_POINT("window.stamped.cap.after_tally");
+      // An allowed impression marks the pair too (seen() answers true; the per-space count).
+      new_today = a == st::Answer::kNew &&
+                  st::mark_locked(w.base_, ch, st::key(hv), c, 1, &WindowOps::stamped_expand, &ctx, &reclaimed) ==
+                      st::Answer::kNew;
+    }
+    SHMF_KILL_POINT("window.stamped.before_unlock");
+    ck::unlock(ch);
+    switch (a) {
+      case st::Answer::kSeen: return WindowStatus::kSeen;
+      case st::Answer::kCapped: return WindowStatus::kCapped;
+      case st::Answer::kFull: return WindowStatus::kFull;
+      case st::Answer::kNew: break;
+    }
+    if (new_today) count_new(w, t, space);
+    return WindowStatus::kNew;
+  }
+  return WindowStatus::kBusy;  // the buckets moved 15 - R past every sweep three times during this call
+}
+
+WindowStatus WindowOps::stamped_forget(const Window& w, uint64_t hv) noexcept {
+  if (w.seg_.owner_token() == 0) return WindowStatus::kForked;  // as stamped_write
+  ck::Header* ch = shared_ck(w);
+  const ck::Liveness lv = liveness_of(w.seg_);
+  ck::lock<st::Lanes>(w.base_, ch, lv);
+  const st::Clock c = stamped_clock(w, read_epoch(w));
+  // The pair's own lane only. Its cap tallies stay (an impression served is still counted: a
+  // cap is "at most N served", and forget does not un-serve). Removing them would mean probing
+  // up to 15 keys the pair may never have had, and each probe of an absent key may remove a
+  // collider's lane (another key with the same fingerprint in the same buckets, as forget on
+  // kCuckoo can): the pair's own key is probed once, as there.
+  const uint32_t cleared = st::forget_locked(w.base_, ch, st::key(hv), c);
+  SHMF_KILL_POINT("window.stamped.forget.after_clear");
+  ck::unlock(ch);
+  return cleared != 0 ? WindowStatus::kRemoved : WindowStatus::kAbsent;
+}
+
+bool WindowOps::stamped_sweep(const Window& w, int64_t e) noexcept {
+  WindowHeader* h = hdr(w);
+  const ck::Liveness lv = liveness_of(w.seg_);
+  if (lv.token() == 0) return false;
+  // Every writer after this stamps no bucket older than e (stamped_write reads the epoch under
+  // the writer lock, which every chunk below takes after this raise).
+  raise_epoch(h, static_cast<uint64_t>(e) + 1);
+  ck::Header* ch = shared_ck(w);
+  const uint32_t subs = std::min<uint32_t>(ck::sub_count_acquire(ch), wi::kStampedMaxSubs);
+  uint64_t cleared = 0;
+  for (uint32_t j = 0; j < subs; ++j) {
+    const uint64_t n = ck::sub_view(w.base_, ch->subs[j]).n;
+    for (uint64_t from = 0; from < n; from += wi::kSweepChunk) {
+      ck::lock<st::Lanes>(w.base_, ch, lv);
+      // The base is read under each chunk's lock, never once before the first: a concurrent
+      // sweep may have raised it meanwhile, and writers may since have stamped buckets past the
+      // old base + 15, which the old base decodes 16 buckets too old (dead): a sweeper that
+      // cleared them lost acknowledged marks (WindowStampedMP.ASweeperWithAStaleBase...).
+      const st::Clock c = stamped_clock(w, e);
+      cleared += st::sweep_range_locked(w.base_, ch, j, from, from + wi::kSweepChunk, c);
+      SHMF_KILL_POINT("window.stamped.sweep.chunk");
+      ck::unlock(ch);
+    }
+  }
+  uint64_t cur = h->swept.load(std::memory_order_relaxed);  // relaxed: the CAS decides
+  // release: the clears above happen-before a reader that decodes with the new base.
+  while (cur < static_cast<uint64_t>(e) &&
+         !h->swept.compare_exchange_weak(cur, static_cast<uint64_t>(e), std::memory_order_release, std::memory_order_relaxed)) {
+  }
+  (void)cleared;
+  return true;
+}
+
 // ---- dispatch ----------------------------------------------------------------
 bool WindowOps::has(const Window& w, TableHead* t, uint64_t hv, const wi::Masks& mm) noexcept {
   const wi::Geometry& G = geo(w);
@@ -245,6 +369,7 @@ WindowStatus WindowOps::mark_in(const Window& w, TableHead* t, int64_t e, bool c
                                 const wi::Masks& mm) noexcept {
   const wi::Geometry& G = geo(w);
   if (G.variant == wi::kVariantBloom) return bloom_mark_in(w, t, space, hv, mm);
+  if (G.variant == wi::kVariantStamped) return stamped_write(w, t, e, space, hv, 1, 0);
   checked = checked || G.retention == 1;  // no older bucket to check
   return G.k_main <= 8 ? cuckoo_mark_in<ck::Lanes8>(w, t, e, checked, space, hv)
                         : cuckoo_mark_in<ck::Lanes16>(w, t, e, checked, space, hv);
@@ -275,6 +400,7 @@ uint32_t WindowOps::resolve_w(const Window& w, uint32_t win) noexcept {
 // Answers over resolved tables ts[0..win) (ts[0] the newest bucket; null = empty bucket).
 bool WindowOps::seen_in(const Window& w, TableHead* const* ts, uint32_t win, uint64_t hv, bool prefetched) noexcept {
   const wi::Geometry& G = geo(w);
+  if (G.variant == wi::kVariantStamped) return stamped_seen(w, hv, win);
   if (!prefetched)
     for (uint32_t i = 0; i < win; ++i)
       if (ts[i]) prefetch(w, ts[i], hv);  // the w lines are fetched in parallel (memory-level parallelism)
@@ -287,6 +413,7 @@ bool WindowOps::seen_h(const Window& w, uint64_t hv, uint32_t win) noexcept {
   TableHead* ts[wi::kMaxRetention];
   win = resolve_w(w, win);
   if (win == 0) return false;  // w > retention: rejected
+  if (geo(w).variant == wi::kVariantStamped) return stamped_seen(w, hv, win);
   tables(w, read_epoch(w), win, ts);
   const wi::Geometry& G = geo(w);
   if (G.variant == wi::kVariantBloom) {
@@ -315,6 +442,7 @@ WindowStatus WindowOps::mark_h(const Window& w, uint64_t space, uint64_t hv) noe
 WindowStatus WindowOps::mark_if_unseen_in(const Window& w, TableHead* const* ts, int64_t e, uint32_t win, uint64_t space,
                                       uint64_t hv, bool prefetched) noexcept {
   const wi::Geometry& G = geo(w);
+  if (G.variant == wi::kVariantStamped) return stamped_write(w, ts[0], e, space, hv, win, 0);
   if (!prefetched)
     for (uint32_t i = 0; i < win; ++i)
       if (ts[i]) prefetch(w, ts[i], hv);
@@ -331,7 +459,7 @@ bool WindowOps::writer_tables(const Window& w, uint32_t win, TableHead** ts, int
   if (cur == nullptr) return false;
   ts[0] = cur;
   bool bad = false;
-  if (win > 1) tables(w, e - 1, win - 1, ts + 1, &bad);
+  if (win > 1 && geo(w).variant != wi::kVariantStamped) tables(w, e - 1, win - 1, ts + 1, &bad);  // kStamped: one table
   if (bad) {  // an older bucket's table offset fails its bounds check: bytes changed since open
     if (why) *why = WindowStatus::kCorrupt;
     return false;
@@ -352,6 +480,19 @@ WindowStatus WindowOps::mark_if_unseen_h(const Window& w, uint64_t space, uint64
   return WindowStatus::kBusy;  // kMaxSealRetries buckets rotated in during this call
 }
 
+WindowStatus WindowOps::mark_if_under_h(const Window& w, uint64_t space, uint64_t hv, uint32_t cap, uint32_t win) noexcept {
+  if (geo(w).variant != wi::kVariantStamped) return WindowStatus::kUnsupported;
+  win = resolve_w(w, win);
+  if (win == 0 || cap == 0 || cap > st::kMaxCap) return WindowStatus::kInvalidArgument;
+  st::prefetch(w.base_, shared_ck(w), st::key(hv));
+  for (uint32_t j = 1; j <= cap; ++j) st::prefetch(w.base_, shared_ck(w), st::tally(hv, j));  // the cap tallies together
+  int64_t e;
+  WindowStatus why = WindowStatus::kBusy;
+  TableHead* t = current(w, e, &why);
+  if (t == nullptr) return why;
+  return stamped_write(w, t, e, space, hv, win, cap);
+}
+
 // forget (docs/window.md "forget"): a cuckoo table cannot tell the pair's own copy from a
 // collider's (another pair with the same fingerprint in the same two buckets), so erasing
 // wherever the pair answers present would remove other pairs' acknowledged marks from the
@@ -365,6 +506,7 @@ WindowStatus WindowOps::mark_if_unseen_h(const Window& w, uint64_t space, uint64
 WindowStatus WindowOps::forget_h(const Window& w, uint64_t hv) noexcept {
   WindowHeader* h = hdr(w);
   const wi::Geometry& G = geo(w);
+  if (G.variant == wi::kVariantStamped) return stamped_forget(w, hv);
   if (G.variant != wi::kVariantCuckoo) return WindowStatus::kUnsupported;
   if (w.seg_.owner_token() == 0) return WindowStatus::kForked;  // inherited across fork(): as cuckoo_mark_in
   const int64_t e = read_epoch(w);
@@ -393,8 +535,9 @@ WindowStatus WindowOps::forget_h(const Window& w, uint64_t hv) noexcept {
 // Batched forms: per round of kBatch pairs, resolve the tables once, hash and
 // prefetch every line of the round, then answer. writer: ts[0] is the current
 // bucket by the writer's rules (rotating if due). answer(i, hv, ts, e) -> counted.
-template <class Fn>
-uint64_t WindowOps::batch(const Window& w, std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+// Item: uint64_t or std::string_view (wi::pair_hash has both).
+template <class Item, class Fn>
+uint64_t WindowOps::batch(const Window& w, std::span<const uint64_t> spaces, std::span<const Item> items,
                           uint32_t win, bool writer, Fn&& answer) noexcept {
   const wi::Geometry& G = geo(w);
   const size_t n = std::min(spaces.size(), items.size());
@@ -412,9 +555,15 @@ uint64_t WindowOps::batch(const Window& w, std::span<const uint64_t> spaces, std
       }
     } else {
       e = read_epoch(w);
-      tables(w, e, win, ts);
+      if (G.variant != wi::kVariantStamped) tables(w, e, win, ts);  // kStamped: one table
     }
-    if (G.variant == wi::kVariantBloom) {
+    if (G.variant == wi::kVariantStamped) {
+      ck::Header* ch = shared_ck(w);
+      for (size_t j = 0; j < m; ++j) {
+        hs[j] = wi::pair_hash(G.seed, spaces[at + j], items[at + j]);
+        st::prefetch(w.base_, ch, st::key(hs[j]));  // the pair's two bucket words, whatever w is
+      }
+    } else if (G.variant == wi::kVariantBloom) {
       BloomView v[wi::kMaxRetention];
       const uint32_t nv = bloom_views(w.base_, G, ts, win, v);
       for (size_t j = 0; j < m; ++j) {
@@ -503,8 +652,20 @@ WindowStatus Window::forget(uint64_t space, uint64_t item) noexcept {
   return WindowOps::forget_h(*this, wi::pair_hash(g_.seed, space, item));
 }
 
-uint64_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
-                           std::span<WindowStatus> out) noexcept {
+WindowStatus Window::mark_if_under(uint64_t space, std::string_view item, uint32_t cap, uint32_t w) noexcept {
+  SHMF_WINDOW_ENTER(WindowStatus::kDropped);
+  return WindowOps::mark_if_under_h(*this, space, wi::pair_hash(g_.seed, space, item), cap, w);
+}
+WindowStatus Window::mark_if_under(uint64_t space, uint64_t item, uint32_t cap, uint32_t w) noexcept {
+  SHMF_WINDOW_ENTER(WindowStatus::kDropped);
+  return WindowOps::mark_if_under_h(*this, space, wi::pair_hash(g_.seed, space, item), cap, w);
+}
+
+// The batched calls: one body per call for both item types (uint64_t, std::string_view;
+// the public overloads after these instantiate them): the same rounds, hashing and prefetch.
+template <class Item>
+uint64_t Window::mark_many_of(std::span<const uint64_t> spaces, std::span<const Item> items,
+                              std::span<WindowStatus> out) noexcept {
   const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   const size_t n = std::min(spaces.size(), items.size());
   const bool want = out.size() >= n;
@@ -522,8 +683,9 @@ uint64_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const uin
     return st == WindowStatus::kNew;
   });
 }
-uint64_t Window::mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
-                                     std::span<WindowStatus> out) noexcept {
+template <class Item>
+uint64_t Window::mark_if_unseen_many_of(std::span<const uint64_t> spaces, std::span<const Item> items, uint32_t w,
+                                        std::span<WindowStatus> out) noexcept {
   const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   const size_t n = std::min(spaces.size(), items.size());
   const bool want = out.size() >= n;
@@ -545,8 +707,9 @@ uint64_t Window::mark_if_unseen_many(std::span<const uint64_t> spaces, std::span
     return st == WindowStatus::kNew;
   });
 }
-uint64_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
-                           std::span<uint8_t> out) const noexcept {
+template <class Item>
+uint64_t Window::seen_many_of(std::span<const uint64_t> spaces, std::span<const Item> items, uint32_t w,
+                              std::span<uint8_t> out) const noexcept {
   const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   const size_t n = std::min(spaces.size(), items.size());
   const bool want = out.size() >= n;
@@ -620,8 +783,9 @@ uint64_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uin
     return s;
   });
 }
-uint64_t Window::forget_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
-                             std::span<WindowStatus> out) noexcept {
+template <class Item>
+uint64_t Window::forget_many_of(std::span<const uint64_t> spaces, std::span<const Item> items,
+                                std::span<WindowStatus> out) noexcept {
   const ReadGuard in_call(seg_);  // docs/CONCURRENCY.md "Reader announcements"
   const size_t n = std::min(spaces.size(), items.size());
   const bool want = out.size() >= n;
@@ -632,6 +796,39 @@ uint64_t Window::forget_many(std::span<const uint64_t> spaces, std::span<const u
     removed += st == WindowStatus::kRemoved;
   }
   return removed;
+}
+
+uint64_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+                           std::span<WindowStatus> out) noexcept {
+  return mark_many_of(spaces, items, out);
+}
+uint64_t Window::mark_many(std::span<const uint64_t> spaces, std::span<const std::string_view> items,
+                           std::span<WindowStatus> out) noexcept {
+  return mark_many_of(spaces, items, out);
+}
+uint64_t Window::mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
+                                     std::span<WindowStatus> out) noexcept {
+  return mark_if_unseen_many_of(spaces, items, w, out);
+}
+uint64_t Window::mark_if_unseen_many(std::span<const uint64_t> spaces, std::span<const std::string_view> items,
+                                     uint32_t w, std::span<WindowStatus> out) noexcept {
+  return mark_if_unseen_many_of(spaces, items, w, out);
+}
+uint64_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t w,
+                           std::span<uint8_t> out) const noexcept {
+  return seen_many_of(spaces, items, w, out);
+}
+uint64_t Window::seen_many(std::span<const uint64_t> spaces, std::span<const std::string_view> items, uint32_t w,
+                           std::span<uint8_t> out) const noexcept {
+  return seen_many_of(spaces, items, w, out);
+}
+uint64_t Window::forget_many(std::span<const uint64_t> spaces, std::span<const uint64_t> items,
+                             std::span<WindowStatus> out) noexcept {
+  return forget_many_of(spaces, items, out);
+}
+uint64_t Window::forget_many(std::span<const uint64_t> spaces, std::span<const std::string_view> items,
+                             std::span<WindowStatus> out) noexcept {
+  return forget_many_of(spaces, items, out);
 }
 
 uint64_t Window::new_count(uint64_t space, uint32_t age) const noexcept {

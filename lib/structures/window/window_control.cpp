@@ -12,7 +12,9 @@
 namespace shmfilter {
 
 
-std::string_view window_variant_name(WindowVariant v) noexcept { return v == WindowVariant::kCuckoo ? "cuckoo" : "bloom"; }
+std::string_view window_variant_name(WindowVariant v) noexcept {
+  return v == WindowVariant::kCuckoo ? "cuckoo" : v == WindowVariant::kStamped ? "stamped" : "bloom";
+}
 
 std::string_view window_status_name(WindowStatus s) noexcept {
   switch (s) {
@@ -28,6 +30,7 @@ std::string_view window_status_name(WindowStatus s) noexcept {
     case WindowStatus::kForked: return "forked";
     case WindowStatus::kInvalidArgument: return "invalid-argument";
     case WindowStatus::kCorrupt: return "corrupt";
+    case WindowStatus::kCapped: return "capped";
   }
   return "?";
 }
@@ -53,8 +56,9 @@ std::string fmt_double(double v) {
 
 void validate_options(const WindowOptions& o) {
   auto bad = [](const std::string& m) { throw Error(ErrorCode::kInvalidArgument, m); };
-  if (o.variant != WindowVariant::kBloom && o.variant != WindowVariant::kCuckoo)
-    bad("unknown window variant: use bloom (insert-only) or cuckoo (deletable)");
+  if (o.variant != WindowVariant::kBloom && o.variant != WindowVariant::kCuckoo && o.variant != WindowVariant::kStamped)
+    bad("unknown window variant: use stamped (deletable, every w in one place), bloom (insert-only) or cuckoo "
+        "(deletable, a table per bucket)");
   if (o.expected_per_bucket == 0)
     bad("expected_per_bucket 0 is invalid: pass the distinct (space, item) pairs one bucket must hold, >= 1");
   if (!(o.error > 0 && o.error < 1))
@@ -83,7 +87,9 @@ struct Plan {
 Plan make_plan(const WindowOptions& o) {
   validate_options(o);
   Plan p;
-  p.variant = o.variant == WindowVariant::kCuckoo ? wi::kVariantCuckoo : wi::kVariantBloom;
+  p.variant = o.variant == WindowVariant::kCuckoo    ? wi::kVariantCuckoo
+              : o.variant == WindowVariant::kStamped ? wi::kVariantStamped
+                                                     : wi::kVariantBloom;
   p.slots = o.retention + 1;
   p.space_table = wi::space_table_for(o.max_spaces);
   p.error_window = o.error_window == 0 ? o.retention : o.error_window;
@@ -101,6 +107,21 @@ Plan make_plan(const WindowOptions& o) {
                                                    " cannot be sized: lower the count or raise the error rate");
     p.k_main = a.k;
     p.k_ovf = b.k;
+  } else if (p.variant == wi::kVariantStamped) {
+    // One lookup answers every w: its rate is 2b x load / 2^12 (<= 0.2% at the 95% load the
+    // table is sized for), per sub-filter in use, whatever error_window is.
+    if (o.retention > internal::stamped::kMaxRetention)
+      throw Error(ErrorCode::kInvalidArgument, "retention " + std::to_string(o.retention) + " is more than the stamped variant's " +
+                                                   std::to_string(internal::stamped::kMaxRetention) +
+                                                   " buckets (4-bit stamps): use variant bloom or cuckoo for longer windows");
+    if (o.error < 2.0 * ck::kSlots / 4096.0)
+      throw Error(ErrorCode::kInvalidArgument, "error " + fmt_double(o.error) +
+                                                   " is below the stamped variant's 0.2% (12-bit fingerprints): raise the "
+                                                   "error rate, or use variant cuckoo");
+    p.k_main = p.k_ovf = internal::stamped::kFpBits;
+    if (ck::geometry_for(o.expected_per_bucket * o.retention).buckets() > ck::kMaxBuckets)
+      throw Error(ErrorCode::kInvalidArgument, "expected_per_bucket " + std::to_string(o.expected_per_bucket) + " x retention " +
+                                                   std::to_string(o.retention) + " needs more than 2^32 cuckoo buckets: lower it");
   } else {
     if (p.p1 / 2 < 2.0 * ck::kSlots / 65536.0)
       throw Error(ErrorCode::kInvalidArgument, "error " + fmt_double(o.error) + " over " + std::to_string(p.error_window) +
@@ -189,6 +210,15 @@ WindowSizing Window::plan(const WindowOptions& o) {
   s.bits_per_pair = static_cast<double>(mb) * 8 / static_cast<double>(o.expected_per_bucket);
   s.region_bytes = p.region;
   s.full_window_bytes = p.region + uint64_t{p.slots} * s.table_bytes;
+  if (p.variant == wi::kVariantStamped) {
+    // The one shared table holds retention x expected lanes (a pair marked on several days: one).
+    uint64_t buckets = 0;
+    const uint64_t lanes = o.expected_per_bucket * o.retention;
+    const uint64_t sm = shared_main_bytes(lanes, &buckets);
+    s.shared_bytes = wi::main_offset_in_table(p.space_table) + sm;
+    s.bits_per_pair = static_cast<double>(sm) * 8 / static_cast<double>(lanes);
+    s.full_window_bytes += s.shared_bytes;
+  }
   return s;
 }
 
@@ -200,10 +230,11 @@ Window Window::create(Segment& seg, std::string_view name, const WindowOptions& 
   Plan p = make_plan(opts);
   WindowSizing sz = plan(opts);
   uint64_t max = seg.stats().max_size;
-  if (sz.region_bytes + 2 * sz.table_bytes > max)
+  if (sz.region_bytes + 2 * sz.table_bytes + sz.shared_bytes > max)
     throw Error(ErrorCode::kInvalidArgument,
                 "expected_per_bucket " + std::to_string(opts.expected_per_bucket) + " needs " +
-                    format_size(sz.region_bytes + 2 * sz.table_bytes) + " for the first two buckets, more than segment '" +
+                    format_size(sz.region_bytes + 2 * sz.table_bytes + sz.shared_bytes) +
+                    " for the first two buckets, more than segment '" +
                     seg.name() + "' can ever hold (" + format_size(max) +
                     "): lower the count, raise the error rate, or create the segment with a larger max size");
   if (auto existing = seg.find(name))
@@ -242,6 +273,11 @@ Window Window::create(Segment& seg, std::string_view name, const WindowOptions& 
       BucketSlot& b = s[static_cast<uint64_t>(x) % p.slots];
       b.table = alloc_table(txn, h, opts.expected_per_bucket);
       b.tag.store(0, std::memory_order_relaxed);  // relaxed: unpublished
+    }
+    if (p.variant == wi::kVariantStamped) {
+      h->shared = alloc_shared(txn, h, opts.expected_per_bucket * opts.retention);
+      // swept stays 0 ("no lane yet"): the first writer sets it to its bucket (stamped_write),
+      // so a clock that is not the creator's (an injected one, behind) decodes the same stamps.
     }
   });
   return open(seg, name);
@@ -306,13 +342,22 @@ uint64_t owned_extent_end(const WindowExtents& x, uint64_t off, uint64_t bytes) 
 }
 
 std::string table_problem(const WindowExtents& x, const WindowHeader* h, uint64_t off, bool in_preparation,
-                          std::vector<uint64_t>* layers) {
+                          std::vector<uint64_t>* layers, bool shared) {
   const uint64_t moff = wi::main_offset_in_table(h->space_table);
   if (owned_extent_end(x, off, moff) == 0)
     return "table at " + std::to_string(off) + " is not an allocated extent of this window in the segment's data area";
   auto* t = reinterpret_cast<const TableHead*>(x.base + off);
   uint64_t mb = 0;
-  if (h->variant == wi::kVariantBloom) {
+  ck::Geometry sg;  // kStamped's shared table: its sub-filter 0
+  if (shared) {
+    if (h->variant != wi::kVariantStamped) return "a shared table in a window of another variant";
+    sg = ck::geometry_of_buckets(t->geometry);
+    if (t->geometry < 2 || t->geometry > ck::kMaxBuckets || sg.buckets() != t->geometry)
+      return "shared table has " + std::to_string(t->geometry) + " buckets";
+    mb = ck::region_bytes_for(sg, internal::stamped::kLaneBits);
+  } else if (h->variant == wi::kVariantStamped) {
+    if (t->geometry != 0) return "bucket table of a stamped window has geometry " + std::to_string(t->geometry);
+  } else if (h->variant == wi::kVariantBloom) {
     if (t->geometry == 0 || t->geometry > bl::kMaxLayerBlocks) return "table has " + std::to_string(t->geometry) + " blocks";
     mb = wi::bloom_main_bytes(t->geometry);
   } else {
@@ -344,7 +389,37 @@ std::string table_problem(const WindowExtents& x, const WindowHeader* h, uint64_
   const uint64_t pending = t->pending_overflow;
   // relaxed: kTableLayered is written before the table is reachable and never changes.
   const bool layered = (t->flags.load(std::memory_order_relaxed) & wi::kTableLayered) != 0;
-  if (h->variant == wi::kVariantCuckoo) {
+  if (shared) {
+    // Sub-filter 0 right after the header, of the table's geometry; sub j >= 1 stamped_sub_geometry
+    // of sub j - 1, an owned extent of its size; the pending one (see the kCuckoo case below).
+    auto* ch = reinterpret_cast<const ck::Header*>(x.base + off + moff);
+    const uint32_t n = ck::sub_count_acquire(ch);  // acquire: the subs it publishes
+    constexpr uint32_t kLane = internal::stamped::kLaneBits;
+    if (ch->magic != ck::kMagic || ch->fp_bits != internal::stamped::kFpBits || ch->lane_bits != kLane ||
+        ch->max_subs != wi::kStampedMaxSubs || n < 1 || n > wi::kStampedMaxSubs)
+      return "shared table's cuckoo header is corrupt";
+    const auto same = [](const ck::SubDesc& a, const ck::SubDesc& b) {
+      return a.offset == b.offset && a.log2_buckets == b.log2_buckets && a.log2_stripes == b.log2_stripes &&
+             a.chunks_minus_1 == b.chunks_minus_1;
+    };
+    if (!same(ch->subs[0], ck::sub_desc(off + moff + sizeof(ck::Header), sg))) return "shared table's sub-filter 0 is corrupt";
+    for (uint32_t j = 1; j < n; ++j) {
+      const ck::Geometry g = stamped_sub_geometry(ch->subs[j - 1], j);
+      const ck::SubDesc& d = ch->subs[j];
+      if (g.buckets() > ck::kMaxBuckets || !same(d, ck::sub_desc(d.offset, g)) ||
+          !owned(d.offset, ck::sub_bytes(d, kLane)))
+        return "shared table's sub-filter " + std::to_string(j) + " is corrupt";
+    }
+    if (ovf != 0 && (n < 2 || ovf != ch->subs[1].offset)) return "shared table's overflow disagrees with its sub-filters";
+    if (pending != 0 && std::find(own.begin(), own.end(), pending) == own.end()) {
+      const ck::Geometry g = n < wi::kStampedMaxSubs ? stamped_sub_geometry(ch->subs[n - 1], n) : ck::Geometry{};
+      if (n >= wi::kStampedMaxSubs || g.buckets() > ck::kMaxBuckets ||
+          !owned(pending, ck::sub_bytes_of(g.buckets(), ck::stripes_for_buckets(g.buckets()), kLane)))
+        return "overflow at " + std::to_string(pending) + " is not an allocated extent of this window of its size";
+    }
+  } else if (h->variant == wi::kVariantStamped) {
+    if (ovf != 0 || pending != 0) return "bucket table of a stamped window names an overflow";
+  } else if (h->variant == wi::kVariantCuckoo) {
     // Every descriptor the data plane follows: sub-filter 0 right after the header; sub-filters
     // 1.. (overflow layers, docs/window.md "Overload"): sub j one chunk of 2^cuckoo_sub_log2(g, j)
     // buckets with its stripe count, in an owned extent of its size; at most max_subs (2, or
@@ -430,7 +505,7 @@ void validate_window(const Segment& seg, const RegionInfo& r, std::vector<std::s
     problems.push_back("layout version " + std::to_string(h->version) + ", this build reads " + std::to_string(wi::kVersion));
     return;
   }
-  if (h->variant > wi::kVariantCuckoo) problems.push_back("unknown variant " + std::to_string(h->variant));
+  if (h->variant > wi::kVariantStamped) problems.push_back("unknown variant " + std::to_string(h->variant));
   if (h->retention < 1 || h->retention > wi::kMaxRetention || h->slots != h->retention + 1) {
     problems.push_back("retention " + std::to_string(h->retention) + " / slots " + std::to_string(h->slots) + " invalid");
     return;
@@ -452,6 +527,9 @@ void validate_window(const Segment& seg, const RegionInfo& r, std::vector<std::s
     problems.push_back("probe counts out of range");
   if (h->variant == wi::kVariantCuckoo && h->k_main != 8 && h->k_main != 12 && h->k_main != 16)
     problems.push_back("fingerprint bits " + std::to_string(h->k_main));
+  if (h->variant == wi::kVariantStamped && (h->k_main != internal::stamped::kFpBits ||
+                                            h->retention > internal::stamped::kMaxRetention || h->shared == 0))
+    problems.push_back("stamped window parameters invalid (fingerprint bits, retention or shared table)");
   if (!problems.empty()) return;
   const BucketSlot* s = reinterpret_cast<const BucketSlot*>(h + 1);
   const uint64_t* top = &seg.impl()->hdr()->top;
@@ -506,6 +584,25 @@ void validate_window(const Segment& seg, const RegionInfo& r, std::vector<std::s
     spans.push_back(Span{off - kEh, owned_extent_end(x, off, 0), i, "table"});
     for (const uint64_t o : layers) spans.push_back(Span{o - kEh, owned_extent_end(x, o, 0), i, "overflow layer"});
   }
+  if (h->variant == wi::kVariantStamped) {
+    // The shared table: immutable offset (create), its sub-filters published under its writer lock.
+    std::vector<uint64_t> layers;
+    std::string p;
+    WindowExtents x;
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      x = extents_of(seg, r);
+      layers.clear();
+      p = table_problem(x, h, h->shared, false, &layers, /*shared=*/true);
+      if (p.empty() || std::min(internal::load_acquire(top), seg.size()) == x.top) break;  // acquire: as extents_of
+    }
+    if (!p.empty()) {
+      problems.push_back(p);
+    } else {
+      constexpr uint64_t kEh = sizeof(internal::ExtentHeader);
+      spans.push_back(Span{h->shared - kEh, owned_extent_end(x, h->shared, 0), h->slots, "shared table"});
+      for (const uint64_t o : layers) spans.push_back(Span{o - kEh, owned_extent_end(x, o, 0), h->slots, "shared sub-filter"});
+    }
+  }
   std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.lo < b.lo; });
   for (size_t j = 1; j < spans.size(); ++j)
     if (spans[j].lo < spans[j - 1].hi)
@@ -527,6 +624,7 @@ wi::Geometry geometry_of(const WindowHeader* h, uint64_t data_lo, uint64_t map_l
   g.seed = h->seed;
   g.expected = h->expected;
   g.variant = h->variant;
+  g.shared = h->variant == wi::kVariantStamped ? h->shared : 0;
   g.retention = h->retention;
   g.slots = h->slots;
   g.max_spaces = h->max_spaces;
@@ -550,7 +648,7 @@ std::string geometry_problem(const wi::Geometry& g, uint64_t region_bytes) {
   if (g.bucket_seconds == 0 || g.bucket_seconds > (uint64_t{1} << 40) || g.utc_offset <= -(int64_t{1} << 40) ||
       g.utc_offset >= (int64_t{1} << 40) || g.expected == 0)
     return "parameters out of range (bucket_seconds, utc_offset, expected)";
-  if (g.variant > wi::kVariantCuckoo || g.retention < 1 || g.retention > wi::kMaxRetention || g.slots != g.retention + 1)
+  if (g.variant > wi::kVariantStamped || g.retention < 1 || g.retention > wi::kMaxRetention || g.slots != g.retention + 1)
     return "variant / retention / slots invalid";
   if (g.max_spaces < 1 || g.max_spaces > wi::kMaxSpaces || g.space_table != wi::space_table_for(g.max_spaces) ||
       wi::region_bytes(g.slots, g.space_table) > region_bytes)
@@ -559,6 +657,10 @@ std::string geometry_problem(const wi::Geometry& g, uint64_t region_bytes) {
     return "probe counts out of range";
   if (g.variant == wi::kVariantCuckoo && g.k_main != 8 && g.k_main != 12 && g.k_main != 16)
     return "fingerprint bits " + std::to_string(g.k_main);
+  if (g.variant == wi::kVariantStamped &&
+      (g.k_main != internal::stamped::kFpBits || g.retention > internal::stamped::kMaxRetention || g.shared < g.data_lo ||
+       g.shared % 64 != 0 || g.shared > g.map_limit || g.map_limit - g.shared < g.main_offset + sizeof(ck::Header)))
+    return "stamped window parameters invalid (fingerprint bits, retention or shared table)";
   if (g.table_span == 0) return "segment too small";
   return {};
 }
@@ -605,7 +707,7 @@ bool Window::drop(Segment& seg, std::string_view name) {
   // check (the window gone, check --repair frees every extent it owned).
   return drop_region(seg, name, Kind::kWindow, [&](std::byte* region, uint64_t bytes, ControlTxn& txn) {
     auto* h = reinterpret_cast<WindowHeader*>(region);
-    if (bytes < sizeof(WindowHeader) || h->magic != wi::kMagic || h->variant > wi::kVariantCuckoo || h->slots < 2 ||
+    if (bytes < sizeof(WindowHeader) || h->magic != wi::kMagic || h->variant > wi::kVariantStamped || h->slots < 2 ||
         h->slots > wi::kMaxRetention + 1 || h->max_spaces < 1 || h->max_spaces > wi::kMaxSpaces ||
         h->space_table != wi::space_table_for(h->max_spaces))
       return;
@@ -629,6 +731,13 @@ bool Window::drop(Segment& seg, std::string_view name) {
       layers.push_back(off);
       for (const uint64_t o : layers) frees.push_back(Free{o - kEh, owned_extent_end(x, o, 0), o});
     }
+    if (h->variant == wi::kVariantStamped && h->shared != 0) {
+      std::vector<uint64_t> layers;
+      if (table_problem(x, h, h->shared, false, &layers, /*shared=*/true).empty()) {
+        layers.push_back(h->shared);
+        for (const uint64_t o : layers) frees.push_back(Free{o - kEh, owned_extent_end(x, o, 0), o});
+      }
+    }
     std::sort(frees.begin(), frees.end(), [](const Free& a, const Free& b) { return a.lo < b.lo; });
     for (size_t j = 0; j < frees.size(); ++j) {
       const bool clash = (j > 0 && frees[j].lo < frees[j - 1].hi) || (j + 1 < frees.size() && frees[j + 1].lo < frees[j].hi);
@@ -636,6 +745,7 @@ bool Window::drop(Segment& seg, std::string_view name) {
     }
     for (uint32_t i = 0; i < h->slots; ++i)
       if (s[i].table != 0) txn.store_u64(&s[i].table, 0);
+    if (h->variant == wi::kVariantStamped && h->shared != 0) txn.store_u64(&h->shared, 0);
   });
 }
 
@@ -645,7 +755,9 @@ WindowStats Window::stats() const {
   WindowOps::require_sound(*this);  // every table below is followed: re-validated (bytes may have changed since open)
   WindowHeader* h = WindowOps::hdr(*this);
   WindowStats st;
-  st.variant = h->variant == wi::kVariantCuckoo ? WindowVariant::kCuckoo : WindowVariant::kBloom;
+  st.variant = h->variant == wi::kVariantCuckoo    ? WindowVariant::kCuckoo
+               : h->variant == wi::kVariantStamped ? WindowVariant::kStamped
+                                                   : WindowVariant::kBloom;
   st.retention = h->retention;
   st.bucket_seconds = h->bucket_seconds;
   st.utc_offset = h->utc_offset;
@@ -679,6 +791,36 @@ WindowStats Window::stats() const {
     // freed table's): its own extent only.
     if (t->prep_cursor.load(std::memory_order_relaxed) == 0) st.memory_bytes += layer_bytes_of(base_, h, t);  // relaxed: statistic
   }
+  // kStamped: one table answers every w, so its rate is the window's; it is reported on the
+  // current bucket (window_fp_now(w) is then that rate for every w) with its sub-filters.
+  double shared_fp = 0, shared_bound = 0;
+  bool shared_over = false;
+  uint32_t shared_layers = 0;
+  uint64_t shared_bytes = 0;
+  if (g_.variant == wi::kVariantStamped) {
+    const TableHead* t = WindowOps::shared_head(*this);
+    const ck::Header* ch = WindowOps::shared_ck(*this);
+    const uint32_t subs = std::min<uint32_t>(ck::sub_count_acquire(ch), wi::kStampedMaxSubs);  // acquire: its subs
+    shared_bytes = wi::main_offset_in_table(T) + ck::region_bytes_for(ck::geometry_of_buckets(t->geometry),
+                                                                      internal::stamped::kLaneBits);
+    double rem = static_cast<double>(ck::load_relaxed(ch->size));  // relaxed: statistic
+    double loads = 0;
+    for (uint32_t j = 0; j < subs; ++j) {
+      const double lanes = 4.0 * static_cast<double>(ck::sub_buckets(ch->subs[j]));
+      if (j > 0) shared_bytes += ck::sub_bytes(ch->subs[j], internal::stamped::kLaneBits);
+      const double a = std::min(1.0, std::max(0.0, rem) / lanes);
+      loads += a;
+      rem -= a * lanes;
+    }
+    shared_layers = subs - 1;
+    st.lanes = ck::load_relaxed(ch->size);                                         // relaxed: statistic
+    st.swept_bucket = static_cast<int64_t>(h->swept.load(std::memory_order_relaxed));  // relaxed: statistic
+    shared_fp = std::min(1.0, 2.0 * ck::kSlots * loads / 4095.0);
+    // Over: an insert answered kFull, or the sub-filters in use give more than the asked rate.
+    shared_over = ck::load_relaxed(ch->failures) != 0 || shared_fp > h->error;  // relaxed: statistic
+    shared_bound = shared_over ? std::max(shared_fp, h->error) : h->error;
+    st.memory_bytes += shared_bytes;
+  }
   for (uint32_t age = 0; age < g_.retention; ++age) {
     WindowBucketStats b;
     b.bucket = e - static_cast<int64_t>(age);
@@ -687,10 +829,19 @@ WindowStats Window::stats() const {
     if (t != nullptr) {
       b.distinct = table_distinct(t);
       b.capacity = t->capacity;
-      bucket_fp(base_, g_, h, t, b.distinct, b.fp_rate_now, b.fp_bound, b.over_capacity);
+      if (g_.variant != wi::kVariantStamped) bucket_fp(base_, g_, h, t, b.distinct, b.fp_rate_now, b.fp_bound, b.over_capacity);
       b.bytes = wi::main_offset_in_table(T) + main_bytes_of(h, t) + layer_bytes_of(base_, h, t, &b.layers);
       b.overflow = b.layers > 0;
       st.other_marks += std::atomic_ref<uint64_t>(counters_of(t)[T]).load(std::memory_order_relaxed);  // relaxed
+    }
+    if (g_.variant == wi::kVariantStamped) {
+      b.capacity = h->expected;
+      b.fp_rate_now = age == 0 ? shared_fp : 0;
+      b.fp_bound = age == 0 ? shared_bound : 0;
+      b.over_capacity = shared_over;
+      b.layers = age == 0 ? shared_layers : 0;
+      b.overflow = b.layers > 0;
+      if (age == 0) b.bytes += shared_bytes;
     }
     st.buckets.push_back(b);
   }
@@ -702,6 +853,51 @@ WindowStats Window::stats() const {
 // Integrity.
 
 namespace internal::window {
+
+namespace {
+// kStamped's shared table (validated by validate_window first): a writer lock held by a dead
+// process (--repair takes it over, which repairs from its intent record), lanes whose
+// fingerprint is 0 (no writer stores one: damage, reported), the size counter against the
+// lanes (a repairer fixes it; --repair recounts when the lock is free), stamps past the window.
+void check_stamped(Segment& seg, WindowHeader* h, bool repair, CheckScope& scope) {
+  namespace st = internal::stamped;
+  auto* ch = reinterpret_cast<ck::Header*>(seg.base() + h->shared + wi::main_offset_in_table(h->space_table));
+  const ck::Liveness lv = liveness_of(seg);
+  const uint64_t owner = ck::A(ch->lock_owner).load(std::memory_order_acquire);  // acquire: its last stores
+  if (owner != 0 && !lv.is_alive(owner)) {
+    bool fixed = false;
+    if (repair && ck::try_takeover<st::Lanes>(seg.base(), ch, owner, lv)) {
+      ck::unlock(ch);
+      fixed = true;
+    }
+    scope.add("shared table's writer lock held by a dead process", fixed);
+  }
+  const uint64_t g = h->epoch.load(std::memory_order_acquire);  // acquire: as read_epoch
+  const uint64_t swept = h->swept.load(std::memory_order_acquire);  // acquire: as stamped_clock
+  const int64_t e = std::max<int64_t>(g > 0 ? static_cast<int64_t>(g - 1) : 0, static_cast<int64_t>(swept));
+  const st::Clock c = st::clock_of(e, swept != 0 ? swept : static_cast<uint64_t>(std::max<int64_t>(e, 1)), h->retention);
+  const st::Census n = st::census(seg.base(), ch, c);
+  if (n.bad != 0) scope.add(std::to_string(n.bad) + " lanes of the shared table have fingerprint 0 (damaged bytes)");
+  const uint64_t size = ck::load_relaxed(ch->size);  // relaxed: snapshot
+  const bool idle = ck::A(ch->lock_owner).load(std::memory_order_acquire) == 0;  // acquire: a writer's stores
+  if (idle && size != n.live + n.dead + n.bad) {
+    bool fixed = false;
+    if (repair) {
+      const ck::Liveness me = liveness_of(seg);
+      if (me.token() != 0) {
+        ck::lock<st::Lanes>(seg.base(), ch, me);
+        const st::Census again = st::census(seg.base(), ch, c);
+        ck::A(ch->size).store(again.live + again.dead + again.bad, std::memory_order_relaxed);  // relaxed: lock holder
+        ck::unlock(ch);
+        fixed = true;
+      }
+    }
+    scope.add("shared table's size counter says " + std::to_string(size) + ", its lanes are " +
+                  std::to_string(n.live + n.dead + n.bad),
+              fixed);
+  }
+}
+}  // namespace
 
 void check_window(Segment& seg, const RegionInfo& region, bool repair, CheckReport& report) {
   CheckScope scope = check_scope(region, report);
@@ -773,6 +969,7 @@ void check_window(Segment& seg, const RegionInfo& region, bool repair, CheckRepo
     if (repair) h->spaces_claimed.store(claimed, std::memory_order_relaxed);  // relaxed: statistic / soft limit
     scope.add("spaces counter says " + std::to_string(counted) + ", the key table holds " + std::to_string(claimed), repair);
   }
+  if (h->variant == wi::kVariantStamped) check_stamped(seg, h, repair, scope);
 }
 
 }  // namespace internal::window

@@ -64,7 +64,7 @@ inline constexpr uint64_t kRetired = ~uint64_t{0};
 inline constexpr uint32_t kStripes = 8;
 inline constexpr double kMainShare = 2.0 / 3.0;  // of p1, for the main table
 inline constexpr double kHeadroom = 1.5;         // a bucket that outgrew its table: next = 1.5 x its distinct count
-enum : uint32_t { kVariantBloom = 0, kVariantCuckoo = 1 };
+enum : uint32_t { kVariantBloom = 0, kVariantCuckoo = 1, kVariantStamped = 2 };
 // TableHead.flags bits. kTableAllChecked: set when the table is created; cleared (sticky,
 // before the insert) by the first kCuckoo insert into it that did not check every older
 // bucket of the window (mark, mark_if_unseen with w < retention), and on the newer tables
@@ -98,6 +98,9 @@ inline constexpr uint32_t kBloomMaxLayers = 10;   // overflow layers of a kBloom
 inline constexpr uint32_t kBloomMaxExtra = kBloomMaxLayers - 1;  // layers 2.. named by the BloomLayerDir
 inline constexpr uint32_t kCuckooBudgetSubs = 4;  // sub-filters the fingerprint is sized for
 inline constexpr uint32_t kLayeredMaxSubs = 16;   // = cuckoo::kMaxSubs: sub-filters of a layered kCuckoo table
+inline constexpr uint32_t kStampedMaxSubs = 5;   // kStamped: sub 0 + 1x, 2x, 4x, 8x of it (15x in all past sub 0)
+inline constexpr uint32_t kStampedMaxPath = 5;   // BFS moves of a kStamped insert
+inline constexpr uint64_t kSweepChunk = 1u << 16; // buckets a sweep clears per writer-lock hold (512 KiB)
 inline constexpr uint32_t kLayeredMaxPath = 2;    // BFS moves of a layered kCuckoo insert: <= 42 bucket reads,
                                                   // then the next sub-filter (no latency cliff near full)
 
@@ -126,12 +129,18 @@ struct alignas(64) WindowHeader {
   uint32_t k_overflow;      // kBloom: probes of overflow tables; kCuckoo: = k_main
   uint64_t region_offset;   // this header's own offset (validation)
   uint64_t region_bytes;    // the region's size as created
-  uint8_t pad0[8];          // zero
+  uint64_t shared;          // kStamped: offset of the one table every bucket shares (TableHead + counters +
+                            // cuckoo header + sub-filter 0, structures/window/stamped_impl.h), written by create
+                            // before publication, immutable; 0 for kBloom / kCuckoo (was pad, zero)
   // ---- line 2: read by every data-plane call; written at rotations only.
   alignas(64) std::atomic<uint64_t> epoch;  // E + 1 of the newest bucket any caller rotated to; 0 before the
       // first rotation. Only grows: raised by a CAS-max loop (release) by the rotation winner and by anyone
       // who sees its slot tag already claimed. Read with acquire.
-  uint8_t pad1[56];  // zero
+  std::atomic<uint64_t> swept;  // kStamped: the bucket at which the last complete sweep of dead lanes began
+                                // (create: the first bucket). CAS-max by a sweeper after its last chunk;
+                                // acquire-loaded by every stamped call to decode stamps (stamped_impl.h).
+                                // Zero (was pad) for kBloom / kCuckoo.
+  uint8_t pad1[48];  // zero
   // ---- line 3: statistics, relaxed RMWs by any process; only grow.
   alignas(64) std::atomic<uint64_t> rotations;           // slot-tag claims won
   std::atomic<uint64_t> racing_marks;                    // kBloom: kNew answers whose fetch_or lost a race
@@ -150,6 +159,8 @@ static_assert(sizeof(WindowHeader) == 256, "WindowHeader is part of the format: 
 static_assert(offsetof(WindowHeader, magic) == 0 && offsetof(WindowHeader, version) == 4,
               "every region header starts with magic + layout version (region_handle.h RegionPrefix)");
 static_assert(offsetof(WindowHeader, epoch) == 128, "the epoch word has its own (read-mostly) line");
+static_assert(offsetof(WindowHeader, swept) == 136, "swept shares the epoch's read-mostly line (both read per call)");
+static_assert(offsetof(WindowHeader, shared) == 120, "shared took pad0");
 static_assert(offsetof(WindowHeader, rotations) == 192, "statistics on the fourth line");
 
 // One ring slot. tag and table are read by every call (acquire tag, relaxed

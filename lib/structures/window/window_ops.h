@@ -29,6 +29,7 @@
 #include "segment/layout.h"
 #include "shmfilter/window.hpp"
 #include "structures/region_handle.h"
+#include "structures/window/stamped_impl.h"
 #include "structures/window/window_impl.h"
 
 namespace shmfilter {
@@ -123,6 +124,11 @@ uint64_t table_bytes_for(const WindowHeader* h, uint64_t capacity);
 uint64_t main_bytes_of(const WindowHeader* h, const TableHead* t);
 // Allocates and initialises one table (fresh zeroed memory, unreachable until a slot names it).
 uint64_t alloc_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity);
+// kStamped: the shared table's bytes past its TableHead + counters (cuckoo header and sub-filter
+// 0) for `capacity` lanes, and its bucket count; allocation and initialisation (create).
+uint64_t shared_main_bytes(uint64_t capacity, uint64_t* buckets);
+uint64_t alloc_shared(ControlTxn& txn, WindowHeader* h, uint64_t capacity);
+ck::Geometry stamped_sub_geometry(const ck::SubDesc& prev, uint32_t j);
 // Allocates a table whose body a chunked preparation zeroes later (prep_cursor > 0).
 uint64_t start_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity);
 struct WindowExtents;
@@ -152,8 +158,9 @@ uint64_t owned_extent_end(const WindowExtents& x, uint64_t off, uint64_t bytes);
 // (a spare of a retired slot): a table still being zeroed is allowed (head and geometry only).
 // LAYERS (when sound): every such extent beyond the table's own, each once; what free_table
 // and drop free and validate_window checks for overlaps with the other tables.
+// SHARED: the kStamped window's one shared table (h->shared), validated with its sub-filters.
 std::string table_problem(const WindowExtents& x, const WindowHeader* h, uint64_t off, bool in_preparation,
-                          std::vector<uint64_t>* layers = nullptr);
+                          std::vector<uint64_t>* layers = nullptr, bool shared = false);
 // Every problem of window region R, one line each: the header's parameters, every slot of the
 // ring in every state and every table any path follows, and no two of its extents overlap.
 // Safe on any bytes. Open, check, stats, maintain, the inline preparer and drop all use it.
@@ -397,6 +404,33 @@ struct WindowOps {
   template <class LT>
   static void cuckoo_prefetch(const Window& w, TableHead* t, uint64_t hv) noexcept;
 
+  // ---- kStamped (stamped_impl.h; docs/window.md "The stamped variant") -----------
+  // The one table every bucket shares: its TableHead (overflow bookkeeping) and cuckoo header.
+  static TableHead* shared_head(const Window& w) noexcept { return reinterpret_cast<TableHead*>(w.base_ + w.g_.shared); }
+  static ck::Header* shared_ck(const Window& w) noexcept {
+    return reinterpret_cast<ck::Header*>(w.base_ + w.g_.shared + w.g_.main_offset);
+  }
+  // The stamp decoder of a call at bucket e (one acquire load of `swept`, on the epoch's line).
+  static internal::stamped::Clock stamped_clock(const Window& w, int64_t e) noexcept {
+    // acquire: pairs with the sweeper's release CAS: the lanes it cleared are gone for us.
+    const uint64_t swept = hdr(w)->swept.load(std::memory_order_acquire);
+    // 0: nothing written yet (the first writer sets it under the writer lock): any base decodes.
+    return internal::stamped::clock_of(e, swept != 0 ? swept : static_cast<uint64_t>(std::max<int64_t>(e, 1)), w.g_.retention);
+  }
+  static bool stamped_seen(const Window& w, uint64_t hv, uint32_t win) noexcept;
+  // mark (win 1), mark_if_unseen (win) or, cap > 0, mark_if_under: t is the current bucket's
+  // (counter) table of bucket e.
+  static WindowStatus stamped_write(const Window& w, TableHead* t, int64_t e, uint64_t space, uint64_t hv, uint32_t win,
+                                    uint32_t cap) noexcept;
+  static WindowStatus stamped_forget(const Window& w, uint64_t hv) noexcept;
+  static WindowStatus mark_if_under_h(const Window& w, uint64_t space, uint64_t hv, uint32_t cap, uint32_t win) noexcept;
+  // Clears every dead lane (age >= retention at bucket e), one chunk of buckets per writer-lock
+  // hold, then raises `swept` to e. False: this process cannot lock (inherited across fork).
+  static bool stamped_sweep(const Window& w, int64_t e) noexcept;
+  // The shared table's next sub-filter (under its writer lock): sub 1 the size of sub 0, each
+  // later one twice the one before; at most kStampedMaxSubs.
+  static bool stamped_expand(void* ctx, ck::Header* ch);
+
   // ---- dispatch ----------------------------------------------------------------
   static bool has(const Window& w, TableHead* t, uint64_t hv, const wi::Masks& mm) noexcept;
   static void prefetch(const Window& w, TableHead* t, uint64_t hv) noexcept;
@@ -432,8 +466,9 @@ struct WindowOps {
   // prefetch every line of the round, then answer. writer: ts[0] is the current
   // bucket by the writer's rules (rotating if due). answer(i, hv, ts, e) -> counted; ts null:
   // the writer's tables could not be had and hv carries the WindowStatus that says why.
-  template <class Fn>
-  static uint64_t batch(const Window& w, std::span<const uint64_t> spaces, std::span<const uint64_t> items, uint32_t win,
+  // Item: uint64_t or std::string_view.
+  template <class Item, class Fn>
+  static uint64_t batch(const Window& w, std::span<const uint64_t> spaces, std::span<const Item> items, uint32_t win,
                       bool writer, Fn&& answer) noexcept;
 };
 

@@ -30,6 +30,10 @@ namespace shmfilter::internal::window_ops {
 
 // Main-table bytes and geometry for `capacity`.
 uint64_t main_bytes_for(const WindowHeader* h, uint64_t capacity, uint64_t* geometry) {
+  if (h->variant == wi::kVariantStamped) {  // a bucket's table is its counters: the pairs are in the shared table
+    *geometry = 0;
+    return 0;
+  }
   if (h->variant == wi::kVariantBloom) {
     bl::Sizing z;
     if (!bl::size_blocked(capacity, h->main_error, z)) throw Error(ErrorCode::kInvalidArgument, "bucket capacity too large");
@@ -47,6 +51,7 @@ uint64_t table_bytes_for(const WindowHeader* h, uint64_t capacity) {
 }
 
 uint64_t main_bytes_of(const WindowHeader* h, const TableHead* t) {
+  if (h->variant == wi::kVariantStamped) return 0;
   return h->variant == wi::kVariantBloom ? wi::bloom_main_bytes(t->geometry)
                                          : wi::cuckoo_main_bytes(static_cast<uint32_t>(t->geometry), h->k_main <= 8 ? 8 : 16);
 }
@@ -79,6 +84,35 @@ uint64_t alloc_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity) {
   head->flags.store(wi::kTableAllChecked | wi::kTableLayered, std::memory_order_relaxed);  // relaxed: unreachable until a slot names it
   if (h->variant == wi::kVariantCuckoo) init_cuckoo_main(txn.base(), h, off);
   return off;
+}
+
+// kStamped: the one table every bucket shares (TableHead for the overflow bookkeeping, the
+// counters row it does not use, the cuckoo header and sub-filter 0 of 16-bit stamped lanes in
+// 2^16-bucket chunks). geometry = its bucket count.
+uint64_t shared_main_bytes(uint64_t capacity, uint64_t* buckets) {
+  const ck::Geometry g = ck::geometry_for(capacity);
+  if (g.buckets() > ck::kMaxBuckets) throw Error(ErrorCode::kInvalidArgument, "window capacity too large for one table");
+  *buckets = g.buckets();
+  return ck::region_bytes_for(g, internal::stamped::kLaneBits);
+}
+uint64_t alloc_shared(ControlTxn& txn, WindowHeader* h, uint64_t capacity) {
+  uint64_t buckets = 0;
+  const uint64_t mb = shared_main_bytes(capacity, &buckets);
+  const uint64_t moff = wi::main_offset_in_table(h->space_table);
+  const uint64_t off = txn.allocate(moff + mb);
+  auto* head = reinterpret_cast<TableHead*>(txn.base() + off);
+  head->capacity = capacity;
+  head->geometry = buckets;
+  head->check_shift = wi::check_shift_for(capacity);
+  head->flags.store(wi::kTableLayered, std::memory_order_relaxed);  // relaxed: unreachable until create publishes
+  ck::init_header(reinterpret_cast<ck::Header*>(txn.base() + off + moff), internal::stamped::kFpBits, wi::kStampedMaxPath,
+                  /*expansion=*/2, wi::kStampedMaxSubs, h->seed, capacity, h->p1, mb, ck::geometry_of_buckets(buckets),
+                  off + moff + sizeof(ck::Header), internal::stamped::kLaneBits);
+  return off;
+}
+// Sub-filter j >= 1 of the shared table: sub 1 the size of sub 0, each later one twice the last.
+ck::Geometry stamped_sub_geometry(const ck::SubDesc& prev, uint32_t j) {
+  return ck::expansion_geometry(prev, j == 1 ? 0 : 1, /*one_chunk=*/false);
 }
 
 // Allocates a table whose body is zeroed later, in chunks (prep_cursor > 0): only the
@@ -467,6 +501,32 @@ bool WindowOps::cuckoo_expand(void* ctx, ck::Header* ch) {
   return true;
 }
 
+bool WindowOps::stamped_expand(void* ctx, ck::Header* ch) {
+  auto* c = static_cast<ExpandCtx*>(ctx);
+  const Window& w = *c->w;
+  TableHead* t = c->t;
+  const uint32_t n = ck::sub_count_acquire(ch);
+  if (n >= std::min<uint32_t>(ck::load_relaxed(ch->max_subs), wi::kStampedMaxSubs)) return false;
+  if (t->flags.load(std::memory_order_relaxed) & wi::kTableOverflowFailed) return false;  // relaxed: sticky
+  const ck::Geometry g = stamped_sub_geometry(ch->subs[n - 1], n);
+  if (g.buckets() > ck::kMaxBuckets) return false;
+  const uint64_t bytes = ck::sub_bytes_of(g.buckets(), ck::stripes_for_buckets(g.buckets()), internal::stamped::kLaneBits);
+  const uint64_t got = commit_layer(
+      w, t, &t->pending_overflow, [] { return false; },  // we hold the writer lock: nobody else expands
+      [&](uint64_t x) {
+        for (uint32_t j = 1; j < n; ++j)
+          if (ch->subs[j].offset == x) return true;
+        return false;
+      },
+      [&](ControlTxn& txn) { return txn.allocate(bytes); });
+  if (got <= kLayerDone) return false;
+  SHMF_KILL_POINT("window.stamped.layer.after_commit");
+  ch->subs[n] = ck::sub_desc(got, g);                            // invisible until sub_count is n + 1
+  ck::A(ch->sub_count).store(n + 1, std::memory_order_release);  // release: subs[n] complete first
+  if (n == 1) t->overflow.store(got, std::memory_order_release);  // release: stats/drop see it
+  return true;
+}
+
 // ---------------------------------------------------------------------------
 // maintain(): retire, prepare (control plane).
 
@@ -509,7 +569,7 @@ bool Window::maintain_step(uint64_t max_bytes) {
       // A fresh spare sized far (> 1/3) from what the buckets measured: take it back (CAS: a
       // lock-free rotator may claim it right now) and start one of the right size. While a
       // bad day's count still grows this happens once per 1/3 of growth, not per call.
-      if (t == 0 && x == e + 1 && b.table != 0) {
+      if (t == 0 && x == e + 1 && b.table != 0 && g_.variant != wi::kVariantStamped) {  // kStamped: counters only
         uint64_t have = reinterpret_cast<TableHead*>(base_ + b.table)->capacity;
         if (have * 4 < cap * 3 || have * 3 > cap * 4) {
           uint64_t expect = 0;
@@ -548,6 +608,11 @@ bool Window::maintain_step(uint64_t max_bytes) {
     int64_t ignored;
     WindowOps::current(*this, ignored);
   }
+  // 5. kStamped: once per bucket, clear the lanes that left every window (off the data plane;
+  //    a writer sweeps only when nobody did for 15 - R buckets).
+  const uint64_t sw = g_.variant == wi::kVariantStamped ? h->swept.load(std::memory_order_acquire) : 0;  // acquire: as stamped_clock
+  if (sw != 0 && sw < static_cast<uint64_t>(e))  // 0: nothing written yet, nothing to sweep
+    WindowOps::stamped_sweep(*this, e);
   return ready;
 }
 

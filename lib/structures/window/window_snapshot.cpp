@@ -40,6 +40,7 @@
 #include "structures/bloom/bloom_impl.h"
 #include "structures/cuckoo/cuckoo_impl.h"
 #include "structures/window/window_impl.h"
+#include "structures/window/window_ops.h"  // alloc_shared, stamped_sub_geometry (kStamped)
 
 namespace shmfilter::internal::snapshot {
 namespace {
@@ -109,6 +110,14 @@ bool copy_table(Segment& seg, wi::WindowHeader* h, wi::BucketSlot& slot, SlotRea
   const uint64_t moff = wi::main_offset_in_table(h->space_table);
   if (!inside(sr.table, moff, seg_size)) return false;
   std::byte* t = base + sr.table;
+  if (h->variant == wi::kVariantStamped) {
+    // A bucket's table is its head and counters (the pairs are in the shared table, saved last).
+    rec.u64(moff);
+    rec.u32(1);
+    piece(rec, t, 0, fresh ? kHeadLine : moff);
+    rec.u64(0);
+    return true;
+  }
   const uint64_t geometry = load64(t + offsetof(wi::TableHead, geometry));
   const uint64_t mb = main_bytes(h->variant, h->k_main, geometry);
   if (mb == 0 || !inside(sr.table, moff + mb, seg_size)) return false;
@@ -241,6 +250,31 @@ bool save_slot(Segment& seg, wi::WindowHeader* h, uint32_t i, uint64_t epoch0, O
   return false;
 }
 
+// kStamped: the shared table, under its writer lock (lanes move between buckets): [u64 capacity]
+// [u64 buckets][u64 swept][u32 sub-filters]{[u64 bytes][the sub-filter's buckets]}. Versions,
+// lock and intent are the source's processes' and are not saved.
+void save_shared(Segment& seg, wi::WindowHeader* h, Out& o) {
+  std::byte* base = seg.base();
+  const uint64_t moff = wi::main_offset_in_table(h->space_table);
+  auto* t = reinterpret_cast<wi::TableHead*>(base + h->shared);  // validated by Window::open above
+  auto* ch = reinterpret_cast<ck::Header*>(base + h->shared + moff);
+  ck::Liveness lv{seg.owner_token(), &seg,
+                  [](const void* ctx, uint64_t tok) { return static_cast<const Segment*>(ctx)->token_alive(tok); },
+                  nullptr};
+  ck::lock<internal::stamped::Lanes>(base, ch, lv);
+  const uint32_t subs = std::min<uint32_t>(ck::sub_count_acquire(ch), wi::kStampedMaxSubs);  // acquire: its subs
+  o.u64(t->capacity);
+  o.u64(t->geometry);
+  o.u64(h->swept.load(std::memory_order_acquire));  // acquire: under the lock, the base the lanes decode by
+  o.u32(subs);
+  for (uint32_t j = 0; j < subs; ++j) {
+    const ck::Sub s = ck::sub_view(base, ch->subs[j]);
+    o.u64(s.n * 8);
+    copy_live(o.b, static_cast<const std::byte*>(s.buckets), s.n * 8);
+  }
+  ck::unlock(ch);
+}
+
 }  // namespace
 
 void set_window_copy_hook(WindowCopyHook fn, void* ctx) noexcept {
@@ -269,13 +303,17 @@ std::string save_window(Segment& seg, const RegionInfo& r) {
                                  "continuously): save again");
   }
   copy_live(region.b, base + r.offset + keys_at, rbytes - keys_at);
+  Out shared;
+  if (h->variant == wi::kVariantStamped) save_shared(seg, h, shared);  // after the counters (as the keys)
   const uint64_t epoch = h->epoch.load(std::memory_order_acquire);  // acquire: only grows; the newest we saw
   std::memcpy(region.b.data() + offsetof(wi::WindowHeader, epoch), &epoch, 8);
+  // swept as the shared table's copy decodes (read under its lock: save_shared).
   Out o;
   o.u64(rbytes);
   o.b += region.b;
   o.u32(S);
   o.b += slots.b;
+  o.b += shared.b;
   return o.b;
 }
 
@@ -353,7 +391,7 @@ SavedHeader saved_header(const unsigned char* rb) {
 uint64_t check_saved_header(const In& in, const SavedHeader& f, uint64_t size) {
   if (f.magic != wi::kMagic || f.version != wi::kVersion)
     bad(in, "not a window of layout version " + std::to_string(wi::kVersion));
-  if (f.variant > wi::kVariantCuckoo) bad(in, "unknown window variant " + std::to_string(f.variant));
+  if (f.variant > wi::kVariantStamped) bad(in, "unknown window variant " + std::to_string(f.variant));
   if (f.retention < 1 || f.retention > wi::kMaxRetention || f.S != f.retention + 1)
     bad(in, "retention " + std::to_string(f.retention) + " / slots " + std::to_string(f.S) + " out of range");
   if (f.max_spaces < 1 || f.max_spaces > wi::kMaxSpaces || f.T != wi::space_table_for(f.max_spaces))
@@ -372,6 +410,8 @@ uint64_t check_saved_header(const In& in, const SavedHeader& f, uint64_t size) {
           ? (f.k_main < 1 || f.k_main > bl::kMaxK || f.k_overflow < 1 || f.k_overflow > bl::kMaxK)
           : ((f.k_main != 8 && f.k_main != 12 && f.k_main != 16) || f.k_overflow != f.k_main))
     bad(in, "probe counts / fingerprint bits out of range");
+  if (f.variant == wi::kVariantStamped && (f.k_main != internal::stamped::kFpBits || f.retention > internal::stamped::kMaxRetention))
+    bad(in, "a stamped window's fingerprint bits or retention out of range");
   if (f.epoch > kMaxTag) bad(in, "epoch " + std::to_string(f.epoch) + " out of range");
   return rbytes;
 }
@@ -420,6 +460,16 @@ TableRec read_table(In& in, const SavedRegion& r, uint32_t i, uint64_t tag, cons
   const unsigned char* head = rec.pieces[0].bytes;
   const uint64_t capacity = field<uint64_t>(head, offsetof(wi::TableHead, capacity));
   const uint64_t geometry = field<uint64_t>(head, offsetof(wi::TableHead, geometry));
+  if (r.variant == wi::kVariantStamped) {
+    // A bucket's head and counters only.
+    if (geometry != 0 || rec.bytes != moff) bad(in, at + "a stamped window's bucket table is its counters only");
+    if (capacity < 1 || capacity > (uint64_t{1} << 40)) bad(in, at + "table capacity " + std::to_string(capacity) + " out of range");
+    for (const Piece& p : rec.pieces)
+      if (tag == 0 && p.at + p.len > kHeadLine) bad(in, at + "a fresh (unclaimed) table holds data");
+    rec.overflow_bytes = in.u64();
+    if (rec.overflow_bytes != 0) bad(in, at + "a stamped window's bucket table has an overflow");
+    return rec;
+  }
   const uint64_t mb = main_bytes(r.variant, r.k_main, geometry);
   if (mb == 0) bad(in, at + "table geometry " + std::to_string(geometry) + " out of range");
   if (rec.bytes != moff + mb)
@@ -508,7 +558,7 @@ wi::WindowHeader* init_header(std::byte* region, uint64_t got, ControlTxn& txn, 
   auto* h = reinterpret_cast<wi::WindowHeader*>(region);
   h->region_offset = static_cast<uint64_t>(region - txn.base());
   h->region_bytes = got;
-  std::memset(h->pad0, 0, sizeof h->pad0);
+  h->shared = 0;
   std::memset(h->pad1, 0, sizeof h->pad1);
   std::memset(h->pad3, 0, sizeof h->pad3);
   h->reserved3 = 0;
@@ -664,13 +714,80 @@ void restore_table(ControlTxn& txn, const In& in, const SavedRegion& r, wi::Wind
 
 }  // namespace
 
+namespace {
+// kStamped: the shared table's record (see save_shared), every length and lane checked.
+struct SavedShared {
+  uint64_t capacity = 0, buckets = 0, swept = 0, lanes = 0;
+  std::vector<ck::Geometry> geo;          // sub-filter j's shape
+  std::vector<const unsigned char*> sub;  // its buckets
+};
+SavedShared read_shared(In& in, const SavedRegion& r) {
+  SavedShared s;
+  s.capacity = in.u64();
+  s.buckets = in.u64();
+  s.swept = in.u64();
+  const uint32_t subs = in.u32();
+  const ck::Geometry g0 = ck::geometry_for(s.capacity);
+  if (s.capacity < 1 || g0.buckets() > ck::kMaxBuckets || g0.buckets() != s.buckets)
+    bad(in, "the shared table's capacity " + std::to_string(s.capacity) + " and its " + std::to_string(s.buckets) +
+                " buckets disagree");
+  if (subs < 1 || subs > wi::kStampedMaxSubs) bad(in, "the shared table has " + std::to_string(subs) + " sub-filters");
+  const uint64_t e = r.epoch > 0 ? r.epoch - 1 : 0;
+  if (s.swept > e + 1) bad(in, "the shared table was swept at bucket " + std::to_string(s.swept) + ", after the window's newest");
+  ck::SubDesc prev{};
+  for (uint32_t j = 0; j < subs; ++j) {
+    const ck::Geometry g = j == 0 ? g0 : stamped_sub_geometry(prev, j);
+    if (g.buckets() > ck::kMaxBuckets) bad(in, "the shared table's sub-filter " + std::to_string(j) + " is too large");
+    if (in.u64() != g.buckets() * 8) bad(in, "the shared table's sub-filter " + std::to_string(j) + " has the wrong size");
+    const unsigned char* p = in.take(g.buckets() * 8);
+    for (uint64_t b = 0; b < g.buckets(); ++b) {
+      const uint64_t w = field<uint64_t>(p, b * 8);
+      for (unsigned l = 0; l < ck::kSlots; ++l) {
+        const uint32_t lane = internal::stamped::Lanes::lane(w, l);
+        if (lane != 0 && (lane >> internal::stamped::kStampBits) == 0)
+          bad(in, "the shared table holds a lane with fingerprint 0 (damaged)");
+        s.lanes += lane != 0;
+      }
+    }
+    s.geo.push_back(g);
+    s.sub.push_back(p);
+    prev = ck::sub_desc(0, g);
+  }
+  return s;
+}
+// Fresh extents for the shared table and its sub-filters, the lanes copied in, the counters
+// derived (size), lock and intent fresh (alloc_shared).
+void restore_shared(ControlTxn& txn, wi::WindowHeader* h, const SavedShared& s) {
+  const uint64_t off = alloc_shared(txn, h, s.capacity);
+  auto* t = reinterpret_cast<wi::TableHead*>(txn.base() + off);
+  auto* ch = reinterpret_cast<ck::Header*>(txn.base() + off + wi::main_offset_in_table(h->space_table));
+  for (uint32_t j = 0; j < s.geo.size(); ++j) {
+    if (j > 0) {
+      const uint64_t o = txn.allocate(ck::sub_bytes_of(s.geo[j].buckets(), ck::stripes_for_buckets(s.geo[j].buckets()),
+                                                       internal::stamped::kLaneBits));
+      ch->subs[j] = ck::sub_desc(o, s.geo[j]);
+    }
+    const ck::Sub sub = ck::sub_view(txn.base(), ch->subs[j]);
+    std::memcpy(sub.buckets, s.sub[j], s.geo[j].buckets() * 8);
+  }
+  ch->sub_count = static_cast<uint32_t>(s.geo.size());
+  ch->size = s.lanes;
+  if (s.geo.size() > 1) t->overflow.store(ch->subs[1].offset, std::memory_order_relaxed);  // relaxed: unpublished
+  h->shared = off;
+  h->swept.store(s.swept, std::memory_order_relaxed);  // relaxed: unpublished
+}
+}  // namespace
+
 void restore_window(Segment& seg, const std::string& name, In in) {
   const SavedRegion r = read_region(in);
   const SavedRing ring = read_ring(in, r);
+  SavedShared shared;
+  if (r.variant == wi::kVariantStamped) shared = read_shared(in, r);
   if (in.left != 0) bad(in, "bytes after the last table");
   seg.create_region(name, Kind::kWindow, r.rbytes, [&](std::byte* region, uint64_t got, ControlTxn& txn) {
     wi::WindowHeader* h = init_header(region, got, txn, r, ring.tags);
     for (const TableRec& rec : ring.recs) restore_table(txn, in, r, h, rec);
+    if (r.variant == wi::kVariantStamped) restore_shared(txn, h, shared);
   });
 }
 
