@@ -325,9 +325,14 @@ Result run_variant(WindowVariant v, const Opts& o, const shmf_bench::Clock& clk,
   WindowStats st = win.stats();
   r.week_measured = st.memory_bytes;
   std::printf("%s fill: mark_many %.1f ns/pair (wall); window %.1f MiB measured (plan at this N: %.1f MiB); "
-              "today: capacity %llu, distinct %llu\n",
+              "today: capacity %llu, distinct %llu",
               stamp().c_str(), r.fill_ns, mib(r.week_measured), mib(r.week_plan_run), (unsigned long long)st.buckets[0].capacity,
               (unsigned long long)st.buckets[0].distinct);
+  if (const uint64_t shared = Window::plan(week_options(v, n)).shared_bytes; shared > 0)  // a shared table of 16-bit lanes
+    std::printf("; shared table %.1f MiB holding %llu lanes (%.1f%% of its %llu)", mib(shared),
+                (unsigned long long)st.lanes, 100.0 * static_cast<double>(st.lanes) / static_cast<double>(shared / 2),
+                (unsigned long long)(shared / 2));
+  std::printf("\n");
   std::fflush(stdout);
   // 2. the floor over the window's bytes.
   r.floor = shmf_bench::measure_floor(clk, r.week_measured, q, 31, false, 7);
