@@ -683,10 +683,14 @@ void report(Ctx& ctx) {
 // seconds), retention 7. Every day is a fresh stream of the generator (a seed per
 // day: Zipf plan sizes, 30% repeats); worker w answers every N-th event with
 // mark_if_unseen(plan, device, w=1) ("served by this plan today? if not, it is
-// now"). Worker 0 is also the housekeeper (maintain() after its share of a day:
-// the next day's table is prepared, sized from the measured day x 1.5, and
-// expired days are freed) and, on day 4, the operator who forgets day 3's first
-// pairs while the other workers keep serving. Per-plan served counts
+// now"). The window is the default variant, kStamped: ONE table whose lanes carry
+// each pair's last day, so a pair served on several days holds one lane and a
+// 7-day question reads what a 1-day one reads. Worker 0 is also the housekeeper
+// (maintain() after its share of a day: the next day's counter rows are prepared,
+// expired days are freed, and lanes that left every window are swept) and, on
+// day 4, the operator who forgets day 3's first pairs while the other workers keep
+// serving. On the last day every worker also caps a slice of its devices at 3
+// impressions a week (mark_if_under: allowed / capped). Per-plan served counts
 // (new_count) are checked against the generator's truth.
 namespace week {
 
@@ -694,7 +698,8 @@ constexpr int kDays = 8;
 constexpr int64_t kDay = 86400;
 constexpr int64_t kMonday = 1764518400;  // 2025-12-01 00:00 at UTC+8 (16:00 UTC the day before)
 constexpr int kForgetDay = 4;            // the operator's day; it forgets pairs of the day before
-enum Counter { kEvents, kNew, kSeen, kOther, kNs, kForgot, kForgetNs, kLookupsDuring, kNewDay0 };
+enum Counter { kEvents, kNew, kSeen, kOther, kNs, kForgot, kForgetNs, kLookupsDuring, kNewDay0, kCapCalls, kCapAllowed,
+               kCapOver };
 const char* kName = "week:window";
 
 struct Day {
@@ -719,8 +724,7 @@ shmf_bench::WorkloadOptions day_options(const Options& o, int d) {
 void setup(Ctx& ctx) {
   make_counters(ctx, "week");
   g_week = mission::shared_array<Week>(1);
-  shmfilter::WindowOptions o;
-  o.variant = shmfilter::WindowVariant::kCuckoo;  // deletable: the operator's forget
+  shmfilter::WindowOptions o;  // the default variant: kStamped (deletable: the operator's forget; caps)
   o.expected_per_bucket = static_cast<uint64_t>(ctx.opt.scale * 1.2e8);
   o.error = 0.01;
   o.error_window = 1;  // "served today?" at 1%
@@ -794,7 +798,23 @@ void worker(Ctx& ctx) {
         }
       }
     }
-    if (ctx.worker == 0) win.maintain();  // housekeeping: tomorrow's table, sized from today; expired days freed
+    if (d == kDays - 1) {
+      // Frequency caps: the last day's first pairs of this worker, each asked 5 times for an
+      // impression under a cap of 3 a week (space = the plan + 1,000,000: the caps' own counts).
+      const uint64_t slice = std::clamp<uint64_t>(distinct / 200, 10, 50000);
+      for (uint64_t i = ctx.worker; i < slice; i += n) {
+        uint32_t allowed = 0;
+        for (int k = 0; k < 5; ++k) {
+          const auto a = win.mark_if_under(wl.plan_of(i) + 1000000, wl.device_of(i), 3, 7);
+          ++c[kCapCalls];
+          if (a == shmfilter::WindowStatus::kNew) ++allowed;
+          else if (a != shmfilter::WindowStatus::kCapped) ++c[kOther];
+        }
+        c[kCapAllowed] += allowed;
+        if (allowed > 3) ++c[kCapOver];
+      }
+    }
+    if (ctx.worker == 0) win.maintain();  // housekeeping: tomorrow's counter rows; expired days freed; the sweep
     mission::aref(day.done).fetch_add(1, std::memory_order_acq_rel);
     wait_for(day.done, n);
   }
@@ -815,6 +835,8 @@ void report(Ctx& ctx) {
   }
   printf("  %d days x %s distinct (plan, device) pairs over 8,000 Zipf plans, %s events; retention 7 buckets of one day\n",
          kDays, mission::big(static_cast<double>(st.expected_per_bucket)).c_str(), mission::big(static_cast<double>(total(ctx, "week", kEvents))).c_str());
+  printf("  variant %s; one query over w = 1 or w = 7 reads the pair's two bucket words; FP bound over w = 7: %.3f%%\n",
+         std::string(shmfilter::window_variant_name(st.variant)).c_str(), 100 * st.window_fp_bound(7));
   printf("  day  distinct  served (kNew)  capacity  overflow  FP bound  per-plan counts exact\n");
   uint64_t served_total = 0, exact_plans = 0, plans_total = 0, undercount = 0, overcount = 0, offered = 0;
   for (uint32_t age = 0; age < st.retention; ++age) {
@@ -859,18 +881,29 @@ void report(Ctx& ctx) {
   // Memory: this window, and what the same week costs elsewhere.
   const double n = static_cast<double>(st.expected_per_bucket);
   shmfilter::WindowOptions bo;
+  bo.variant = shmfilter::WindowVariant::kBloom;  // the insert-only table, for the daily question alone
   bo.expected_per_bucket = st.expected_per_bucket;
   bo.error = 0.01;
   bo.error_window = 1;
   const auto bloom_plan = shmfilter::Window::plan(bo);
   bo.expected_per_bucket = 120000000;
   const auto mission_plan = shmfilter::Window::plan(bo);
-  const std::string vname(shmfilter::window_variant_name(st.variant));
-  printf("  memory: this window (%s) %s for 7 days + the spare; one bucket %s;\n"
-         "    the insert-only variant would need %s per bucket (%.2f bits/pair); at the mission's 1.2e8 pairs a day: %s per bucket\n"
+  // The same week in the ring variants (7 tables + the spare), as plan() sizes them.
+  shmfilter::WindowOptions ro;
+  ro.expected_per_bucket = st.expected_per_bucket;
+  ro.error = 0.01;
+  ro.retention = 7;
+  ro.variant = shmfilter::WindowVariant::kBloom;
+  const auto ring_bloom = shmfilter::Window::plan(ro);
+  ro.variant = shmfilter::WindowVariant::kCuckoo;
+  const auto ring_cuckoo = shmfilter::Window::plan(ro);
+  printf("  memory: this window %s in all (%s lanes now: one per pair whatever its days, and every cap tally);\n"
+         "    the same week, 1%% over w = 7: the insert-only ring %s, the per-day cuckoo ring %s (7 tables + the spare each);\n"
+         "    the daily question alone (1%% over w = 1): an insert-only table %s per bucket (%.2f bits/pair); at the mission's 1.2e8 pairs a day: %s per bucket\n"
          "    vs per day: 8,000 per-plan filters %s (the deployed 380 MB x scale), one ideal filter %s (137 MiB x scale),\n"
          "    a Redis SET %s (~90 B/member)\n",
-         vname.c_str(), shmfilter::format_size(st.memory_bytes).c_str(), shmfilter::format_size(st.buckets[0].bytes).c_str(),
+         shmfilter::format_size(st.memory_bytes).c_str(), mission::big(static_cast<double>(st.lanes)).c_str(),
+         shmfilter::format_size(ring_bloom.full_window_bytes).c_str(), shmfilter::format_size(ring_cuckoo.full_window_bytes).c_str(),
          shmfilter::format_size(bloom_plan.table_bytes).c_str(), bloom_plan.bits_per_pair,
          shmfilter::format_size(mission_plan.table_bytes).c_str(),
          shmfilter::format_size(static_cast<uint64_t>(380e6 * ctx.opt.scale)).c_str(),
@@ -881,6 +914,7 @@ void report(Ctx& ctx) {
   // "seen" over the pairs the window's 7 days offered, against the bound stats() states) and costs
   // (single lookups timed here, absent pairs, out of cache at --scale 1; the workers' marks).
   {
+    const std::string vname(shmfilter::window_variant_name(st.variant));
     shmfilter::WindowOptions mo;
     mo.variant = st.variant;
     mo.expected_per_bucket = 120000000;
@@ -929,7 +963,11 @@ void report(Ctx& ctx) {
     printf("  %" PRIu64 " forgotten pairs still answered \"seen\": false positives of other pairs (allowed by the w=7 bound "
            "%.3f%%: %" PRIu64 ")\n",
            g_week->forgets - fday.renewed, 100 * st.window_fp_bound(7), renew_allow);
-  const bool ok = total(ctx, "week", kOther) == 0 && fday.forgot_ok == g_week->forgets &&
+  printf("  caps: %s mark_if_under calls (cap 3 a week, 5 asks per device): %s allowed, %" PRIu64
+         " devices allowed more than 3 (must be 0)\n",
+         mission::big(static_cast<double>(total(ctx, "week", kCapCalls))).c_str(),
+         mission::big(static_cast<double>(total(ctx, "week", kCapAllowed))).c_str(), total(ctx, "week", kCapOver));
+  const bool ok = total(ctx, "week", kOther) == 0 && fday.forgot_ok == g_week->forgets && total(ctx, "week", kCapOver) == 0 &&
                   fday.renewed + renew_allow >= g_week->forgets && fday.renewed <= g_week->forgets &&
                   undercount <= static_cast<uint64_t>(0.01 * static_cast<double>(week_pairs)) + 10 &&
                   overcount <= g_week->forgets && st.inline_allocations == 0 && served_answers == served_total;

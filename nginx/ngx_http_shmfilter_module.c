@@ -70,7 +70,10 @@
 #define NGX_HTTP_SHMFILTER_ANS_FAILED     5
 #define NGX_HTTP_SHMFILTER_ANS_EMPTY_KEY  6
 #define NGX_HTTP_SHMFILTER_ANS_BAD_SPACE  7
-#define NGX_HTTP_SHMFILTER_NANSWERS       8
+/* shmfilter_mark ... cap=N (a stamped window's frequency cap) */
+#define NGX_HTTP_SHMFILTER_ANS_ALLOWED    8
+#define NGX_HTTP_SHMFILTER_ANS_CAPPED     9
+#define NGX_HTTP_SHMFILTER_NANSWERS       10
 
 #define NGX_HTTP_SHMFILTER_NKINDS                                            \
     (sizeof(ngx_http_shmfilter_kinds) / sizeof(ngx_uint_t))
@@ -116,8 +119,8 @@ typedef struct {
     ngx_atomic_t                     pid;
     ngx_atomic_t                     attached;
     ngx_atomic_t                     linked;
-    ngx_atomic_t                     pad[32 - NGX_HTTP_SHMFILTER_NCOUNTERS > 0
-                                         ? 32 - NGX_HTTP_SHMFILTER_NCOUNTERS
+    ngx_atomic_t                     pad[40 - NGX_HTTP_SHMFILTER_NCOUNTERS > 0
+                                         ? 40 - NGX_HTTP_SHMFILTER_NCOUNTERS
                                          : 1];
 } ngx_http_shmfilter_worker_t;
 
@@ -193,6 +196,8 @@ typedef struct {
     ngx_http_complex_value_t        *space;
     /* a window: window=W buckets; 0: not given (init_module resolves it) */
     ngx_uint_t                       window;
+    /* shmfilter_mark on a stamped window: cap=N marks per pair (1..15); 0: none */
+    ngx_uint_t                       cap;
     ngx_str_t                        var_name;
     ngx_str_t                        conf_file;
     ngx_uint_t                       conf_line;
@@ -538,7 +543,9 @@ static char  *ngx_http_shmfilter_answer_names[] = {
     "absent",
     "failed",
     "empty_key",
-    "bad_space"
+    "bad_space",
+    "allowed",
+    "capped"
 };
 
 
@@ -1444,7 +1451,8 @@ ngx_http_shmfilter_structure_param(ngx_conf_t *cf,
     if (st->kind == SHMF_KIND_WINDOW) {
         ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                            "unknown parameter \"%V\" (a window takes "
-                           "variant=bloom|cuckoo, expected=N, error=RATE, "
+                           "variant=bloom|cuckoo|stamped, expected=N, "
+                           "error=RATE, "
                            "retention=N, bucket=TIME, utc_offset=TIME, "
                            "max_spaces=N, error_window=N, create)", arg);
         return NGX_ERROR;
@@ -1470,6 +1478,18 @@ ngx_http_shmfilter_structure_check(ngx_conf_t *cf,
                            "window \"%V\": error_window=%uD is more than "
                            "retention=%uD", &st->name,
                            st->wopt.error_window, st->wopt.retention);
+        return NGX_CONF_ERROR;
+    }
+
+    if (st->kind == SHMF_KIND_WINDOW
+        && st->wopt.variant == SHMF_WINDOW_STAMPED && st->wopt.retention > 12)
+    {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                           "window \"%V\": variant=stamped (the default) keeps "
+                           "at most 12 buckets (its lanes stamp the bucket in 4 "
+                           "bits), retention=%uD: add variant=bloom or "
+                           "variant=cuckoo for a longer window",
+                           &st->name, st->wopt.retention);
         return NGX_CONF_ERROR;
     }
 
@@ -1541,11 +1561,18 @@ ngx_http_shmfilter_window_shape(ngx_conf_t *cf,
         } else if (kind == SHMF_KIND_CUCKOO) {
             st->wopt.variant = SHMF_WINDOW_CUCKOO;
 
+        } else if (v.len == 7 && ngx_strncmp(v.data, "stamped", 7) == 0) {
+            /* every bucket in one table of stamped lanes: not a kind */
+            st->wopt.variant = SHMF_WINDOW_STAMPED;
+
         } else {
             ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
                                "invalid %V: variant=bloom (insert-only, "
-                               "least memory) or variant=cuckoo (deletable: "
-                               "shmfilter_forget)", arg);
+                               "least memory), variant=cuckoo (deletable: "
+                               "shmfilter_forget) or variant=stamped "
+                               "(deletable, one table for every bucket, "
+                               "frequency caps: shmfilter_mark ... cap=N)",
+                               arg);
             return NGX_ERROR;
         }
 
@@ -1901,6 +1928,30 @@ ngx_http_shmfilter_variable_args(ngx_conf_t *cf, ngx_http_shmfilter_var_t *sv)
             continue;
         }
 
+        if (ngx_http_shmfilter_param(&value[i], "cap=", &v)) {
+            x = ngx_atoi(v.data, v.len);
+
+            if (sv->op != NGX_HTTP_SHMFILTER_MARK) {
+                return "takes no cap= (only shmfilter_mark caps marks)";
+            }
+
+            if (sv->cap != 0) {
+                return "takes cap= once";
+            }
+
+            if (x < 1 || x > 15) {
+                ngx_conf_log_error(NGX_LOG_EMERG, cf, 0,
+                                   "invalid %V: the marks a pair may have in "
+                                   "the window, 1 to 15 (cap=3: at most 3 "
+                                   "allowed in the last window=W buckets)",
+                                   &value[i]);
+                return NGX_CONF_ERROR;
+            }
+
+            sv->cap = (ngx_uint_t) x;
+            continue;
+        }
+
         if (ngx_http_shmfilter_param(&value[i], "names=", &v)) {
             x = ngx_atoi(v.data, v.len);
 
@@ -1941,6 +1992,10 @@ ngx_http_shmfilter_variable_args(ngx_conf_t *cf, ngx_http_shmfilter_var_t *sv)
 
     if (sv->op != NGX_HTTP_SHMFILTER_COUNT && nparts == 0) {
         return "takes a variable, a structure name and at least one key part";
+    }
+
+    if (sv->cap != 0 && sv->name_cv != NULL) {
+        return "takes no cap= with a per-request (hll) name";
     }
 
     if (sv->op == NGX_HTTP_SHMFILTER_COUNT && sv->name_cv != NULL
@@ -2595,6 +2650,11 @@ ngx_http_shmfilter_window_matches(ngx_cycle_t *cycle,
 static const char *
 ngx_http_shmfilter_variant_name(ngx_uint_t variant)
 {
+    if (variant == SHMF_WINDOW_STAMPED) {
+        /* one table of stamped lanes for every bucket: not a kind */
+        return "stamped";
+    }
+
     return shmf_kind_name((variant != SHMF_WINDOW_BLOOM) ? SHMF_KIND_CUCKOO
                                                          : SHMF_KIND_BLOOM);
 }
@@ -2662,6 +2722,24 @@ ngx_http_shmfilter_window_var(ngx_cycle_t *cycle, ngx_http_shmfilter_var_t *v,
     char  *op;
 
     op = ngx_http_shmfilter_op_names[v->op];
+
+    if (v->cap != 0
+        && (kind != SHMF_KIND_WINDOW
+            || st->wopt.variant != SHMF_WINDOW_STAMPED))
+    {
+        ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
+                      "shmfilter_%s %V in %V:%ui: cap= counts marks only in "
+                      "a window of variant=stamped; \"%V\" is a%s %s%s",
+                      op, &v->var_name, &v->conf_file, v->conf_line,
+                      st ? &st->name : &v->var_name,
+                      (kind == SHMF_KIND_HLL) ? "n" : "",
+                      (kind == SHMF_KIND_WINDOW)
+                      ? "window of variant=" : "",
+                      (kind == SHMF_KIND_WINDOW)
+                      ? ngx_http_shmfilter_variant_name(st->wopt.variant)
+                      : shmf_kind_name(kind));
+        return NGX_ERROR;
+    }
 
     if (kind == SHMF_KIND_UV) {
         /* a UV family: space= the plan (uv_add: always), window= the last W days */
@@ -2736,11 +2814,12 @@ ngx_http_shmfilter_window_var(ngx_cycle_t *cycle, ngx_http_shmfilter_var_t *v,
     }
 
     if (v->op == NGX_HTTP_SHMFILTER_FORGET
-        && st->wopt.variant != SHMF_WINDOW_CUCKOO)
+        && st->wopt.variant == SHMF_WINDOW_BLOOM)
     {
         ngx_log_error(NGX_LOG_EMERG, cycle->log, 0,
                       "shmfilter_%s %V in %V:%ui: window \"%V\" is of variant "
-                      "bloom (insert-only); shmfilter_%s needs variant=cuckoo",
+                      "bloom (insert-only); shmfilter_%s needs variant=cuckoo "
+                      "or variant=stamped",
                       op, &v->var_name, &v->conf_file, v->conf_line,
                       &st->name, op);
         return NGX_ERROR;
@@ -2763,7 +2842,8 @@ ngx_http_shmfilter_needs(u_char *buf, size_t size, ngx_uint_t op)
 
     if (op == NGX_HTTP_SHMFILTER_FORGET) {
         ngx_snprintf(buf, size, "a cuckoo, a set or a window of "
-                     "variant=cuckoo (a Bloom filter cannot forget)%Z");
+                     "variant=cuckoo or stamped (a Bloom filter cannot "
+                     "forget)%Z");
         return buf;
     }
 
@@ -4171,7 +4251,8 @@ ngx_http_shmfilter_variable_get(ngx_http_request_t *r,
     if (rc < 0) {
         ngx_http_shmfilter_struct_failed(smcf, st, rc, r->connection->log);
 
-        if (sv->op == NGX_HTTP_SHMFILTER_MARK && st->handle != NULL
+        if (sv->op == NGX_HTTP_SHMFILTER_MARK && sv->cap == 0
+            && st->handle != NULL
             && ngx_http_shmfilter_seen_anyway(sv, st, h, &key, space) == 1)
         {
             /* it could not mark, but what exists says seen: a true answer */
@@ -4370,6 +4451,14 @@ ngx_http_shmfilter_call(ngx_http_shmfilter_var_t *sv,
     ngx_http_shmfilter_struct_t *st, void *h, ngx_str_t *key, uint64_t space,
     uint64_t *count)
 {
+    if (st->kind == SHMF_KIND_WINDOW && sv->cap != 0) {
+        /* cap=N: 1 allowed (counted), 0 capped (nothing stored) */
+        *count = 0;
+        return shmf_window_mark_if_under(h, space, key->data, key->len,
+                                         (uint32_t) sv->cap,
+                                         (uint32_t) sv->window);
+    }
+
     if (st->kind == SHMF_KIND_WINDOW) {
         return ngx_http_shmfilter_apply_window(sv->op, h, key,
                                                sv->space != NULL, space,
@@ -4690,6 +4779,12 @@ ngx_http_shmfilter_value(ngx_http_request_t *r,
     switch (sv->op) {
 
     case NGX_HTTP_SHMFILTER_MARK:
+        if (sv->cap != 0) {
+            answer = (rc == 1) ? NGX_HTTP_SHMFILTER_ANS_ALLOWED
+                               : NGX_HTTP_SHMFILTER_ANS_CAPPED;
+            break;
+        }
+
         answer = (rc == 1) ? NGX_HTTP_SHMFILTER_ANS_NEW
                            : NGX_HTTP_SHMFILTER_ANS_SEEN;
         break;
@@ -4734,6 +4829,12 @@ ngx_http_shmfilter_fail(ngx_http_request_t *r,
     switch (sv->op) {
 
     case NGX_HTTP_SHMFILTER_MARK:
+        if (sv->cap != 0) {
+            ngx_http_shmfilter_set(v, smcf->fail_closed ? "capped"
+                                                        : "allowed");
+            break;
+        }
+
         ngx_http_shmfilter_set(v, smcf->fail_closed ? "seen" : "new");
         break;
 

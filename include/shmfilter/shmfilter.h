@@ -462,11 +462,14 @@ int shmf_escape(int how, const char *in, size_t len, char *out, size_t cap, size
  * frees expired ones (call it from a housekeeping thread). docs/window.md. */
 typedef struct shmf_window shmf_window;
 
-#define SHMF_WINDOW_BLOOM 0  /* insert-only, least memory */
-#define SHMF_WINDOW_CUCKOO 1 /* deletable: shmf_window_forget */
+#define SHMF_WINDOW_BLOOM 0   /* insert-only, least memory */
+#define SHMF_WINDOW_CUCKOO 1  /* deletable: shmf_window_forget */
+#define SHMF_WINDOW_STAMPED 2 /* deletable, every bucket in one table (a query over W buckets reads one place
+                                 whatever W is), frequency caps: shmf_window_mark_if_under; retention 1..12 */
 
 typedef struct shmf_window_options {
-  uint32_t variant;             /* SHMF_WINDOW_BLOOM (default) or SHMF_WINDOW_CUCKOO */
+  uint32_t variant;             /* SHMF_WINDOW_STAMPED (shmf_window_options_init's default; retention <= 12),
+                                   SHMF_WINDOW_BLOOM (0: a zeroed struct) or SHMF_WINDOW_CUCKOO */
   uint32_t retention;           /* buckets kept, 1..64 (default 7) */
   uint64_t expected_per_bucket; /* distinct pairs one bucket must hold at ERROR (>= 1; required) */
   double error;                 /* FP rate of a query over ERROR_WINDOW buckets, in (0, 1) (default 0.01) */
@@ -487,6 +490,10 @@ typedef struct shmf_window_stats {
   double fp_now_1, fp_bound_1;  /* a query over the current bucket */
   double fp_now_all, fp_bound_all; /* a query over all retention buckets */
   uint64_t forget_ambiguous;    /* kCuckoo: copies forget removed that may belong to another pair (an upper bound; docs/window.md) */
+  uint64_t lanes;               /* stamped: lanes the shared table holds (one per pair, one per cap tally; dead ones
+                                   until a sweep or an insert reclaims them); 0 otherwise */
+  int64_t swept_bucket;         /* stamped: the bucket the last complete sweep of dead lanes began at (0: none) */
+  uint64_t shared_bytes;        /* stamped: bytes of the one table every bucket shares (in memory_bytes); 0 otherwise */
 } shmf_window_stats;
 
 /* Pure: fills OPTS with the defaults (expected_per_bucket must be set). */
@@ -511,7 +518,16 @@ int shmf_window_seen_u64(const shmf_window *w, uint64_t space, uint64_t item, ui
  * bloom: racing callers may both get 1, counted in racing_marks. */
 int shmf_window_mark_if_unseen(shmf_window *w, uint64_t space, const void *item, size_t len, uint32_t window);
 int shmf_window_mark_if_unseen_u64(shmf_window *w, uint64_t space, uint64_t item, uint32_t window);
-/* Cuckoo variant: 1 removed from at least one bucket, 0 in none. Bloom: -SHMF_EINVAL. */
+/* Frequency cap (SHMF_WINDOW_STAMPED): 1 allowed (the pair had fewer than CAP marks of this call in the
+ * last WINDOW buckets; this one is counted and the pair marked), 0 capped (it had CAP: nothing stored).
+ * A sliding window, exact up to the false-positive rate; the count, the decision and the store happen
+ * under the table's writer lock, so racing callers in any processes never together get more than CAP
+ * 1s in a window. CAP 1..15, WINDOW 1..retention (one WINDOW per space: a mark counts in every window
+ * it lies in), else -SHMF_EINVAL; bloom and cuckoo windows: -SHMF_EINVAL (nothing stored). */
+int shmf_window_mark_if_under(shmf_window *w, uint64_t space, const void *item, size_t len, uint32_t cap,
+                              uint32_t window);
+int shmf_window_mark_if_under_u64(shmf_window *w, uint64_t space, uint64_t item, uint32_t cap, uint32_t window);
+/* Cuckoo and stamped variants: 1 removed from at least one bucket, 0 in none. Bloom: -SHMF_EINVAL. */
 int shmf_window_forget(shmf_window *w, uint64_t space, const void *item, size_t len);
 int shmf_window_forget_u64(shmf_window *w, uint64_t space, uint64_t item);
 /* Batches with prefetch. OUT (may be NULL) gets 1/0 per pair; returns how many are seen / new. */

@@ -68,7 +68,9 @@ inline constexpr uint32_t kWindowMaxRetention = 64;       // buckets a window ca
 inline constexpr uint32_t kWindowMaxSpaces = 1u << 20;    // per-space counter rows at most
 
 struct WindowOptions {
-  WindowVariant variant = WindowVariant::kBloom;
+  // The default, kStamped, keeps at most 12 buckets at >= 0.2% false positives; longer windows
+  // or lower rates: kBloom (insert-only) or kCuckoo (deletable), a table per bucket.
+  WindowVariant variant = WindowVariant::kStamped;
   uint64_t expected_per_bucket = 0;  // distinct pairs a bucket must hold at `error` (>= 1)
   double error = 0.01;               // false-positive rate of a query over `error_window` buckets, in (0, 1)
   uint32_t error_window = 0;         // the w the error is for; 0 = retention (the widest window)
@@ -245,6 +247,9 @@ class Window : public internal::RegionHandle {
   // counts the erasures that may have removed another pair's copy (an upper bound on such
   // losses). Either way forget only pairs that were marked with a kNew answer: forgetting a
   // pair that never got one removes the colliding pair's copy (probability <= the FP rate).
+  // kStamped: clears the pair's lane when no other live lane has its fingerprint in its buckets;
+  // else it leaves them (the pair keeps answering seen, as a false positive; forget_ambiguous
+  // counts it): another pair's acknowledged mark is never removed. Cap tallies stay counted.
   // kBloom: kUnsupported. docs/window.md "forget" has the argument.
   WindowStatus forget(uint64_t space, std::string_view item) noexcept;
   WindowStatus forget(uint64_t space, uint64_t item) noexcept;

@@ -35,10 +35,47 @@ int window_arg(const shmf_window* w, uint32_t window, const char* fn) {
   return 0;
 }
 
+int mark_status(WindowStatus s, const char* fn);
+
+// mark_if_under's CAP (1..15) and WINDOW (1..retention), each refused with its own message.
+void cap_arg(const shmf_window* w, uint32_t cap, uint32_t window, const char* fn) {
+  window_arg(w, window, fn);
+  if (cap == 0 || cap > 15)
+    throw Error(ErrorCode::kInvalidArgument, std::string(fn) + ": cap " + std::to_string(cap) +
+                                                 " is outside [1, 15]: pass how many marks a pair may have in the "
+                                                 "window (e.g. 3: at most 3 impressions)");
+}
+
+// mark_if_under: 1 allowed (counted), 0 capped; a bloom or cuckoo window cannot count.
+int under_status(WindowStatus s, const char* fn) {
+  if (s == WindowStatus::kUnsupported)
+    return fail(SHMF_EINVAL, std::string(fn) +
+                                 ": frequency caps need the stamped variant: create the window with variant "
+                                 "SHMF_WINDOW_STAMPED (nothing stored)");
+  if (s == WindowStatus::kSeen) return fail(SHMF_EINTERNAL, std::string(fn) + ": answered seen (please report it)");
+  return mark_status(s, fn);
+}
+
+// A stamped window's shared table as sized at creation (Window::plan: retention x expected lanes);
+// the sub-filters an overload adds are in memory_bytes. Pure: from the stats' own options.
+uint64_t stamped_shared_bytes(const WindowStats& st) {
+  WindowOptions o;
+  o.variant = WindowVariant::kStamped;
+  o.expected_per_bucket = st.expected_per_bucket;
+  o.error = st.error;
+  o.error_window = st.error_window;
+  o.bucket_seconds = st.bucket_seconds;
+  o.utc_offset = st.utc_offset;
+  o.retention = st.retention;
+  o.max_spaces = st.max_spaces;
+  return Window::plan(o).shared_bytes;
+}
+
 int mark_status(WindowStatus s, const char* fn) {
   switch (s) {
     case WindowStatus::kNew: return 1;
     case WindowStatus::kSeen: return 0;
+    case WindowStatus::kCapped: return 0;  // mark_if_under: the pair has its cap of marks
     case WindowStatus::kRemoved: return 1;
     case WindowStatus::kAbsent: return 0;
     case WindowStatus::kFull:
@@ -124,7 +161,9 @@ void shmf_window_options_init(shmf_window_options* opts) {
   if (opts == nullptr) return;
   WindowOptions d;
   *opts = shmf_window_options{};
-  opts->variant = SHMF_WINDOW_BLOOM;
+  opts->variant = d.variant == WindowVariant::kStamped  ? SHMF_WINDOW_STAMPED
+                  : d.variant == WindowVariant::kCuckoo ? SHMF_WINDOW_CUCKOO
+                                                        : SHMF_WINDOW_BLOOM;  // the C++ default (kStamped)
   opts->retention = d.retention;
   opts->expected_per_bucket = 0;
   opts->error = d.error;
@@ -140,11 +179,15 @@ int shmf_window_create(shmf_segment* seg, const char* name, const shmf_window_op
     need(seg, "shmf_window_create", "seg");
     need(name, "shmf_window_create", "name");
     need(opts, "shmf_window_create", "opts");
-    if (opts->variant != SHMF_WINDOW_BLOOM && opts->variant != SHMF_WINDOW_CUCKOO)
+    if (opts->variant != SHMF_WINDOW_BLOOM && opts->variant != SHMF_WINDOW_CUCKOO &&
+        opts->variant != SHMF_WINDOW_STAMPED)
       throw Error(ErrorCode::kInvalidArgument, "shmf_window_create: variant " + std::to_string(opts->variant) +
-                                                   " is unknown: pass SHMF_WINDOW_BLOOM or SHMF_WINDOW_CUCKOO");
+                                                   " is unknown: pass SHMF_WINDOW_BLOOM, SHMF_WINDOW_CUCKOO or "
+                                                   "SHMF_WINDOW_STAMPED");
     WindowOptions o;
-    o.variant = opts->variant == SHMF_WINDOW_CUCKOO ? WindowVariant::kCuckoo : WindowVariant::kBloom;
+    o.variant = opts->variant == SHMF_WINDOW_CUCKOO    ? WindowVariant::kCuckoo
+                : opts->variant == SHMF_WINDOW_STAMPED ? WindowVariant::kStamped
+                                                       : WindowVariant::kBloom;
     o.retention = opts->retention;
     o.expected_per_bucket = opts->expected_per_bucket;
     o.error = opts->error;
@@ -215,6 +258,24 @@ int shmf_window_mark_if_unseen_u64(shmf_window* w, uint64_t space, uint64_t item
     need(w, "shmf_window_mark_if_unseen_u64", "w");
     window_arg(w, window, "shmf_window_mark_if_unseen_u64");
     return mark_status(w->h.mark_if_unseen(space, item, window), "shmf_window_mark_if_unseen_u64");
+  });
+}
+
+// Frequency cap: CAP and WINDOW checked here (each its own message), the variant by the call.
+int shmf_window_mark_if_under(shmf_window* w, uint64_t space, const void* item, size_t len, uint32_t cap,
+                              uint32_t window) {
+  return guard([&] {
+    need(w, "shmf_window_mark_if_under", "w");
+    if (len) need(item, "shmf_window_mark_if_under", "item");
+    cap_arg(w, cap, window, "shmf_window_mark_if_under");
+    return under_status(w->h.mark_if_under(space, sv(item, len), cap, window), "shmf_window_mark_if_under");
+  });
+}
+int shmf_window_mark_if_under_u64(shmf_window* w, uint64_t space, uint64_t item, uint32_t cap, uint32_t window) {
+  return guard([&] {
+    need(w, "shmf_window_mark_if_under_u64", "w");
+    cap_arg(w, cap, window, "shmf_window_mark_if_under_u64");
+    return under_status(w->h.mark_if_under(space, item, cap, window), "shmf_window_mark_if_under_u64");
   });
 }
 
@@ -303,7 +364,9 @@ int shmf_window_stats_get(const shmf_window* w, shmf_window_stats* out) {
     need(out, "shmf_window_stats_get", "out");
     WindowStats st = w->h.stats();
     *out = shmf_window_stats{};
-    out->variant = st.variant == WindowVariant::kCuckoo ? SHMF_WINDOW_CUCKOO : SHMF_WINDOW_BLOOM;
+    out->variant = st.variant == WindowVariant::kCuckoo    ? SHMF_WINDOW_CUCKOO
+                   : st.variant == WindowVariant::kStamped ? SHMF_WINDOW_STAMPED
+                                                           : SHMF_WINDOW_BLOOM;
     out->retention = st.retention;
     out->spaces = st.spaces;
     out->max_spaces = st.max_spaces;
@@ -327,6 +390,11 @@ int shmf_window_stats_get(const shmf_window* w, shmf_window_stats* out) {
     out->fp_bound_1 = st.window_fp_bound(1);
     out->fp_now_all = st.window_fp_now(st.retention);
     out->fp_bound_all = st.window_fp_bound(st.retention);
+    if (st.variant == WindowVariant::kStamped) {
+      out->lanes = st.lanes;
+      out->swept_bucket = st.swept_bucket;
+      out->shared_bytes = stamped_shared_bytes(st);
+    }
     return 0;
   });
 }

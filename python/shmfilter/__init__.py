@@ -89,7 +89,7 @@ if _native is not None:
             raise ImportError(f"shmfilter: {_n} is {globals()[_n]} here but {getattr(_native, 'SHMF_' + _n)} in "
                               "the compiled module's shmfilter.h: the package and its module disagree (reinstall)")
 _KIND_IDS = {"bloom": 1, "cuckoo": 2, "roaring": 3, "hll": 4, "set": 5, "window": 7, "uv": 8}
-_WINDOW_VARIANTS = {"bloom": 0, "cuckoo": 1}  # SHMF_WINDOW_BLOOM, SHMF_WINDOW_CUCKOO
+_WINDOW_VARIANTS = {"bloom": 0, "cuckoo": 1, "stamped": 2}  # SHMF_WINDOW_BLOOM, _CUCKOO, _STAMPED
 if _native is not None:
     for _n, _v in [("KIND_" + k.upper(), v) for k, v in _KIND_IDS.items()] + \
             [("WINDOW_" + k.upper(), v) for k, v in _WINDOW_VARIANTS.items()]:
@@ -291,7 +291,8 @@ class _WindowStats(C.Structure):
                 + [(n, C.c_uint64) for n in ("today_distinct", "today_capacity")]
                 + [(n, C.c_int32) for n in ("today_overflow", "today_over_capacity")]
                 + [(n, C.c_double) for n in ("fp_now_1", "fp_bound_1", "fp_now_all", "fp_bound_all")]
-                + [("forget_ambiguous", C.c_uint64)])
+                + [("forget_ambiguous", C.c_uint64), ("lanes", C.c_uint64), ("swept_bucket", C.c_int64),
+                   ("shared_bytes", C.c_uint64)])
 
 
 class _MetricsOpts(_Opts):
@@ -411,6 +412,8 @@ for _n in ("shmf_window_seen_many_u64", "shmf_window_mark_if_unseen_many_u64"):
     _proto(_n, C.c_int, _vp, C.POINTER(_u64), C.POINTER(_u64), _sz, C.c_uint32, _u8p)
 _proto("shmf_window_new_count", C.c_int, _vp, _u64, C.c_uint32, C.POINTER(_u64))
 _proto("shmf_window_maintain", C.c_int, _vp)
+_proto("shmf_window_mark_if_under", C.c_int, _vp, _u64, C.c_char_p, _sz, C.c_uint32, C.c_uint32)
+_proto("shmf_window_mark_if_under_u64", C.c_int, _vp, _u64, _u64, C.c_uint32, C.c_uint32)
 # uv
 _proto("shmf_uv_set_now", C.c_int, _vp, C.c_int64)
 _proto("shmf_uv_add", C.c_int, _vp, _u64, C.c_char_p, _sz)
@@ -978,6 +981,15 @@ class Window(_Handle):
         counted in stats()['rotation_races'])."""
         return self._pair("mark_if_unseen", space, item, self._w(w)) == 1
 
+    def mark_if_under(self, space: int, item: Key, cap: int, w: Optional[int] = None) -> bool:
+        """Frequency cap (stamped variant): True (allowed: counted, the pair marked) while the
+        pair has fewer than CAP (1..15) such marks in the last w buckets, a sliding window;
+        False (capped: nothing stored). Racing callers in any processes never together get
+        more than CAP True answers in a window. Bloom and cuckoo variants:
+        InvalidArgumentError (EINVAL). Use one w per space (a mark counts in every window)."""
+        return self._pair("mark_if_under", space, item, _int(cap, "uint32", "cap (marks)", "window.mark_if_under"),
+                          self._w(w)) == 1
+
     def forget(self, space: int, item: Key) -> bool:
         """Cuckoo variant: removes the pair from every bucket (True removed, False absent).
         Forget only pairs that were marked. Bloom variant: InvalidArgumentError (EINVAL)."""
@@ -1046,9 +1058,10 @@ class Window(_Handle):
         _check(_lib.shmf_window_maintain(self._p()), "window.maintain")
 
     def stats(self) -> Dict[str, Any]:
-        """Lock-free snapshot (the C API's shmf_window_stats; variant as "bloom"/"cuckoo")."""
+        """Lock-free snapshot (the C API's shmf_window_stats; variant as "bloom"/"cuckoo"/"stamped";
+        stamped: lanes, swept_bucket and shared_bytes describe its one table)."""
         d = super().stats()
-        d["variant"] = "cuckoo" if d["variant"] == _WINDOW_VARIANTS["cuckoo"] else "bloom"
+        d["variant"] = {v: k for k, v in _WINDOW_VARIANTS.items()}.get(d["variant"], "bloom")
         return d
 
 
@@ -1327,14 +1340,16 @@ class Segment:
                max_spaces: Optional[int] = None, error_window: Optional[int] = None,
                seed: Optional[int] = None) -> Window:
         """Opens window NAME (create=True: creates it when absent; expected_per_bucket required;
-        variant "bloom", the default, or "cuckoo"). VARIANT, RETENTION and MAX_SPACES, when
+        variant "stamped", the default, "bloom" or "cuckoo"). VARIANT, RETENTION and MAX_SPACES, when
         given, must match an existing window's (OptionsMismatchError), as nginx checks; the
         others are creation options only (the window's stats do not hold them)."""
         o = _WindowOpts()
         _lib.shmf_window_options_init(C.byref(o))
-        if variant not in (None, "bloom", "cuckoo"):
-            raise _bad(f"variant {variant!r}: 'bloom' (insert-only) or 'cuckoo' (deletable)", "Segment.window")
-        o.variant = _WINDOW_VARIANTS[variant or "bloom"]
+        if variant not in (None, "bloom", "cuckoo", "stamped"):
+            raise _bad(f"variant {variant!r}: 'bloom' (insert-only), 'cuckoo' (deletable) or 'stamped' (deletable, "
+                       "one table for every bucket, frequency caps: mark_if_under)", "Segment.window")
+        if variant is not None:
+            o.variant = _WINDOW_VARIANTS[variant]  # else shmf_window_options_init's default (stamped)
         o.expected_per_bucket = expected_per_bucket
         for f, v in (("error", error), ("retention", retention), ("bucket_seconds", bucket_seconds),
                      ("utc_offset", utc_offset), ("max_spaces", max_spaces), ("error_window", error_window),
@@ -1438,6 +1453,7 @@ if _native is not None:
                    "erase": "_erase", "forget": "_erase", "contains_many": "_contains_many"},
         Hll: {"add": "_add", "add_many": "_add_many"},
         Window: {"mark": "_mark", "seen": "_seen", "mark_if_unseen": "_mark_if_unseen", "forget": "_forget",
+                 "mark_if_under": "_mark_if_under",
                  "seen_many": "_seen_many", "mark_if_unseen_many": "_mark_if_unseen_many"},
         UvFamily: {"add": "_add"},
     }

@@ -445,6 +445,42 @@ static PyObject *Handle_forget(Handle *self, PyObject *const *args, Py_ssize_t n
   return window_op(self, args, nargs, kw, W_FORGET);
 }
 
+/* mark_if_under(space, item, cap, w=None): the stamped variant's frequency cap. True allowed
+ * (counted), False capped; the C API checks CAP and W (each its own message). */
+static PyObject *Handle_mark_if_under(Handle *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+  const char *call = "window.mark_if_under";
+  static const char *names[4] = {"space", "item", "cap", "w"};
+  PyObject *slots[4] = {NULL, NULL, NULL, NULL};
+  Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nargs > 4) return raise_invalid(call, "takes (space, item, cap, w=None)");
+  for (Py_ssize_t i = 0; i < nargs; i++) slots[i] = args[i];
+  for (Py_ssize_t i = 0; i < nkw; i++) {
+    const char *kw = PyUnicode_AsUTF8(PyTuple_GET_ITEM(kwnames, i));
+    int j = -1;
+    for (int s = 0; s < 4; s++)
+      if (kw && strcmp(kw, names[s]) == 0) j = s;
+    if (j < 0 || slots[j] != NULL) return raise_invalid(call, "unexpected or repeated keyword argument %s", kw ? kw : "?");
+    slots[j] = args[nargs + i];
+  }
+  if (!slots[0] || !slots[1] || !slots[2]) return raise_invalid(call, "takes (space, item, cap, w=None)");
+  if (self->kind != SHMF_KIND_WINDOW) return raise_invalid(call, "not an operation of a %s", kind_name(self->kind));
+  shmf_window *h = (shmf_window *)live(self, call);
+  if (!h) return NULL;
+  uint64_t space, cap;
+  if (to_u64(slots[0], &space, "space (the plan id)", call) < 0) return NULL;
+  if (to_u64(slots[2], &cap, "cap (marks)", call) < 0) return NULL;
+  if (cap > UINT32_MAX) return raise_invalid(call, "cap (marks) %llu is outside [0, 2**32) (a uint32)", (unsigned long long)cap);
+  uint32_t w = 0;
+  if (window_w(self, h, slots[3], &w, call) < 0) return NULL;
+  Key k;
+  if (to_key(slots[1], &k, call) < 0) return NULL;
+  int rc = k.is_u64 ? shmf_window_mark_if_under_u64(h, space, k.u64, (uint32_t)cap, w)
+                    : shmf_window_mark_if_under(h, space, k.data, (size_t)k.len, (uint32_t)cap, w);
+  key_release(&k);
+  if (rc < 0) return raise_rc(rc, call);
+  return PyBool_FromLong(rc == 1);
+}
+
 /* add(key) for Bloom/Cuckoo/Hll; add(space, item) for a UV family. */
 static PyObject *Handle_add(Handle *self, PyObject *const *args, Py_ssize_t nargs) {
   if (self->kind != SHMF_KIND_UV) return keyed(self, args, nargs, OP_ADD);
@@ -970,6 +1006,12 @@ static PyMethodDef Handle_methods[] = {
      "True (new: marked now) if the pair is in none of the last w buckets (None: the retention), else False. "
      "SPACE: a uint64 (the plan); ITEM: bytes, str or int, never empty. Cuckoo variant: exactly one of racing "
      "callers gets True (except across a rotation, counted in stats()['rotation_races'])."},
+    {"_mark_if_under", (PyCFunction)(void (*)(void))Handle_mark_if_under, FASTKW,
+     SIG("mark_if_under", "space, item, cap, w=None")
+     "Frequency cap (stamped variant): True (allowed: counted, the pair marked) while the pair has fewer than CAP "
+     "(1..15) such marks in the last w buckets (None: the retention), a sliding window; False (capped: nothing "
+     "stored). Racing callers never together get more than CAP True answers. Bloom and cuckoo variants: "
+     "InvalidArgumentError."},
     {"_forget", (PyCFunction)(void (*)(void))Handle_forget, FASTKW,
      SIG("forget", "space, item") "Cuckoo variant: removes the pair from every bucket (True removed, False absent). "
                                   "Bloom variant: InvalidArgumentError."},
@@ -1054,6 +1096,7 @@ static int add_constants(PyObject *m) {
   C(SHMF_EREADONLY) C(SHMF_EFORKED) C(SHMF_ENOMEM) C(SHMF_EINTERNAL)
   C(SHMF_KIND_BLOOM) C(SHMF_KIND_CUCKOO) C(SHMF_KIND_ROARING) C(SHMF_KIND_HLL) C(SHMF_KIND_SET)
   C(SHMF_KIND_BLOB) C(SHMF_KIND_WINDOW) C(SHMF_KIND_UV) C(SHMF_WINDOW_BLOOM) C(SHMF_WINDOW_CUCKOO)
+  C(SHMF_WINDOW_STAMPED)
   C(SHMF_HLL_REDIS_DENSE_BYTES) C(SHMF_UV_REDIS_BYTES)
   C(SHMF_VERSION_MAJOR) C(SHMF_VERSION_MINOR) C(SHMF_VERSION_PATCH)
 #undef C

@@ -599,3 +599,92 @@ def test_uv_family_counts_union_over_days_and_exports_redis(seg):
     assert again.count(42, 2) == 150
     assert uv.stats()["today_spaces"] == 2
     assert uv.retention == 3
+
+
+# ---- window: the stamped variant and frequency caps (issue 24) -----------------------
+def test_window_stamped_mark_if_under_caps_over_a_sliding_window(seg):
+    """variant="stamped": mark_if_under(space, item, cap, w) answers True (allowed and counted)
+    up to CAP times in the last w buckets, then False (capped, nothing stored); the stats show
+    the one shared table; bloom/cuckoo windows and bad caps raise InvalidArgumentError."""
+    with seg.window("caps", create=True, expected_per_bucket=10_000, variant="stamped", seed=7) as w:
+        w.set_now(T0 + 100)
+        assert [w.mark_if_under(42, "dev-1", 3) for _ in range(5)] == [True] * 3 + [False] * 2
+        assert w.seen(42, "dev-1", 1)                          # an allowed call marks the pair
+        assert w.mark_if_under(42, b"dev-1", 3) is False       # bytes: the same item as the str
+        assert w.mark_if_under(43, "dev-1", 3) is True         # another plan
+        assert w.mark_if_under(42, 0xDEADBEEF, cap=2, w=7) is True  # a uint64 item, keywords
+        assert w.mark_if_under(space=42, item=0xDEADBEEF, cap=2) is True
+        assert w.mark_if_under(42, 0xDEADBEEF, 2, None) is False
+        w.set_now(T0 + 6 * DAY)                                # still in the last 7 buckets
+        assert w.mark_if_under(42, "dev-1", 3) is False
+        assert w.mark_if_under(42, "dev-1", 3, 1) is True      # a daily cap counts today's only
+        w.set_now(T0 + 7 * DAY)                                # day 0's marks left the window
+        assert [w.mark_if_under(42, "dev-1", 3, 7) for _ in range(3)] == [True, True, False]
+        assert w.forget(42, "dev-1") is True                   # the pair's own lane
+        st = w.stats()
+        assert st["variant"] == "stamped" and st["retention"] == 7
+        assert st["lanes"] >= 8 and st["shared_bytes"] > 0 and st["shared_bytes"] < st["memory_bytes"]
+        assert isinstance(st["swept_bucket"], int)
+        for bad in (0, 16):
+            with pytest.raises(shmfilter.InvalidArgumentError) as e:
+                w.mark_if_under(42, "dev-9", bad)
+            assert e.value.code == shmfilter.EINVAL and f"cap {bad} is outside [1, 15]" in e.value.message
+        with pytest.raises(shmfilter.InvalidArgumentError) as e:
+            w.mark_if_under(42, "dev-9", 3, 8)                 # w > retention
+        assert "outside [1, 7]" in e.value.message
+        with pytest.raises(TypeError):
+            w.mark_if_under(42, "dev-9", -1)
+        with pytest.raises(TypeError):
+            w.mark_if_under(42, "dev-9")                       # cap is required
+        assert not w.seen(42, "dev-9", 7)                      # refused calls stored nothing
+    with seg.window("caps", variant="stamped") as again:       # open checks the variant
+        assert again.stats()["variant"] == "stamped"
+    with pytest.raises(shmfilter.OptionsMismatchError):
+        seg.window("caps", variant="cuckoo")
+    with pytest.raises(shmfilter.InvalidArgumentError):
+        seg.window("s13", create=True, expected_per_bucket=1000, variant="stamped", retention=13)
+    with pytest.raises(shmfilter.InvalidArgumentError):
+        seg.window("x", create=True, expected_per_bucket=1000, variant="tree")
+    for variant in ("bloom", "cuckoo"):
+        with seg.window(variant, create=True, expected_per_bucket=1000, variant=variant) as w:
+            st = w.stats()
+            assert st["lanes"] == 0 and st["shared_bytes"] == 0
+            with pytest.raises(shmfilter.InvalidArgumentError) as e:
+                w.mark_if_under(1, "x", 3)
+            assert "SHMF_WINDOW_STAMPED" in e.value.message
+            assert not w.seen(1, "x", 7)
+
+
+def test_window_stamped_forked_workers_never_exceed_the_cap(seg, segname):
+    """6 forked processes race mark_if_under(cap=4) on the same 200 pairs: each pair gets
+    exactly 4 True answers over all of them."""
+    seg.window("race", create=True, expected_per_bucket=20_000, variant="stamped", seed=3).close()
+    n_proc, pairs, cap = 6, 200, 4
+    r_fds, pids = [], []
+    for p in range(n_proc):
+        r, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            with shmfilter.Segment.open(segname) as mine, mine.window("race") as w:
+                w.set_now(T0 + 7)
+                order = range(pairs) if p % 2 == 0 else reversed(range(pairs))
+                won = [i for i in order for _ in range(2) if w.mark_if_under(i % 9, f"dev{i}", cap, 7)]
+            os.write(wfd, ",".join(map(str, won)).encode())
+            os._exit(0)
+        os.close(wfd)
+        r_fds.append(r)
+        pids.append(pid)
+    wins = []
+    for r in r_fds:
+        data = b""
+        while chunk := os.read(r, 1 << 16):
+            data += chunk
+        os.close(r)
+        wins += [int(x) for x in data.decode().split(",") if x]
+    for pid in pids:
+        assert os.WEXITSTATUS(os.waitpid(pid, 0)[1]) == 0
+    per_pair = {i: 0 for i in range(pairs)}
+    for i in wins:
+        per_pair[i] += 1
+    assert sorted(set(per_pair.values())) == [cap], "12 calls per pair, cap 4: exactly 4 allowed each"

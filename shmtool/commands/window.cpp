@@ -1,4 +1,5 @@
-// shmtool/commands/window.cpp: shmtool window create|mark|seen|forget|count|rotate|info.
+// shmtool/commands/window.cpp: shmtool window create|mark|seen|forget|count|rotate|info
+// (mark --cap N: the stamped variant's frequency cap, Window::mark_if_under).
 // Pairs are "SPACE ITEM" (a decimal space id, e.g. the plan, and an item, e.g. the
 // 16-hex-char device id): as arguments after SEG NAME, or one pair per stdin line.
 #include <sys/stat.h>
@@ -17,6 +18,7 @@
 #include "cli/progress.h"
 #include "cli/report.h"
 #include "cli/segment.h"
+#include "shmfilter/error.hpp"
 #include "shmfilter/window.hpp"
 #include "shmfilter/text.hpp"
 
@@ -48,6 +50,21 @@ Json describe_fields(shmfilter::Segment& seg, const shmfilter::RegionInfo& r) {
   j.add("rotations", s.rotations).add("racing_marks", s.racing_marks).add("rotation_races", s.rotation_races);
   j.add("inline_allocations", s.inline_allocations).add("overflow_failures", s.overflow_failures);
   if (s.variant == shmfilter::WindowVariant::kCuckoo) j.add("forget_ambiguous", s.forget_ambiguous);
+  if (s.variant == shmfilter::WindowVariant::kStamped) {
+    // The one table every bucket shares: its size as created (Window::plan from the window's own
+    // options; sub-filters an overload adds count in memory_bytes and the current bucket's bytes).
+    shmfilter::WindowOptions o;
+    o.variant = s.variant;
+    o.expected_per_bucket = s.expected_per_bucket;
+    o.error = s.error;
+    o.error_window = s.error_window;
+    o.bucket_seconds = s.bucket_seconds;
+    o.utc_offset = s.utc_offset;
+    o.retention = s.retention;
+    o.max_spaces = s.max_spaces;
+    j.add("lanes", s.lanes).add("swept_bucket", s.swept_bucket);
+    j.add_size("shared_table_bytes", Window::plan(o).shared_bytes);
+  }
   j.add_size("memory_bytes", s.memory_bytes);
   std::vector<Json> buckets;
   for (const auto& b : s.buckets)
@@ -106,23 +123,25 @@ uint64_t stdin_bytes() {
   return 0;  // a pipe: no total, no bar
 }
 
-enum class Mode { kMark, kMarkIfUnseen, kSeen, kForget };
+enum class Mode { kMark, kMarkIfUnseen, kSeen, kForget, kMarkIfUnder };
 
 const char* answer_word(Mode m, WindowStatus s, bool hit) {
   if (m == Mode::kSeen) return hit ? "seen" : "unseen";
+  if (m == Mode::kMarkIfUnder && s == WindowStatus::kNew) return "allowed";
   switch (s) {
     case WindowStatus::kNew: return "new";
     case WindowStatus::kSeen: return "seen";
     case WindowStatus::kRemoved: return "forgotten";
     case WindowStatus::kAbsent: return "absent";
     case WindowStatus::kFull: return "FAILED: bucket table full";
-    case WindowStatus::kUnsupported: return "FAILED: forget needs --variant cuckoo";
+    case WindowStatus::kUnsupported: return "FAILED: forget needs --variant cuckoo or stamped";
     case WindowStatus::kDropped: return "FAILED: window dropped";
     case WindowStatus::kNoSpace: return "FAILED: no space for a bucket table (shmtool resize)";
     case WindowStatus::kBusy: return "FAILED: buckets rotated faster than the call (retry)";
     case WindowStatus::kForked: return "FAILED: handle inherited across fork";
     case WindowStatus::kInvalidArgument: return "FAILED: --window outside 1..retention";
     case WindowStatus::kCorrupt: return "FAILED: window corrupt (shmtool check)";
+    case WindowStatus::kCapped: return "capped";
   }
   return "?";
 }
@@ -141,7 +160,17 @@ int run_pairs(const Args& a, Mode mode) {
   const bool json = a.has("--json");
   uint32_t win = 1;
   if (mode == Mode::kSeen) win = window_of(a, w, 1);
-  if (mode == Mode::kMarkIfUnseen) win = window_of(a, w, 0);
+  if (mode == Mode::kMarkIfUnseen || mode == Mode::kMarkIfUnder) win = window_of(a, w, 0);
+  const uint32_t cap = mode == Mode::kMarkIfUnder ? static_cast<uint32_t>(uint_option(a, "--cap", 1, 1, 15)) : 0;
+  if (mode == Mode::kMarkIfUnder) {
+    const shmfilter::WindowVariant v = w.stats().variant;
+    if (v != shmfilter::WindowVariant::kStamped)
+      throw shmfilter::Error(shmfilter::ErrorCode::kWrongKind,
+                             "window '" + std::string(w.name()) + "' is of variant " +
+                                 std::string(shmfilter::window_variant_name(v)) +
+                                 ": --cap counts marks only in a window of variant stamped (window create "
+                                 "--variant stamped); nothing marked");
+  }
   uint64_t yes = 0, no = 0, failed = 0;
   auto one = [&](uint64_t space, std::string_view item, bool print) {
     WindowStatus st = WindowStatus::kSeen;
@@ -151,9 +180,10 @@ int run_pairs(const Args& a, Mode mode) {
       case Mode::kMarkIfUnseen: st = w.mark_if_unseen(space, item, win); break;
       case Mode::kSeen: hit = w.seen(space, item, win); break;
       case Mode::kForget: st = w.forget(space, item); break;
+      case Mode::kMarkIfUnder: st = w.mark_if_under(space, item, cap, win); break;
     }
     bool ok = mode == Mode::kSeen || st == WindowStatus::kNew || st == WindowStatus::kSeen ||
-              st == WindowStatus::kRemoved || st == WindowStatus::kAbsent;
+              st == WindowStatus::kRemoved || st == WindowStatus::kAbsent || st == WindowStatus::kCapped;
     if (!ok) ++failed;
     else if (mode == Mode::kSeen ? hit : (st == WindowStatus::kNew || st == WindowStatus::kRemoved)) ++yes;
     else ++no;
@@ -208,6 +238,7 @@ int run_pairs(const Args& a, Mode mode) {
     case Mode::kMarkIfUnseen: j.add("new", yes).add("seen", no); break;
     case Mode::kSeen: j.add("seen", yes).add("unseen", no); break;
     case Mode::kForget: j.add("forgotten", yes).add("absent", no); break;
+    case Mode::kMarkIfUnder: j.add("allowed", yes).add("capped", no).add("cap", cap); break;
   }
   j.add("failed", failed).add("rejected", rej.count);
   if (mode != Mode::kMark) j.add("window", win);
@@ -222,13 +253,16 @@ int run_create(const Args& a) {
   shmfilter::WindowOptions o;
   if (!a.has("--expected")) throw UsageError("missing --expected N (distinct pairs one bucket must hold)");
   o.expected_per_bucket = parse_count("--expected", a.get("--expected"));
-  const std::string v = a.get("--variant", "bloom");
+  const std::string v = a.get("--variant", "stamped");
   if (v == "bloom")
     o.variant = shmfilter::WindowVariant::kBloom;
   else if (v == "cuckoo")
     o.variant = shmfilter::WindowVariant::kCuckoo;
+  else if (v == "stamped")
+    o.variant = shmfilter::WindowVariant::kStamped;
   else
-    throw UsageError("--variant must be bloom (insert-only, least memory) or cuckoo (deletable)");
+    throw UsageError("--variant must be bloom (insert-only, least memory), cuckoo (deletable) or stamped "
+                     "(deletable, every bucket in one table, frequency caps: window mark --cap)");
   if (a.has("--error")) o.error = parse_rate("--error", a.get("--error"));
   o.error_window = static_cast<uint32_t>(uint_option(a, "--error-window", 0, 0, UINT32_MAX));
   o.bucket_seconds = count_option(a, "--bucket-seconds", o.bucket_seconds);
@@ -246,7 +280,12 @@ int run_create(const Args& a) {
                          [&](shmfilter::Segment& seg, const std::string& name) { Window::create(seg, name, o); });
 }
 
-int run_mark(const Args& a) { return run_pairs(a, a.has("--if-unseen") ? Mode::kMarkIfUnseen : Mode::kMark); }
+int run_mark(const Args& a) {
+  if (a.has("--cap") && a.has("--if-unseen"))
+    throw UsageError("--cap and --if-unseen are two kinds of mark: --cap N allows N marks per pair in the window "
+                     "(--cap 1 is mark-if-unseen on a stamped window)");
+  return run_pairs(a, a.has("--cap") ? Mode::kMarkIfUnder : a.has("--if-unseen") ? Mode::kMarkIfUnseen : Mode::kMark);
+}
 int run_seen(const Args& a) { return run_pairs(a, Mode::kSeen); }
 int run_forget(const Args& a) { return run_pairs(a, Mode::kForget); }
 
@@ -284,17 +323,24 @@ int run_rotate(const Args& a) {
 }
 
 SHMTOOL_COMMAND("window create", run_create, R"(create a window: (space, item) pairs over time buckets
-Usage: shmtool window create SEG NAME --expected N [--variant bloom|cuckoo] [--error P] [--error-window W] [--retention R] [--bucket-seconds S] [--utc-offset SECONDS] [--max-spaces M] [--seed N] [--json]
+Usage: shmtool window create SEG NAME --expected N [--variant bloom|cuckoo|stamped] [--error P] [--error-window W] [--retention R] [--bucket-seconds S] [--utc-offset SECONDS] [--max-spaces M] [--seed N] [--json]
 
 Creates window NAME in segment SEG: one structure for every space (plan) and every
 bucket (day). A query over the last W buckets has false positives <= P for W up to
 --error-window; one bucket then gets 1 - (1 - P)^(1/W) (about P/W). A bucket that
 receives more than N stays within its bound up to 2N (an overflow table); the next
 bucket is sized from the measured ones. Prints what it made (as 'window info').
+--variant stamped keeps every bucket in ONE table (a pair's lane carries the bucket
+it was last marked in): a query over W buckets costs what W = 1 costs, a pair marked
+on several days holds one lane, forget works, and 'window mark --cap N' counts up
+to N marks per pair in a sliding window (frequency caps); retention 1..12.
 
 Options:
   --expected N          distinct pairs one bucket must hold (1.2e8, 150M)
-  --variant V           bloom (default: insert-only, least memory) or cuckoo (deletable: forget)
+  --variant V           stamped (default: deletable, one table for every bucket, a w = 7 query at
+                        the cost of w = 1, frequency caps: mark --cap; retention 1..12, error >= 0.2%),
+                        bloom (insert-only, a table per bucket; the least memory for one day alone,
+                        any retention) or cuckoo (deletable, a table per bucket; any retention)
   --error P             false-positive rate of a query over W buckets (default 0.01)
   --error-window W      the W the rate is for (default: the retention)
   --retention R         buckets kept, 1..64 (default 7)
@@ -305,26 +351,32 @@ Options:
   --json                print the new window as one JSON object
 Example:
   shmtool window create ads freq --expected 1.2e8 --utc-offset 28800 --error 0.01 --error-window 1
+  shmtool window create ads caps --expected 1.2e8 --variant stamped --utc-offset 28800
 )");
 
 SHMTOOL_COMMAND("window mark", run_mark, R"(mark pairs in the current bucket
-Usage: shmtool window mark SEG NAME [SPACE ITEM]... [--if-unseen] [--window W] [--now UNIX] [--strict] [--json]
+Usage: shmtool window mark SEG NAME [SPACE ITEM]... [--if-unseen | --cap N] [--window W] [--now UNIX] [--strict] [--json]
 
 Marks each SPACE ITEM pair (or one 'SPACE ITEM' pair per stdin line) in the current
 bucket; rotates to a new bucket first when the clock has passed its start. With
 --if-unseen a pair already seen in the last W buckets is left alone ("served in
-the window? if not, it is now"). Prints 'SPACE ITEM new|seen' per argument pair, or
-counts for stdin (progress on a terminal when stdin is a file). Exit 1 if a mark
-failed; with --strict also if a stdin line was not a pair.
+the window? if not, it is now"). With --cap N (a window of --variant stamped) a pair
+is marked only while it has fewer than N such marks in the last W buckets, a sliding
+window: 'SPACE ITEM allowed' (counted) or 'capped' (nothing stored); racing processes
+never together get more than N allowed. Prints 'SPACE ITEM new|seen' per argument
+pair, or counts for stdin (progress on a terminal when stdin is a file). Exit 1 if a
+mark failed; with --strict also if a stdin line was not a pair.
 
 Options:
   --if-unseen           mark only pairs not seen in the last W buckets (one atomic call)
-  --window W            with --if-unseen: buckets to look back, 1..retention (default: retention)
+  --cap N               allow at most N marks per pair in the last W buckets, 1..15 (stamped variant)
+  --window W            with --if-unseen or --cap: buckets to look back, 1..retention (default: retention)
   --now UNIX            the clock, in Unix seconds (default: the system clock)
   --strict              exit 1 when some stdin line is not a 'SPACE ITEM' pair
   --json                counts as one JSON object (one object per argument pair)
 Example:
   printf '42 3f9a0c1b2d4e5f60\n42 0011223344556677\n' | shmtool window mark ads freq --if-unseen --window 1
+  shmtool window mark ads caps 42 3f9a0c1b2d4e5f60 --cap 3 --window 7
 )");
 
 SHMTOOL_COMMAND("window seen", run_seen, R"(test pairs over the last W buckets
@@ -351,7 +403,8 @@ whose marks all checked the whole window keeps a colliding pair's copy (the othe
 pair stays served); after plain marks, `window info` counts forget_ambiguous (docs/window.md
 "forget"). Forget only pairs that were marked (a never-marked pair can match another
 pair's fingerprint).
-The insert-only bloom variant answers 'FAILED: forget needs --variant cuckoo' (exit 1).
+The insert-only bloom variant answers 'FAILED: forget needs --variant cuckoo or stamped'
+(exit 1). On a stamped window forget clears the pair's own lane (its cap count stays).
 
 Options:
   --now UNIX            the clock, in Unix seconds (default: the system clock)
@@ -394,7 +447,9 @@ Example:
 SHMTOOL_STRUCTURE(shmfilter::Kind::kWindow, describe_fields, "buckets, distinct pairs, capacity, FP bound, rotations",
                   "Prints the variant, bucket length and offset, retention, the one-bucket and\n"
                   "full-window FP (bound and now), spaces, rotations, race counters, memory, and per\n"
-                  "bucket: distinct pairs, capacity, overflow, FP now/bound and over-capacity.",
+                  "bucket: distinct pairs, capacity, overflow, FP now/bound and over-capacity. A stamped\n"
+                  "window also shows lanes (its one table's, one per pair and one per cap mark),\n"
+                  "swept_bucket (where the last sweep of dead lanes began) and shared_table_bytes.",
                   "ads freq");
 
 }  // namespace

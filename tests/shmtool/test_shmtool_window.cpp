@@ -98,3 +98,98 @@ TEST(WindowTool, BadOptionsAndForgetOnBloom) {
   r = run_shmtool({"check", S});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
 }
+
+// The stamped variant (issue 24): create --variant stamped, mark --cap N (Window::mark_if_under),
+// forget, and info showing the one shared table (lanes, swept bucket, its bytes), text and --json.
+TEST(WindowTool, StampedVariantCapsAndInfo) {
+  ToolFixture fx;
+  const std::string& S = fx.guard.name;
+  auto r = run_shmtool({"window", "create", S, "caps", "--expected", "10k", "--variant", "stamped", "--seed", "5"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "stamped") && has(r.out, "shared_table_bytes")) << r.out;
+  // --cap 3 over the whole retention (the default W): 3 allowed, then capped; pairs apart.
+  r = run_shmtool({"window", "mark", S, "caps", "42", "dev-a", "42", "dev-a", "42", "dev-a", "42", "dev-a", "43",
+                   "dev-a", "--cap", "3", "--now", at(kT0)});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out, "42 dev-a allowed\n42 dev-a allowed\n42 dev-a allowed\n42 dev-a capped\n43 dev-a allowed\n");
+  r = run_shmtool({"window", "seen", S, "caps", "42", "dev-a", "--now", at(kT0)});
+  EXPECT_EQ(r.out, "42 dev-a seen\n") << "an allowed mark marks the pair: " << r.err;
+  // Six buckets later still capped over 7; a daily cap (--window 1) of the same pair counts apart
+  // only what lies in today's bucket: none yet.
+  r = run_shmtool({"window", "mark", S, "caps", "42", "dev-a", "--cap", "3", "--now", at(kT0 + 6 * 86400)});
+  EXPECT_EQ(r.out, "42 dev-a capped\n") << r.err;
+  r = run_shmtool({"window", "mark", S, "caps", "42", "dev-a", "--cap", "3", "--window", "1", "--now",
+                   at(kT0 + 6 * 86400)});
+  EXPECT_EQ(r.out, "42 dev-a allowed\n") << r.err;
+  // stdin: 10 lines of one pair and 5 of another under --cap 4: counts, --json.
+  std::string in;
+  for (int i = 0; i < 10; ++i) in += "7 d1\n";
+  for (int i = 0; i < 5; ++i) in += "7 d2\n";
+  r = run_shmtool({"window", "mark", S, "caps", "--cap", "4", "--window", "2", "--now", at(kT0), "--json"}, in);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "\"allowed\":8") && has(r.out, "\"capped\":7") && has(r.out, "\"cap\":4") &&
+              has(r.out, "\"window\":2") && has(r.out, "\"failed\":0"))
+      << r.out;
+  // forget clears the pair's own lane (not its cap marks).
+  r = run_shmtool({"window", "forget", S, "caps", "43", "dev-a", "--now", at(kT0)});
+  EXPECT_EQ(r.out, "43 dev-a forgotten\n") << r.err;
+  // Bad caps: usage errors, nothing marked.
+  for (const char* bad : {"0", "16", "x"}) {
+    r = run_shmtool({"window", "mark", S, "caps", "44", "dev-z", "--cap", bad, "--now", at(kT0)});
+    EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.out << r.err;
+    EXPECT_TRUE(has(r.err, "--cap '" + std::string(bad) + "' is invalid: pass an integer from 1 to 15")) << r.err;
+  }
+  r = run_shmtool({"window", "mark", S, "caps", "44", "dev-z", "--cap", "2", "--if-unseen", "--now", at(kT0)});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  r = run_shmtool({"window", "mark", S, "caps", "44", "dev-z", "--cap", "2", "--window", "8", "--now", at(kT0)});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  r = run_shmtool({"window", "seen", S, "caps", "44", "dev-z", "--window", "7", "--now", at(kT0)});
+  EXPECT_EQ(r.out, "44 dev-z unseen\n") << r.err;
+  // info: lanes (3 + 1 + 1 + 8 cap marks; the forgotten pair's own lane cleared), the shared table.
+  r = run_shmtool({"window", "info", S, "caps", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* f : {"\"variant\":\"stamped\"", "\"lanes\":", "\"swept_bucket\":", "\"shared_table_bytes\":"})
+    EXPECT_TRUE(has(r.out, f)) << f << " in " << r.out;
+  Segment seg = Segment::open(S);
+  Window w = Window::open(seg, "caps");
+  const WindowStats st = w.stats();
+  EXPECT_EQ(st.variant, WindowVariant::kStamped);
+  EXPECT_TRUE(has(r.out, "\"lanes\":" + std::to_string(st.lanes) + ",")) << st.lanes << " in " << r.out;
+  EXPECT_GE(st.lanes, 13u);
+  WindowOptions o;
+  o.variant = WindowVariant::kStamped;
+  o.expected_per_bucket = 10000;
+  EXPECT_TRUE(has(r.out, "\"shared_table_bytes\":" + std::to_string(Window::plan(o).shared_bytes) + ","))
+      << Window::plan(o).shared_bytes << " in " << r.out;
+  r = run_shmtool({"window", "info", S, "caps"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(has(r.out, "lanes") && has(r.out, "swept_bucket") && has(r.out, "shared_table_bytes") &&
+              has(r.out, "MiB"))
+      << r.out;
+  r = run_shmtool({"check", S});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+}
+
+TEST(WindowTool, CapNeedsTheStampedVariant) {
+  ToolFixture fx;
+  const std::string& S = fx.guard.name;
+  auto r = run_shmtool({"window", "create", S, "w", "--expected", "1000", "--variant", "cuckoo"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  r = run_shmtool({"window", "mark", S, "w", "1", "a", "--cap", "3", "--now", at(kT0)});
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_TRUE(has(r.err, "window 'w' is of variant cuckoo: --cap counts marks only in a window of variant stamped"))
+      << r.err;
+  EXPECT_EQ(r.out, "");
+  r = run_shmtool({"window", "seen", S, "w", "1", "a", "--window", "7", "--now", at(kT0)});
+  EXPECT_EQ(r.out, "1 a unseen\n") << "nothing marked: " << r.err;
+  // A stamped window keeps at most 12 buckets; create says so (exit 2), the segment unchanged.
+  r = run_shmtool({"window", "create", S, "s", "--expected", "1000", "--variant", "stamped", "--retention", "13"});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  r = run_shmtool({"window", "create", S, "s", "--expected", "1000", "--variant", "tree"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_TRUE(has(r.err, "stamped")) << r.err;
+  r = run_shmtool({"window", "create", "--help"});
+  EXPECT_TRUE(has(r.out, "--variant stamped") && has(r.out, "mark --cap")) << r.out;
+  r = run_shmtool({"window", "mark", "--help"});
+  EXPECT_TRUE(has(r.out, "--cap N") && has(r.out, "capped")) << r.out;
+}

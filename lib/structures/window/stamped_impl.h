@@ -259,14 +259,37 @@ inline Answer cap_locked(std::byte* base, ck::Header* h, uint64_t hv, uint32_t c
                                                                                               : Answer::kFull;
 }
 
-// Clears K's lane (its youngest live one); returns 1, or 0 when it has none. One: marks never
-// give a key a second lane, so a second match is another key's (a collider, which keeps it).
-inline uint32_t forget_locked(std::byte* base, ck::Header* h, const ck::KeyHash& k, const Clock& c) noexcept {
+// The live lanes with K's fingerprint in K's buckets of every sub-filter (at most 2).
+inline uint32_t matches_locked(std::byte* base, ck::Header* h, const ck::KeyHash& k, const Clock& c) noexcept {
+  uint32_t n = 0;
+  const uint32_t subs = ck::sub_count_acquire(h);
+  for (uint32_t j = 0; j < subs && n < 2; ++j) {
+    ck::Sub s = ck::sub_view(base, h->subs[j]);
+    ck::Probe p = ck::probe(s, k);
+    for (int which = 0; which < 2; ++which) {
+      if (which == 1 && p.i2 == p.i1) break;
+      const Word w = ck::bucket_load<Lanes>(s, which == 0 ? p.i1 : p.i2);
+      for (unsigned l = 0; l < ck::kSlots; ++l) {
+        const uint32_t lane = Lanes::lane(w, l);
+        n += lane != 0 && (lane >> kStampBits) == k.fp && age(c, lane) < static_cast<int64_t>(c.retention);
+      }
+    }
+  }
+  return n;
+}
+enum class Forgot : uint8_t { kNone, kCleared, kAmbiguous };
+// Clears K's lane when it is the only live lane with K's fingerprint in K's buckets (a mark never
+// gives a key a second lane, so then it is K's own). Two or more: another key's lane has the
+// same fingerprint there (a collider; with sub-filters of different sizes a collider need not
+// share every bucket) and no lane can be told to be K's: both stay (kAmbiguous), so K keeps
+// answering present as a false positive would, and no other key's acknowledged mark is lost.
+inline Forgot forget_locked(std::byte* base, ck::Header* h, const ck::KeyHash& k, const Clock& c) noexcept {
   const Found f = find_locked(base, h, k, c);
-  if (f.age == kAbsent) return 0;
+  if (f.age == kAbsent) return Forgot::kNone;
+  if (matches_locked(base, h, k, c) > 1) return Forgot::kAmbiguous;
   ck::Sub s = ck::sub_view(base, h->subs[f.sub]);
   clear_lane_locked(h, f.sub, s, f.bucket, f.lane, f.value);
-  return 1;
+  return Forgot::kCleared;
 }
 
 // Clears the dead lanes of buckets [from, to) of sub J (lock held by the caller, per chunk).

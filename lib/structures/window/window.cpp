@@ -311,10 +311,12 @@ WindowStatus WindowOps::stamped_forget(const Window& w, uint64_t hv) noexcept {
   // up to 15 keys the pair may never have had, and each probe of an absent key may remove a
   // collider's lane (another key with the same fingerprint in the same buckets, as forget on
   // kCuckoo can): the pair's own key is probed once, as there.
-  const uint32_t cleared = st::forget_locked(w.base_, ch, st::key(hv), c);
+  const st::Forgot r = st::forget_locked(w.base_, ch, st::key(hv), c);
   SHMF_KILL_POINT("window.stamped.forget.after_clear");
   ck::unlock(ch);
-  return cleared != 0 ? WindowStatus::kRemoved : WindowStatus::kAbsent;
+  // relaxed: a statistic (the forgets that left the pair answering present, see forget_locked).
+  if (r == st::Forgot::kAmbiguous) hdr(w)->forget_ambiguous.fetch_add(1, std::memory_order_relaxed);
+  return r == st::Forgot::kNone ? WindowStatus::kAbsent : WindowStatus::kRemoved;
 }
 
 bool WindowOps::stamped_sweep(const Window& w, int64_t e) noexcept {
