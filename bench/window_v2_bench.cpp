@@ -113,7 +113,7 @@ struct Result {
   double b_plain = 0, b_seen1 = 0, b_seen7 = 0, b_mi1 = 0, b_mi7 = 0;  // batched, ns a pair (median call)
   double fp1_w1 = 0, fp1_w7 = 0, bound_w1 = 0, bound_w7 = 0;
   double ov_fp1_w1 = 0, ov_fp1_w7 = 0, ov_fp8_w1 = 0, ov_fp8_w7 = 0, ov_bound8_w7 = 0;
-  uint64_t ov_full = 0, ov_bytes1 = 0, ov_bytes8 = 0;  // stats().memory_bytes: the whole window, 1x and 8x
+  uint64_t ov_full = 0, ov_bytes1 = 0, ov_bytes101 = 0, ov_bytes2 = 0, ov_bytes8 = 0;  // stats().memory_bytes: the whole window, 1x and 8x
   uint32_t ov_layers = 0;
   bool ov_over_capacity = false;
   std::string load_start, load_end;
@@ -207,11 +207,14 @@ void overload(WindowVariant v, const Opts& o, Result& r) {
   r.ov_fp1_w1 = measured_fp(w, o.fp_queries, 1, 21);
   r.ov_fp1_w7 = measured_fp(w, o.fp_queries, 7, 22);
   r.ov_bytes1 = w.stats().memory_bytes;
-  // Today from 1x to 8x: 7 m more distinct pairs, counting the answers that stored nothing.
+  // Today from 1x to 8x: 7 m more distinct pairs, counting the answers that stored nothing; the
+  // window's bytes are also taken at 1.01x and 2x (the first pairs past what the sizing holds).
   std::vector<uint64_t> sp(1 << 16), it(1 << 16);
   std::vector<WindowStatus> st(1 << 16);
-  for (uint64_t at = 0; at < 7 * m; at += sp.size()) {
-    const size_t k = static_cast<size_t>(std::min<uint64_t>(sp.size(), 7 * m - at));
+  const uint64_t one_pct = std::max<uint64_t>(1, m / 100);
+  for (uint64_t at = 0; at < 7 * m;) {
+    const uint64_t stop = at < one_pct ? one_pct : at < m ? m : 7 * m;  // calls end at each checkpoint
+    const size_t k = static_cast<size_t>(std::min<uint64_t>(sp.size(), stop - at));
     for (size_t j = 0; j < k; ++j) {
       const WinPair p = shmf_bench::win_pair(wl, 7 * m + at + j);
       sp[j] = p.space;
@@ -220,6 +223,9 @@ void overload(WindowVariant v, const Opts& o, Result& r) {
     w.mark_many(std::span<const uint64_t>(sp.data(), k), std::span<const uint64_t>(it.data(), k),
                 std::span<WindowStatus>(st.data(), k));
     for (size_t j = 0; j < k; ++j) r.ov_full += st[j] != WindowStatus::kNew && st[j] != WindowStatus::kSeen;
+    at += k;
+    if (at == one_pct) r.ov_bytes101 = w.stats().memory_bytes;
+    if (at == m) r.ov_bytes2 = w.stats().memory_bytes;
   }
   r.ov_fp8_w1 = measured_fp(w, o.fp_queries, 1, 23);
   r.ov_fp8_w7 = measured_fp(w, o.fp_queries, 7, 24);
@@ -229,10 +235,10 @@ void overload(WindowVariant v, const Opts& o, Result& r) {
   r.ov_layers = s.buckets[0].layers;
   r.ov_over_capacity = s.buckets[0].over_capacity;
   std::printf("%s 8x: expected %llu a bucket; 1x FP w=1 %.4f%% w=7 %.4f%%; today at 8x (%llu distinct, %u layers, "
-              "window %.1f MiB -> %.1f MiB, over capacity %s, %llu answers neither kNew nor kSeen): FP w=1 %.4f%% w=7 %.4f%% "
+              "window %.1f MiB at 1x, %.1f at 1.01x, %.1f at 2x, %.1f at 8x, over capacity %s, %llu answers neither kNew nor kSeen): FP w=1 %.4f%% w=7 %.4f%% "
               "(stats bound w=7 %.4f%%, now %.4f%%)\n",
               stamp().c_str(), (unsigned long long)m, 100 * r.ov_fp1_w1, 100 * r.ov_fp1_w7, (unsigned long long)s.buckets[0].distinct,
-              r.ov_layers, mib(r.ov_bytes1), mib(r.ov_bytes8), r.ov_over_capacity ? "yes" : "no",
+              r.ov_layers, mib(r.ov_bytes1), mib(r.ov_bytes101), mib(r.ov_bytes2), mib(r.ov_bytes8), r.ov_over_capacity ? "yes" : "no",
               (unsigned long long)r.ov_full, 100 * r.ov_fp8_w1, 100 * r.ov_fp8_w7, 100 * r.ov_bound8_w7,
               100 * s.window_fp_now(7));
   std::fflush(stdout);
@@ -504,9 +510,11 @@ void print_table(std::vector<Result>& rs, const Opts& o, const shmf_bench::Clock
       [&](Result& r) { return f("%.3f%%", 100 * r.ov_fp1_w1) + f(" / %.3f%%", 100 * r.ov_fp1_w7); });
   row("FP with today at 8x, w=1 / w=7",
       [&](Result& r) { return f("%.3f%%", 100 * r.ov_fp8_w1) + f(" / %.3f%%", 100 * r.ov_fp8_w7); }, "w=7 <= 1%");
-  row("  today at 8x: answers neither kNew nor kSeen; the window's bytes (stats) 1x -> 8x", [&](Result& r) {
-    return std::to_string(r.ov_full) + f("; %.1f", mib(r.ov_bytes1)) + f(" -> %.1f MiB", mib(r.ov_bytes8));
-  }, "0");
+  row("  today at 8x: answers neither kNew nor kSeen", [&](Result& r) { return std::to_string(r.ov_full); }, "0");
+  row("  the window's bytes (stats), today at 1x / 1.01x / 2x / 8x", [&](Result& r) {
+    return f("%.1f", mib(r.ov_bytes1)) + f(" / %.1f", mib(r.ov_bytes101)) + f(" / %.1f", mib(r.ov_bytes2)) +
+           f(" / %.1f MiB", mib(r.ov_bytes8));
+  });
   row("fill: `mark_many` ns/pair (wall)", [&](Result& r) { return f("%.1f", r.fill_ns); });
   row("load average, variant start / end", [&](Result& r) { return r.load_start + " / " + r.load_end; });
   std::printf("\nclock: %s, cost %.1f ns subtracted, samples in steps of %.1f ns; LLC %s (each section starts "
