@@ -923,6 +923,8 @@ void report(Ctx& ctx) {
     mo.retention = st.retention;
     mo.max_spaces = st.max_spaces;
     const auto mp = shmfilter::Window::plan(mo);
+    mo.expected_per_bucket = st.expected_per_bucket;
+    const auto here = shmfilter::Window::plan(mo);  // this week's sizing: past it, overflow
     auto p50_of = [&](uint32_t w) {
       constexpr uint64_t kCalls = 100000;
       std::vector<uint64_t> ns(kCalls), clk(kCalls);
@@ -944,13 +946,13 @@ void report(Ctx& ctx) {
     };
     const auto s1 = p50_of(1), s7 = p50_of(7);
     const double calls = static_cast<double>(total(ctx, "week", kEvents));
-    printf("  the %s variant%s: memory %s for the week (plan() at the mission's 1.2e8 a day: %s); FP measured %.3f%%\n"
+    printf("  the %s variant%s: memory %s for the week (plan(): %s; at the mission's 1.2e8 a day: %s); FP measured %.3f%%\n"
            "    of first sights answered \"seen\" (%" PRIu64 " of %s; stated bound at w = 1: %.3f%%; absent pairs asked at\n"
            "    w = 1 / w = 7: %.3f%% / %.3f%%); costs: seen p50 %.0f ns at w = 1, %.0f ns at w = 7 (single calls, clock\n"
            "    cost subtracted); mark_if_unseen %.0f ns a call in each worker (wall, workload generation included)\n",
            vname.c_str(), st.variant == shmfilter::WindowOptions{}.variant ? " (the default)" : "",
-           shmfilter::format_size(st.memory_bytes).c_str(), shmfilter::format_size(mp.full_window_bytes).c_str(),
-           offered ? 100.0 * static_cast<double>(undercount) / static_cast<double>(offered) : 0.0, undercount,
+           shmfilter::format_size(st.memory_bytes).c_str(), shmfilter::format_size(here.full_window_bytes).c_str(),
+           shmfilter::format_size(mp.full_window_bytes).c_str(), offered ? 100.0 * static_cast<double>(undercount) / static_cast<double>(offered) : 0.0, undercount,
            mission::big(static_cast<double>(offered)).c_str(), 100 * st.window_fp_bound(1), 100 * s1.second,
            100 * s7.second, s1.first, s7.first, calls > 0 ? secs * 1e9 * ctx.opt.workers / calls : 0.0);
   }
