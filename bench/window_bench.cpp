@@ -55,6 +55,7 @@
 #include "structures/window/window_impl.h"
 #include "floor.h"
 #include "timed.h"
+#include "window_common.h"
 #include "workload.h"
 
 using namespace shmfilter;
@@ -62,9 +63,9 @@ namespace bl = shmfilter::internal::bloom;
 
 namespace {
 
-constexpr int64_t kDay = 86400;
-constexpr int64_t kT0 = 1764547200;  // 2025-12-01 00:00 UTC
-constexpr uint32_t kPlans = 8000;
+constexpr int64_t kDay = shmf_bench::kWinDay;
+constexpr int64_t kT0 = shmf_bench::kWinT0;
+constexpr uint32_t kPlans = shmf_bench::kWinPlans;
 
 struct Opts {
   uint64_t pairs = 30000000;
@@ -133,9 +134,7 @@ double bits_for(double p, double B, uint32_t* k_out) {
   return best;
 }
 
-struct Pair {
-  uint64_t space, item;
-};
+using Pair = shmf_bench::WinPair;
 
 }  // namespace
 
@@ -219,9 +218,9 @@ int main(int argc, char** argv) {
   wlo.scale = static_cast<double>(o.pairs) / 1.2e8;
   wlo.plans = kPlans;
   shmf_bench::Workload wl(wlo);
-  auto pair_of = [&](uint64_t i) { return Pair{wl.plan_of(i), wl.device_of(i)}; };
+  auto pair_of = [&](uint64_t i) { return shmf_bench::win_pair(wl, i); };
   std::printf("\n## Fill: %.3g distinct pairs per day x 7 days, %u Zipf(1.0) plans\n\n", static_cast<double>(o.pairs), kPlans);
-  std::vector<uint64_t> sp(1 << 16), it(1 << 16);
+  std::vector<uint64_t> it(1 << 16);
   for (int d = 0; d < 7; ++d) {
     win.set_now(kT0 + d * kDay + 3600);
     uint64_t m0 = shmf_bench::mono_ns();
@@ -230,15 +229,7 @@ int main(int argc, char** argv) {
     std::printf("day %d: maintain() (retire expired, prepare today's and tomorrow's tables) %.2f ms\n", d,
                 static_cast<double>(m1 - m0) / 1e6);
     uint64_t t0 = shmf_bench::mono_ns();
-    for (uint64_t at = 0; (!o.rotation_only || o.fill) && at < o.pairs; at += sp.size()) {  // rotation-only: empty tables unless --fill
-      size_t n = static_cast<size_t>(std::min<uint64_t>(sp.size(), o.pairs - at));
-      for (size_t j = 0; j < n; ++j) {
-        Pair p = pair_of(uint64_t(d) * o.pairs + at + j);
-        sp[j] = p.space;
-        it[j] = p.item;
-      }
-      win.mark_many(std::span<const uint64_t>(sp.data(), n), std::span<const uint64_t>(it.data(), n));
-    }
+    if (!o.rotation_only || o.fill) shmf_bench::mark_pairs(win, wl, uint64_t(d) * o.pairs, o.pairs);  // rotation-only: empty tables unless --fill
     uint64_t t1 = shmf_bench::mono_ns();
     std::printf("day %d: mark_many %.1f ns/pair (wall, incl. pair generation)\n", d,
                 static_cast<double>(t1 - t0) / static_cast<double>(o.pairs));
@@ -255,8 +246,8 @@ int main(int argc, char** argv) {
   bo.error = Window::plan(wo).main_error;
   bo.seed = 9;
   Bloom plain = Bloom::create(seg, "plain", bo);
-  for (uint64_t at = 0; at < o.pairs; at += sp.size()) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(sp.size(), o.pairs - at));
+  for (uint64_t at = 0; at < o.pairs; at += it.size()) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(it.size(), o.pairs - at));
     for (size_t j = 0; j < n; ++j) it[j] = shmf_bench::mix64((uint64_t{3} << 50) + at + j);
     plain.add_many(std::span<const uint64_t>(it.data(), n));
   }
@@ -294,12 +285,10 @@ int main(int argc, char** argv) {
   // Every timed section starts from the same cache state: a sweep of 2x the last-level cache
   // (this host's L3 is 300 MiB: at --pairs 3e7 a 36 MiB plain filter filled last stays in it
   // while the window's 7 tables do not, which made the w=1 batch look 2.2x the plain one).
-  std::vector<char> sweep(std::max<uint64_t>(2 * shmf_bench::llc_bytes(), 64ull << 20), 1);
-  auto evict = [&] {
-    for (size_t i = 0; i < sweep.size(); i += 64) sink += static_cast<uint64_t>(sweep[i]++);
-  };
+  shmf_bench::CacheSweep sweep;
+  auto evict = [&] { sweep.run(); };
   std::printf("\n## Latency, single pair, out of cache (ns; p50 / p99 / p99.9 / mean)\n\n");
-  std::printf("(each section below starts after a %.0f MiB sweep: 2x the last-level cache)\n\n", mib(sweep.size()));
+  std::printf("(each section below starts after a %.0f MiB sweep: 2x the last-level cache)\n\n", mib(sweep.bytes()));
   std::printf("| operation | p50 | p99 | p99.9 | mean |\n|---|---|---|---|---|\n");
   shmf_bench::Samples s;
   s.reserve(o.queries);
@@ -467,15 +456,7 @@ int main(int argc, char** argv) {
   win.maintain();
   win.mark(0, uint64_t{0});
   const uint64_t cap = win.stats().buckets[0].capacity;
-  for (uint64_t at = 0; at < 2 * cap; at += sp.size()) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(sp.size(), 2 * cap - at));
-    for (size_t j = 0; j < n; ++j) {
-      Pair p = pair_of(8 * o.pairs + at + j);
-      sp[j] = p.space;
-      it[j] = p.item;
-    }
-    win.mark_many(std::span<const uint64_t>(sp.data(), n), std::span<const uint64_t>(it.data(), n));
-  }
+  shmf_bench::mark_pairs(win, wl, 8 * o.pairs, 2 * cap);
   st = win.stats();
   std::printf("(2x day: capacity %llu, distinct %llu, overflow %s, over capacity %s)\n", (unsigned long long)cap,
               (unsigned long long)st.buckets[0].distinct, st.buckets[0].overflow ? "yes" : "no",

@@ -20,17 +20,16 @@
 
 #include "shmfilter/window.hpp"
 #include "timed.h"
+#include "window_common.h"
 #include "workload.h"
 
 using namespace shmfilter;
 
 namespace {
-constexpr int64_t kDay = 86400;
-constexpr int64_t kT0 = 1764547200;  // 2025-12-01 00:00 UTC
-constexpr uint32_t kPlans = 8000;
-struct Pair {
-  uint64_t space, item;
-};
+constexpr int64_t kDay = shmf_bench::kWinDay;
+constexpr int64_t kT0 = shmf_bench::kWinT0;
+constexpr uint32_t kPlans = shmf_bench::kWinPlans;
+using Pair = shmf_bench::WinPair;
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,21 +68,12 @@ int main(int argc, char** argv) {
   wlo.scale = static_cast<double>(pairs) / 1.2e8;
   wlo.plans = kPlans;
   shmf_bench::Workload wl(wlo);
-  auto pair_of = [&](uint64_t i) { return Pair{wl.plan_of(i), wl.device_of(i)}; };
-  std::vector<uint64_t> sp(1 << 16), it(1 << 16);
+  auto pair_of = [&](uint64_t i) { return shmf_bench::win_pair(wl, i); };
   for (int d = 0; d < 7; ++d) {
     win.set_now(kT0 + d * kDay + 3600);
     win.maintain();
     const uint64_t t0 = shmf_bench::mono_ns();
-    for (uint64_t at = 0; at < pairs; at += sp.size()) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(sp.size(), pairs - at));
-      for (size_t j = 0; j < n; ++j) {
-        Pair p = pair_of(uint64_t(d) * pairs + at + j);
-        sp[j] = p.space;
-        it[j] = p.item;
-      }
-      win.mark_many(std::span<const uint64_t>(sp.data(), n), std::span<const uint64_t>(it.data(), n));
-    }
+    shmf_bench::mark_pairs(win, wl, uint64_t(d) * pairs, pairs);
     std::printf("day %d: mark_many %.1f ns/pair (wall, incl. pair generation)\n", d,
                 static_cast<double>(shmf_bench::mono_ns() - t0) / static_cast<double>(pairs));
   }

@@ -838,7 +838,7 @@ void report(Ctx& ctx) {
   printf("  variant %s; one query over w = 1 or w = 7 reads the pair's two bucket words; FP bound over w = 7: %.3f%%\n",
          std::string(shmfilter::window_variant_name(st.variant)).c_str(), 100 * st.window_fp_bound(7));
   printf("  day  distinct  served (kNew)  capacity  overflow  FP bound  per-plan counts exact\n");
-  uint64_t served_total = 0, exact_plans = 0, plans_total = 0, undercount = 0, overcount = 0;
+  uint64_t served_total = 0, exact_plans = 0, plans_total = 0, undercount = 0, overcount = 0, offered = 0;
   for (uint32_t age = 0; age < st.retention; ++age) {
     const int d = kDays - 1 - static_cast<int>(age);
     const auto& b = st.buckets[age];
@@ -846,6 +846,7 @@ void report(Ctx& ctx) {
     for (uint32_t p = 0; p < 8000; ++p) {
       const uint64_t got = win.new_count(p, age), want = truth[d][p];
       served += got;
+      offered += want;
       if (want == 0 && got == 0) continue;
       ++nonempty;
       if (got == want) ++exact;
@@ -908,6 +909,53 @@ void report(Ctx& ctx) {
          shmfilter::format_size(static_cast<uint64_t>(380e6 * ctx.opt.scale)).c_str(),
          shmfilter::format_size(static_cast<uint64_t>(137.0 * 1048576 * ctx.opt.scale)).c_str(),
          shmfilter::format_size(static_cast<uint64_t>(90 * n)).c_str());
+  // This variant's numbers in one place: memory (everything the window holds: buckets, the spare,
+  // overflow, metadata; and what plan() says the mission's week costs), FP (first sights answered
+  // "seen" over the pairs the window's 7 days offered, against the bound stats() states) and costs
+  // (single lookups timed here, absent pairs, out of cache at --scale 1; the workers' marks).
+  {
+    const std::string vname(shmfilter::window_variant_name(st.variant));
+    shmfilter::WindowOptions mo;
+    mo.variant = st.variant;
+    mo.expected_per_bucket = 120000000;
+    mo.error = st.error;
+    mo.error_window = st.error_window;
+    mo.retention = st.retention;
+    mo.max_spaces = st.max_spaces;
+    const auto mp = shmfilter::Window::plan(mo);
+    mo.expected_per_bucket = st.expected_per_bucket;
+    const auto here = shmfilter::Window::plan(mo);  // this week's sizing: past it, overflow
+    auto p50_of = [&](uint32_t w) {
+      constexpr uint64_t kCalls = 100000;
+      std::vector<uint64_t> ns(kCalls), clk(kCalls);
+      uint64_t hits = 0;
+      for (uint64_t i = 0; i < kCalls; ++i) {  // the clock's own cost, to subtract
+        const uint64_t a = now_ns();
+        clk[i] = now_ns() - a;
+      }
+      for (uint64_t i = 0; i < kCalls; ++i) {
+        const uint64_t item = shmf_bench::mix64((uint64_t{0x5eed} << 40) + i), plan = item % 8000;
+        const uint64_t a = now_ns();
+        hits += win.seen(plan, item, w);
+        ns[i] = now_ns() - a;
+      }
+      std::nth_element(clk.begin(), clk.begin() + kCalls / 2, clk.end());
+      std::nth_element(ns.begin(), ns.begin() + kCalls / 2, ns.end());
+      return std::make_pair(static_cast<double>(ns[kCalls / 2]) - static_cast<double>(clk[kCalls / 2]),
+                            static_cast<double>(hits) / kCalls);
+    };
+    const auto s1 = p50_of(1), s7 = p50_of(7);
+    const double calls = static_cast<double>(total(ctx, "week", kEvents));
+    printf("  the %s variant%s: memory %s for the week (plan(): %s; at the mission's 1.2e8 a day: %s); FP measured %.3f%%\n"
+           "    of first sights answered \"seen\" (%" PRIu64 " of %s; stated bound at w = 1: %.3f%%; absent pairs asked at\n"
+           "    w = 1 / w = 7: %.3f%% / %.3f%%); costs: seen p50 %.0f ns at w = 1, %.0f ns at w = 7 (single calls, clock\n"
+           "    cost subtracted); mark_if_unseen %.0f ns a call in each worker (wall, workload generation included)\n",
+           vname.c_str(), st.variant == shmfilter::WindowOptions{}.variant ? " (the default)" : "",
+           shmfilter::format_size(st.memory_bytes).c_str(), shmfilter::format_size(here.full_window_bytes).c_str(),
+           shmfilter::format_size(mp.full_window_bytes).c_str(), offered ? 100.0 * static_cast<double>(undercount) / static_cast<double>(offered) : 0.0, undercount,
+           mission::big(static_cast<double>(offered)).c_str(), 100 * st.window_fp_bound(1), 100 * s1.second,
+           100 * s7.second, s1.first, s7.first, calls > 0 ? secs * 1e9 * ctx.opt.workers / calls : 0.0);
+  }
   const uint64_t served_answers = total(ctx, "week", kNew) - total(ctx, "week", kNewDay0);
   // A forgotten pair that still answers "seen" is a false positive of the other pairs in the
   // 7 buckets (a matching fingerprint): allowed up to the window's stated bound over w = 7
