@@ -8,6 +8,7 @@
 #include "shmfilter/hll.hpp"
 #include "shmfilter/roaring_set.hpp"
 #include "shmfilter/segment.hpp"
+#include "shmfilter/window.hpp"
 #include "test_util.h"
 
 TEST(Readme, ApiAtAGlance) {
@@ -46,5 +47,17 @@ TEST(Readme, ApiAtAGlance) {
   for (int i = 0; i < 3; ++i)
     if (served_set.insert(device_id) == shmfilter::InsertResult::kInserted) serve();
   EXPECT_EQ(served, 1);
+
+  const uint64_t plan = 17;
+  auto week = shmfilter::Window::create(seg, "week", {.expected_per_bucket = 12'000, .utc_offset = 8 * 3600});
+  served = 0;
+  for (int i = 0; i < 2; ++i)
+    if (week.mark_if_unseen(plan, device_id, 7) == shmfilter::WindowStatus::kNew) serve();  // once a week
+  EXPECT_EQ(served, 1);
+  served = 0;
+  for (int i = 0; i < 5; ++i)
+    if (week.mark_if_under(plan, device_id, 3, 7) == shmfilter::WindowStatus::kNew) serve();  // at most 3 a week
+  EXPECT_EQ(served, 3);
+  EXPECT_EQ(week.stats().variant, shmfilter::WindowVariant::kStamped);
   EXPECT_TRUE(seg.check().consistent());
 }
