@@ -119,7 +119,7 @@ Plan make_plan(const WindowOptions& o) {
                                                    " is below the stamped variant's 0.2% (12-bit fingerprints): raise the "
                                                    "error rate, or use variant cuckoo");
     p.k_main = p.k_ovf = internal::stamped::kFpBits;
-    if (ck::geometry_for(o.expected_per_bucket * o.retention).buckets() > ck::kMaxBuckets)
+    if (internal::stamped::table_geometry(o.expected_per_bucket * o.retention).buckets() > ck::kMaxBuckets)
       throw Error(ErrorCode::kInvalidArgument, "expected_per_bucket " + std::to_string(o.expected_per_bucket) + " x retention " +
                                                    std::to_string(o.retention) + " needs more than 2^32 cuckoo buckets: lower it");
   } else {

@@ -90,7 +90,7 @@ uint64_t alloc_table(ControlTxn& txn, WindowHeader* h, uint64_t capacity) {
 // counters row it does not use, the cuckoo header and sub-filter 0 of 16-bit stamped lanes in
 // 2^16-bucket chunks). geometry = its bucket count.
 uint64_t shared_main_bytes(uint64_t capacity, uint64_t* buckets) {
-  const ck::Geometry g = ck::geometry_for(capacity);
+  const ck::Geometry g = internal::stamped::table_geometry(capacity);
   if (g.buckets() > ck::kMaxBuckets) throw Error(ErrorCode::kInvalidArgument, "window capacity too large for one table");
   *buckets = g.buckets();
   return ck::region_bytes_for(g, internal::stamped::kLaneBits);

@@ -727,7 +727,7 @@ SavedShared read_shared(In& in, const SavedRegion& r) {
   s.buckets = in.u64();
   s.swept = in.u64();
   const uint32_t subs = in.u32();
-  const ck::Geometry g0 = ck::geometry_for(s.capacity);
+  const ck::Geometry g0 = internal::stamped::table_geometry(s.capacity);
   if (s.capacity < 1 || g0.buckets() > ck::kMaxBuckets || g0.buckets() != s.buckets)
     bad(in, "the shared table's capacity " + std::to_string(s.capacity) + " and its " + std::to_string(s.buckets) +
                 " buckets disagree");
