@@ -493,7 +493,8 @@ typedef struct shmf_window_stats {
   uint64_t lanes;               /* stamped: lanes the shared table holds (one per pair, one per cap tally; dead ones
                                    until a sweep or an insert reclaims them); 0 otherwise */
   int64_t swept_bucket;         /* stamped: the bucket the last complete sweep of dead lanes began at (0: none) */
-  uint64_t shared_bytes;        /* stamped: bytes of the one table every bucket shares (in memory_bytes); 0 otherwise */
+  uint64_t shared_bytes;        /* stamped: bytes of the one table every bucket shares, its overflow sub-filters
+                                   included (in memory_bytes); 0 otherwise */
 } shmf_window_stats;
 
 /* Pure: fills OPTS with the defaults (expected_per_bucket must be set). */

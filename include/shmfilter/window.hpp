@@ -158,6 +158,7 @@ struct WindowStats {
   uint64_t lanes = 0;            // kStamped: lanes the shared table holds (one per pair, one per cap tally;
                                  // dead ones until a sweep or an insert reclaims them)
   int64_t swept_bucket = 0;      // kStamped: the bucket the last complete sweep of dead lanes began at (0: none)
+  uint64_t shared_bytes = 0;     // kStamped: the shared table's bytes, its sub-filters included (in memory_bytes)
   uint64_t seed = 0;
   std::vector<WindowBucketStats> buckets;  // current first, retention entries (empty buckets have distinct 0)
   // FP of a query over w buckets from the buckets' rates now: 1 - prod(1 - fp_i), i < w.

@@ -56,21 +56,6 @@ int under_status(WindowStatus s, const char* fn) {
   return mark_status(s, fn);
 }
 
-// A stamped window's shared table as sized at creation (Window::plan: retention x expected lanes);
-// the sub-filters an overload adds are in memory_bytes. Pure: from the stats' own options.
-uint64_t stamped_shared_bytes(const WindowStats& st) {
-  WindowOptions o;
-  o.variant = WindowVariant::kStamped;
-  o.expected_per_bucket = st.expected_per_bucket;
-  o.error = st.error;
-  o.error_window = st.error_window;
-  o.bucket_seconds = st.bucket_seconds;
-  o.utc_offset = st.utc_offset;
-  o.retention = st.retention;
-  o.max_spaces = st.max_spaces;
-  return Window::plan(o).shared_bytes;
-}
-
 int mark_status(WindowStatus s, const char* fn) {
   switch (s) {
     case WindowStatus::kNew: return 1;
@@ -393,7 +378,7 @@ int shmf_window_stats_get(const shmf_window* w, shmf_window_stats* out) {
     if (st.variant == WindowVariant::kStamped) {
       out->lanes = st.lanes;
       out->swept_bucket = st.swept_bucket;
-      out->shared_bytes = stamped_shared_bytes(st);
+      out->shared_bytes = st.shared_bytes;
     }
     return 0;
   });

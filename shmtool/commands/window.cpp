@@ -51,19 +51,9 @@ Json describe_fields(shmfilter::Segment& seg, const shmfilter::RegionInfo& r) {
   j.add("inline_allocations", s.inline_allocations).add("overflow_failures", s.overflow_failures);
   if (s.variant == shmfilter::WindowVariant::kCuckoo) j.add("forget_ambiguous", s.forget_ambiguous);
   if (s.variant == shmfilter::WindowVariant::kStamped) {
-    // The one table every bucket shares: its size as created (Window::plan from the window's own
-    // options; sub-filters an overload adds count in memory_bytes and the current bucket's bytes).
-    shmfilter::WindowOptions o;
-    o.variant = s.variant;
-    o.expected_per_bucket = s.expected_per_bucket;
-    o.error = s.error;
-    o.error_window = s.error_window;
-    o.bucket_seconds = s.bucket_seconds;
-    o.utc_offset = s.utc_offset;
-    o.retention = s.retention;
-    o.max_spaces = s.max_spaces;
+    // The one table every bucket shares, its sub-filters included (also in memory_bytes).
     j.add("lanes", s.lanes).add("swept_bucket", s.swept_bucket);
-    j.add_size("shared_table_bytes", Window::plan(o).shared_bytes);
+    j.add_size("shared_table_bytes", s.shared_bytes);
   }
   j.add_size("memory_bytes", s.memory_bytes);
   std::vector<Json> buckets;

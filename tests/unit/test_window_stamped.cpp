@@ -240,6 +240,9 @@ TEST(WindowStamped, EightTimesExpectedKeepsAcceptingAndSaysItsRate) {
   const WindowStats st = w.stats();
   EXPECT_GE(st.buckets[0].layers, 2u);
   EXPECT_EQ(st.lanes, 8 * n - seen_new);
+  // The shared table's bytes count its sub-filters (the front ends print this field).
+  EXPECT_GT(st.shared_bytes, Window::plan(opts(n, 1)).shared_bytes);
+  EXPECT_LT(st.shared_bytes, st.memory_bytes);
   uint64_t fp = 0;
   const uint64_t probes = 200000;
   for (uint64_t i = 0; i < probes; ++i) fp += w.seen(1, i + (1ull << 40), 1);

@@ -820,6 +820,7 @@ WindowStats Window::stats() const {
     shared_over = ck::load_relaxed(ch->failures) != 0 || shared_fp > h->error;  // relaxed: statistic
     shared_bound = shared_over ? std::max(shared_fp, h->error) : h->error;
     st.memory_bytes += shared_bytes;
+    st.shared_bytes = shared_bytes;
   }
   for (uint32_t age = 0; age < g_.retention; ++age) {
     WindowBucketStats b;
