@@ -22,6 +22,7 @@
 #include "shmfilter/window.hpp"
 #include "structures/window/window_impl.h"
 #include "load_clock.h"
+#include "check_clean.h"
 #include "test_util.h"
 #include "workload.h"
 
@@ -55,11 +56,7 @@ WindowOptions opts(WindowVariant v, uint64_t n) {
   return o;
 }
 
-void expect_check_clean(Segment& seg) {
-  CheckReport r = seg.check(false);
-  for (const auto& f : r.findings) ADD_FAILURE() << f.where << ": " << f.problem;
-  EXPECT_TRUE(r.consistent());
-}
+using shmf_test::expect_check_clean;  // tests/support/check_clean.h
 
 struct RaceOracle {
   std::atomic<uint32_t> news[kPairs];

@@ -35,6 +35,7 @@
 #include "structures/window/stamped_impl.h"
 #include "structures/window/window_impl.h"
 #include "load_clock.h"
+#include "check_clean.h"
 #include "test_util.h"
 #include "workload.h"
 
@@ -71,11 +72,7 @@ WindowOptions stamped_opts(uint64_t expected, uint32_t retention) {
   return o;
 }
 
-void expect_check_clean(Segment& seg) {
-  CheckReport r = seg.check(false);
-  for (const auto& f : r.findings) ADD_FAILURE() << f.where << ": " << f.problem;
-  EXPECT_TRUE(r.consistent());
-}
+using shmf_test::expect_check_clean;  // tests/support/check_clean.h
 
 std::string describe(int status) {
   if (WIFEXITED(status)) return "exit " + std::to_string(WEXITSTATUS(status));

@@ -13,6 +13,7 @@
 #include "structures/bloom/bloom_impl.h"
 #include "base/kill_point.h"
 #include "shmfilter/bloom.hpp"
+#include "check_clean.h"
 #include "test_util.h"
 #include "workload.h"
 
@@ -50,11 +51,7 @@ double measure_fp(const Bloom& f, uint64_t negatives, uint64_t key_seed) {
   return static_cast<double>(f.contains_many(absent, out)) / static_cast<double>(negatives);
 }
 
-void expect_check_clean(Segment& seg) {
-  CheckReport r = seg.check(false);
-  for (const auto& f : r.findings) ADD_FAILURE() << f.where << ": " << f.problem;
-  EXPECT_TRUE(r.consistent());
-}
+using shmf_test::expect_check_clean;  // tests/support/check_clean.h
 
 }  // namespace
 

@@ -29,6 +29,7 @@
 #include "shmfilter/snapshot.hpp"
 #include "shmfilter/window.hpp"
 #include "structures/window/window_impl.h"
+#include "check_clean.h"
 #include "test_util.h"
 
 using namespace shmfilter;
@@ -74,11 +75,7 @@ WindowOptions opts(WindowVariant v, uint64_t n, uint32_t retention, uint32_t max
   return o;
 }
 
-void expect_check_clean(Segment& seg) {
-  CheckReport r = seg.check(false);
-  for (const auto& f : r.findings) ADD_FAILURE() << f.where << ": " << f.problem;
-  EXPECT_TRUE(r.consistent());
-}
+using shmf_test::expect_check_clean;  // tests/support/check_clean.h
 
 int64_t at_day(int d) { return kT0 + d * kDay + 3600; }
 

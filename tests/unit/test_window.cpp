@@ -14,6 +14,7 @@
 #include "shmfilter/window.hpp"
 #include "structures/cuckoo/cuckoo_impl.h"
 #include "structures/window/window_impl.h"
+#include "check_clean.h"
 #include "test_util.h"
 #include "workload.h"
 
@@ -47,11 +48,7 @@ WindowOptions opts(WindowVariant v, uint64_t n, double p = 0.01, uint32_t retent
   return o;
 }
 
-void expect_check_clean(Segment& seg) {
-  CheckReport r = seg.check(false);
-  for (const auto& f : r.findings) ADD_FAILURE() << f.where << ": " << f.problem;
-  EXPECT_TRUE(r.consistent());
-}
+using shmf_test::expect_check_clean;  // tests/support/check_clean.h
 
 class WindowBoth : public ::testing::TestWithParam<WindowVariant> {};
 

@@ -11,6 +11,7 @@
 #include "shmfilter/window.hpp"
 #include "structures/cuckoo/cuckoo_impl.h"
 #include "structures/window/window_impl.h"
+#include "check_clean.h"
 #include "test_util.h"
 
 using namespace shmfilter;
@@ -46,11 +47,7 @@ WindowOptions opts(uint64_t n, uint32_t retention = 7, double p = 0.01) {
   return o;
 }
 
-void expect_check_clean(Segment& seg) {
-  CheckReport r = seg.check(false);
-  for (const auto& f : r.findings) ADD_FAILURE() << f.where << ": " << f.problem;
-  EXPECT_TRUE(r.consistent());
-}
+using shmf_test::expect_check_clean;  // tests/support/check_clean.h
 
 wi::WindowHeader* header_of(Segment& seg, const char* name) {
   return reinterpret_cast<wi::WindowHeader*>(seg.base() + seg.find(name)->offset);
