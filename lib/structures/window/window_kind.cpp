@@ -30,7 +30,7 @@ constexpr MetricFamily kFamilies[] = {
     {"shmfilter_window_forget_ambiguous_total", "counter", "Cuckoo variant: copies forget removed that may belong to another pair (an upper bound); stamped: forgets that left the pair's lane beside a collider's."},
     {"shmfilter_window_stamped_lanes", "gauge", "Stamped variant: lanes of the shared table (one per pair, one per cap tally)."},
     {"shmfilter_window_stamped_shared_bytes", "gauge", "Stamped variant: bytes of the shared table, its overflow sub-filters included."},
-    {"shmfilter_window_stamped_swept_bucket", "gauge", "Stamped variant: the bucket the last complete sweep of dead lanes began at (0: none yet)."},
+    {"shmfilter_window_stamped_last_sweep", "gauge", "Stamped variant: the bucket the last complete sweep of dead lanes began at (0: none yet)."},
     {"shmfilter_window_space_new", "gauge", "Opt-in (max_spaces): new answers in the current bucket of the spaces with the most; space=\"other\" sums the rest."},
 };
 
@@ -89,7 +89,7 @@ CommonMetrics metrics(Segment& seg, const RegionInfo& r, const std::string& l, M
   if (st.variant == WindowVariant::kStamped) {
     c.add("shmfilter_window_stamped_lanes", l, static_cast<double>(st.lanes));
     c.add("shmfilter_window_stamped_shared_bytes", l, static_cast<double>(st.shared_bytes));
-    c.add("shmfilter_window_stamped_swept_bucket", l, static_cast<double>(st.swept_bucket));
+    c.add("shmfilter_window_stamped_last_sweep", l, static_cast<double>(st.swept_bucket));
   }
   if (c.max_spaces > 0) space_series(seg, r, w, l, c);
   return v;
